@@ -1,6 +1,7 @@
 /* tier.c — backend registry and checked dispatch for tier ops tables. Holds no
  * per-tier state of its own; the registry is process-wide and small (bounded). */
 #include "tier.h"
+#include "tier_host.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 
 /* Built-in backends, registered on first use. */
 static const struct tier_ops *const s_builtin[] = {
+    &tier_host_ops,
     NULL,
 };
 

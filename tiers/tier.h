@@ -46,6 +46,8 @@ typedef struct tier_config {
 } tier_config_t;
 
 struct tier;
+/* Called once per SERVING slot, in slot order. Returning 0 continues the walk;
+ * any other value stops it and becomes the return value of inventory. */
 typedef int (*tier_inventory_fn)(void *arg, uint64_t slot, const tier_slot_header_t *h);
 
 struct tier_ops {
