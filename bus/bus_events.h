@@ -1,0 +1,33 @@
+/* bus_events.h — codec for EventBatch, the payload of the event socket
+ * ([topic][8-byte BE sequence][EventBatch], DESIGN.md §5). Event keys and the
+ * event list are nanopb callbacks bound to caller arrays: no allocation, every
+ * count bounded by the caller's capacity. The bytes are plain protobuf that any
+ * library decodes (tests/interop checks that with python3-protobuf). */
+#ifndef KVT_BUS_EVENTS_H
+#define KVT_BUS_EVENTS_H
+
+#include <czmq.h>
+
+#include "bus_arrays.h"
+#include "bus_status.h"
+#include "events.pb.h"
+
+/* Protocol bound: events in one batch. */
+#define BUS_MAX_EVENTS 4096u
+
+typedef struct {
+    kvtier_Event ev; /* ts, instance, kind; ev.keys is bound by the codec */
+    bus_keys_t keys; /* encode: this event's keys; decode: its window into the pool */
+} bus_event_t;
+
+/* Encodes batch (source, epoch) with events[0..n) into a new frame. */
+int bus_events_encode(const kvtier_EventBatch *batch, const bus_event_t *events, uint32_t n,
+                      zframe_t **frame_out, kvtier_Status *st);
+
+/* Decodes an EventBatch: header into *batch, at most `cap` events into events[]
+ * (*n set), all their keys into `pool` (cleared first; each event's keys point at
+ * its run in the pool). Over a capacity or malformed: -INVALID_ARGUMENT. */
+int bus_events_decode(const void *buf, size_t len, kvtier_EventBatch *batch, bus_event_t *events,
+                      uint32_t cap, uint32_t *n, bus_keys_t *pool, kvtier_Status *st);
+
+#endif

@@ -1,0 +1,65 @@
+/* bus_server.h — the serving end of request/reply over a ROUTER socket.
+ * bus_server_recv hands over only requests that decoded and validated; anything
+ * else is answered INVALID_ARGUMENT right here (echoing the corr_id when it can
+ * be read), logged and counted, and never reaches the caller or crashes it.
+ *
+ * Thread-safety: none; one owner thread (typically an actor) uses a server. */
+#ifndef KVT_BUS_SERVER_H
+#define KVT_BUS_SERVER_H
+
+#include "bus_envelope.h"
+
+typedef struct bus_server bus_server_t;
+
+typedef struct {
+    uint64_t received; /* messages read off the socket */
+    uint64_t accepted; /* handed to the caller */
+    uint64_t rejected; /* answered INVALID_ARGUMENT by the server itself */
+    uint64_t replies;  /* replies sent (including rejections) */
+    uint64_t send_failures;
+} bus_server_stats_t;
+
+/* A received request. Reuse one (it embeds a whole Envelope); bus_server_recv
+ * resets it first. To answer later, keep zframe_dup(routing_id). */
+typedef struct {
+    zframe_t *routing_id; /* the peer */
+    zmsg_t *msg;          /* [frame 0][payload...]: payload i is bus_msg_payload(msg, i) */
+    kvtier_Envelope env;  /* decoded request; its arrays are in the caller's bus_arrays_t */
+} bus_request_t;
+
+/* Binds a ROUTER to `endpoint` ("tcp://127.0.0.1:*" picks a port; read it back
+ * with bus_server_endpoint). `name` is the sender of replies. NULL on failure. */
+bus_server_t *bus_server_new(const char *endpoint, const char *name);
+
+/* Closes the socket; nulls *self_p; idempotent. */
+void bus_server_destroy(bus_server_t **self_p);
+
+zsock_t *bus_server_sock(bus_server_t *self);
+
+/* The endpoint actually bound (ephemeral port resolved). */
+const char *bus_server_endpoint(bus_server_t *self);
+
+/* Waits up to wait_ms (0: no wait, -1: forever) for one message. Returns 1 with a
+ * valid request in *req (arrays in arr, which needs room for any body the server
+ * accepts, e.g. bus_arrays_new(BUS_MAX_ARRAY, BUS_MAX_BLOB)); 0 when nothing
+ * arrived or the message was rejected (already answered); < 0 on socket failure
+ * or interrupt. */
+int bus_server_recv(bus_server_t *self, int wait_ms, bus_request_t *req, bus_arrays_t *arr);
+
+/* Frees the routing id and frames of *req (the envelope stays as it was). */
+void bus_request_reset(bus_request_t *req);
+
+/* Sends a reply (built with bus_env_init_reply) to routing_id. Payload ownership
+ * passes (bus_payload_t). 0 or < 0 with st set. */
+int bus_server_reply(bus_server_t *self, const zframe_t *routing_id, kvtier_Envelope *rep,
+                     bus_arrays_t *arr, const bus_payload_t *payload, uint32_t npayload,
+                     kvtier_Status *st);
+
+/* Sends a reply without body: status `code` and a formatted message. */
+int bus_server_reply_error(bus_server_t *self, const zframe_t *routing_id, uint64_t corr_id,
+                           bus_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+void bus_server_stats(bus_server_t *self, bus_server_stats_t *stats);
+
+#endif

@@ -1,0 +1,390 @@
+/* test_reqrep.c — bus_client over DEALER against a real bus_server (issue 2 §3):
+ * many requests in flight matched out of order, per-request timeout completing
+ * exactly once while others succeed, late replies dropped and counted, the
+ * in-flight bound refusing with a clear status, payload frames both ways, and
+ * replies that do not decode completing their request with INVALID_ARGUMENT. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "bus_client.h"
+#include "wire_testserver.h"
+#include "wire_testutil.h"
+
+#define LONG_TIMEOUT_MS 30000u
+#define N_KEYS 5u
+
+typedef struct {
+    uint32_t window; /* request index, echoed as hit_count */
+    uint8_t keys[N_KEYS][BUS_KEY_LEN];
+    bool mask[N_KEYS];
+    uint32_t tiers[N_KEYS];
+    bus_arrays_t reply_arr; /* points at mask/tiers */
+    int completions;
+    kvtier_Status status;
+    uint32_t hit_count;
+    bool arrays_ok;
+    int order; /* completion rank */
+} pending_t;
+
+static int s_rank;
+
+static void s_done(void *arg, bus_reply_t *r)
+{
+    pending_t *p = arg;
+    p->completions++;
+    p->status = r->status;
+    p->order = s_rank++;
+    if (!r->env)
+        return;
+    p->hit_count = r->env->body.lookup_rep.hit_count;
+    p->arrays_ok = p->reply_arr.mask.n == N_KEYS && p->reply_arr.tier_ids.n == N_KEYS;
+    for (uint32_t i = 0; p->arrays_ok && i < N_KEYS; i++)
+        p->arrays_ok = p->mask[i] == (bool)(p->keys[i][0] & 1) && p->tiers[i] == p->keys[i][1];
+}
+
+/* Sends a LookupRequest with window `window` and 5 keys derived from it. */
+static int s_send_lookup(bus_client_t *c, pending_t *p, uint32_t window, uint32_t timeout_ms,
+                         kvtier_Status *st)
+{
+    memset(p, 0, sizeof *p);
+    p->window = window;
+    for (uint32_t i = 0; i < N_KEYS; i++)
+        tu_key(window * 10 + i, p->keys[i]);
+    p->reply_arr.mask = (bus_bools_t){.v = p->mask, .cap = N_KEYS};
+    p->reply_arr.tier_ids = (bus_u32s_t){.v = p->tiers, .cap = N_KEYS};
+    bus_arrays_t req_arr = {.keys = {.keys = p->keys, .n = N_KEYS, .cap = N_KEYS}};
+    kvtier_Envelope *env = calloc(1, sizeof *env);
+    bus_env_init(env, kvtier_Envelope_lookup_req_tag, NULL);
+    strcpy(env->body.lookup_req.instance_id, "inst");
+    env->body.lookup_req.window = window;
+    int rc =
+        bus_client_send(c, env, &req_arr, NULL, 0, timeout_ms, &p->reply_arr, s_done, p, NULL, st);
+    free(env);
+    return rc;
+}
+
+static void s_wait_all(bus_client_t *c, pending_t *p, uint32_t n)
+{
+    for (;;) {
+        bool all = true;
+        for (uint32_t i = 0; i < n; i++)
+            all &= p[i].completions > 0;
+        if (all)
+            return;
+        assert_true(bus_client_dispatch(c, -1) >= 0);
+    }
+}
+
+typedef struct {
+    zactor_t *server;
+    char *endpoint;
+    tu_server_args_t args;
+} env_t;
+
+static env_t *s_start(uint32_t reverse_batch)
+{
+    env_t *e = calloc(1, sizeof *e);
+    e->args = (tu_server_args_t){.endpoint = "tcp://127.0.0.1:*", .reverse_batch = reverse_batch};
+    e->server = tu_server_start(&e->args, &e->endpoint);
+    assert_non_null(e->endpoint);
+    return e;
+}
+
+static void s_stop(env_t **e_p)
+{
+    env_t *e = *e_p;
+    zactor_destroy(&e->server);
+    zstr_free(&e->endpoint);
+    free(e);
+    *e_p = NULL;
+}
+
+/* Issue 2 §3: a synchronous call returns the matching reply with its arrays. */
+static void test_sync_call_returns_the_reply_and_its_arrays(void **state)
+{
+    (void)state;
+    env_t *e = s_start(0);
+    bus_client_t *c = bus_client_new(e->endpoint, &(bus_client_config_t){.name = "sync"});
+    assert_non_null(c);
+    uint8_t keys[3][BUS_KEY_LEN];
+    bool mask[3];
+    uint32_t tiers[3];
+    for (uint32_t i = 0; i < 3; i++)
+        tu_key(i + 100, keys[i]);
+    bus_arrays_t req_arr = {.keys = {.keys = keys, .n = 3, .cap = 3}};
+    bus_arrays_t rep_arr = {.mask = {.v = mask, .cap = 3}, .tier_ids = {.v = tiers, .cap = 3}};
+    kvtier_Envelope *req = calloc(1, sizeof *req), *rep = calloc(1, sizeof *rep);
+    bus_env_init(req, kvtier_Envelope_lookup_req_tag, NULL);
+    req->body.lookup_req.window = 42;
+    kvtier_Status st;
+    assert_int_equal(
+        bus_client_call(c, req, &req_arr, NULL, 0, LONG_TIMEOUT_MS, rep, &rep_arr, NULL, &st), 0);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_OK);
+    assert_int_equal(rep->which_body, kvtier_Envelope_lookup_rep_tag);
+    assert_int_equal(rep->corr_id, req->corr_id);
+    assert_string_equal(rep->sender, "testsrv");
+    assert_int_equal(rep->body.lookup_rep.hit_count, 42);
+    assert_int_equal(rep_arr.mask.n, 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(mask[i], keys[i][0] & 1);
+        assert_int_equal(tiers[i], keys[i][1]);
+    }
+    /* a kind the server does not serve: the call fails with the server's status */
+    bus_env_init(req, kvtier_Envelope_stats_req_tag, NULL);
+    assert_int_equal(bus_client_call(c, req, NULL, NULL, 0, LONG_TIMEOUT_MS, rep, NULL, NULL, &st),
+                     -kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_non_null(strstr(st.message, "StatsRequest"));
+    free(req);
+    free(rep);
+    bus_client_destroy(&c);
+    bus_client_destroy(&c); /* idempotent */
+    s_stop(&e);
+}
+
+/* Issue 2 §3: 8+ in flight; the server answers in reverse order; each request
+ * gets its own reply exactly once. */
+static void test_replies_out_of_order_match_their_requests(void **state)
+{
+    (void)state;
+    enum { N = 16 };
+    env_t *e = s_start(N);
+    bus_client_t *c = bus_client_new(e->endpoint, &(bus_client_config_t){.max_in_flight = N});
+    pending_t *p = calloc(N, sizeof *p);
+    kvtier_Status st;
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(s_send_lookup(c, &p[i], i, LONG_TIMEOUT_MS, &st), 0);
+    bus_client_stats_t stats;
+    bus_client_stats(c, &stats);
+    assert_int_equal(stats.in_flight, N);
+    s_rank = 0;
+    s_wait_all(c, p, N);
+    for (uint32_t i = 0; i < N; i++) {
+        assert_int_equal(p[i].completions, 1);
+        assert_int_equal(p[i].status.code, kvtier_StatusCode_STATUS_OK);
+        assert_int_equal(p[i].hit_count, i);
+        assert_true(p[i].arrays_ok);
+        assert_int_equal(p[i].order, N - 1 - (int)i); /* reverse order of sending */
+    }
+    bus_client_stats(c, &stats);
+    assert_int_equal(stats.replies, N);
+    assert_int_equal(stats.in_flight, 0);
+    assert_int_equal(stats.late, 0);
+    free(p);
+    bus_client_destroy(&c);
+    s_stop(&e);
+}
+
+/* Issue 2 §3: one request times out (TIMEOUT exactly once) while the others
+ * succeed; its reply, arriving later, is dropped and counted as late. */
+static void test_timeout_of_one_request_while_others_succeed(void **state)
+{
+    (void)state;
+    enum { N = 9 };
+    env_t *e = s_start(0);
+    bus_client_t *c = bus_client_new(e->endpoint, NULL);
+    pending_t *p = calloc(N + 1, sizeof *p);
+    kvtier_Status st;
+    assert_int_equal(s_send_lookup(c, &p[0], TU_HOLD, 50, &st), 0);
+    for (uint32_t i = 1; i < N; i++)
+        assert_int_equal(s_send_lookup(c, &p[i], i, LONG_TIMEOUT_MS, &st), 0);
+    s_wait_all(c, p, N);
+    assert_int_equal(p[0].status.code, kvtier_StatusCode_STATUS_TIMEOUT);
+    assert_non_null(strstr(p[0].status.message, "no reply to LookupRequest"));
+    for (uint32_t i = 1; i < N; i++) {
+        assert_int_equal(p[i].status.code, kvtier_StatusCode_STATUS_OK);
+        assert_true(p[i].arrays_ok);
+    }
+    /* release the held reply: it arrives after the flush request's own reply */
+    assert_int_equal(s_send_lookup(c, &p[N], TU_FLUSH, LONG_TIMEOUT_MS, &st), 0);
+    s_wait_all(c, &p[N], 1);
+    assert_int_equal(p[N].status.code, kvtier_StatusCode_STATUS_OK);
+    bus_client_stats_t stats;
+    bus_client_stats(c, &stats);
+    assert_int_equal(stats.late, 1);
+    assert_int_equal(stats.timeouts, 1);
+    assert_int_equal(stats.completed, N + 1);
+    assert_int_equal(p[0].completions, 1); /* exactly once */
+    free(p);
+    bus_client_destroy(&c);
+    s_stop(&e);
+}
+
+/* Issue 2 §3: at the in-flight bound new sends are refused with a clear status;
+ * completions free room again. */
+static void test_in_flight_bound_refuses_new_sends(void **state)
+{
+    (void)state;
+    enum { BOUND = 4 };
+    env_t *e = s_start(0);
+    bus_client_t *c = bus_client_new(
+        e->endpoint, &(bus_client_config_t){.name = "bounded", .max_in_flight = BOUND});
+    pending_t *p = calloc(BOUND + 2, sizeof *p);
+    kvtier_Status st;
+    for (uint32_t i = 0; i < BOUND; i++)
+        assert_int_equal(s_send_lookup(c, &p[i], TU_HOLD, LONG_TIMEOUT_MS, &st), 0);
+    assert_int_equal(s_send_lookup(c, &p[BOUND], 1, LONG_TIMEOUT_MS, &st),
+                     -kvtier_StatusCode_STATUS_UNAVAILABLE);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_UNAVAILABLE);
+    assert_non_null(strstr(st.message, "max_in_flight 4"));
+    assert_int_equal(p[BOUND].completions, 0); /* refused: never completes */
+
+    /* completing them (as a client does before reconnecting) frees the table */
+    assert_int_equal(bus_client_fail_all(c, kvtier_StatusCode_STATUS_UNAVAILABLE, "reconnecting"),
+                     BOUND);
+    for (uint32_t i = 0; i < BOUND; i++) {
+        assert_int_equal(p[i].completions, 1);
+        assert_int_equal(p[i].status.code, kvtier_StatusCode_STATUS_UNAVAILABLE);
+    }
+    assert_int_equal(s_send_lookup(c, &p[BOUND + 1], TU_FLUSH, LONG_TIMEOUT_MS, &st), 0);
+    s_wait_all(c, &p[BOUND + 1], 1);
+    assert_int_equal(p[BOUND + 1].status.code, kvtier_StatusCode_STATUS_OK);
+    bus_client_stats_t stats;
+    bus_client_stats(c, &stats);
+    assert_int_equal(stats.refused, 1);
+    assert_int_equal(stats.late, BOUND); /* the held replies came after fail_all */
+    for (uint32_t i = 0; i < BOUND; i++)
+        assert_int_equal(p[i].completions, 1);
+    free(p);
+    bus_client_destroy(&c);
+    s_stop(&e);
+}
+
+static int s_freed;
+static void s_count_free(void *data, void *hint)
+{
+    (void)hint;
+    __atomic_add_fetch(&s_freed, 1, __ATOMIC_SEQ_CST);
+    free(data);
+}
+
+/* DESIGN.md §5: block bytes travel as payload frames, zero-copy, both ways. */
+static void test_payload_frames_travel_both_ways(void **state)
+{
+    (void)state;
+    env_t *e = s_start(0);
+    bus_client_t *c = bus_client_new(e->endpoint, NULL);
+    kvtier_Envelope *req = calloc(1, sizeof *req), *rep = calloc(1, sizeof *rep);
+    uint64_t slots[2] = {7, 9}, sizes[4] = {100, 200, 300, 400};
+    bus_arrays_t arr = {.slots = {.v = slots, .n = 2, .cap = 2},
+                        .sizes = {.v = sizes, .n = 4, .cap = 4}};
+    bus_payload_t pl[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        uint8_t *b = malloc(sizes[i]);
+        memset(b, (int)(slots[i / 2] + i % 2), sizes[i]);
+        pl[i] = (bus_payload_t){.data = b, .size = sizes[i], .free_fn = s_count_free};
+    }
+    bus_env_init(req, kvtier_Envelope_write_slots_req_tag, NULL);
+    req->body.write_slots_req.segments = 2;
+    s_freed = 0;
+    kvtier_Status st;
+    assert_int_equal(bus_client_call(c, req, &arr, pl, 4, LONG_TIMEOUT_MS, rep, NULL, NULL, &st),
+                     0);
+    assert_int_equal(rep->body.write_slots_rep.written, 1000);
+
+    /* read two slots back: the reply's payload frames are handed to the caller */
+    uint64_t rsizes[2] = {64, 128}, got_sizes[2];
+    bus_arrays_t rarr = {.slots = {.v = slots, .n = 2, .cap = 2},
+                         .sizes = {.v = rsizes, .n = 2, .cap = 2}};
+    bus_arrays_t rrep = {.sizes = {.v = got_sizes, .cap = 2}};
+    bus_env_init(req, kvtier_Envelope_read_slots_req_tag, NULL);
+    zmsg_t *frames = NULL;
+    assert_int_equal(
+        bus_client_call(c, req, &rarr, NULL, 0, LONG_TIMEOUT_MS, rep, &rrep, &frames, &st), 0);
+    assert_non_null(frames);
+    assert_int_equal(zmsg_size(frames), 2);
+    zframe_t *f = zmsg_first(frames);
+    for (uint32_t i = 0; i < 2; i++, f = zmsg_next(frames)) {
+        assert_int_equal(zframe_size(f), rsizes[i]);
+        assert_int_equal(got_sizes[i], rsizes[i]);
+        for (size_t b = 0; b < zframe_size(f); b++)
+            assert_int_equal(zframe_data(f)[b], slots[i]);
+    }
+    zmsg_destroy(&frames);
+    free(req);
+    free(rep);
+    bus_client_destroy(&c);
+    s_stop(&e);
+    /* every zero-copy buffer was released exactly once (libzmq is done with them
+     * once the client socket and the context's sockets are closed) */
+    zsys_shutdown();
+    assert_int_equal(s_freed, 4);
+}
+
+/* Issue 2 §3: a reply that does not decode completes its request with
+ * INVALID_ARGUMENT (counted); a reply with no readable corr_id is dropped. */
+static void test_undecodable_reply_completes_its_request_with_invalid_argument(void **state)
+{
+    (void)state;
+    zsock_t *router = zsock_new(ZMQ_ROUTER);
+    assert_true(zsock_bind(router, "tcp://127.0.0.1:*") > 0);
+    char *endpoint = zsock_last_endpoint(router);
+    bus_client_t *c = bus_client_new(endpoint, NULL);
+    pending_t p[2];
+    kvtier_Status st;
+    assert_int_equal(s_send_lookup(c, &p[0], 1, LONG_TIMEOUT_MS, &st), 0);
+    assert_int_equal(s_send_lookup(c, &p[1], 2, LONG_TIMEOUT_MS, &st), 0);
+    bus_env_header_t h[2];
+    zframe_t *rid[2];
+    for (int i = 0; i < 2; i++) {
+        zmsg_t *m = zmsg_recv(router);
+        rid[i] = zmsg_pop(m);
+        zframe_t *f0 = zmsg_first(m);
+        assert_int_equal(bus_env_peek(zframe_data(f0), zframe_size(f0), &h[i]), 0);
+        zmsg_destroy(&m);
+    }
+    /* garbage without corr_id: dropped */
+    zmsg_t *m = zmsg_new();
+    zmsg_append(m, &(zframe_t *){zframe_dup(rid[0])});
+    zmsg_addmem(m, "\xff\xff\xff", 3);
+    zmsg_send(&m, router);
+    /* right corr_id, wrong body kind: the request completes INVALID_ARGUMENT */
+    tu_writer_t w;
+    tu_w_header(&w, h[0].corr_id, BUS_PROTOCOL_VERSION);
+    tu_w_bytes(&w, kvtier_Envelope_touch_rep_tag, "", 0);
+    m = zmsg_new();
+    zmsg_append(m, &rid[0]);
+    zmsg_addmem(m, w.buf, tu_w_len(&w));
+    zmsg_send(&m, router);
+    /* right corr_id, key vector over the request's reply capacity (5) */
+    kvtier_Envelope *rep = calloc(1, sizeof *rep);
+    bus_arrays_t *big = bus_arrays_new(8, 0);
+    tu_arrays_fill(big, 8, 0, 1);
+    kvtier_Envelope req = {.corr_id = h[1].corr_id};
+    bus_env_init_reply(rep, &req, kvtier_Envelope_lookup_rep_tag, "fake");
+    assert_int_equal(bus_msg_send(router, rid[1], rep, big, NULL, 0, &st), 0);
+    zframe_destroy(&rid[1]);
+
+    s_wait_all(c, p, 2);
+    assert_int_equal(p[0].status.code, kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(p[0].status.message, "reply to LookupRequest carries TouchReply"));
+    assert_int_equal(p[1].status.code, kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(p[1].status.message, "LookupReply.hit: more than 5 elements"));
+    bus_client_stats_t stats;
+    bus_client_stats(c, &stats);
+    assert_int_equal(stats.bad_replies, 3);
+    assert_int_equal(stats.completed, 2);
+    bus_arrays_destroy(&big);
+    free(rep);
+    bus_client_destroy(&c);
+    zstr_free(&endpoint);
+    zsock_destroy(&router);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sync_call_returns_the_reply_and_its_arrays),
+        cmocka_unit_test(test_replies_out_of_order_match_their_requests),
+        cmocka_unit_test(test_timeout_of_one_request_while_others_succeed),
+        cmocka_unit_test(test_in_flight_bound_refuses_new_sends),
+        cmocka_unit_test(test_undecodable_reply_completes_its_request_with_invalid_argument),
+        cmocka_unit_test(test_payload_frames_travel_both_ways),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    zsys_shutdown();
+    return rc;
+}
