@@ -2,6 +2,7 @@
  * per-tier state of its own; the registry is process-wide and small (bounded). */
 #include "tier.h"
 #include "tier_host.h"
+#include "tier_nvme.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 /* Built-in backends, registered on first use. */
 static const struct tier_ops *const s_builtin[] = {
     &tier_host_ops,
+    &tier_nvme_ops,
     NULL,
 };
 

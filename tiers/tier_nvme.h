@@ -1,0 +1,202 @@
+/* tier_nvme.h — the `nvme` tier backend (DESIGN.md §4, §7): one preallocated
+ * file per tier at cfg.path, slots aligned for O_DIRECT, I/O through io_uring
+ * with cfg.queue_depth ops in flight (pread/pwrite when io_uring cannot be set
+ * up: chosen automatically and logged once). Each slot's header (key,
+ * instance, size, xxh3-64 checksum of the bytes, TTL deadline, state) is
+ * persisted after its bytes, so a restarted process rebuilds the inventory
+ * from the file. A torn header or a slot whose bytes fail their checksum is
+ * dropped, reported (counter + log line) and never served. Knows nothing of
+ * the scheduler, the bus or etcd; never allocates after open. A tier_t is
+ * used by one thread at a time (its tier actor). Memory: 72 bytes per slot
+ * (the header mirror) plus queue_depth bounce buffers of min(chunk, stride).
+ *
+ * File layout (version 1, little-endian, every offset read from the
+ * superblock except the superblock's own):
+ *
+ *   0: superblock, one 4096-byte block
+ *     +0  u64 magic        TIER_NVME_MAGIC ("KVTNVME1" as bytes)
+ *     +8  u32 version      TIER_NVME_VERSION
+ *     +12 u32 record_bytes bytes per slot header record (512 or 4096: the
+ *                          file system's O_DIRECT alignment, at least 512)
+ *     +16 u64 slot_size    usable bytes per slot
+ *     +24 u64 capacity     slots
+ *     +32 u64 slot_stride  slot_size rounded up to 4096
+ *     +40 u64 headers_off  4096
+ *     +48 u64 data_off     headers_off + capacity * record_bytes, rounded up
+ *                          to 1 MiB
+ *     +56 u64 file_size    data_off + capacity * slot_stride
+ *     +64 u8  uuid[16]     random per format: records of another format are
+ *                          stale, never recovered
+ *     +80 u64 format_ms    wall clock at format
+ *     +88 u64 reserved
+ *     +96 char name[64]    tier name at format (diagnostics)
+ *     +160 u64 checksum    xxh3-64 of bytes 0..159
+ *   headers_off: capacity records of record_bytes, slot i at
+ *   headers_off + i * record_bytes (one O_DIRECT write each, so a record is
+ *   never shared by two slots):
+ *     +0  u32 magic        TIER_NVME_REC_MAGIC ("KVSH")
+ *     +4  u32 state        enum tier_slot_state
+ *     +8  u64 slot         the record's own slot (a misplaced write is caught)
+ *     +16 u64 seq          per-file write sequence, increasing
+ *     +24 u8  uuid[16]     the superblock's uuid
+ *     +40 u8  key[16]
+ *     +56 u32 instance
+ *     +60 u32 reserved
+ *     +64 u64 size         bytes of the block
+ *     +72 u64 checksum     tier_checksum of the block bytes
+ *     +80 u64 deadline_ms
+ *     +88 u64 written_ms   wall clock of the header write (diagnostics)
+ *     +96 u64 rec_checksum xxh3-64 of bytes 0..95; a record failing it (a torn
+ *                          or damaged write) is dropped at open
+ *     the rest of the record is zero. An all-zero record is an empty slot.
+ *   data_off: slot i's bytes at data_off + i * slot_stride (4096-aligned).
+ *
+ * Write ordering (crash safety): the bytes of a slot are written first; its
+ * header is written only after they have completed (and, per the sync policy,
+ * are durable). A slot whose on-disk header says SERVING is first rewritten as
+ * WRITING before new bytes go over it. Every read verifies the checksum.
+ *
+ * Semantics that differ from the host tier: read requires a SERVING header
+ * (-ENODATA otherwise) and an iov of at least the header's size (-EMSGSIZE);
+ * it fills the first `size` bytes and leaves the rest of the iov untouched; a
+ * checksum mismatch zeroes those bytes, drops the slot and returns -EBADMSG.
+ * put_header(SERVING) requires the bytes to have been written by write() in
+ * this process (or the slot to be SERVING already, for a deadline/key
+ * update), h->size equal to the bytes written (-EINVAL), and h->checksum
+ * either 0 (the tier fills in its own) or equal to the tier's (-EBADMSG). */
+#ifndef KVT_TIER_NVME_H
+#define KVT_TIER_NVME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "tier.h"
+#include "tier_uring.h"
+
+#define TIER_NVME_MAGIC 0x31454d564e54564bULL /* "KVTNVME1" */
+#define TIER_NVME_VERSION 1u
+#define TIER_NVME_REC_MAGIC 0x4853564bu /* "KVSH" */
+#define TIER_NVME_SUPER_BYTES 4096u
+#define TIER_NVME_DEFAULT_DEPTH 32u
+#define TIER_NVME_DEFAULT_CHUNK (1u << 20) /* bounce buffer and largest single I/O */
+#define TIER_NVME_DEFAULT_LOCK_WAIT_MS 2000u
+#define TIER_NVME_LOG_DROPS_AT_OPEN 16         /* drop lines logged per open, then a total */
+#define TIER_NVME_ENV_ENGINE "KVT_NVME_ENGINE" /* auto | uring | sync */
+
+/* When written bytes and headers are durable. */
+enum tier_nvme_sync {
+    /* Every data and header write is RWF_DSYNC: complete means durable,
+     * power loss included. The default. */
+    TIER_NVME_SYNC_DSYNC = 0,
+    /* Data writes plain; one fdatasync before and one after the header writes
+     * of a put_header or a batch (cheaper for large batches). */
+    TIER_NVME_SYNC_FDATASYNC = 1,
+    /* O_DIRECT completion only: survives a process crash (kill -9), not a
+     * power loss on a device with a volatile write cache. */
+    TIER_NVME_SYNC_NONE = 2,
+};
+
+/* One line for a person, without a trailing newline. */
+typedef void (*tier_nvme_log_fn)(void *arg, const char *line);
+
+typedef struct tier_nvme_opts {
+    /* TIER_URING_AUTO honours $KVT_NVME_ENGINE (auto|uring|sync) when set. */
+    enum tier_uring_kind engine;
+    enum tier_nvme_sync sync;
+    /* Format the file even when it holds another layout, another geometry or
+     * foreign contents: its blocks are lost. Off: such a file is an error. */
+    bool format;
+    /* Read every SERVING slot at open and drop those whose bytes fail their
+     * checksum (otherwise they are caught on first read). */
+    bool verify_on_open;
+    /* Bounce buffer size = largest single I/O; multiple of 4096, 0 = 1 MiB.
+     * Memory held: queue_depth bounce buffers (capped at the slot stride). */
+    uint32_t chunk_bytes;
+    /* How long open waits for the file lock held by another process (a
+     * process killed a moment ago holds it until its io_uring is torn down);
+     * then -EBUSY. 0: do not wait. */
+    uint32_t lock_wait_ms;
+    tier_nvme_log_fn log; /* NULL: stderr */
+    void *log_arg;
+} tier_nvme_opts_t;
+
+/* Counters since open; read from the thread that uses the tier. */
+typedef struct tier_nvme_stats {
+    const char *engine; /* "io_uring" or "pread/pwrite" */
+    bool fixed_buffers; /* bounce buffers registered with the ring */
+    uint32_t queue_depth;
+    uint32_t record_bytes;
+    uint32_t dio_align; /* O_DIRECT offset/length alignment in use */
+    uint64_t reads;     /* blocks read and verified */
+    uint64_t writes;    /* blocks written */
+    uint64_t headers;   /* header records written */
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+    uint64_t direct_blocks;     /* transfers straight from/to the caller's memory */
+    uint64_t bounced_blocks;    /* transfers through the bounce buffers */
+    uint64_t checksum_failures; /* data checksum mismatches (read or verify-on-open) */
+    uint64_t torn_headers;      /* header records failing their own check at open */
+    uint64_t dropped_slots;     /* slots dropped for either reason */
+    uint64_t io_errors;         /* failed I/O operations */
+    uint64_t recovered;         /* SERVING slots found at open (before verify) */
+    uint64_t serving;           /* SERVING slots now */
+} tier_nvme_stats_t;
+
+/* The ops table, kind "nvme". open uses tier_nvme_opts_default() (so
+ * $KVT_NVME_ENGINE applies) and logs its error to stderr, since the ops
+ * table's open has no error buffer: tier_open's message carries strerror
+ * only. Errors: -EINVAL bad config, a foreign/corrupt file or a geometry
+ * mismatch; -ENOSPC file system too small; -EBUSY file in use by another
+ * process; -ENOENT/-EACCES/-EROFS/-EISDIR from the path; -EOPNOTSUPP no
+ * O_DIRECT or fallocate. inventory: each SERVING slot in slot order, a
+ * non-zero return from fn stops the walk and is returned. probe: header
+ * SERVING. No map. */
+extern const struct tier_ops tier_nvme_ops;
+
+/* Defaults: engine AUTO, sync DSYNC, no format, no verify, 1 MiB chunks,
+ * 2 s lock wait, stderr log. */
+void tier_nvme_opts_default(tier_nvme_opts_t *opts);
+
+/* tier_open for kind "nvme" with options (cfg->kind is ignored): NULL on
+ * failure with a message for a person in err (also logged). The result is
+ * closed with tier_close(). */
+tier_t *tier_nvme_open(const tier_config_t *cfg, const tier_nvme_opts_t *opts, char *err,
+                       size_t errlen);
+
+/* 0 and *out filled, or -EINVAL when t is not an open nvme tier. */
+int tier_nvme_stats(const tier_t *t, tier_nvme_stats_t *out);
+
+/* ---- batches: many slots per call, up to queue_depth I/Os in flight ----- */
+
+typedef struct tier_nvme_put {
+    uint64_t slot;
+    const struct iovec *iov; /* 1..TIER_MAX_IOV segments, total <= slot size */
+    int n;
+    /* in: key, instance, deadline_ms (checksum 0, or the expected value);
+     * out: size, checksum and state SERVING once committed */
+    tier_slot_header_t hdr;
+    int rc; /* out: 0 or a negative errno for this item */
+} tier_nvme_put_t;
+
+/* Writes each item's bytes, then (per the sync policy) its SERVING header:
+ * the same result as write() + put_header() per item, with the I/O of all
+ * items overlapped. Items fail alone (-ERANGE, -EINVAL incl. a slot repeated
+ * in the batch, -EMSGSIZE, -EBADMSG, -EIO...). Returns 0 when every item
+ * succeeded, else the first item error. No internal allocation; n is bounded
+ * by the caller's array. */
+int tier_nvme_put_batch(tier_t *t, tier_nvme_put_t *items, size_t n);
+
+typedef struct tier_nvme_get {
+    uint64_t slot;
+    struct iovec *iov; /* at least the block's size */
+    int n;
+    uint64_t size; /* out: bytes read (the header's size) */
+    int rc;        /* out: as tier_read */
+} tier_nvme_get_t;
+
+/* Reads and verifies each item's slot like tier_read, overlapped. */
+int tier_nvme_get_batch(tier_t *t, tier_nvme_get_t *items, size_t n);
+
+#endif
