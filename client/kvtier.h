@@ -1,0 +1,226 @@
+/* kvtier.h — libkvtier, the client library engines link (DESIGN.md §9).
+ *
+ * Two roles, usable alone or together:
+ *   control: register instances, begin/end requests, look up cached prefixes,
+ *            open and close get/put/prefetch windows (prepare -> token -> complete),
+ *            touch, remove, stats, cluster info;
+ *   data:    move block bytes for a token (submit_get / submit_put / submit_prefetch)
+ *            and collect completions (get_finished / wait), each reported exactly once.
+ *
+ * Every call returns 0 (KVT_OK) or a negative status code (-KVT_INVALID_ARGUMENT, ...);
+ * kvt_last_error() gives a message a person can act on for the last failed call.
+ *
+ * Thread-safety: a kvt_client_t is used by one thread at a time (calls on one handle
+ * must be serialised by the caller). Use one handle per thread; handles are independent.
+ * Tokens belong to the handle that prepared them.
+ *
+ * Buffers are host pointers in this version (device pointers need the gpu tier).
+ */
+#ifndef KVTIER_H
+#define KVTIER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVT_KEY_BYTES 16
+#define KVT_MAX_KEYS 65536 /* per call */
+
+/* Same numbers as the wire StatusCode (schemas/common.proto). */
+typedef enum kvt_status {
+    KVT_OK = 0,
+    KVT_NOT_FOUND = 1,
+    KVT_INVALID_ARGUMENT = 2,
+    KVT_NOT_LEADER = 3,
+    KVT_NO_SPACE = 4,
+    KVT_TIMEOUT = 5,
+    KVT_CONFLICT = 6,
+    KVT_UNAVAILABLE = 7,
+    KVT_INTERNAL = 8,
+    KVT_EXPIRED = 9,
+    KVT_ALREADY_EXISTS = 10,
+} kvt_status_t;
+
+typedef struct {
+    uint8_t b[KVT_KEY_BYTES];
+} kvt_key_t;
+
+typedef struct kvt_client kvt_client_t;
+typedef struct kvt_token kvt_token_t;
+
+/* ---- helpers ---- */
+
+/* "INVALID_ARGUMENT" for -2 or 2; "UNKNOWN" outside the enum. Never NULL. */
+const char *kvt_status_name(int code);
+
+/* Block keys of a token sequence (DESIGN.md §2): for each full block i of
+ * tokens_per_block tokens,
+ *   key[i] = XXH3_128(key[i-1] || tokens of block i)
+ * where key[-1] is *parent (or 16 zero bytes when parent is NULL), keys are
+ * serialised as XXH128_canonical_t (big-endian high64 then low64) and tokens as
+ * uint32 little-endian. A trailing partial block has no key. Writes at most
+ * max_out keys; returns how many full blocks there are (which may exceed max_out),
+ * or -KVT_INVALID_ARGUMENT. */
+int kvt_block_keys(const uint32_t *tokens, size_t n_tokens, uint32_t tokens_per_block,
+                   const kvt_key_t *parent, kvt_key_t *out, size_t max_out);
+
+/* ---- connection ---- */
+
+typedef struct kvt_options {
+    const char *coordinators;   /* comma-separated meta endpoints ("tcp://h:7700,..."), or NULL */
+    const char *etcd_endpoints; /* comma-separated etcd URLs, used when coordinators is NULL */
+    const char *cluster;        /* cluster name in etcd (default "kvtier") */
+    const char *name;           /* this client's name in logs (default "client") */
+    uint32_t timeout_ms;        /* per call (default 5000) */
+    uint32_t max_in_flight;     /* data-plane requests in flight per handle (default 64) */
+    bool disable_shm;           /* force the frame path even on the tier's host */
+} kvt_options_t;
+
+/* Finds the leader (any coordinator answers cluster info; NOT_LEADER replies name the
+ * leader) and returns a handle, or NULL with a message in err. */
+kvt_client_t *kvt_connect(const kvt_options_t *opts, char *err, size_t errlen);
+/* Waits for no job: submitted jobs not collected are dropped. Idempotent; nulls *c. */
+void kvt_close(kvt_client_t **c);
+const char *kvt_last_error(const kvt_client_t *c);
+
+/* ---- control role ---- */
+
+typedef struct kvt_instance {
+    const char *instance_id;
+    const char *model;
+    const char *dtype;
+    uint32_t tokens_per_block;
+    uint64_t bytes_per_block;
+} kvt_instance_t;
+
+/* Registering an equal spec again is OK; a different spec under the same id is
+ * -KVT_CONFLICT. */
+int kvt_register_instance(kvt_client_t *c, const kvt_instance_t *spec);
+
+typedef struct kvt_request {
+    const char *instance_id;
+    const char *request_id;
+    uint64_t ttl_ms;       /* deadline of the blocks it writes; 0: none */
+    uint32_t total_blocks; /* predicted, 0: unknown */
+} kvt_request_t;
+
+int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req);
+
+typedef struct kvt_request_end_info {
+    uint32_t closed_windows; /* windows the safety net closed */
+    uint32_t released_pins;
+    uint32_t aborted_reservations;
+} kvt_request_end_info_t;
+
+int kvt_request_end(kvt_client_t *c, const char *instance_id, const char *request_id,
+                    kvt_request_end_info_t *info /* NULL ok */);
+
+typedef enum kvt_lookup_mode {
+    KVT_LOOKUP_PREFIX = 0,  /* longest cached prefix */
+    KVT_LOOKUP_REVERSE = 1, /* sliding window from the end (window blocks) */
+    KVT_LOOKUP_PER_KEY = 2, /* each key independently */
+} kvt_lookup_mode_t;
+
+typedef struct kvt_lookup_result {
+    uint32_t hit_count;    /* prefix modes: cached prefix length; per-key: hits */
+    bool prefetch_advised; /* some hits live only below the head tier */
+    bool *hit;             /* caller array of n, or NULL */
+    uint32_t *tier_ids;    /* caller array of n (0 where no hit), or NULL */
+} kvt_lookup_result_t;
+
+int kvt_lookup(kvt_client_t *c, const char *instance_id, const char *request_id /* NULL ok */,
+               kvt_lookup_mode_t mode, uint32_t window, const kvt_key_t *keys, uint32_t n,
+               kvt_lookup_result_t *out);
+
+/* Prepare opens the request's window of that kind (one per kind at a time) and
+ * returns a token; complete closes it. success: one flag per token key, or NULL to
+ * use the outcome the data role recorded for each key (a key never transferred
+ * counts as failed). Complete consumes the token (*tok = NULL). */
+int kvt_prepare_get(kvt_client_t *c, const char *instance_id, const char *request_id,
+                    const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
+int kvt_complete_get(kvt_client_t *c, kvt_token_t **tok, const bool *success);
+
+/* Keys already SERVING are left out of the token (kvt_token_count tells how many remain). */
+int kvt_prepare_put(kvt_client_t *c, const char *instance_id, const char *request_id,
+                    const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
+int kvt_complete_put(kvt_client_t *c, kvt_token_t **tok, const bool *success);
+
+int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *request_id,
+                         const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
+int kvt_complete_prefetch(kvt_client_t *c, kvt_token_t **tok, const bool *success);
+
+uint32_t kvt_token_count(const kvt_token_t *tok);
+const kvt_key_t *kvt_token_keys(const kvt_token_t *tok);
+/* Tier id each token key lives on (get) or is written to (put). */
+uint32_t kvt_token_tier(const kvt_token_t *tok, uint32_t i);
+
+int kvt_touch(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, uint32_t n,
+              uint64_t ttl_ms, uint32_t *touched);
+int kvt_remove(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, uint32_t n,
+               uint32_t *removed);
+
+typedef struct kvt_tier_info {
+    uint32_t tier_id;
+    char name[64];
+    char kind[16];
+    char endpoint[256];
+    uint64_t capacity;  /* slots */
+    uint64_t slot_size; /* bytes */
+    uint64_t used;      /* slots in use */
+    bool up;
+} kvt_tier_info_t;
+
+typedef struct kvt_cluster_info {
+    char cluster[64];
+    char leader_endpoint[256];
+    uint64_t leader_epoch;
+    char event_endpoint[256];
+    uint32_t n_tiers;
+    kvt_tier_info_t tiers[32];
+} kvt_cluster_info_t;
+
+int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out);
+
+typedef struct kvt_stat {
+    char name[64];
+    uint64_t value;
+} kvt_stat_t;
+
+/* Counters of the scheduler (all instances when instance_id is NULL). */
+int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap,
+              uint32_t *n);
+
+/* ---- data role ---- */
+
+typedef struct kvt_job_result {
+    uint64_t job_id;
+    int status;       /* 0 or -code for the job as a whole */
+    uint32_t n_keys;  /* keys in the job */
+    uint32_t n_failed;
+} kvt_job_result_t;
+
+/* bufs: one host buffer per token key, each bytes_per_block long (len). A job id is
+ * chosen by the caller and must be unique among the handle's jobs in flight.
+ * Returning 0 means accepted; the outcome comes once through get_finished / wait. */
+int kvt_submit_get(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, void *const *bufs,
+                   size_t len);
+int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const void *const *bufs,
+                   size_t len);
+int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok);
+
+/* Collects up to cap finished jobs without waiting. */
+int kvt_get_finished(kvt_client_t *c, kvt_job_result_t *out, uint32_t cap, uint32_t *n);
+/* Waits until every listed job finished (or timeout: -KVT_TIMEOUT, the jobs stay
+ * pending); results[i] is job_ids[i]'s outcome. */
+int kvt_wait(kvt_client_t *c, const uint64_t *job_ids, uint32_t n, int timeout_ms,
+             kvt_job_result_t *results);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
