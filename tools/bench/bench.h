@@ -5,5 +5,6 @@
 
 int bench_slots(int argc, char **argv);
 int bench_nvme(int argc, char **argv);
+int bench_bus(int argc, char **argv);
 
 #endif

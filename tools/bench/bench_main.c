@@ -13,6 +13,7 @@ static const struct {
 } s_parts[] = {
     {"slots", bench_slots, "slot engine ops/s per policy vs open-addressing hash lookup"},
     {"nvme", bench_nvme, "nvme tier put/get GB/s vs raw O_DIRECT"},
+    {"bus", bench_bus, "bus request/reply rt/s and p50/p99 vs raw libzmq DEALER/ROUTER"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 
