@@ -54,10 +54,10 @@ void bus_log_write(bus_log_level_t level, const char *component, const char *fmt
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s[%d]: ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, s_level_names[level],
-                     component ? component : "-", (int)getpid());
+    int n = snprintf(
+        line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s[%d]: ", tm.tm_year + 1900,
+        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+        s_level_names[level], component ? component : "-", (int)getpid());
     if (n < 0)
         return;
     va_list ap;

@@ -89,8 +89,7 @@ tier_t *tier_open(const tier_config_t *cfg, char *err, size_t errlen)
     t->cfg = *cfg;
     int rc = ops->open(t, cfg);
     if (rc < 0) {
-        snprintf(err, errlen, "tier %s: open (%s) failed: %s", cfg->name, cfg->kind,
-                 strerror(-rc));
+        snprintf(err, errlen, "tier %s: open (%s) failed: %s", cfg->name, cfg->kind, strerror(-rc));
         free(t);
         return NULL;
     }

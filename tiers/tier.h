@@ -28,11 +28,11 @@ enum tier_slot_state {
 
 typedef struct tier_slot_header {
     tier_key_t key;
-    uint32_t instance;     /* scheduler-assigned instance id */
-    uint32_t state;        /* enum tier_slot_state */
-    uint64_t size;         /* bytes of the block, <= slot size */
-    uint64_t checksum;     /* xxh3-64 of the block bytes */
-    uint64_t deadline_ms;  /* TTL deadline, wall-clock ms since the epoch; 0 = none */
+    uint32_t instance;    /* scheduler-assigned instance id */
+    uint32_t state;       /* enum tier_slot_state */
+    uint64_t size;        /* bytes of the block, <= slot size */
+    uint64_t checksum;    /* xxh3-64 of the block bytes */
+    uint64_t deadline_ms; /* TTL deadline, wall-clock ms since the epoch; 0 = none */
 } tier_slot_header_t;
 
 typedef struct tier_config {
