@@ -1,0 +1,646 @@
+/* sched_actor.c — the scheduler actor's thread: configuration, start-up, the zloop
+ * (meta ROUTER, pipe, tier clients, one tick timer), the one switch over request
+ * bodies, replies, and the read-only requests (ClusterInfo, Stats, AdminStatus).
+ * Owns the actor's lifetime; the state it serves lives in sched_index.c,
+ * sched_requests.c and sched_tiers.c. Never blocks: sockets are read without
+ * waiting and every tier exchange is asynchronous. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus_log.h"
+#include "sched_int.h"
+#include "tier_policy.h"
+
+#define S_LOG "sched"
+#define S_DRAIN 64 /* requests handled per readable event before timers get a turn */
+#define S_VERSION "0.1.0"
+
+/* ---- clocks ---- */
+
+int64_t sched_now(void)
+{
+    return zclock_mono();
+}
+
+int64_t sched_wall_ms(void)
+{
+    return zclock_time();
+}
+
+/* ---- configuration ---- */
+
+void sched_config_defaults(sched_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->cluster, sizeof cfg->cluster, "kvtier");
+    snprintf(cfg->node_name, sizeof cfg->node_name, "coordinator");
+    snprintf(cfg->endpoint, sizeof cfg->endpoint, "tcp://127.0.0.1:*");
+    cfg->n_chains = 1;
+    snprintf(cfg->chains[0].name, sizeof cfg->chains[0].name, "default");
+}
+
+static void s_apply_defaults(sched_config_t *c)
+{
+    if (!c->pin_lease_ms)
+        c->pin_lease_ms = 30000;
+    if (!c->write_grace_ms)
+        c->write_grace_ms = 30000;
+    if (!c->tier_timeout_ms)
+        c->tier_timeout_ms = 2000;
+    if (!c->max_batch)
+        c->max_batch = BUS_MAX_ARRAY;
+    if (!c->max_requests)
+        c->max_requests = 65536;
+    if (!c->max_instances)
+        c->max_instances = 64;
+    if (!c->max_pending_puts)
+        c->max_pending_puts = 1024;
+    if (!c->max_window_keys)
+        c->max_window_keys = 4u << 20;
+    if (!c->scan_max)
+        c->scan_max = 4096;
+    if (!c->tick_ms) {
+        uint64_t m = c->pin_lease_ms;
+        if (c->write_grace_ms < m)
+            m = c->write_grace_ms;
+        if (c->tier_timeout_ms < m)
+            m = c->tier_timeout_ms;
+        m /= 4;
+        c->tick_ms = (uint32_t)(m < 5 ? 5 : m > 250 ? 250 : m);
+    }
+}
+
+static int s_cfg_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int s_cfg_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static int s_check_tiers(const sched_config_t *c, char *err, size_t errlen)
+{
+    if (c->n_tiers < 1 || c->n_tiers > SCHED_MAX_TIERS)
+        return s_cfg_fail(err, errlen, "scheduler: %u tiers, expected 1..%u", c->n_tiers,
+                          SCHED_MAX_TIERS);
+    for (uint32_t i = 0; i < c->n_tiers; i++) {
+        const sched_tier_config_t *t = &c->tiers[i];
+        if (t->tier_id != i + 1)
+            return s_cfg_fail(err, errlen, "scheduler: tiers[%u].tier_id is %u, expected %u", i,
+                              t->tier_id, i + 1);
+        if (!t->name[0] || strnlen(t->name, SCHED_NAME_MAX) >= SCHED_NAME_MAX)
+            return s_cfg_fail(err, errlen, "scheduler: tiers[%u].name empty or too long", i);
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(c->tiers[j].name, t->name) == 0)
+                return s_cfg_fail(err, errlen, "scheduler: tiers[%u].name '%s' is used twice", i,
+                                  t->name);
+        if (t->capacity < 1 || t->capacity > SCHED_MAX_CAPACITY)
+            return s_cfg_fail(err, errlen, "scheduler: tier %s capacity %" PRIu64 " out of 1..%llu",
+                              t->name, t->capacity, SCHED_MAX_CAPACITY);
+        if (t->slot_size < 1 || t->slot_size > UINT32_MAX)
+            return s_cfg_fail(err, errlen,
+                              "scheduler: tier %s slot_size %" PRIu64 " out of 1..4 GiB", t->name,
+                              t->slot_size);
+        const char *pol = t->policy[0] ? t->policy : "lru";
+        if (strnlen(t->policy, SCHED_POLICY_MAX) >= SCHED_POLICY_MAX || !tier_policy_find(pol))
+            return s_cfg_fail(err, errlen, "scheduler: tier %s: unknown policy '%.15s'", t->name,
+                              pol);
+    }
+    return 0;
+}
+
+static int s_check_chains(const sched_config_t *c, char *err, size_t errlen)
+{
+    if (c->n_chains < 1 || c->n_chains > SCHED_MAX_CHAINS)
+        return s_cfg_fail(err, errlen, "scheduler: %u chains, expected 1..%u", c->n_chains,
+                          SCHED_MAX_CHAINS);
+    for (uint32_t i = 0; i < c->n_chains; i++) {
+        const sched_chain_config_t *ch = &c->chains[i];
+        if (ch->n_tiers < 1 || ch->n_tiers > SCHED_CHAIN_MAX_TIERS)
+            return s_cfg_fail(err, errlen, "scheduler: chain %u has %u tiers, expected 1..%u", i,
+                              ch->n_tiers, SCHED_CHAIN_MAX_TIERS);
+        for (uint32_t j = 0; j < ch->n_tiers; j++) {
+            if (ch->tier_ids[j] < 1 || ch->tier_ids[j] > c->n_tiers)
+                return s_cfg_fail(err, errlen, "scheduler: chain %u names tier id %u (%u tiers)", i,
+                                  ch->tier_ids[j], c->n_tiers);
+            for (uint32_t k = 0; k < j; k++)
+                if (ch->tier_ids[k] == ch->tier_ids[j])
+                    return s_cfg_fail(err, errlen, "scheduler: chain %u names tier %u twice", i,
+                                      ch->tier_ids[j]);
+        }
+    }
+    return 0;
+}
+
+int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
+{
+    if (!cfg)
+        return s_cfg_fail(err, errlen, "scheduler: no config");
+    sched_config_t c = *cfg;
+    s_apply_defaults(&c);
+    if (!c.endpoint[0] || strnlen(c.endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
+        return s_cfg_fail(err, errlen, "scheduler: no meta endpoint to bind");
+    if (strnlen(c.cluster, SCHED_CLUSTER_MAX) >= SCHED_CLUSTER_MAX ||
+        strnlen(c.node_name, SCHED_NODE_MAX) >= SCHED_NODE_MAX ||
+        strnlen(c.advertised_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
+        strnlen(c.event_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
+        return s_cfg_fail(err, errlen, "scheduler: a name or endpoint is not NUL-terminated");
+    int rc = s_check_tiers(&c, err, errlen);
+    if (rc == 0)
+        rc = s_check_chains(&c, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (c.max_batch > BUS_MAX_ARRAY)
+        return s_cfg_fail(err, errlen, "scheduler: max_batch %u above %u", c.max_batch,
+                          BUS_MAX_ARRAY);
+    if (c.max_requests > (1u << 24) || c.max_instances > 65536 || c.max_pending_puts > 60000)
+        return s_cfg_fail(err, errlen,
+                          "scheduler: max_requests (<= 16 Mi), max_instances "
+                          "(<= 65536) or max_pending_puts (<= 60000) too large");
+    if (c.max_window_keys < c.max_batch)
+        return s_cfg_fail(err, errlen, "scheduler: max_window_keys %u below max_batch %u",
+                          c.max_window_keys, c.max_batch);
+    return 0;
+}
+
+/* ---- replies ---- */
+
+kvtier_Envelope *sched_reply_begin(sched_t *self, pb_size_t tag)
+{
+    bus_env_init_reply(self->rep, &self->req.env, tag, self->cfg.node_name);
+    uint32_t cap = self->cfg.max_batch;
+    self->rep_arr = (bus_arrays_t){
+        .keys = {.keys = self->rep_keys, .cap = cap},
+        .mask = {.v = self->rep_mask, .cap = cap},
+        .tier_ids = {.v = self->rep_tiers, .cap = cap},
+        .payload = {.data = self->payload, .cap = (uint32_t)self->payload_cap},
+    };
+    return self->rep;
+}
+
+void sched_reply(sched_t *self)
+{
+    kvtier_Status st;
+    if (bus_server_reply(self->server, self->req.routing_id, self->rep, &self->rep_arr, NULL, 0,
+                         &st) < 0)
+        bus_warn(S_LOG, "reply to %s not sent: %s", bus_body_name(self->req.env.which_body),
+                 st.message);
+}
+
+void sched_reply_error(sched_t *self, bus_code_t code, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (code == kvtier_StatusCode_STATUS_INVALID_ARGUMENT)
+        self->g.invalid_requests++;
+    bus_debug(S_LOG, "%s -> %s: %s", bus_body_name(self->req.env.which_body),
+              bus_status_name((int)code), msg);
+    bus_server_reply_error(self->server, self->req.routing_id, self->req.env.corr_id, code, "%s",
+                           msg);
+}
+
+/* ---- read-only requests ---- */
+
+static void s_on_cluster_info(sched_t *self)
+{
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_cluster_info_rep_tag);
+    kvtier_ClusterInfoReply *r = &rep->body.cluster_info_rep;
+    snprintf(r->cluster, sizeof r->cluster, "%s", self->cfg.cluster);
+    sched_strcpy(r->leader_endpoint, sizeof r->leader_endpoint,
+                 self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint : self->endpoint);
+    sched_strcpy(r->event_endpoint, sizeof r->event_endpoint, self->cfg.event_endpoint);
+    r->leader_epoch = self->cfg.leader_epoch;
+    for (uint32_t i = 0; i < self->n_tiers && r->tiers_count < 32; i++)
+        sched_tier_info(self, &self->tiers[i], &r->tiers[r->tiers_count++]);
+    sched_reply(self);
+}
+
+static void s_stat(kvtier_StatsReply *r, const char *name, uint64_t v)
+{
+    if (r->counters_count >= sizeof r->counters / sizeof r->counters[0])
+        return;
+    kvtier_StatCounter *c = &r->counters[r->counters_count++];
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->value = v;
+}
+
+static void s_stat_counters(kvtier_StatsReply *r, const sched_counters_t *c)
+{
+    s_stat(r, "lookups", c->lookups);
+    s_stat(r, "lookup_keys", c->lookup_keys);
+    s_stat(r, "hits", c->hit_keys);
+    s_stat(r, "misses", c->miss_keys);
+    s_stat(r, "gets", c->gets);
+    s_stat(r, "get_keys", c->get_keys);
+    s_stat(r, "get_not_found", c->get_not_found);
+    s_stat(r, "get_released", c->get_released);
+    s_stat(r, "puts", c->puts);
+    s_stat(r, "put_keys", c->put_keys);
+    s_stat(r, "put_skipped", c->put_skipped);
+    s_stat(r, "put_no_space", c->put_no_space);
+    s_stat(r, "puts_committed", c->puts_committed);
+    s_stat(r, "puts_failed", c->puts_failed);
+    s_stat(r, "prefetches", c->prefetches);
+    s_stat(r, "touched", c->touched);
+    s_stat(r, "removed", c->removed);
+    s_stat(r, "remove_busy", c->remove_busy);
+}
+
+static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
+{
+    const sched_global_t *g = &self->g;
+    s_stat(r, "evictions", g->evictions);
+    s_stat(r, "expirations", g->expirations);
+    s_stat(r, "dropped_by_tier", g->dropped_by_tier);
+    s_stat(r, "pins_lapsed", g->pins_lapsed);
+    s_stat(r, "reservations_lapsed", g->reservations_lapsed);
+    s_stat(r, "safety_net_windows", g->safety_net_windows);
+    s_stat(r, "tier_timeouts", g->tier_timeouts);
+    s_stat(r, "tier_errors", g->tier_errors);
+    s_stat(r, "deletes_sent", g->deletes_sent);
+    s_stat(r, "deletes_dropped", g->deletes_dropped);
+    s_stat(r, "adopted", g->adopted);
+    s_stat(r, "invalid_requests", g->invalid_requests);
+    s_stat(r, "busy_refusals", g->busy_refusals);
+    s_stat(r, "instances", self->n_inst);
+    s_stat(r, "open_requests", sched_open_requests(self));
+    s_stat(r, "window_keys", sched_open_windows_keys(self));
+    s_stat(r, "pending_puts", self->cfg.max_pending_puts - self->n_op_free);
+    uint64_t blocks = 0, pinned = 0, reserved = 0;
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        tier_slots_stats_t ts;
+        tier_slots_stats(self->tiers[i].slots, &ts);
+        blocks += ts.committed;
+        pinned += ts.pinned;
+        reserved += ts.reserved;
+    }
+    s_stat(r, "blocks", blocks);
+    s_stat(r, "pinned", pinned);
+    s_stat(r, "reserved", reserved);
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        tier_slots_stats_t ts;
+        tier_slots_stats(self->tiers[i].slots, &ts);
+        char name[48];
+        snprintf(name, sizeof name, "tier.%s.used", self->tiers[i].cfg.name);
+        s_stat(r, name, ts.used);
+        snprintf(name, sizeof name, "tier.%s.capacity", self->tiers[i].cfg.name);
+        s_stat(r, name, ts.capacity);
+    }
+}
+
+static void s_on_stats(sched_t *self)
+{
+    const char *id = self->req.env.body.stats_req.instance_id;
+    const sched_instance_t *in = NULL;
+    if (id[0] && !(in = sched_instance_get(self, id)))
+        return;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_stats_rep_tag);
+    kvtier_StatsReply *r = &rep->body.stats_rep;
+    s_stat_counters(r, in ? &in->c : &self->c);
+    if (!in)
+        s_stat_global(self, r);
+    sched_reply(self);
+}
+
+static void s_on_admin_status(sched_t *self)
+{
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_admin_status_rep_tag);
+    kvtier_AdminStatusReply *r = &rep->body.admin_status_rep;
+    snprintf(r->node_id, sizeof r->node_id, "%s", self->cfg.node_name);
+    r->leader = true;
+    sched_strcpy(r->leader_endpoint, sizeof r->leader_endpoint,
+                 self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint : self->endpoint);
+    r->leader_epoch = self->cfg.leader_epoch;
+    r->uptime_ms = (uint64_t)(sched_now() - self->started_ms);
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        tier_slots_stats_t ts;
+        tier_slots_stats(self->tiers[i].slots, &ts);
+        r->blocks += ts.committed;
+    }
+    r->instances = self->n_inst;
+    r->open_requests = sched_open_requests(self);
+    r->tiers = self->n_tiers;
+    snprintf(r->version, sizeof r->version, "%s", S_VERSION);
+    sched_reply(self);
+}
+
+/* ---- dispatch: one switch over the request body ---- */
+
+static void s_dispatch(sched_t *self)
+{
+    switch (self->req.env.which_body) {
+    case kvtier_Envelope_register_instance_req_tag:
+        sched_on_register(self);
+        break;
+    case kvtier_Envelope_request_begin_req_tag:
+        sched_on_begin(self);
+        break;
+    case kvtier_Envelope_request_end_req_tag:
+        sched_on_end(self);
+        break;
+    case kvtier_Envelope_lookup_req_tag:
+        sched_on_lookup(self);
+        break;
+    case kvtier_Envelope_prepare_get_req_tag:
+        sched_on_prepare_get(self);
+        break;
+    case kvtier_Envelope_complete_get_req_tag:
+        sched_on_complete_get(self);
+        break;
+    case kvtier_Envelope_prepare_put_req_tag:
+        sched_on_prepare_put(self);
+        break;
+    case kvtier_Envelope_complete_put_req_tag:
+        sched_on_complete_put(self);
+        break;
+    case kvtier_Envelope_prepare_prefetch_req_tag:
+        sched_on_prepare_prefetch(self);
+        break;
+    case kvtier_Envelope_complete_prefetch_req_tag:
+        sched_on_complete_prefetch(self);
+        break;
+    case kvtier_Envelope_touch_req_tag:
+        sched_on_touch(self);
+        break;
+    case kvtier_Envelope_remove_req_tag:
+        sched_on_remove(self);
+        break;
+    case kvtier_Envelope_cluster_info_req_tag:
+        s_on_cluster_info(self);
+        break;
+    case kvtier_Envelope_stats_req_tag:
+        s_on_stats(self);
+        break;
+    case kvtier_Envelope_admin_status_req_tag:
+        s_on_admin_status(self);
+        break;
+    case kvtier_Envelope_tier_membership_req_tag:
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "TierMembershipRequest comes from the coordinator process over the "
+                          "actor pipe, not over the meta plane");
+        break;
+    default:
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "%s is not served on the meta plane (tier-plane requests go to a "
+                          "tier actor)",
+                          bus_body_name(self->req.env.which_body));
+        break;
+    }
+}
+
+static int s_on_server(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    (void)sock;
+    sched_t *self = arg;
+    for (int i = 0; i < S_DRAIN; i++) {
+        int rc = bus_server_recv(self->server, 0, &self->req, self->req_arr);
+        if (rc <= 0)
+            break;
+        s_dispatch(self);
+        bus_request_reset(&self->req);
+    }
+    sched_tiers_flush(self);
+    return 0;
+}
+
+/* ---- pipe ---- */
+
+static void s_pipe_envelope(sched_t *self, zmsg_t *msg)
+{
+    kvtier_Envelope *env = self->tier_env;
+    kvtier_Status st;
+    if (bus_msg_decode(msg, BUS_DIR_REQUEST, env, NULL, &st) < 0) {
+        bus_warn(S_LOG, "pipe: dropped a message that does not decode: %s", st.message);
+        return;
+    }
+    if (env->which_body != kvtier_Envelope_tier_membership_req_tag) {
+        bus_warn(S_LOG, "pipe: dropped %s (only TierMembershipRequest is accepted)",
+                 bus_body_name(env->which_body));
+        return;
+    }
+    kvtier_TierMembershipRequest m = env->body.tier_membership_req;
+    sched_tier_membership(self, &m);
+    sched_tiers_flush(self);
+}
+
+static int s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
+{
+    (void)loop;
+    sched_t *self = arg;
+    zmsg_t *msg = zmsg_recv(pipe);
+    if (!msg)
+        return -1; /* interrupted */
+    zframe_t *f = zmsg_first(msg);
+    int rc = 0;
+    if (f && zframe_streq(f, "$TERM")) {
+        self->terminated = true;
+        rc = -1;
+    } else if (f && zframe_streq(f, "ENDPOINT")) {
+        zstr_send(pipe, self->endpoint);
+    } else if (f) {
+        s_pipe_envelope(self, msg);
+    }
+    zmsg_destroy(&msg);
+    return rc;
+}
+
+static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    sched_t *self = arg;
+    int64_t now = sched_now();
+    sched_tiers_tick(self, now);
+    sched_lease_scan(self, now);
+    sched_tiers_flush(self);
+    return 0;
+}
+
+/* ---- construction ---- */
+
+static void s_self_destroy(sched_t **self_p)
+{
+    sched_t *self = *self_p;
+    if (!self)
+        return;
+    sched_tiers_fini(self); /* first: failing tier requests answers pending puts */
+    sched_requests_fini(self);
+    sched_index_fini(self);
+    bus_request_reset(&self->req);
+    zloop_destroy(&self->loop);
+    bus_server_destroy(&self->server);
+    bus_arrays_destroy(&self->req_arr);
+    free(self->rep);
+    free(self->tier_env);
+    free(self->rep_keys);
+    free(self->rep_mask);
+    free(self->rep_tiers);
+    free(self->payload);
+    free(self->keys);
+    free(self->resv);
+    free(self->victims);
+    free(self->pos);
+    free(self->tok);
+    free(self->sc_slots);
+    free(self->sc_sizes);
+    free(self->sc_checksums);
+    free(self->sc_keys);
+    free(self);
+    *self_p = NULL;
+}
+
+static int s_alloc_scratch(sched_t *self)
+{
+    size_t n = self->cfg.max_batch;
+    /* token: header, a full tier table with the longest strings, one entry per key */
+    self->payload_cap = 16 +
+                        SCHED_MAX_TIERS * (26 + BUS_TOKEN_ENDPOINT_MAX + 2 * BUS_TOKEN_NAME_MAX) +
+                        n * BUS_TOKEN_ENTRY_BYTES;
+    self->req_arr = bus_arrays_new((uint32_t)n, 0);
+    self->rep = calloc(1, sizeof *self->rep);
+    self->tier_env = calloc(1, sizeof *self->tier_env);
+    self->rep_keys = calloc(n, sizeof *self->rep_keys);
+    self->rep_mask = calloc(n, sizeof *self->rep_mask);
+    self->rep_tiers = calloc(n, sizeof *self->rep_tiers);
+    self->payload = calloc(1, self->payload_cap);
+    self->keys = calloc(n, sizeof *self->keys);
+    self->resv = calloc(n, sizeof *self->resv);
+    self->victims = calloc(n, sizeof *self->victims);
+    self->pos = calloc(n, sizeof *self->pos);
+    self->tok = calloc(n, sizeof *self->tok);
+    self->sc_slots = calloc(n, sizeof *self->sc_slots);
+    self->sc_sizes = calloc(n, sizeof *self->sc_sizes);
+    self->sc_checksums = calloc(n, sizeof *self->sc_checksums);
+    self->sc_keys = calloc(n, sizeof *self->sc_keys);
+    if (!self->req_arr || !self->rep || !self->tier_env || !self->rep_keys || !self->rep_mask ||
+        !self->rep_tiers || !self->payload || !self->keys || !self->resv || !self->victims ||
+        !self->pos || !self->tok || !self->sc_slots || !self->sc_sizes || !self->sc_checksums ||
+        !self->sc_keys)
+        return -ENOMEM;
+    return 0;
+}
+
+static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
+{
+    char err[256];
+    if (sched_config_check(cfg, err, sizeof err) < 0) {
+        bus_error(S_LOG, "%s", err);
+        return NULL;
+    }
+    sched_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->cfg = *cfg;
+    s_apply_defaults(&self->cfg);
+    self->pipe = pipe;
+    self->started_ms = sched_now();
+    self->next_token_id = 1;
+    self->hash_seed = ((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs();
+    if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_requests_init(self) < 0) {
+        bus_error(S_LOG,
+                  "out of memory sizing the scheduler (max_batch %u, max_requests %u, "
+                  "max_window_keys %u)",
+                  self->cfg.max_batch, self->cfg.max_requests, self->cfg.max_window_keys);
+        goto out_fail;
+    }
+    self->loop = zloop_new();
+    if (!self->loop || sched_tiers_init(self) < 0)
+        goto out_fail;
+    self->server = bus_server_new(self->cfg.endpoint, self->cfg.node_name);
+    if (!self->server) {
+        bus_error(S_LOG, "cannot bind the meta endpoint '%s'", self->cfg.endpoint);
+        goto out_fail;
+    }
+    snprintf(self->endpoint, sizeof self->endpoint, "%s", bus_server_endpoint(self->server));
+    zloop_set_nonstop(self->loop, true); /* the owner stops us with $TERM */
+    if (zloop_reader(self->loop, pipe, s_on_pipe, self) < 0 ||
+        zloop_reader(self->loop, bus_server_sock(self->server), s_on_server, self) < 0 ||
+        zloop_timer(self->loop, self->cfg.tick_ms, 0, s_on_tick, self) < 0)
+        goto out_fail;
+    return self;
+
+out_fail:
+    s_self_destroy(&self);
+    return NULL;
+}
+
+typedef struct {
+    const sched_config_t *cfg;
+    int rc;
+} s_start_t;
+
+static void s_actor(zsock_t *pipe, void *args)
+{
+    s_start_t *start = args;
+    sched_t *self = s_self_new(pipe, start->cfg);
+    start->rc = self ? 0 : -1;
+    zsock_signal(pipe, self ? 0 : 1);
+    if (!self)
+        return;
+    bus_info(S_LOG, "scheduler %s serving cluster '%s' on %s (epoch %" PRIu64 ", %u tiers)",
+             self->cfg.node_name, self->cfg.cluster, self->endpoint, self->cfg.leader_epoch,
+             self->n_tiers);
+    zloop_start(self->loop);
+    bus_info(S_LOG, "scheduler %s stopped", self->cfg.node_name);
+    s_self_destroy(&self);
+}
+
+zactor_t *sched_actor_new(const sched_config_t *cfg)
+{
+    s_start_t start = {.cfg = cfg, .rc = -1};
+    zactor_t *actor = zactor_new(s_actor, &start);
+    if (actor && start.rc < 0)
+        zactor_destroy(&actor);
+    return actor;
+}
+
+int sched_actor_endpoint(zactor_t *actor, char *buf, size_t len)
+{
+    if (!actor || !buf || len == 0)
+        return -1;
+    if (zstr_send(actor, "ENDPOINT") < 0)
+        return -1;
+    char *ep = zstr_recv(actor);
+    if (!ep)
+        return -1;
+    snprintf(buf, len, "%s", ep);
+    zstr_free(&ep);
+    return 0;
+}
+
+int sched_actor_tier_change(zactor_t *actor, bool up, const kvtier_TierInfo *info)
+{
+    if (!actor || !info)
+        return -1;
+    kvtier_Envelope *env = calloc(1, sizeof *env);
+    if (!env)
+        return -1;
+    bus_env_init(env, kvtier_Envelope_tier_membership_req_tag, "coordinator");
+    kvtier_TierMembershipRequest *m = &env->body.tier_membership_req;
+    m->change = up ? kvtier_MembershipChange_MEMBERSHIP_CHANGE_UPDATED
+                   : kvtier_MembershipChange_MEMBERSHIP_CHANGE_REMOVED;
+    m->has_tier = true;
+    m->tier = *info;
+    zmsg_t *msg = NULL;
+    kvtier_Status st;
+    int rc = bus_msg_encode(env, NULL, NULL, 0, &msg, &st);
+    free(env);
+    if (rc < 0) {
+        bus_warn(S_LOG, "tier change not sent: %s", st.message);
+        return -1;
+    }
+    return zmsg_send(&msg, actor) == 0 ? 0 : -1;
+}

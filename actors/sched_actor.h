@@ -1,0 +1,110 @@
+/* sched_actor.h — the scheduler actor (DESIGN.md §3, §4, §6, §8): the heart of the
+ * meta plane. It binds the meta endpoint (a ROUTER served with bus_server) and
+ * answers every meta-plane request of schemas/meta.proto plus AdminStatus; it owns
+ * the instance registry, the open requests and their windows, and one slot engine
+ * per tier (tiers/tier_slots.h), which is the block index. It talks to each tier
+ * actor through one async bus_client (PutHeader before a block serves, DeleteSlots
+ * when one is dropped, Inventory to rebuild the index).
+ *
+ * Runs only in the leader coordinator; everything happens on the actor's thread:
+ * no locks, nothing blocking, no allocation per request (arrays are sized at start
+ * from the bounds below; only tier membership changes allocate).
+ *
+ * Pipe protocol:
+ *   "$TERM"      stop (czmq actor contract)
+ *   "ENDPOINT"   -> one string frame: the bound meta endpoint ("tcp://127.0.0.1:41234")
+ *   an encoded Envelope with a TierMembershipRequest body (see sched_actor_tier_change):
+ *                ADDED/UPDATED = the tier actor is up (endpoint, shm, host, epoch,
+ *                capacity, slot size); REMOVED = it is gone. No reply.
+ * Bad pipe input is logged and dropped.
+ *
+ * Rules a client can rely on are documented in docs/SCHEDULER.md (window protocol,
+ * lookup modes, leases, tier membership); this header holds the API only. */
+#ifndef KVT_SCHED_ACTOR_H
+#define KVT_SCHED_ACTOR_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common.pb.h"
+
+#define SCHED_MAX_TIERS 32 /* ClusterInfoReply.tiers, token tier table */
+#define SCHED_MAX_CHAINS 8
+#define SCHED_CHAIN_MAX_TIERS 8
+#define SCHED_NAME_MAX 32 /* tier / chain name, NUL included (TierInfo.name) */
+#define SCHED_KIND_MAX 16
+#define SCHED_POLICY_MAX 16
+#define SCHED_CLUSTER_MAX 64
+#define SCHED_NODE_MAX 64
+#define SCHED_ENDPOINT_MAX 256
+#define SCHED_MAX_CAPACITY (1ull << 31) /* slots per tier (slot engine bound) */
+
+typedef struct {
+    uint32_t tier_id; /* 1 + index in the deployment's "tiers"; tiers[i].tier_id == i + 1 */
+    char name[SCHED_NAME_MAX];
+    char kind[SCHED_KIND_MAX];     /* "host", "nvme", "gpu", "remote" */
+    char policy[SCHED_POLICY_MAX]; /* slot engine policy; "" = "lru" */
+    uint64_t capacity;             /* slots (the tier's registration may change it) */
+    uint64_t slot_size;            /* bytes per slot (idem) */
+} sched_tier_config_t;
+
+typedef struct {
+    char name[SCHED_NAME_MAX];
+    uint32_t n_tiers;
+    uint32_t tier_ids[SCHED_CHAIN_MAX_TIERS]; /* head first */
+} sched_chain_config_t;
+
+typedef struct {
+    char cluster[SCHED_CLUSTER_MAX];
+    char node_name[SCHED_NODE_MAX];    /* AdminStatus.node_id */
+    char endpoint[SCHED_ENDPOINT_MAX]; /* meta endpoint to bind ("tcp://127.0.0.1:*" ok) */
+    /* What ClusterInfo reports as the leader endpoint; "" = the bound endpoint. */
+    char advertised_endpoint[SCHED_ENDPOINT_MAX];
+    char event_endpoint[SCHED_ENDPOINT_MAX]; /* ClusterInfo.event_endpoint; may be "" */
+    uint64_t leader_epoch;
+
+    uint32_t n_tiers;
+    sched_tier_config_t tiers[SCHED_MAX_TIERS];
+    uint32_t n_chains; /* >= 1; requests are routed to chain 0 (branch 0) for now */
+    sched_chain_config_t chains[SCHED_MAX_CHAINS];
+
+    uint64_t pin_lease_ms;     /* an open get/prefetch window lapses after this (0: 30 s) */
+    uint64_t write_grace_ms;   /* an open put window lapses after this (0: 30 s) */
+    uint64_t tier_timeout_ms;  /* a tier actor's reply deadline (0: 2 s) */
+    uint32_t max_batch;        /* keys per request, <= 65536 (0: 65536) */
+    uint32_t max_requests;     /* open requests (0: 65536) */
+    uint32_t max_instances;    /* registered instances (0: 64) */
+    uint32_t max_pending_puts; /* complete_put replies awaiting a tier (0: 1024) */
+    uint32_t max_window_keys;  /* keys held by all open windows together (0: 4 Mi) */
+    uint32_t tick_ms;          /* lease / expiry scan period (0: derived from the leases) */
+    uint32_t scan_max;         /* requests examined per tick by the lease scan (0: 4096) */
+} sched_config_t;
+
+/* Fills *cfg with the defaults above, one chain "default" of no tier, endpoint
+ * "tcp://127.0.0.1:*", cluster "kvtier". Callers add tiers and chains. */
+void sched_config_defaults(sched_config_t *cfg);
+
+/* Checks a config (tier ids 1..n in order, chains naming known tiers, policies
+ * known, capacities and bounds in range). 0, or -EINVAL with a message in err. */
+int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen);
+
+/* Starts the actor: checks the config, allocates, binds. NULL (after logging
+ * why) on a bad config or a failed bind. */
+zactor_t *sched_actor_new(const sched_config_t *cfg);
+
+/* The bound meta endpoint into buf. 0, or -1 when the actor does not answer. */
+int sched_actor_endpoint(zactor_t *actor, char *buf, size_t len);
+
+/* Tells the actor that a tier actor came up (up = true; info carries tier_id,
+ * name, endpoint, shm, host, epoch, capacity_slots, slot_bytes) or went away
+ * (up = false; tier_id is enough). Sends an encoded Envelope with a
+ * TierMembershipRequest on the pipe; does not wait. 0 or -1. */
+int sched_actor_tier_change(zactor_t *actor, bool up, const kvtier_TierInfo *info);
+
+/* The 32-bit instance number stored in slot headers (same as
+ * tier_actor_instance_hash): low 32 bits of xxh3-64 (seed 0) of the id, "" -> 0,
+ * and a non-empty id that would be 0 becomes 1. */
+uint32_t sched_instance_number(const char *instance_id);
+
+#endif

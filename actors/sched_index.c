@@ -1,0 +1,538 @@
+/* sched_index.c — the scheduler's block index and instance registry.
+ *
+ * The index is the per-tier slot engines themselves (tiers/tier_slots.h: a hash
+ * over (instance number, key) with state, pins, reservations and deadlines) plus
+ * per-slot side arrays in sched_tiers.c (block size, checksum). A block's
+ * locations are found by asking each tier's engine, the request's chain first, so
+ * there is no second map to keep consistent with the engines.
+ *
+ * Instances get a 32-bit number that slot headers store; it is a hash of the id
+ * (sched_instance_number), so a new leader maps a tier's inventory back to
+ * instances without any persisted state. Two registered ids with the same number
+ * are refused (CONFLICT).
+ *
+ * Lookup rules (docs/SCHEDULER.md): only SERVING, unexpired blocks hit; WRITING
+ * never does. A lookup refreshes the policy rank (touch) of the hits it counts and
+ * of nothing else, so probing keys that then miss does not keep blocks warm.
+ * Never: allocates per request, blocks, or trusts a count from the wire. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "bus_log.h"
+#include "sched_int.h"
+#include "tier_checksum.h"
+
+/* TTLs above this (about 34 years) are refused: deadlines must not overflow. */
+#define S_MAX_TTL_MS (1ull << 40)
+
+/* ---- hashing and the u32 map ---- */
+
+uint64_t sched_hash(const sched_t *self, const void *data, size_t len, uint64_t extra)
+{
+    return XXH3_64bits_withSeed(data, len, self->hash_seed ^ (extra * 0x9E3779B97F4A7C15ull));
+}
+
+uint32_t sched_instance_number(const char *instance_id)
+{
+    if (!instance_id || !instance_id[0])
+        return 0;
+    struct iovec iov = {.iov_base = (void *)instance_id, .iov_len = strlen(instance_id)};
+    uint32_t h = (uint32_t)tier_checksum(&iov, 1);
+    return h ? h : 1;
+}
+
+int sched_map_init(sched_map_t *m, uint32_t max_items)
+{
+    uint64_t buckets = 16;
+    while (buckets < 2ull * max_items)
+        buckets <<= 1;
+    m->idx = calloc(buckets, sizeof *m->idx);
+    m->hash = calloc(buckets, sizeof *m->hash);
+    m->mask = (uint32_t)(buckets - 1);
+    return m->idx && m->hash ? 0 : -1;
+}
+
+void sched_map_fini(sched_map_t *m)
+{
+    free(m->idx);
+    free(m->hash);
+    m->idx = NULL;
+    m->hash = NULL;
+}
+
+uint32_t sched_map_find(const sched_map_t *m, uint64_t hash, sched_map_eq_fn eq, const void *ctx)
+{
+    for (uint32_t b = (uint32_t)hash & m->mask;; b = (b + 1) & m->mask) {
+        if (m->idx[b] == 0)
+            return SCHED_NONE;
+        if (m->hash[b] == hash && eq(ctx, m->idx[b] - 1))
+            return m->idx[b] - 1;
+    }
+}
+
+void sched_map_insert(sched_map_t *m, uint64_t hash, uint32_t idx)
+{
+    uint32_t b = (uint32_t)hash & m->mask;
+    while (m->idx[b] != 0)
+        b = (b + 1) & m->mask;
+    m->idx[b] = idx + 1;
+    m->hash[b] = hash;
+}
+
+/* Linear probing with backward-shift deletion: no tombstones, so probe runs stay
+ * as short as the load factor (<= 1/2) allows. */
+void sched_map_remove(sched_map_t *m, uint64_t hash, uint32_t idx)
+{
+    uint32_t b = (uint32_t)hash & m->mask;
+    while (m->idx[b] != idx + 1) {
+        if (m->idx[b] == 0)
+            return;
+        b = (b + 1) & m->mask;
+    }
+    for (uint32_t j = (b + 1) & m->mask; m->idx[j] != 0; j = (j + 1) & m->mask) {
+        uint32_t home = (uint32_t)m->hash[j] & m->mask;
+        if (((j - home) & m->mask) >= ((j - b) & m->mask)) {
+            m->idx[b] = m->idx[j];
+            m->hash[b] = m->hash[j];
+            b = j;
+        }
+    }
+    m->idx[b] = 0;
+    m->hash[b] = 0;
+}
+
+/* ---- instances ---- */
+
+int sched_index_init(sched_t *self)
+{
+    self->inst = calloc(self->cfg.max_instances, sizeof *self->inst);
+    if (!self->inst)
+        return -1;
+    return sched_map_init(&self->inst_map, self->cfg.max_instances);
+}
+
+void sched_index_fini(sched_t *self)
+{
+    free(self->inst);
+    self->inst = NULL;
+    sched_map_fini(&self->inst_map);
+}
+
+typedef struct {
+    const sched_t *self;
+    const char *id;
+} s_inst_key_t;
+
+static bool s_inst_eq(const void *ctx, uint32_t idx)
+{
+    const s_inst_key_t *k = ctx;
+    return strcmp(k->self->inst[idx].id, k->id) == 0;
+}
+
+sched_instance_t *sched_instance_find(sched_t *self, const char *id)
+{
+    s_inst_key_t k = {self, id};
+    uint64_t h = sched_hash(self, id, strlen(id), 1);
+    uint32_t i = sched_map_find(&self->inst_map, h, s_inst_eq, &k);
+    return i == SCHED_NONE ? NULL : &self->inst[i];
+}
+
+sched_instance_t *sched_instance_get(sched_t *self, const char *id)
+{
+    if (!id[0]) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "instance_id is empty");
+        return NULL;
+    }
+    sched_instance_t *in = sched_instance_find(self, id);
+    if (!in)
+        sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+                          "instance '%s' is not registered (register_instance first)", id);
+    return in;
+}
+
+const char *sched_instance_name(sched_t *self, uint32_t number)
+{
+    for (uint32_t i = 0; i < self->n_inst; i++)
+        if (self->inst[i].number == number)
+            return self->inst[i].id;
+    return NULL;
+}
+
+static bool s_spec_equal(const kvtier_InstanceSpec *a, const kvtier_InstanceSpec *b)
+{
+    if (strcmp(a->model, b->model) || strcmp(a->dtype, b->dtype) ||
+        a->tokens_per_block != b->tokens_per_block || a->bytes_per_block != b->bytes_per_block ||
+        a->segment_bytes_count != b->segment_bytes_count)
+        return false;
+    for (pb_size_t i = 0; i < a->segment_bytes_count; i++)
+        if (a->segment_bytes[i] != b->segment_bytes[i])
+            return false;
+    return true;
+}
+
+/* The smallest slot of any tier a block may be stored on (every chain's tiers). */
+static const sched_tier_t *s_smallest_tier(sched_t *self)
+{
+    const sched_tier_t *best = NULL;
+    for (uint32_t c = 0; c < self->cfg.n_chains; c++)
+        for (uint32_t j = 0; j < self->cfg.chains[c].n_tiers; j++) {
+            const sched_tier_t *t = &self->tiers[self->cfg.chains[c].tier_ids[j] - 1];
+            if (!best || t->cfg.slot_size < best->cfg.slot_size)
+                best = t;
+        }
+    return best;
+}
+
+static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s)
+{
+    const bus_code_t bad = kvtier_StatusCode_STATUS_INVALID_ARGUMENT;
+    if (!s->instance_id[0]) {
+        sched_reply_error(self, bad, "spec.instance_id is empty");
+        return -1;
+    }
+    if (s->tokens_per_block == 0 || s->bytes_per_block == 0) {
+        sched_reply_error(self, bad,
+                          "instance %s: tokens_per_block and bytes_per_block must be "
+                          "> 0 (got %u, %" PRIu64 ")",
+                          s->instance_id, s->tokens_per_block, s->bytes_per_block);
+        return -1;
+    }
+    const sched_tier_t *t = s_smallest_tier(self);
+    if (t && s->bytes_per_block > t->cfg.slot_size) {
+        sched_reply_error(self, bad,
+                          "instance %s: bytes_per_block %" PRIu64 " exceeds the slot "
+                          "size of tier %s (%" PRIu64 " bytes)",
+                          s->instance_id, s->bytes_per_block, t->cfg.name, t->cfg.slot_size);
+        return -1;
+    }
+    if (s->segment_bytes_count > 0) {
+        uint64_t sum = 0;
+        for (pb_size_t i = 0; i < s->segment_bytes_count; i++) {
+            if (s->segment_bytes[i] == 0 || s->segment_bytes[i] > s->bytes_per_block) {
+                sched_reply_error(self, bad,
+                                  "instance %s: segment_bytes[%u] = %" PRIu64
+                                  " is 0 or larger than the block",
+                                  s->instance_id, (unsigned)i, s->segment_bytes[i]);
+                return -1;
+            }
+            sum += s->segment_bytes[i];
+        }
+        if (sum != s->bytes_per_block) {
+            sched_reply_error(self, bad,
+                              "instance %s: segment_bytes add up to %" PRIu64
+                              ", bytes_per_block is %" PRIu64,
+                              s->instance_id, sum, s->bytes_per_block);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void sched_on_register(sched_t *self)
+{
+    const kvtier_RegisterInstanceRequest *r = &self->req.env.body.register_instance_req;
+    if (!r->has_spec) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no spec");
+        return;
+    }
+    const kvtier_InstanceSpec *s = &r->spec;
+    if (s_spec_check(self, s) < 0)
+        return;
+    sched_instance_t *in = sched_instance_find(self, s->instance_id);
+    if (in) {
+        if (!s_spec_equal(&in->spec, s)) {
+            sched_reply_error(self, kvtier_StatusCode_STATUS_CONFLICT,
+                              "instance %s is registered with another spec (model %s, %u tokens "
+                              "and %" PRIu64 " bytes per block)",
+                              s->instance_id, in->spec.model, in->spec.tokens_per_block,
+                              in->spec.bytes_per_block);
+            return;
+        }
+        sched_reply_begin(self, kvtier_Envelope_register_instance_rep_tag);
+        sched_reply(self);
+        return;
+    }
+    uint32_t number = sched_instance_number(s->instance_id);
+    const char *other = sched_instance_name(self, number);
+    if (other) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_CONFLICT,
+                          "instance %s hashes to the same slot-header number (%08x) as "
+                          "registered instance %s: choose another id",
+                          s->instance_id, number, other);
+        return;
+    }
+    if (self->n_inst >= self->cfg.max_instances) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_NO_SPACE,
+                          "%u instances registered (max_instances %u)", self->n_inst,
+                          self->cfg.max_instances);
+        return;
+    }
+    in = &self->inst[self->n_inst];
+    memset(in, 0, sizeof *in);
+    in->used = true;
+    snprintf(in->id, sizeof in->id, "%s", s->instance_id);
+    in->number = number;
+    in->spec = *s;
+    in->hash = sched_hash(self, in->id, strlen(in->id), 1);
+    sched_map_insert(&self->inst_map, in->hash, self->n_inst);
+    self->n_inst++;
+    bus_info("sched",
+             "instance %s registered (model %s, %" PRIu64 " bytes per block, number "
+             "%08x)",
+             in->id, in->spec.model, in->spec.bytes_per_block, in->number);
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_register_instance_rep_tag);
+    rep->body.register_instance_rep.created = true;
+    sched_reply(self);
+}
+
+/* ---- finding blocks ---- */
+
+void sched_keys_load(sched_t *self, uint32_t n)
+{
+    memcpy(self->keys, self->req_arr->keys.keys, (size_t)n * TIER_KEY_BYTES);
+}
+
+/* Looks key up on tier t: 0 and *slot for a live SERVING block. An expired one is
+ * removed by the engine; its header is deleted on the tier. */
+static int s_tier_lookup(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                         int64_t now, uint32_t *slot)
+{
+    tier_slot_info_t info;
+    int rc = tier_slots_lookup(t->slots, number, key, (uint64_t)now, &info);
+    if (rc == 0) {
+        *slot = info.slot;
+        return 0;
+    }
+    if (rc == TIER_SLOTS_EXPIRED) {
+        self->g.expirations++;
+        sched_tier_queue_delete(t, info.slot, key);
+    }
+    return rc;
+}
+
+uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key, uint32_t chain,
+                          int64_t now, uint32_t *slot)
+{
+    const sched_chain_config_t *ch = &self->cfg.chains[chain];
+    for (uint32_t j = 0; j < ch->n_tiers; j++) {
+        sched_tier_t *t = &self->tiers[ch->tier_ids[j] - 1];
+        if (t->state != SCHED_TIER_DOWN && s_tier_lookup(self, t, number, key, now, slot) == 0)
+            return t->idx;
+    }
+    if (ch->n_tiers == self->n_tiers)
+        return SCHED_NONE;
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        bool in_chain = false;
+        for (uint32_t j = 0; j < ch->n_tiers; j++)
+            in_chain |= ch->tier_ids[j] == i + 1;
+        sched_tier_t *t = &self->tiers[i];
+        if (!in_chain && t->state != SCHED_TIER_DOWN &&
+            s_tier_lookup(self, t, number, key, now, slot) == 0)
+            return i;
+    }
+    return SCHED_NONE;
+}
+
+/* ---- Lookup ---- */
+
+/* The chain of the named request, 0 without one; SCHED_NONE after replying. */
+static uint32_t s_lookup_chain(sched_t *self, const sched_instance_t *in, const char *request_id);
+
+static void s_lookup_key(sched_t *self, const sched_instance_t *in, uint32_t chain, uint32_t k,
+                         int64_t now)
+{
+    uint32_t slot;
+    uint32_t t = sched_block_find(self, in->number, &self->keys[k], chain, now, &slot);
+    self->rep_mask[k] = t != SCHED_NONE;
+    self->rep_tiers[k] = t != SCHED_NONE ? t + 1 : 0;
+    self->pos[k] = slot;
+}
+
+void sched_on_lookup(sched_t *self)
+{
+    const kvtier_LookupRequest *r = &self->req.env.body.lookup_req;
+    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    if (!in)
+        return;
+    uint32_t chain = s_lookup_chain(self, in, r->request_id);
+    if (chain == SCHED_NONE)
+        return;
+    if (r->mode != kvtier_LookupMode_LOOKUP_MODE_PREFIX &&
+        r->mode != kvtier_LookupMode_LOOKUP_MODE_REVERSE &&
+        r->mode != kvtier_LookupMode_LOOKUP_MODE_PER_KEY) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "unknown lookup mode %d",
+                          (int)r->mode);
+        return;
+    }
+    uint32_t n = self->req_arr->keys.n;
+    kvtier_LookupMode mode = r->mode;
+    uint32_t w = r->window;
+    int64_t now = sched_now();
+    sched_keys_load(self, n);
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_lookup_rep_tag);
+    memset(self->rep_mask, 0, n * sizeof *self->rep_mask);
+    memset(self->rep_tiers, 0, n * sizeof *self->rep_tiers);
+
+    uint32_t first = 0, end = 0; /* counted hits: [first, end), PER_KEY: every hit */
+    if (mode == kvtier_LookupMode_LOOKUP_MODE_PREFIX ||
+        (mode == kvtier_LookupMode_LOOKUP_MODE_REVERSE && w == 0)) {
+        while (end < n) {
+            s_lookup_key(self, in, chain, end, now);
+            if (!self->rep_mask[end])
+                break;
+            end++;
+        }
+    } else if (mode == kvtier_LookupMode_LOOKUP_MODE_REVERSE) {
+        /* REVERSE with window w: scanning from the last key, the answer is the end
+         * of the rightmost run of w consecutive hits; without one, a run of hits
+         * starting at key 0 (a cached prefix shorter than w) counts; else 0. Keys
+         * before the run found are not examined. */
+        uint32_t run = 0;
+        bool found = false;
+        for (uint32_t k = n; k-- > 0;) {
+            s_lookup_key(self, in, chain, k, now);
+            run = self->rep_mask[k] ? run + 1 : 0;
+            if (run == w) {
+                first = k;
+                end = k + w;
+                found = true;
+                break;
+            }
+        }
+        if (!found)
+            end = run; /* keys 0..run-1 all hit (the scan reached key 0) */
+    } else {
+        for (uint32_t k = 0; k < n; k++)
+            s_lookup_key(self, in, chain, k, now);
+    }
+
+    uint32_t hits = 0, head = self->cfg.chains[chain].tier_ids[0];
+    bool advise = false;
+    uint32_t lo = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? 0 : first;
+    uint32_t hi = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? n : end;
+    for (uint32_t k = lo; k < hi; k++) {
+        if (!self->rep_mask[k])
+            continue;
+        hits++;
+        advise |= self->rep_tiers[k] != head;
+        sched_tier_t *t = &self->tiers[self->rep_tiers[k] - 1];
+        (void)tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, 0);
+    }
+    kvtier_LookupReply *lr = &rep->body.lookup_rep;
+    lr->hit_count = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? hits : end;
+    lr->prefetch_advised = advise;
+    self->rep_arr.mask.n = n;
+    self->rep_arr.tier_ids.n = n;
+    in->c.lookups++;
+    in->c.lookup_keys += n;
+    in->c.hit_keys += hits;
+    in->c.miss_keys += n - hits;
+    self->c.lookups++;
+    self->c.lookup_keys += n;
+    self->c.hit_keys += hits;
+    self->c.miss_keys += n - hits;
+    sched_reply(self);
+}
+
+static uint32_t s_lookup_chain(sched_t *self, const sched_instance_t *in, const char *request_id)
+{
+    if (!request_id[0])
+        return 0;
+    const sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), request_id);
+    if (!q) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+                          "request %s of instance %s is not open (request_begin first, or "
+                          "look up without a request id)",
+                          request_id, in->id);
+        return SCHED_NONE;
+    }
+    return q->chain;
+}
+
+/* ---- Touch and Remove ---- */
+
+void sched_on_touch(sched_t *self)
+{
+    const kvtier_TouchRequest *r = &self->req.env.body.touch_req;
+    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    if (!in)
+        return;
+    if (r->ttl_ms > S_MAX_TTL_MS) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "ttl_ms %" PRIu64 " too large (at most %llu)", r->ttl_ms, S_MAX_TTL_MS);
+        return;
+    }
+    uint32_t n = self->req_arr->keys.n;
+    int64_t now = sched_now();
+    uint64_t deadline = r->ttl_ms ? (uint64_t)now + r->ttl_ms : 0;
+    sched_keys_load(self, n);
+    uint32_t touched = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        bool any = false;
+        for (uint32_t i = 0; i < self->n_tiers; i++) {
+            sched_tier_t *t = &self->tiers[i];
+            if (t->state == SCHED_TIER_DOWN)
+                continue;
+            tier_slot_info_t info;
+            int rc = tier_slots_peek(t->slots, in->number, &self->keys[k], &info);
+            if (rc < 0)
+                continue;
+            rc = tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, deadline);
+            if (rc == 0) {
+                any = true;
+            } else if (rc == TIER_SLOTS_EXPIRED) {
+                self->g.expirations++;
+                sched_tier_queue_delete(t, info.slot, &self->keys[k]);
+            }
+        }
+        touched += any;
+    }
+    in->c.touched += touched;
+    self->c.touched += touched;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_touch_rep_tag);
+    rep->body.touch_rep.touched = touched;
+    sched_reply(self);
+}
+
+void sched_on_remove(sched_t *self)
+{
+    const kvtier_RemoveRequest *r = &self->req.env.body.remove_req;
+    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    if (!in)
+        return;
+    uint32_t n = self->req_arr->keys.n;
+    sched_keys_load(self, n);
+    uint32_t removed = 0, busy = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        bool gone = false, held = false;
+        for (uint32_t i = 0; i < self->n_tiers; i++) {
+            sched_tier_t *t = &self->tiers[i];
+            tier_slot_info_t info;
+            if (t->state == SCHED_TIER_DOWN ||
+                tier_slots_peek(t->slots, in->number, &self->keys[k], &info) < 0)
+                continue;
+            int rc = tier_slots_remove(t->slots, in->number, &self->keys[k]);
+            if (rc == 0) {
+                gone = true;
+                sched_tier_queue_delete(t, info.slot, &self->keys[k]);
+            } else if (rc == TIER_SLOTS_EBUSY) {
+                held = true;
+            }
+        }
+        removed += gone && !held;
+        busy += held;
+    }
+    in->c.removed += removed;
+    in->c.remove_busy += busy;
+    self->c.removed += removed;
+    self->c.remove_busy += busy;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_remove_rep_tag);
+    rep->body.remove_rep.removed = removed;
+    if (busy)
+        snprintf(rep->status.message, sizeof rep->status.message,
+                 "%u of %u keys are pinned or being written and were not removed", busy, n);
+    sched_reply(self);
+}

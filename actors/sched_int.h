@@ -1,0 +1,301 @@
+/* sched_int.h — private to actors/sched_*.c: the scheduler actor's state and the
+ * functions its files share. Nothing outside actors/sched_*.c includes this.
+ *
+ * Split: sched_actor.c (thread, loop, pipe, dispatch, replies, cluster info and
+ * stats), sched_index.c (instances, hash maps, block lookup, Lookup / Touch /
+ * Remove), sched_requests.c (requests, windows, get / put / prefetch, leases,
+ * deferred put replies), sched_tiers.c (tier table, slot engines, tier clients,
+ * membership, inventory, deletes, header writes). */
+#ifndef KVT_SCHED_INT_H
+#define KVT_SCHED_INT_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "bus_arrays.h"
+#include "bus_client.h"
+#include "bus_server.h"
+#include "bus_token.h"
+#include "sched_actor.h"
+#include "tier_slots.h"
+
+#define SCHED_NONE UINT32_MAX
+#define SCHED_CHUNK 256u       /* window entries per chunk of the window pool */
+#define SCHED_DEL_BATCH 512u   /* slots per DeleteSlots message */
+#define SCHED_EXPIRE_BATCH 64u /* expired blocks removed per tier per tick */
+#define SCHED_INV_PAGE 128u    /* InventoryReply.entries max_count */
+#define SCHED_INV_TRIES 5u     /* failed inventory pages retried before giving up */
+#define SCHED_ENTRY_SKIP 0x80u /* sched_entry_t.kind flag: excluded from the batch */
+
+/* ---- counters (Stats) ---- */
+
+typedef struct {
+    uint64_t lookups, lookup_keys, hit_keys, miss_keys;
+    uint64_t gets, get_keys, get_not_found, get_released;
+    uint64_t puts, put_keys, put_skipped, put_no_space;
+    uint64_t puts_committed, puts_failed;
+    uint64_t prefetches;
+    uint64_t touched, removed, remove_busy;
+} sched_counters_t;
+
+typedef struct {
+    uint64_t evictions, expirations, dropped_by_tier;
+    uint64_t pins_lapsed, reservations_lapsed, safety_net_windows;
+    uint64_t tier_timeouts, tier_errors, deletes_sent, deletes_dropped;
+    uint64_t adopted, invalid_requests, busy_refusals;
+} sched_global_t;
+
+/* ---- open-addressing hash map of u32 indices (instances, requests) ---- */
+
+typedef struct {
+    uint32_t *idx;  /* index + 1; 0 = empty bucket */
+    uint64_t *hash; /* of the item in the bucket */
+    uint32_t mask;  /* buckets - 1 (power of two, >= 2 x items) */
+} sched_map_t;
+
+typedef bool (*sched_map_eq_fn)(const void *ctx, uint32_t idx);
+
+int sched_map_init(sched_map_t *m, uint32_t max_items);
+void sched_map_fini(sched_map_t *m);
+uint32_t sched_map_find(const sched_map_t *m, uint64_t hash, sched_map_eq_fn eq, const void *ctx);
+void sched_map_insert(sched_map_t *m, uint64_t hash, uint32_t idx);
+void sched_map_remove(sched_map_t *m, uint64_t hash, uint32_t idx);
+
+/* ---- windows: entries in chunks of a pool sized at start ---- */
+
+typedef struct {
+    uint8_t key[16];
+    uint32_t slot;
+    uint8_t tier; /* tier index */
+    uint8_t kind; /* put: tier_resv_kind_t, | SCHED_ENTRY_SKIP */
+    uint16_t gen; /* the tier's generation when the entry was made */
+} sched_entry_t;
+
+typedef struct {
+    uint32_t head, tail; /* chunk indices, SCHED_NONE when empty */
+    uint32_t n;          /* entries */
+} sched_list_t;
+
+enum { SCHED_WIN_GET = 0, SCHED_WIN_PUT = 1, SCHED_WIN_PREFETCH = 2, SCHED_WIN_KINDS = 3 };
+
+typedef struct {
+    bool open;
+    uint64_t token_id;
+    uint64_t lapsed_token_id; /* the last token whose lease the scan closed */
+    uint64_t job_id;
+    int64_t opened_ms;
+    sched_list_t entries;
+} sched_window_t;
+
+typedef struct {
+    bool used;
+    char id[64];
+    uint32_t number; /* slot-header instance number */
+    uint64_t hash;
+    kvtier_InstanceSpec spec;
+    sched_counters_t c;
+} sched_instance_t;
+
+typedef struct {
+    bool used;
+    uint32_t inst; /* instance index */
+    char id[64];
+    uint64_t hash;
+    uint64_t ttl_ms;
+    uint32_t total_blocks;
+    uint32_t chain;
+    sched_window_t win[SCHED_WIN_KINDS];
+} sched_request_t;
+
+/* ---- tiers ---- */
+
+typedef enum {
+    SCHED_TIER_DOWN = 0,       /* no tier actor known: nothing stored, no puts */
+    SCHED_TIER_RECOVERING = 1, /* paging its inventory: reads only */
+    SCHED_TIER_UP = 2,
+} sched_tier_state_t;
+
+struct sched;
+
+typedef struct sched_tier {
+    struct sched *self;
+    uint32_t idx;
+    sched_tier_config_t cfg; /* capacity / slot_size as last announced */
+    sched_tier_state_t state;
+    uint64_t epoch;
+    char endpoint[SCHED_ENDPOINT_MAX];
+    char shm[64];
+    char host[64];
+    uint16_t gen; /* bumped whenever the engine is reset */
+    tier_slots_t *slots;
+    uint32_t *sizes;     /* per slot: block bytes of the committed block */
+    uint64_t *checksums; /* per slot */
+    bus_client_t *client;
+    /* inventory paging (one page in flight) */
+    bool inv_active, inv_in_flight;
+    uint64_t inv_cursor;
+    uint32_t inv_failures;
+    uint64_t inv_adopted;
+    /* DeleteSlots queued until the end of the current event */
+    uint32_t n_del;
+    uint64_t del_slots[SCHED_DEL_BATCH];
+    uint8_t del_keys[SCHED_DEL_BATCH][16];
+    uint64_t dropped; /* blocks dropped because the tier went down / changed epoch */
+} sched_tier_t;
+
+/* A complete_put waiting for its tier's PutHeader reply. */
+typedef struct {
+    bool used;
+    struct sched *self;
+    zframe_t *routing_id;
+    uint64_t corr_id;
+    uint32_t inst;
+    uint32_t tier;
+    uint16_t gen;
+    uint32_t n_sent; /* entries not flagged SKIP, in list order = header order */
+    uint32_t failed; /* failed before sending (mask, stale) */
+    sched_list_t entries;
+} sched_put_op_t;
+
+typedef struct sched {
+    sched_config_t cfg;
+    zsock_t *pipe;
+    zloop_t *loop;
+    bus_server_t *server;
+    char endpoint[SCHED_ENDPOINT_MAX];
+    int64_t started_ms;
+    uint64_t hash_seed;
+    uint64_t next_token_id;
+    bool terminated;
+
+    /* one request at a time: decoded request, reply, their arrays */
+    bus_request_t req;
+    bus_arrays_t *req_arr;
+    kvtier_Envelope *rep;
+    bus_arrays_t rep_arr;
+    uint8_t (*rep_keys)[16];
+    bool *rep_mask;
+    uint32_t *rep_tiers;
+    uint8_t *payload;
+    size_t payload_cap;
+
+    /* scratch, max_batch each */
+    tier_key_t *keys;
+    tier_resv_t *resv;
+    tier_victim_t *victims;
+    uint32_t *pos;
+    bus_token_entry_t *tok;
+    kvtier_Envelope *tier_env; /* tier-plane requests */
+    uint64_t *sc_slots, *sc_sizes, *sc_checksums;
+    uint8_t (*sc_keys)[16];
+
+    sched_instance_t *inst;
+    uint32_t n_inst;
+    sched_map_t inst_map;
+
+    sched_request_t *reqs;
+    uint32_t *req_free;
+    uint32_t n_req_free;
+    sched_map_t req_map;
+    uint32_t scan_cursor;
+
+    sched_entry_t *pool;
+    uint32_t *chunk_next;
+    uint32_t *chunk_free;
+    uint32_t n_chunks, n_chunk_free;
+
+    sched_put_op_t *ops;
+    uint32_t *op_free;
+    uint32_t n_op_free;
+
+    uint32_t n_tiers;
+    sched_tier_t tiers[SCHED_MAX_TIERS];
+
+    sched_counters_t c;
+    sched_global_t g;
+} sched_t;
+
+/* Copies src into dst[cap], truncating; always NUL-terminates. */
+static inline void sched_strcpy(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* ---- sched_actor.c ---- */
+int64_t sched_now(void);     /* monotonic ms (the slot engines' clock) */
+int64_t sched_wall_ms(void); /* wall clock ms since the epoch (slot headers) */
+void sched_reply(sched_t *self);
+void sched_reply_error(sched_t *self, bus_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Starts the reply to the current request with body `tag` (status OK). */
+kvtier_Envelope *sched_reply_begin(sched_t *self, pb_size_t tag);
+
+/* ---- sched_index.c ---- */
+int sched_index_init(sched_t *self);
+void sched_index_fini(sched_t *self);
+sched_instance_t *sched_instance_find(sched_t *self, const char *id);
+/* The instance named in a request, or NULL after replying NOT_FOUND / INVALID_ARGUMENT. */
+sched_instance_t *sched_instance_get(sched_t *self, const char *id);
+const char *sched_instance_name(sched_t *self, uint32_t number); /* NULL if unknown */
+/* Copies n request keys into self->keys. */
+void sched_keys_load(sched_t *self, uint32_t n);
+/* The best live SERVING location of key (chain order first): tier index or SCHED_NONE. */
+uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key, uint32_t chain,
+                          int64_t now, uint32_t *slot);
+void sched_on_register(sched_t *self);
+void sched_on_lookup(sched_t *self);
+void sched_on_touch(sched_t *self);
+void sched_on_remove(sched_t *self);
+uint64_t sched_hash(const sched_t *self, const void *data, size_t len, uint64_t extra);
+
+/* ---- sched_requests.c ---- */
+int sched_requests_init(sched_t *self);
+void sched_requests_fini(sched_t *self);
+sched_request_t *sched_request_find(sched_t *self, uint32_t inst, const char *id);
+uint32_t sched_open_requests(const sched_t *self);
+uint32_t sched_open_windows_keys(const sched_t *self);
+void sched_on_begin(sched_t *self);
+void sched_on_end(sched_t *self);
+void sched_on_prepare_get(sched_t *self);
+void sched_on_complete_get(sched_t *self);
+void sched_on_prepare_put(sched_t *self);
+void sched_on_complete_put(sched_t *self);
+void sched_on_prepare_prefetch(sched_t *self);
+void sched_on_complete_prefetch(sched_t *self);
+void sched_lease_scan(sched_t *self, int64_t now);
+
+/* ---- sched_tiers.c ---- */
+int sched_tiers_init(sched_t *self);
+void sched_tiers_fini(sched_t *self);
+void sched_tier_membership(sched_t *self, const kvtier_TierMembershipRequest *m);
+void sched_tier_queue_delete(sched_tier_t *t, uint32_t slot, const tier_key_t *key);
+void sched_tiers_flush(sched_t *self);
+void sched_tiers_tick(sched_t *self, int64_t now);
+void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out);
+/* Fills one token tier entry from the tier's announced identity. */
+void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out);
+/* Sends PutHeader(SERVING) for entries of `list` not flagged SKIP (done: op callback). */
+int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instance_id,
+                           uint64_t deadline_wall_ms, const uint64_t *checksums_by_entry,
+                           kvtier_Status *st);
+/* Re-sends one block's header (a shared reservation concluded by a failing sharer). */
+void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, uint32_t slot,
+                             const tier_key_t *key);
+
+/* ---- window pool (sched_requests.c) ---- */
+sched_entry_t *sched_list_push(sched_t *self, sched_list_t *l);
+void sched_list_free(sched_t *self, sched_list_t *l);
+/* Iteration: for (it = sched_list_first(..); e; e = sched_list_next(..)) */
+typedef struct {
+    uint32_t chunk, i, left;
+} sched_iter_t;
+sched_entry_t *sched_list_first(sched_t *self, const sched_list_t *l, sched_iter_t *it);
+sched_entry_t *sched_list_next(sched_t *self, sched_iter_t *it);
+/* Put op completion (called by sched_tiers.c from the PutHeader reply). */
+void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t written);
+
+#endif

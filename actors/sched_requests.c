@@ -1,0 +1,935 @@
+/* sched_requests.c — open requests and their windows (DESIGN.md §2, §6; UCM window
+ * protocol): per request and per kind (get, put, prefetch) at most one window is
+ * open; prepare opens it and returns a token, complete closes it; a second
+ * prepare, a complete without prepare or with another token is INVALID_ARGUMENT
+ * and changes nothing; a failed prepare opens nothing. request_end closes what is
+ * left (safety net: pins released, reservations aborted) and reports it.
+ *
+ * Owns: the request table (bounded, with a hash map by instance and request id),
+ * the window pool (entries in fixed chunks, sized at start by max_window_keys),
+ * the deferred complete_put replies (bounded by max_pending_puts) and the lease
+ * scan (pins older than pin_lease and reservations older than write_grace are
+ * released by a bounded round per tick: a client that died holds nothing for ever).
+ *
+ * complete_put is two-step: the tier actor writes the slot headers (PutHeader),
+ * and only its OK commits the blocks in the slot engine (SERVING) and answers the
+ * client (DESIGN.md §4). Never: blocks, allocates per request, or replies twice. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus_log.h"
+#include "sched_int.h"
+
+#define S_LOG "sched"
+#define S_MAX_TTL_MS (1ull << 40)
+
+static const char *s_kind_name[SCHED_WIN_KINDS] = {"get", "put", "prefetch"};
+
+/* ---- window pool ---- */
+
+static uint32_t s_chunks_for(uint32_t n)
+{
+    return (n + SCHED_CHUNK - 1) / SCHED_CHUNK;
+}
+
+sched_entry_t *sched_list_push(sched_t *self, sched_list_t *l)
+{
+    if (l->n % SCHED_CHUNK == 0) {
+        if (self->n_chunk_free == 0)
+            return NULL;
+        uint32_t c = self->chunk_free[--self->n_chunk_free];
+        self->chunk_next[c] = SCHED_NONE;
+        if (l->head == SCHED_NONE || l->n == 0)
+            l->head = c;
+        else
+            self->chunk_next[l->tail] = c;
+        l->tail = c;
+    }
+    sched_entry_t *e = &self->pool[(size_t)l->tail * SCHED_CHUNK + l->n % SCHED_CHUNK];
+    l->n++;
+    return e;
+}
+
+void sched_list_free(sched_t *self, sched_list_t *l)
+{
+    uint32_t c = l->n ? l->head : SCHED_NONE;
+    while (c != SCHED_NONE) {
+        uint32_t next = self->chunk_next[c];
+        self->chunk_free[self->n_chunk_free++] = c;
+        c = next;
+    }
+    *l = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE, .n = 0};
+}
+
+sched_entry_t *sched_list_first(sched_t *self, const sched_list_t *l, sched_iter_t *it)
+{
+    *it = (sched_iter_t){.chunk = l->head, .i = 0, .left = l->n};
+    if (it->left == 0)
+        return NULL;
+    it->left--;
+    return &self->pool[(size_t)it->chunk * SCHED_CHUNK];
+}
+
+sched_entry_t *sched_list_next(sched_t *self, sched_iter_t *it)
+{
+    if (it->left == 0)
+        return NULL;
+    it->left--;
+    if (++it->i == SCHED_CHUNK) {
+        it->i = 0;
+        it->chunk = self->chunk_next[it->chunk];
+    }
+    return &self->pool[(size_t)it->chunk * SCHED_CHUNK + it->i];
+}
+
+/* ---- init ---- */
+
+int sched_requests_init(sched_t *self)
+{
+    uint32_t nr = self->cfg.max_requests;
+    self->n_chunks = s_chunks_for(self->cfg.max_window_keys);
+    /* calloc'd pages stay untouched (not resident) until a window uses them */
+    self->pool = calloc((size_t)self->n_chunks * SCHED_CHUNK, sizeof *self->pool);
+    self->chunk_next = calloc(self->n_chunks, sizeof *self->chunk_next);
+    self->chunk_free = calloc(self->n_chunks, sizeof *self->chunk_free);
+    self->reqs = calloc(nr, sizeof *self->reqs);
+    self->req_free = calloc(nr, sizeof *self->req_free);
+    self->ops = calloc(self->cfg.max_pending_puts, sizeof *self->ops);
+    self->op_free = calloc(self->cfg.max_pending_puts, sizeof *self->op_free);
+    if (!self->pool || !self->chunk_next || !self->chunk_free || !self->reqs || !self->req_free ||
+        !self->ops || !self->op_free || sched_map_init(&self->req_map, nr) < 0)
+        return -1;
+    for (uint32_t c = 0; c < self->n_chunks; c++)
+        self->chunk_free[c] = self->n_chunks - 1 - c;
+    self->n_chunk_free = self->n_chunks;
+    for (uint32_t i = 0; i < nr; i++)
+        self->req_free[i] = nr - 1 - i;
+    self->n_req_free = nr;
+    for (uint32_t i = 0; i < self->cfg.max_pending_puts; i++)
+        self->op_free[i] = self->cfg.max_pending_puts - 1 - i;
+    self->n_op_free = self->cfg.max_pending_puts;
+    return 0;
+}
+
+void sched_requests_fini(sched_t *self)
+{
+    /* pending puts: their tier clients are failed (and answer the clients) by
+     * sched_tiers_fini; here only the memory goes */
+    if (self->ops)
+        for (uint32_t i = 0; i < self->cfg.max_pending_puts; i++)
+            zframe_destroy(&self->ops[i].routing_id);
+    free(self->pool);
+    free(self->chunk_next);
+    free(self->chunk_free);
+    free(self->reqs);
+    free(self->req_free);
+    free(self->ops);
+    free(self->op_free);
+    sched_map_fini(&self->req_map);
+    self->pool = NULL;
+    self->reqs = NULL;
+    self->ops = NULL;
+}
+
+uint32_t sched_open_requests(const sched_t *self)
+{
+    return self->cfg.max_requests - self->n_req_free;
+}
+
+uint32_t sched_open_windows_keys(const sched_t *self)
+{
+    return (self->n_chunks - self->n_chunk_free) * SCHED_CHUNK;
+}
+
+/* ---- requests ---- */
+
+typedef struct {
+    const sched_t *self;
+    uint32_t inst;
+    const char *id;
+} s_req_key_t;
+
+static bool s_req_eq(const void *ctx, uint32_t idx)
+{
+    const s_req_key_t *k = ctx;
+    const sched_request_t *q = &k->self->reqs[idx];
+    return q->inst == k->inst && strcmp(q->id, k->id) == 0;
+}
+
+static uint64_t s_req_hash(sched_t *self, uint32_t inst, const char *id)
+{
+    return sched_hash(self, id, strlen(id), 2 + inst);
+}
+
+sched_request_t *sched_request_find(sched_t *self, uint32_t inst, const char *id)
+{
+    s_req_key_t k = {self, inst, id};
+    uint32_t q = sched_map_find(&self->req_map, s_req_hash(self, inst, id), s_req_eq, &k);
+    return q == SCHED_NONE ? NULL : &self->reqs[q];
+}
+
+/* The open request named by a window call, or NULL after replying. */
+static sched_request_t *s_req_get(sched_t *self, const char *inst_id, const char *req_id,
+                                  sched_instance_t **in_out)
+{
+    sched_instance_t *in = sched_instance_get(self, inst_id);
+    if (!in)
+        return NULL;
+    if (!req_id[0]) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "request_id is empty");
+        return NULL;
+    }
+    sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), req_id);
+    if (!q)
+        sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+                          "request %s of instance %s is not open (request_begin first)", req_id,
+                          inst_id);
+    *in_out = in;
+    return q;
+}
+
+void sched_on_begin(sched_t *self)
+{
+    const kvtier_RequestBeginRequest *r = &self->req.env.body.request_begin_req;
+    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    if (!in)
+        return;
+    if (!r->has_ctx || !r->ctx.request_id[0]) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "ctx.request_id is empty");
+        return;
+    }
+    if (r->ctx.ttl_ms > S_MAX_TTL_MS) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "ctx.ttl_ms %" PRIu64 " too large (at most %llu)", r->ctx.ttl_ms,
+                          S_MAX_TTL_MS);
+        return;
+    }
+    uint32_t ii = (uint32_t)(in - self->inst);
+    if (sched_request_find(self, ii, r->ctx.request_id)) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_ALREADY_EXISTS,
+                          "request %s of instance %s is already open", r->ctx.request_id, in->id);
+        return;
+    }
+    if (self->n_req_free == 0) {
+        self->g.busy_refusals++;
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "%u requests are open (max_requests): end some and retry",
+                          self->cfg.max_requests);
+        return;
+    }
+    uint32_t qi = self->req_free[--self->n_req_free];
+    sched_request_t *q = &self->reqs[qi];
+    memset(q, 0, sizeof *q);
+    q->used = true;
+    q->inst = ii;
+    snprintf(q->id, sizeof q->id, "%s", r->ctx.request_id);
+    q->hash = s_req_hash(self, ii, q->id);
+    q->ttl_ms = r->ctx.ttl_ms;
+    q->total_blocks = r->ctx.total_blocks;
+    q->chain = 0; /* routing by TTL or length comes with several chains */
+    for (int k = 0; k < SCHED_WIN_KINDS; k++)
+        q->win[k].entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
+    sched_map_insert(&self->req_map, q->hash, qi);
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_request_begin_rep_tag);
+    rep->body.request_begin_rep.branch = q->chain;
+    rep->body.request_begin_rep.head_tier_id = self->cfg.chains[q->chain].tier_ids[0];
+    sched_reply(self);
+}
+
+/* ---- closing windows ---- */
+
+static uint32_t s_unpin_entries(sched_t *self, uint32_t number, const sched_list_t *l)
+{
+    uint32_t released = 0;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(self, l, &it); e; e = sched_list_next(self, &it)) {
+        sched_tier_t *t = &self->tiers[e->tier];
+        tier_key_t key;
+        memcpy(key.b, e->key, TIER_KEY_BYTES);
+        if (e->gen == t->gen && tier_slots_unpin(t->slots, number, &key) == 0)
+            released++;
+    }
+    return released;
+}
+
+/* Concludes one put entry as failed; a shared reservation that another sharer
+ * committed stays (the last conclusion decides) and gets its header again, since
+ * this writer may have overwritten it with WRITING. */
+static bool s_abort_entry(sched_t *self, uint32_t number, const sched_entry_t *e, int64_t now)
+{
+    sched_tier_t *t = &self->tiers[e->tier];
+    if (e->gen != t->gen || (e->kind & SCHED_ENTRY_SKIP))
+        return false;
+    tier_key_t key;
+    memcpy(key.b, e->key, TIER_KEY_BYTES);
+    tier_commit_outcome_t out = 0;
+    if (tier_slots_commit(t->slots, number, &key, false, (uint64_t)now, &out) < 0)
+        return false;
+    if (out == TIER_COMMIT_COMMITTED)
+        sched_tier_reput_header(self, t, number, e->slot, &key);
+    return true;
+}
+
+static uint32_t s_abort_entries(sched_t *self, uint32_t number, const sched_list_t *l)
+{
+    uint32_t aborted = 0;
+    int64_t now = sched_now();
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(self, l, &it); e; e = sched_list_next(self, &it))
+        aborted += s_abort_entry(self, number, e, now);
+    return aborted;
+}
+
+/* Closes window `kind` of q, releasing what it holds. Returns pins released
+ * (get) or reservations aborted (put). */
+static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind)
+{
+    sched_window_t *w = &q->win[kind];
+    uint32_t number = self->inst[q->inst].number, n = 0;
+    if (kind == SCHED_WIN_GET)
+        n = s_unpin_entries(self, number, &w->entries);
+    else if (kind == SCHED_WIN_PUT)
+        n = s_abort_entries(self, number, &w->entries);
+    sched_list_free(self, &w->entries);
+    w->open = false;
+    return n;
+}
+
+static void s_request_free(sched_t *self, sched_request_t *q)
+{
+    sched_map_remove(&self->req_map, q->hash, (uint32_t)(q - self->reqs));
+    q->used = false;
+    self->req_free[self->n_req_free++] = (uint32_t)(q - self->reqs);
+}
+
+void sched_on_end(sched_t *self)
+{
+    const kvtier_RequestEndRequest *r = &self->req.env.body.request_end_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_request_end_rep_tag);
+    kvtier_RequestEndReply *er = &rep->body.request_end_rep;
+    static const kvtier_WindowKind wk[SCHED_WIN_KINDS] = {kvtier_WindowKind_WINDOW_KIND_GET,
+                                                          kvtier_WindowKind_WINDOW_KIND_PUT,
+                                                          kvtier_WindowKind_WINDOW_KIND_PREFETCH};
+    for (int k = 0; k < SCHED_WIN_KINDS; k++) {
+        if (!q->win[k].open)
+            continue;
+        uint32_t n = s_window_close(self, q, k);
+        er->closed_windows[er->closed_windows_count++] = wk[k];
+        if (k == SCHED_WIN_GET)
+            er->released_pins += n;
+        else if (k == SCHED_WIN_PUT)
+            er->aborted_reservations += n;
+        self->g.safety_net_windows++;
+    }
+    if (er->closed_windows_count)
+        bus_info(S_LOG,
+                 "request %s/%s ended with %u open window(s): %u pins released, %u "
+                 "reservations aborted",
+                 in->id, q->id, (unsigned)er->closed_windows_count, er->released_pins,
+                 er->aborted_reservations);
+    s_request_free(self, q);
+    sched_reply(self);
+}
+
+/* ---- window checks ---- */
+
+static bool s_window_can_open(sched_t *self, sched_request_t *q, int kind, uint32_t n)
+{
+    const sched_window_t *w = &q->win[kind];
+    if (w->open) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "request %s already has an open %s window (token %" PRIu64
+                          "): complete it before the next prepare",
+                          q->id, s_kind_name[kind], w->token_id);
+        return false;
+    }
+    if (s_chunks_for(n) > self->n_chunk_free) {
+        self->g.busy_refusals++;
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "open windows hold too many keys (max_window_keys %u): retry after "
+                          "some complete",
+                          self->cfg.max_window_keys);
+        return false;
+    }
+    return true;
+}
+
+static sched_window_t *s_window_for_complete(sched_t *self, sched_request_t *q, int kind,
+                                             uint64_t token_id)
+{
+    sched_window_t *w = &q->win[kind];
+    if (!w->open) {
+        if (token_id != 0 && token_id == w->lapsed_token_id)
+            sched_reply_error(self, kvtier_StatusCode_STATUS_EXPIRED,
+                              "the %s window of token %" PRIu64 " lapsed (lease %" PRIu64
+                              " ms) and was closed by the scheduler",
+                              s_kind_name[kind], token_id,
+                              kind == SCHED_WIN_PUT ? self->cfg.write_grace_ms
+                                                    : self->cfg.pin_lease_ms);
+        else
+            sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                              "request %s has no open %s window (prepare_%s first)", q->id,
+                              s_kind_name[kind], s_kind_name[kind]);
+        return NULL;
+    }
+    if (token_id != w->token_id) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "token %" PRIu64 " is not the open %s window's token (%" PRIu64 ")",
+                          token_id, s_kind_name[kind], w->token_id);
+        return NULL;
+    }
+    return w;
+}
+
+static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t job_id)
+{
+    sched_window_t *w = &q->win[kind];
+    w->open = true;
+    w->token_id = self->next_token_id++;
+    w->job_id = job_id;
+    w->opened_ms = sched_now();
+}
+
+/* A success mask is empty (all succeeded) or one flag per token key. */
+static bool s_mask_ok(sched_t *self, uint32_t n)
+{
+    uint32_t m = self->req_arr->mask.n;
+    if (m == 0 || m == n)
+        return true;
+    sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                      "success has %u flags, the token covers %u keys", m, n);
+    return false;
+}
+
+static bool s_success(const sched_t *self, uint32_t i)
+{
+    return self->req_arr->mask.n == 0 || self->req_arr->mask.v[i];
+}
+
+/* ---- tokens ---- */
+
+/* Encodes a token of `n` entries from self->tok whose `tier` fields are tier
+ * indices; they are rewritten as indices into the token's own tier table. */
+static int s_token_encode(sched_t *self, bus_token_kind_t kind, uint32_t n, size_t *len)
+{
+    bus_token_tier_t tt[SCHED_MAX_TIERS];
+    uint16_t map[SCHED_MAX_TIERS];
+    uint32_t nt = 0;
+    for (uint32_t i = 0; i < SCHED_MAX_TIERS; i++)
+        map[i] = BUS_TOKEN_NO_TIER;
+    for (uint32_t i = 0; i < n; i++) {
+        uint16_t t = self->tok[i].tier;
+        if (map[t] == BUS_TOKEN_NO_TIER) {
+            map[t] = (uint16_t)nt;
+            sched_tier_token(&self->tiers[t], &tt[nt++]);
+        }
+        self->tok[i].tier = map[t];
+    }
+    return bus_token_encode(kind, tt, nt, self->tok, n, self->payload, self->payload_cap, len);
+}
+
+static void s_token_reply(sched_t *self, kvtier_Token *tok, const sched_window_t *w,
+                          uint64_t lease_ms, uint32_t n_keys, size_t payload_len)
+{
+    tok->token_id = w->token_id;
+    tok->lease_ms = lease_ms;
+    self->rep_arr.keys.n = n_keys;
+    self->rep_arr.payload.len = (uint32_t)payload_len;
+}
+
+/* ---- get ---- */
+
+static void s_get_not_found(sched_t *self, sched_instance_t *in, uint32_t missing, uint32_t n,
+                            uint32_t first_miss)
+{
+    char hex[33];
+    uint32_t down = 0;
+    for (uint32_t i = 0; i < self->n_tiers; i++)
+        down += self->tiers[i].state == SCHED_TIER_DOWN;
+    in->c.get_not_found++;
+    self->c.get_not_found++;
+    sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+                      "%u of %u keys are not cached (first: #%u %s)%s; nothing pinned", missing, n,
+                      first_miss, tier_key_hex(&self->keys[first_miss], hex),
+                      down ? " and a tier is down" : "");
+}
+
+void sched_on_prepare_get(sched_t *self)
+{
+    const kvtier_PrepareGetRequest *r = &self->req.env.body.prepare_get_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    uint32_t n = self->req_arr->keys.n;
+    if (n == 0) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to get");
+        return;
+    }
+    if (!s_window_can_open(self, q, SCHED_WIN_GET, n))
+        return;
+    sched_keys_load(self, n);
+    int64_t now = sched_now();
+    uint32_t missing = 0, first_miss = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t slot = 0;
+        uint32_t t = sched_block_find(self, in->number, &self->keys[k], q->chain, now, &slot);
+        if (t != SCHED_NONE && tier_slots_pin(self->tiers[t].slots, in->number, &self->keys[k],
+                                              (uint64_t)now, &slot) != 0)
+            t = SCHED_NONE;
+        self->pos[k] = t;
+        if (t == SCHED_NONE && missing++ == 0)
+            first_miss = k;
+        self->tok[k] = (bus_token_entry_t){.tier = (uint16_t)(t == SCHED_NONE ? 0 : t),
+                                           .src_tier = BUS_TOKEN_NO_TIER,
+                                           .size = t == SCHED_NONE ? 0 : self->tiers[t].sizes[slot],
+                                           .slot = slot};
+    }
+    if (missing) { /* all or nothing */
+        for (uint32_t k = 0; k < n; k++)
+            if (self->pos[k] != SCHED_NONE)
+                (void)tier_slots_unpin(self->tiers[self->pos[k]].slots, in->number, &self->keys[k]);
+        s_get_not_found(self, in, missing, n, first_miss);
+        return;
+    }
+    s_window_open(self, q, SCHED_WIN_GET, r->job_id);
+    sched_window_t *w = &q->win[SCHED_WIN_GET];
+    for (uint32_t k = 0; k < n; k++) {
+        sched_entry_t *e = sched_list_push(self, &w->entries);
+        memcpy(e->key, self->keys[k].b, TIER_KEY_BYTES);
+        e->slot = (uint32_t)self->tok[k].slot;
+        e->tier = (uint8_t)self->pos[k];
+        e->kind = 0;
+        e->gen = self->tiers[self->pos[k]].gen;
+    }
+    size_t len = 0;
+    if (s_token_encode(self, BUS_TOKEN_GET, n, &len) < 0) {
+        s_window_close(self, q, SCHED_WIN_GET);
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
+        return;
+    }
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_prepare_get_rep_tag);
+    rep->body.prepare_get_rep.has_token = true;
+    s_token_reply(self, &rep->body.prepare_get_rep.token, w, self->cfg.pin_lease_ms, n, len);
+    /* the token covers the request's keys in order: reply with them as they came */
+    self->rep_arr.keys.keys = self->req_arr->keys.keys;
+    in->c.gets++;
+    in->c.get_keys += n;
+    self->c.gets++;
+    self->c.get_keys += n;
+    sched_reply(self);
+}
+
+void sched_on_complete_get(sched_t *self)
+{
+    const kvtier_CompleteGetRequest *r = &self->req.env.body.complete_get_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_GET, r->token_id);
+    if (!w || !s_mask_ok(self, w->entries.n))
+        return;
+    uint32_t released = s_window_close(self, q, SCHED_WIN_GET);
+    in->c.get_released += released;
+    self->c.get_released += released;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_complete_get_rep_tag);
+    rep->body.complete_get_rep.released = released;
+    sched_reply(self);
+}
+
+/* ---- put ---- */
+
+/* Keys already SERVING on a lower tier of the chain are skipped like head-tier
+ * ones; the others are compacted to the front of self->keys (pos: request index). */
+static uint32_t s_put_compact(sched_t *self, const sched_instance_t *in, uint32_t chain, uint32_t n,
+                              int64_t now)
+{
+    const sched_chain_config_t *ch = &self->cfg.chains[chain];
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        bool serving = false;
+        for (uint32_t j = 1; j < ch->n_tiers && !serving; j++) {
+            sched_tier_t *t = &self->tiers[ch->tier_ids[j] - 1];
+            serving =
+                t->state != SCHED_TIER_DOWN &&
+                tier_slots_lookup(t->slots, in->number, &self->keys[k], (uint64_t)now, NULL) == 0;
+        }
+        if (serving)
+            continue;
+        self->keys[m] = self->keys[k];
+        self->pos[m++] = k;
+    }
+    return m;
+}
+
+static bool s_put_tier_ready(sched_t *self, const sched_tier_t *t, const sched_instance_t *in)
+{
+    if (t->state == SCHED_TIER_DOWN) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "tier %s is down (no tier actor registered): nothing can be written",
+                          t->cfg.name);
+        return false;
+    }
+    if (t->state == SCHED_TIER_RECOVERING) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "tier %s is rebuilding its index from the tier actor's inventory: "
+                          "retry shortly",
+                          t->cfg.name);
+        return false;
+    }
+    if (in->spec.bytes_per_block > t->cfg.slot_size) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "instance %s: %" PRIu64 "-byte blocks do not fit tier %s's %" PRIu64
+                          "-byte slots",
+                          in->id, in->spec.bytes_per_block, t->cfg.name, t->cfg.slot_size);
+        return false;
+    }
+    return true;
+}
+
+static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *t, int rc,
+                             uint32_t m)
+{
+    tier_slots_stats_t ts;
+    tier_slots_stats(t->slots, &ts);
+    switch (rc) {
+    case TIER_SLOTS_ENOSPC:
+        in->c.put_no_space++;
+        self->c.put_no_space++;
+        sched_reply_error(self, kvtier_StatusCode_STATUS_NO_SPACE,
+                          "tier %s: no room for %u blocks (capacity %u: %u pinned, %u being "
+                          "written, %u evictable); nothing reserved",
+                          t->cfg.name, m, ts.capacity, ts.pinned, ts.reserved, ts.evictable);
+        break;
+    case TIER_SLOTS_EDUP:
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "a key appears twice in the batch");
+        break;
+    case TIER_SLOTS_E2BIG:
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "%u keys exceed max_batch %u", m, self->cfg.max_batch);
+        break;
+    case TIER_SLOTS_EOVERFLOW:
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "too many concurrent writers of one key: retry");
+        break;
+    default:
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "tier %s: reserve failed: %s",
+                          t->cfg.name, tier_slots_strerror(rc));
+        break;
+    }
+}
+
+void sched_on_prepare_put(sched_t *self)
+{
+    const kvtier_PreparePutRequest *r = &self->req.env.body.prepare_put_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    uint32_t n = self->req_arr->keys.n;
+    sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    if (n == 0) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to put");
+        return;
+    }
+    if (!s_window_can_open(self, q, SCHED_WIN_PUT, n) || !s_put_tier_ready(self, t, in))
+        return;
+    int64_t now = sched_now();
+    sched_keys_load(self, n);
+    uint32_t m = s_put_compact(self, in, q->chain, n, now);
+    uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
+    size_t nv = 0;
+    int rc = m == 0
+                 ? 0
+                 : tier_slots_reserve(t->slots, in->number, self->keys, m, deadline, (uint64_t)now,
+                                      TIER_RESERVE_SKIP_SERVING, self->resv, self->victims, &nv);
+    if (rc < 0) {
+        s_reserve_failed(self, in, t, rc, m);
+        return;
+    }
+    for (size_t v = 0; v < nv; v++) {
+        sched_tier_queue_delete(t, self->victims[v].slot, &self->victims[v].key);
+        if (self->victims[v].expired)
+            self->g.expirations++;
+        else
+            self->g.evictions++;
+    }
+    s_window_open(self, q, SCHED_WIN_PUT, r->job_id);
+    sched_window_t *w = &q->win[SCHED_WIN_PUT];
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (self->resv[i].kind == TIER_RESV_SERVING)
+            continue;
+        sched_entry_t *e = sched_list_push(self, &w->entries);
+        memcpy(e->key, self->keys[i].b, TIER_KEY_BYTES);
+        e->slot = self->resv[i].slot;
+        e->tier = (uint8_t)t->idx;
+        e->kind = (uint8_t)self->resv[i].kind;
+        e->gen = t->gen;
+        memcpy(self->rep_keys[j], self->keys[i].b, TIER_KEY_BYTES);
+        self->tok[j++] = (bus_token_entry_t){.tier = (uint16_t)t->idx,
+                                             .src_tier = BUS_TOKEN_NO_TIER,
+                                             .size = (uint32_t)in->spec.bytes_per_block,
+                                             .slot = self->resv[i].slot};
+    }
+    size_t len = 0;
+    if (s_token_encode(self, BUS_TOKEN_PUT, j, &len) < 0) {
+        s_window_close(self, q, SCHED_WIN_PUT);
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
+        return;
+    }
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_prepare_put_rep_tag);
+    rep->body.prepare_put_rep.has_token = true;
+    rep->body.prepare_put_rep.skipped = n - j;
+    s_token_reply(self, &rep->body.prepare_put_rep.token, w, self->cfg.write_grace_ms, j, len);
+    in->c.puts++;
+    in->c.put_keys += j;
+    in->c.put_skipped += n - j;
+    self->c.puts++;
+    self->c.put_keys += j;
+    self->c.put_skipped += n - j;
+    sched_reply(self);
+}
+
+static void s_op_free(sched_t *self, sched_put_op_t *op)
+{
+    sched_list_free(self, &op->entries);
+    zframe_destroy(&op->routing_id);
+    op->used = false;
+    self->op_free[self->n_op_free++] = (uint32_t)(op - self->ops);
+}
+
+/* Answers a complete_put (now or deferred) with its counts; code != OK carries msg. */
+static void s_put_reply(sched_t *self, const zframe_t *rid, uint64_t corr_id, uint32_t committed,
+                        uint32_t failed, bus_code_t code, const char *msg)
+{
+    if (!rid)
+        rid = self->req.routing_id; /* not deferred: the request being handled */
+    kvtier_Envelope *rep = self->rep;
+    bus_env_init(rep, kvtier_Envelope_complete_put_rep_tag, self->cfg.node_name);
+    rep->corr_id = corr_id;
+    rep->has_status = true;
+    rep->status.code = code;
+    snprintf(rep->status.message, sizeof rep->status.message, "%s", msg ? msg : "");
+    rep->body.complete_put_rep.committed = committed;
+    rep->body.complete_put_rep.failed = failed;
+    kvtier_Status st;
+    if (bus_server_reply(self->server, rid, rep, NULL, NULL, 0, &st) < 0)
+        bus_warn(S_LOG, "complete_put reply not sent: %s", st.message);
+}
+
+void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t written)
+{
+    sched_t *self = op->self;
+    sched_instance_t *in = &self->inst[op->inst];
+    sched_tier_t *t = &self->tiers[op->tier];
+    bool ok_status = st->code == kvtier_StatusCode_STATUS_OK;
+    uint32_t committed = 0, failed = op->failed, i = 0;
+    int64_t now = sched_now();
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
+         e = sched_list_next(self, &it)) {
+        if (e->kind & SCHED_ENTRY_SKIP)
+            continue;
+        bool ok = i++ < written && e->gen == t->gen;
+        tier_key_t key;
+        memcpy(key.b, e->key, TIER_KEY_BYTES);
+        if (!ok) {
+            s_abort_entry(self, in->number, e, now);
+            failed++;
+            continue;
+        }
+        if (tier_slots_commit(t->slots, in->number, &key, true, (uint64_t)now, NULL) == 0)
+            committed++;
+        else
+            failed++;
+    }
+    in->c.puts_committed += committed;
+    in->c.puts_failed += failed;
+    self->c.puts_committed += committed;
+    self->c.puts_failed += failed;
+    if (ok_status && written >= op->n_sent) {
+        s_put_reply(self, op->routing_id, op->corr_id, committed, failed,
+                    kvtier_StatusCode_STATUS_OK, NULL);
+    } else {
+        char msg[256];
+        snprintf(msg, sizeof msg, "tier %s confirmed %u of %u block headers: %.120s", t->cfg.name,
+                 written < op->n_sent ? written : op->n_sent, op->n_sent,
+                 ok_status ? "short reply" : st->message);
+        bus_code_t code = st->code == kvtier_StatusCode_STATUS_TIMEOUT
+                              ? kvtier_StatusCode_STATUS_TIMEOUT
+                              : kvtier_StatusCode_STATUS_UNAVAILABLE;
+        if (code == kvtier_StatusCode_STATUS_TIMEOUT)
+            self->g.tier_timeouts++;
+        else
+            self->g.tier_errors++;
+        bus_warn(S_LOG, "complete_put: %s", msg);
+        s_put_reply(self, op->routing_id, op->corr_id, committed, failed, code, msg);
+    }
+    s_op_free(self, op);
+}
+
+/* Validates a complete_put's arrays against its window (n token keys). */
+static bool s_put_arrays_ok(sched_t *self, uint32_t n)
+{
+    if (!s_mask_ok(self, n))
+        return false;
+    bool any = false;
+    for (uint32_t i = 0; i < n && !any; i++)
+        any = s_success(self, i);
+    uint32_t nck = self->req_arr->checksums.n;
+    if (any && nck != n) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "checksums has %u values, the token covers %u keys (one xxh3-64 per "
+                          "written block)",
+                          nck, n);
+        return false;
+    }
+    return true;
+}
+
+void sched_on_complete_put(sched_t *self)
+{
+    const kvtier_CompletePutRequest *r = &self->req.env.body.complete_put_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_PUT, r->token_id);
+    if (!w || !s_put_arrays_ok(self, w->entries.n))
+        return;
+    if (self->n_op_free == 0) {
+        self->g.busy_refusals++;
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "%u puts are waiting for tier confirmation (max_pending_puts): retry "
+                          "complete_put; the window stays open",
+                          self->cfg.max_pending_puts);
+        return;
+    }
+    sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_put_op_t *op = &self->ops[self->op_free[--self->n_op_free]];
+    *op = (sched_put_op_t){.used = true,
+                           .self = self,
+                           .corr_id = self->req.env.corr_id,
+                           .inst = (uint32_t)(in - self->inst),
+                           .tier = t->idx,
+                           .gen = t->gen,
+                           .entries = w->entries};
+    w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
+    w->open = false; /* the op owns the entries now */
+    int64_t now = sched_now();
+    uint32_t i = 0;
+    bool wanted = false;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
+         e = sched_list_next(self, &it), i++) {
+        wanted |= s_success(self, i);
+        if (e->gen != t->gen || !s_success(self, i) || t->state != SCHED_TIER_UP) {
+            s_abort_entry(self, in->number, e, now);
+            e->kind |= SCHED_ENTRY_SKIP;
+            op->failed++;
+            continue;
+        }
+        self->sc_checksums[op->n_sent++] = self->req_arr->checksums.v[i];
+    }
+    if (op->n_sent == 0) {
+        bool down = t->state != SCHED_TIER_UP && wanted;
+        in->c.puts_failed += op->failed;
+        self->c.puts_failed += op->failed;
+        char msg[160];
+        snprintf(msg, sizeof msg, "tier %s is down: the blocks were not committed", t->cfg.name);
+        s_put_reply(self, self->req.routing_id, op->corr_id, 0, op->failed,
+                    down ? kvtier_StatusCode_STATUS_UNAVAILABLE : kvtier_StatusCode_STATUS_OK,
+                    down ? msg : NULL);
+        s_op_free(self, op);
+        return;
+    }
+    uint64_t wall = q->ttl_ms ? (uint64_t)sched_wall_ms() + q->ttl_ms : 0;
+    op->routing_id = zframe_dup(self->req.routing_id);
+    kvtier_Status st;
+    if (!op->routing_id)
+        bus_status_set(&st, kvtier_StatusCode_STATUS_INTERNAL, "out of memory");
+    if (!op->routing_id ||
+        sched_tier_put_headers(self, op, in->id, wall, self->sc_checksums, &st) < 0)
+        sched_put_done(op, &st, 0); /* aborts the keys, replies, frees the op */
+}
+
+/* ---- prefetch (single-tier chains: nothing to promote yet) ---- */
+
+void sched_on_prepare_prefetch(sched_t *self)
+{
+    const kvtier_PreparePrefetchRequest *r = &self->req.env.body.prepare_prefetch_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    if (!q || !s_window_can_open(self, q, SCHED_WIN_PREFETCH, 0))
+        return;
+    size_t len = 0;
+    if (bus_token_encode(BUS_TOKEN_PREFETCH, NULL, 0, NULL, 0, self->payload, self->payload_cap,
+                         &len) < 0) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
+        return;
+    }
+    s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id);
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_prepare_prefetch_rep_tag);
+    rep->body.prepare_prefetch_rep.has_token = true;
+    s_token_reply(self, &rep->body.prepare_prefetch_rep.token, &q->win[SCHED_WIN_PREFETCH],
+                  self->cfg.pin_lease_ms, 0, len);
+    in->c.prefetches++;
+    self->c.prefetches++;
+    sched_reply(self);
+}
+
+void sched_on_complete_prefetch(sched_t *self)
+{
+    const kvtier_CompletePrefetchRequest *r = &self->req.env.body.complete_prefetch_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_PREFETCH, r->token_id);
+    if (!w || !s_mask_ok(self, w->entries.n))
+        return;
+    s_window_close(self, q, SCHED_WIN_PREFETCH);
+    sched_reply_begin(self, kvtier_Envelope_complete_prefetch_rep_tag);
+    sched_reply(self);
+}
+
+/* ---- leases ---- */
+
+void sched_lease_scan(sched_t *self, int64_t now)
+{
+    uint32_t nr = self->cfg.max_requests;
+    uint32_t steps = self->cfg.scan_max < nr ? self->cfg.scan_max : nr;
+    for (uint32_t s = 0; s < steps; s++) {
+        sched_request_t *q = &self->reqs[self->scan_cursor];
+        self->scan_cursor = (self->scan_cursor + 1) % nr;
+        if (!q->used)
+            continue;
+        for (int k = 0; k < SCHED_WIN_KINDS; k++) {
+            sched_window_t *w = &q->win[k];
+            uint64_t lease = k == SCHED_WIN_PUT ? self->cfg.write_grace_ms : self->cfg.pin_lease_ms;
+            if (!w->open || now - w->opened_ms < (int64_t)lease)
+                continue;
+            uint32_t n = s_window_close(self, q, k);
+            w->lapsed_token_id = w->token_id;
+            if (k == SCHED_WIN_GET)
+                self->g.pins_lapsed += n;
+            else if (k == SCHED_WIN_PUT)
+                self->g.reservations_lapsed += n;
+            bus_warn(S_LOG,
+                     "request %s/%s: %s window (token %" PRIu64 ") lapsed after %" PRIu64
+                     " ms: %u %s released",
+                     self->inst[q->inst].id, q->id, s_kind_name[k], w->token_id, lease, n,
+                     k == SCHED_WIN_PUT ? "reservations" : "pins");
+        }
+    }
+}

@@ -1,0 +1,580 @@
+/* sched_tiers.c — the scheduler's view of its tiers: one slot engine per tier (the
+ * block index, with per-slot block size and checksum), one asynchronous bus_client
+ * per tier actor, and tier membership (DESIGN.md §4).
+ *
+ * Membership: a tier is DOWN until its actor is announced UP (endpoint, epoch,
+ * capacity, slot size). A new incarnation — first UP, UP after DOWN, another
+ * epoch, endpoint or geometry — drops every location on the tier (its host memory
+ * is gone or unknown), opens a fresh client (nothing queued for the old actor can
+ * reach the new one) and pages the actor's Inventory to rebuild the index
+ * (RECOVERING: reads only, puts refused until done). DOWN fails the tier's pending
+ * requests and drops its locations. Engine resets bump the tier's generation, so
+ * window entries made before are recognised as stale and never touch the new one.
+ *
+ * Inventory entries are adopted as SERVING under their slot-header instance number
+ * (instance ids are "#xxxxxxxx" or the id itself, hashed like tier_actor.h does),
+ * whether or not that instance is registered yet: they serve again once it
+ * registers. Expired entries are not adopted and their headers are deleted.
+ *
+ * Never blocks: every tier exchange is a bus_client_send with a deadline; replies
+ * and timeouts arrive through the loop. Allocates only on membership changes. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus_log.h"
+#include "sched_int.h"
+
+#define S_LOG "sched"
+
+/* ---- engines ---- */
+
+/* A fresh engine (and side arrays) of `capacity` slots; the old one is dropped. */
+static int s_engine_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
+{
+    tier_slots_config_t sc = {
+        .policy = t->cfg.policy[0] ? t->cfg.policy : "lru",
+        .capacity = (uint32_t)capacity,
+        .max_batch = self->cfg.max_batch,
+        .hash_seed = self->hash_seed ^ (0x51ED270B27A3C1ull * (t->idx + 1)),
+    };
+    tier_slots_t *slots = tier_slots_new(&sc);
+    uint32_t *sizes = calloc(capacity, sizeof *sizes);
+    uint64_t *checksums = calloc(capacity, sizeof *checksums);
+    if (!slots || !sizes || !checksums) {
+        tier_slots_destroy(&slots);
+        free(sizes);
+        free(checksums);
+        bus_error(S_LOG, "tier %s: cannot allocate a slot engine of %" PRIu64 " slots", t->cfg.name,
+                  capacity);
+        return -1;
+    }
+    if (t->slots) {
+        tier_slots_stats_t ts;
+        tier_slots_stats(t->slots, &ts);
+        t->dropped += ts.committed;
+        self->g.dropped_by_tier += ts.committed;
+    }
+    tier_slots_destroy(&t->slots);
+    free(t->sizes);
+    free(t->checksums);
+    t->slots = slots;
+    t->sizes = sizes;
+    t->checksums = checksums;
+    t->cfg.capacity = capacity;
+    t->gen++;
+    return 0;
+}
+
+/* ---- clients ---- */
+
+static int s_on_client(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    (void)sock;
+    sched_tier_t *t = arg;
+    if (t->client)
+        bus_client_dispatch(t->client, 0);
+    sched_tiers_flush(t->self);
+    return 0;
+}
+
+/* Fails everything in flight on t's client (callbacks run: pending puts are
+ * answered) and closes it. */
+static void s_client_close(sched_t *self, sched_tier_t *t, const char *why)
+{
+    if (!t->client)
+        return;
+    t->inv_active = false;
+    bus_client_fail_all(t->client, kvtier_StatusCode_STATUS_UNAVAILABLE, why);
+    zloop_reader_end(self->loop, bus_client_sock(t->client));
+    bus_client_destroy(&t->client);
+}
+
+static int s_client_open(sched_t *self, sched_tier_t *t)
+{
+    char name[64];
+    snprintf(name, sizeof name, "sched>%s", t->cfg.name);
+    bus_client_config_t cc = {
+        .name = name,
+        .max_in_flight = self->cfg.max_pending_puts + 64,
+        .default_timeout_ms = (uint32_t)self->cfg.tier_timeout_ms,
+    };
+    t->client = bus_client_new(t->endpoint, &cc);
+    if (!t->client)
+        return -1;
+    if (zloop_reader(self->loop, bus_client_sock(t->client), s_on_client, t) < 0) {
+        bus_client_destroy(&t->client);
+        return -1;
+    }
+    return 0;
+}
+
+int sched_tiers_init(sched_t *self)
+{
+    self->n_tiers = self->cfg.n_tiers;
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        sched_tier_t *t = &self->tiers[i];
+        t->self = self;
+        t->idx = i;
+        t->cfg = self->cfg.tiers[i];
+        t->state = SCHED_TIER_DOWN;
+        if (s_engine_reset(self, t, t->cfg.capacity) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void sched_tiers_fini(sched_t *self)
+{
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        sched_tier_t *t = &self->tiers[i];
+        s_client_close(self, t, "the scheduler is stopping");
+        tier_slots_destroy(&t->slots);
+        free(t->sizes);
+        free(t->checksums);
+        t->sizes = NULL;
+        t->checksums = NULL;
+    }
+}
+
+/* ---- deletes ---- */
+
+static void s_delete_done(void *arg, bus_reply_t *r)
+{
+    sched_tier_t *t = arg;
+    if (r->status.code != kvtier_StatusCode_STATUS_OK) {
+        t->self->g.tier_errors++;
+        bus_debug(S_LOG, "tier %s: DeleteSlots: %s", t->cfg.name, r->status.message);
+    }
+}
+
+static void s_flush_tier(sched_t *self, sched_tier_t *t)
+{
+    uint32_t n = t->n_del;
+    t->n_del = 0;
+    if (n == 0)
+        return;
+    if (!t->client || t->state == SCHED_TIER_DOWN) {
+        self->g.deletes_dropped += n;
+        return;
+    }
+    kvtier_Envelope *env = self->tier_env;
+    bus_env_init(env, kvtier_Envelope_delete_slots_req_tag, self->cfg.node_name);
+    env->body.delete_slots_req.tier_id = t->cfg.tier_id;
+    env->body.delete_slots_req.epoch = t->epoch;
+    bus_arrays_t arr = {
+        .slots = {.v = t->del_slots, .n = n, .cap = SCHED_DEL_BATCH},
+        .keys = {.keys = t->del_keys, .n = n, .cap = SCHED_DEL_BATCH},
+    };
+    kvtier_Status st;
+    if (bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_delete_done, t, NULL, &st) < 0) {
+        /* a lost delete leaves a header whose bytes are still the block's: harmless */
+        self->g.deletes_dropped += n;
+        bus_debug(S_LOG, "tier %s: %u deletes dropped: %s", t->cfg.name, n, st.message);
+        return;
+    }
+    self->g.deletes_sent += n;
+}
+
+void sched_tier_queue_delete(sched_tier_t *t, uint32_t slot, const tier_key_t *key)
+{
+    if (t->n_del == SCHED_DEL_BATCH)
+        s_flush_tier(t->self, t);
+    t->del_slots[t->n_del] = slot;
+    memcpy(t->del_keys[t->n_del], key->b, TIER_KEY_BYTES);
+    t->n_del++;
+}
+
+void sched_tiers_flush(sched_t *self)
+{
+    for (uint32_t i = 0; i < self->n_tiers; i++)
+        if (self->tiers[i].n_del)
+            s_flush_tier(self, &self->tiers[i]);
+}
+
+/* ---- headers ---- */
+
+static void s_put_header_done(void *arg, bus_reply_t *r)
+{
+    sched_put_op_t *op = arg;
+    uint32_t written = 0;
+    if (r->env && r->env->which_body == kvtier_Envelope_put_header_rep_tag)
+        written = r->env->body.put_header_rep.written;
+    sched_put_done(op, &r->status, written);
+}
+
+int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instance_id,
+                           uint64_t deadline_wall_ms, const uint64_t *checksums_by_entry,
+                           kvtier_Status *st)
+{
+    sched_tier_t *t = &self->tiers[op->tier];
+    if (!t->client || t->state != SCHED_TIER_UP)
+        return bus_status_set(st, kvtier_StatusCode_STATUS_UNAVAILABLE, "tier %s is down",
+                              t->cfg.name);
+    uint64_t size = self->inst[op->inst].spec.bytes_per_block;
+    uint32_t i = 0;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
+         e = sched_list_next(self, &it)) {
+        if (e->kind & SCHED_ENTRY_SKIP)
+            continue;
+        self->sc_slots[i] = e->slot;
+        memcpy(self->sc_keys[i], e->key, TIER_KEY_BYTES);
+        self->sc_sizes[i] = size;
+        /* side arrays of a slot being written: nobody reads them until it serves */
+        t->sizes[e->slot] = (uint32_t)size;
+        t->checksums[e->slot] = checksums_by_entry[i];
+        i++;
+    }
+    kvtier_Envelope *env = self->tier_env;
+    bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);
+    kvtier_PutHeaderRequest *ph = &env->body.put_header_req;
+    ph->tier_id = t->cfg.tier_id;
+    sched_strcpy(ph->instance_id, sizeof ph->instance_id, instance_id);
+    ph->state = kvtier_LocationState_LOCATION_SERVING;
+    ph->ttl_deadline_ms = deadline_wall_ms;
+    ph->epoch = t->epoch;
+    uint32_t cap = self->cfg.max_batch;
+    bus_arrays_t arr = {
+        .slots = {.v = self->sc_slots, .n = i, .cap = cap},
+        .keys = {.keys = self->sc_keys, .n = i, .cap = cap},
+        .sizes = {.v = self->sc_sizes, .n = i, .cap = cap},
+        .checksums = {.v = (uint64_t *)checksums_by_entry, .n = i, .cap = cap},
+    };
+    return bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_put_header_done, op, NULL, st);
+}
+
+static void s_reput_done(void *arg, bus_reply_t *r)
+{
+    sched_tier_t *t = arg;
+    if (r->status.code != kvtier_StatusCode_STATUS_OK) {
+        t->self->g.tier_errors++;
+        bus_warn(S_LOG, "tier %s: header rewrite failed: %s", t->cfg.name, r->status.message);
+    }
+}
+
+void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, uint32_t slot,
+                             const tier_key_t *key)
+{
+    const char *id = sched_instance_name(self, number);
+    tier_slot_info_t info;
+    if (!id || !t->client || t->state != SCHED_TIER_UP ||
+        tier_slots_peek(t->slots, number, key, &info) < 0)
+        return;
+    int64_t now = sched_now();
+    uint64_t wall = 0;
+    if (info.deadline_ms)
+        wall = (uint64_t)sched_wall_ms() +
+               (info.deadline_ms > (uint64_t)now ? info.deadline_ms - (uint64_t)now : 0);
+    uint64_t s = slot, size = t->sizes[slot], ck = t->checksums[slot];
+    uint8_t k[1][16];
+    memcpy(k[0], key->b, TIER_KEY_BYTES);
+    kvtier_Envelope *env = self->tier_env;
+    bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);
+    kvtier_PutHeaderRequest *ph = &env->body.put_header_req;
+    ph->tier_id = t->cfg.tier_id;
+    sched_strcpy(ph->instance_id, sizeof ph->instance_id, id);
+    ph->state = kvtier_LocationState_LOCATION_SERVING;
+    ph->ttl_deadline_ms = wall;
+    ph->epoch = t->epoch;
+    bus_arrays_t arr = {
+        .slots = {.v = &s, .n = 1, .cap = 1},
+        .keys = {.keys = k, .n = 1, .cap = 1},
+        .sizes = {.v = &size, .n = 1, .cap = 1},
+        .checksums = {.v = &ck, .n = 1, .cap = 1},
+    };
+    kvtier_Status st;
+    if (bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_reput_done, t, NULL, &st) < 0)
+        bus_warn(S_LOG, "tier %s: header rewrite not sent: %s", t->cfg.name, st.message);
+}
+
+/* ---- inventory ---- */
+
+static void s_inventory_send(sched_t *self, sched_tier_t *t);
+
+static void s_inventory_finish(sched_t *self, sched_tier_t *t, bool complete)
+{
+    t->inv_active = false;
+    t->state = SCHED_TIER_UP;
+    if (complete)
+        bus_info(S_LOG,
+                 "tier %s up (epoch %" PRIu64 ", %s): %" PRIu64
+                 " blocks adopted from its inventory",
+                 t->cfg.name, t->epoch, t->endpoint, t->inv_adopted);
+    else
+        bus_warn(S_LOG,
+                 "tier %s up (epoch %" PRIu64 ") with a partial index: inventory "
+                 "failed %u times after %" PRIu64 " blocks",
+                 t->cfg.name, t->epoch, t->inv_failures, t->inv_adopted);
+    (void)self;
+}
+
+static void s_inventory_failed(sched_t *self, sched_tier_t *t, const char *why)
+{
+    t->inv_failures++;
+    bus_warn(S_LOG, "tier %s: inventory page at slot %" PRIu64 " failed (%u/%u): %s", t->cfg.name,
+             t->inv_cursor, t->inv_failures, SCHED_INV_TRIES, why);
+    if (t->inv_failures >= SCHED_INV_TRIES)
+        s_inventory_finish(self, t, false);
+    /* else the next tick sends the page again */
+}
+
+/* Slot-header instance number of an inventory entry ("#xxxxxxxx" or an id). */
+static uint32_t s_entry_instance(const char *id)
+{
+    if (id[0] == '#' && strlen(id) == 9) {
+        uint32_t v = 0;
+        for (int i = 1; i < 9; i++) {
+            char c = id[i];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0)
+                return sched_instance_number(id);
+            v = v << 4 | (uint32_t)d;
+        }
+        return v;
+    }
+    return sched_instance_number(id);
+}
+
+static void s_adopt(sched_t *self, sched_tier_t *t, const kvtier_InventoryEntry *e, int64_t now,
+                    int64_t wall)
+{
+    if (e->state != kvtier_LocationState_LOCATION_SERVING)
+        return;
+    tier_key_t key;
+    memcpy(key.b, e->key, TIER_KEY_BYTES);
+    if (e->slot >= t->cfg.capacity || e->size == 0 || e->size > t->cfg.slot_size) {
+        bus_warn(S_LOG,
+                 "tier %s: inventory entry at slot %" PRIu64 " (size %" PRIu64
+                 ") does not fit the tier; ignored",
+                 t->cfg.name, e->slot, e->size);
+        return;
+    }
+    uint32_t number = s_entry_instance(e->instance_id);
+    uint64_t deadline = 0;
+    if (e->ttl_deadline_ms) {
+        if ((int64_t)e->ttl_deadline_ms <= wall) {
+            sched_tier_queue_delete(t, (uint32_t)e->slot, &key);
+            self->g.expirations++;
+            return;
+        }
+        deadline = (uint64_t)now + (e->ttl_deadline_ms - (uint64_t)wall);
+    }
+    if (number == 0)
+        return;
+    int rc = tier_slots_adopt(t->slots, number, &key, (uint32_t)e->slot, deadline, (uint64_t)now);
+    if (rc == 0) {
+        t->sizes[e->slot] = (uint32_t)e->size;
+        t->checksums[e->slot] = e->checksum;
+        t->inv_adopted++;
+        self->g.adopted++;
+    } else if (rc == TIER_SLOTS_EDUP) {
+        sched_tier_queue_delete(t, (uint32_t)e->slot, &key); /* a second copy of one key */
+    }
+}
+
+static void s_inventory_done(void *arg, bus_reply_t *r)
+{
+    sched_tier_t *t = arg;
+    sched_t *self = t->self;
+    t->inv_in_flight = false;
+    if (!t->inv_active)
+        return; /* the tier changed meanwhile */
+    if (r->status.code != kvtier_StatusCode_STATUS_OK || !r->env ||
+        r->env->which_body != kvtier_Envelope_inventory_rep_tag) {
+        s_inventory_failed(self, t, r->status.message);
+        return;
+    }
+    const kvtier_InventoryReply *ir = &r->env->body.inventory_rep;
+    int64_t now = sched_now(), wall = sched_wall_ms();
+    for (pb_size_t i = 0; i < ir->entries_count; i++)
+        s_adopt(self, t, &ir->entries[i], now, wall);
+    if (ir->done) {
+        s_inventory_finish(self, t, true);
+        return;
+    }
+    if (ir->next_cursor <= t->inv_cursor) {
+        s_inventory_failed(self, t, "next_cursor did not advance");
+        return;
+    }
+    t->inv_cursor = ir->next_cursor;
+    t->inv_failures = 0;
+    s_inventory_send(self, t);
+}
+
+static void s_inventory_send(sched_t *self, sched_tier_t *t)
+{
+    kvtier_Envelope *env = self->tier_env;
+    bus_env_init(env, kvtier_Envelope_inventory_req_tag, self->cfg.node_name);
+    env->body.inventory_req.tier_id = t->cfg.tier_id;
+    env->body.inventory_req.cursor = t->inv_cursor;
+    env->body.inventory_req.max_entries = SCHED_INV_PAGE;
+    kvtier_Status st;
+    if (bus_client_send(t->client, env, NULL, NULL, 0, 0, NULL, s_inventory_done, t, NULL, &st) <
+        0) {
+        s_inventory_failed(self, t, st.message);
+        return;
+    }
+    t->inv_in_flight = true;
+}
+
+/* ---- membership ---- */
+
+static void s_tier_down(sched_t *self, sched_tier_t *t, const char *why)
+{
+    if (t->state == SCHED_TIER_DOWN && !t->client)
+        return;
+    s_client_close(self, t, why);
+    self->g.deletes_dropped += t->n_del;
+    t->n_del = 0;
+    (void)s_engine_reset(self, t, t->cfg.capacity);
+    t->state = SCHED_TIER_DOWN;
+    t->inv_active = false;
+    bus_warn(S_LOG, "tier %s down (%s): its locations are dropped from the index", t->cfg.name,
+             why);
+}
+
+static bool s_info_ok(const sched_tier_t *t, const kvtier_TierInfo *in)
+{
+    const char *bad = !in->endpoint[0] ? "no endpoint"
+                      : in->capacity_slots < 1 || in->capacity_slots > SCHED_MAX_CAPACITY
+                          ? "capacity"
+                      : in->slot_bytes < 1 || in->slot_bytes > UINT32_MAX ? "slot size"
+                                                                          : NULL;
+    if (bad)
+        bus_warn(S_LOG, "tier %s: membership UP ignored: bad %s", t->cfg.name, bad);
+    return bad == NULL;
+}
+
+static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
+{
+    if (!s_info_ok(t, in))
+        return;
+    sched_strcpy(t->host, sizeof t->host, in->host);
+    sched_strcpy(t->shm, sizeof t->shm, in->shm);
+    bool same = t->state != SCHED_TIER_DOWN && t->epoch == in->epoch &&
+                strcmp(t->endpoint, in->endpoint) == 0 && t->cfg.capacity == in->capacity_slots &&
+                t->cfg.slot_size == in->slot_bytes;
+    if (same)
+        return;
+    s_client_close(self, t, "the tier actor changed (new epoch, endpoint or geometry)");
+    self->g.deletes_dropped += t->n_del;
+    t->n_del = 0;
+    t->state = SCHED_TIER_DOWN;
+    if (s_engine_reset(self, t, in->capacity_slots) < 0)
+        return;
+    t->cfg.slot_size = in->slot_bytes;
+    t->epoch = in->epoch;
+    sched_strcpy(t->endpoint, sizeof t->endpoint, in->endpoint);
+    if (s_client_open(self, t) < 0) {
+        bus_error(S_LOG, "tier %s: cannot open a client to %s", t->cfg.name, t->endpoint);
+        return;
+    }
+    t->state = SCHED_TIER_RECOVERING;
+    t->inv_active = true;
+    t->inv_cursor = 0;
+    t->inv_failures = 0;
+    t->inv_adopted = 0;
+    bus_info(S_LOG,
+             "tier %s at %s (epoch %" PRIu64 ", %" PRIu64 " slots of %" PRIu64
+             " bytes): reading its inventory",
+             t->cfg.name, t->endpoint, t->epoch, t->cfg.capacity, t->cfg.slot_size);
+    s_inventory_send(self, t);
+}
+
+void sched_tier_membership(sched_t *self, const kvtier_TierMembershipRequest *m)
+{
+    const kvtier_TierInfo *in = &m->tier;
+    if (!m->has_tier || in->tier_id < 1 || in->tier_id > self->n_tiers) {
+        bus_warn(S_LOG, "membership change for unknown tier id %u ignored",
+                 m->has_tier ? in->tier_id : 0);
+        return;
+    }
+    sched_tier_t *t = &self->tiers[in->tier_id - 1];
+    if (in->name[0] && strcmp(in->name, t->cfg.name) != 0) {
+        bus_warn(S_LOG,
+                 "membership change for tier id %u names '%s', the deployment says '%s': "
+                 "ignored",
+                 in->tier_id, in->name, t->cfg.name);
+        return;
+    }
+    switch (m->change) {
+    case kvtier_MembershipChange_MEMBERSHIP_CHANGE_ADDED:
+    case kvtier_MembershipChange_MEMBERSHIP_CHANGE_UPDATED:
+        s_tier_up(self, t, in);
+        break;
+    case kvtier_MembershipChange_MEMBERSHIP_CHANGE_REMOVED:
+        s_tier_down(self, t, "the tier actor deregistered");
+        break;
+    default:
+        bus_warn(S_LOG, "membership change %d ignored", (int)m->change);
+        break;
+    }
+}
+
+/* ---- tick ---- */
+
+void sched_tiers_tick(sched_t *self, int64_t now)
+{
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        sched_tier_t *t = &self->tiers[i];
+        if (t->client)
+            bus_client_dispatch(t->client, 0); /* deadlines of tier requests */
+        size_t n = 0;
+        if (t->state != SCHED_TIER_DOWN && tier_slots_expire(t->slots, (uint64_t)now, self->victims,
+                                                             SCHED_EXPIRE_BATCH, &n) == 0) {
+            for (size_t v = 0; v < n; v++)
+                sched_tier_queue_delete(t, self->victims[v].slot, &self->victims[v].key);
+            self->g.expirations += n;
+        }
+        if (t->client && t->inv_active && !t->inv_in_flight)
+            s_inventory_send(self, t);
+    }
+}
+
+/* ---- identity ---- */
+
+static kvtier_TierKind s_kind(const char *k)
+{
+    if (strcmp(k, "host") == 0)
+        return kvtier_TierKind_TIER_KIND_HOST;
+    if (strcmp(k, "nvme") == 0)
+        return kvtier_TierKind_TIER_KIND_NVME;
+    if (strcmp(k, "gpu") == 0)
+        return kvtier_TierKind_TIER_KIND_GPU;
+    if (strcmp(k, "remote") == 0)
+        return kvtier_TierKind_TIER_KIND_REMOTE;
+    return kvtier_TierKind_TIER_KIND_UNSPECIFIED;
+}
+
+void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
+{
+    (void)self;
+    memset(out, 0, sizeof *out);
+    tier_slots_stats_t ts;
+    tier_slots_stats(t->slots, &ts);
+    out->tier_id = t->cfg.tier_id;
+    sched_strcpy(out->name, sizeof out->name, t->cfg.name);
+    out->kind = s_kind(t->cfg.kind);
+    sched_strcpy(out->endpoint, sizeof out->endpoint, t->endpoint);
+    sched_strcpy(out->host, sizeof out->host, t->host);
+    sched_strcpy(out->shm, sizeof out->shm, t->shm);
+    out->epoch = t->epoch;
+    out->capacity_slots = t->cfg.capacity;
+    out->slot_bytes = t->cfg.slot_size;
+    out->used_slots = ts.used;
+    out->up = t->state == SCHED_TIER_UP; /* recovering: not yet writable */
+}
+
+void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->tier_id = t->cfg.tier_id;
+    out->slot_size = t->cfg.slot_size;
+    out->epoch = t->epoch;
+    sched_strcpy(out->endpoint, sizeof out->endpoint, t->endpoint);
+    sched_strcpy(out->shm, sizeof out->shm, t->shm);
+    sched_strcpy(out->host, sizeof out->host, t->host);
+}

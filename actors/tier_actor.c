@@ -1,0 +1,394 @@
+/* tier_actor.c — the tier actor's lifecycle: config checks, opening the tier,
+ * binding the ROUTER, the pipe commands and the poll loop that hands each decoded
+ * request to tier_actor_serve (tier_actor_serve.c). Owns the tier_t and the server
+ * socket for the actor's whole life; nothing else touches them. Never ends on its
+ * own: only "$TERM" (or a terminated ZeroMQ context) stops it. */
+#include "tier_actor.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "bus_host.h"
+#include "bus_log.h"
+#include "tier_actor_int.h"
+#include "tier_checksum.h"
+
+typedef tier_actor_self_t self_t;
+
+#define S_LOG "tier"
+/* Requests served per wake-up before the pipe is looked at again. */
+#define S_BURST 32
+/* How long the pipe wrappers wait for the actor's answer. */
+#define S_PIPE_TIMEOUT_MS 5000
+
+/* ---- helpers shared with tier_actor_serve.c ---- */
+
+int tier_actor_fail(self_t *self, kvtier_Status *st, bus_code_t code, const char *fmt, ...)
+{
+    char msg[sizeof st->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return bus_status_set(st, code, "tier %s: %s", self->name, msg);
+}
+
+void tier_actor_count_used(self_t *self)
+{
+    uint64_t used = 0;
+    for (uint64_t i = 0; i < self->tier->cfg.capacity; i++) {
+        tier_slot_header_t h;
+        if (tier_get_header(self->tier, i, &h) == 0 && h.state == TIER_SLOT_SERVING)
+            used++;
+    }
+    self->used_slots = used;
+}
+
+uint32_t tier_actor_instance_hash(const char *instance_id)
+{
+    if (!instance_id || !instance_id[0])
+        return 0;
+    struct iovec iov = {.iov_base = (void *)instance_id, .iov_len = strlen(instance_id)};
+    uint32_t h = (uint32_t)tier_checksum(&iov, 1);
+    return h ? h : 1;
+}
+
+/* ---- construction ---- */
+
+static int s_check_config(const tier_actor_config_t *cfg, char *why, size_t len)
+{
+    if (!cfg) {
+        snprintf(why, len, "tier actor: no config");
+        return -1;
+    }
+    const char *name = cfg->tier.name[0] ? cfg->tier.name : "?";
+    if (cfg->tier_id == 0) {
+        snprintf(why, len, "tier %s: tier id 0 is reserved (ids are 1 + index in \"tiers\")", name);
+        return -1;
+    }
+    if (!cfg->endpoint || !cfg->endpoint[0]) {
+        snprintf(why, len, "tier %s: no endpoint to bind", name);
+        return -1;
+    }
+    if (strlen(cfg->endpoint) >= TIER_ACTOR_ENDPOINT_MAX) {
+        snprintf(why, len, "tier %s: endpoint longer than %d bytes", name,
+                 TIER_ACTOR_ENDPOINT_MAX - 1);
+        return -1;
+    }
+    if (cfg->max_slots > BUS_MAX_ARRAY) {
+        snprintf(why, len, "tier %s: max_slots %u is above the protocol bound %u", name,
+                 cfg->max_slots, BUS_MAX_ARRAY);
+        return -1;
+    }
+    return 0;
+}
+
+static tier_t *s_open_tier(const tier_actor_config_t *cfg, char *why, size_t len)
+{
+    if (strcmp(cfg->tier.kind, "nvme") == 0)
+        return tier_nvme_open(&cfg->tier, cfg->nvme_opts, why, len);
+    if (strcmp(cfg->tier.kind, "host") == 0 && tier_host_name_check(cfg->tier.path) < 0) {
+        snprintf(why, len,
+                 "tier %s: shm name \"%s\" must start with '/', hold no other '/' and be 2..%d "
+                 "bytes",
+                 cfg->tier.name, cfg->tier.path, TIER_HOST_SHM_NAME_MAX);
+        return NULL;
+    }
+    return tier_open(&cfg->tier, why, len);
+}
+
+/* Host tiers: the segment as a same-host client sees it gives the epoch clients
+ * compare against and direct pointers to slot bytes for ReadSlots replies. */
+static int s_attach_host(self_t *self, char *why, size_t len)
+{
+    if (strcmp(self->tier->cfg.kind, "host") != 0) {
+        uint64_t e = 0;
+        while (e == 0)
+            if (getrandom(&e, sizeof e, 0) != (ssize_t)sizeof e)
+                e = (uint64_t)zclock_usecs() ^ ((uint64_t)getpid() << 40);
+        self->epoch = e;
+        return 0;
+    }
+    char err[256];
+    const tier_config_t *c = &self->tier->cfg;
+    int rc = tier_host_attach(c->path, c->slot_size, c->capacity, &self->seg, err, sizeof err);
+    if (rc < 0) {
+        snprintf(why, len, "tier %s: cannot map its own segment: %s", self->name, err);
+        return -1;
+    }
+    self->epoch = tier_host_seg_epoch(self->seg);
+    return 0;
+}
+
+static int s_alloc_scratch(self_t *self)
+{
+    uint32_t ms = self->max_slots;
+    self->arr = bus_arrays_new(BUS_MAX_ARRAY, 0);
+    self->rep_sizes = calloc(self->max_frames, sizeof *self->rep_sizes);
+    self->rep_mask = calloc(ms, sizeof *self->rep_mask);
+    self->payload = calloc(self->max_frames, sizeof *self->payload);
+    self->block_size = calloc(ms, sizeof *self->block_size);
+    self->bufs = calloc(ms, sizeof *self->bufs);
+    self->gets = calloc(ms, sizeof *self->gets);
+    self->get_iov = calloc(ms, sizeof *self->get_iov);
+    self->instances = calloc(self->max_instances, sizeof *self->instances);
+    if (!self->arr || !self->rep_sizes || !self->rep_mask || !self->payload || !self->block_size ||
+        !self->bufs || !self->gets || !self->get_iov || !self->instances)
+        return -1;
+    self->rep_arr.sizes = (bus_u64s_t){.v = self->rep_sizes, .cap = self->max_frames};
+    self->rep_arr.mask = (bus_bools_t){.v = self->rep_mask, .cap = ms};
+    return 0;
+}
+
+static void s_self_destroy(self_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    self_t *self = *self_p;
+    bus_request_reset(&self->req);
+    bus_server_destroy(&self->server);
+    tier_host_detach(&self->seg);
+    tier_close(&self->tier);
+    bus_arrays_destroy(&self->arr);
+    free(self->rep_sizes);
+    free(self->rep_mask);
+    free(self->payload);
+    free(self->block_size);
+    free(self->bufs);
+    free(self->gets);
+    free(self->get_iov);
+    free(self->instances);
+    free(self);
+    *self_p = NULL;
+}
+
+static void s_limits(self_t *self, const tier_actor_config_t *cfg)
+{
+    self->max_slots = cfg->max_slots ? cfg->max_slots : TIER_ACTOR_DEFAULT_MAX_SLOTS;
+    self->max_bytes = cfg->max_bytes ? cfg->max_bytes : TIER_ACTOR_DEFAULT_MAX_BYTES;
+    self->max_instances =
+        cfg->max_instances ? cfg->max_instances : TIER_ACTOR_DEFAULT_MAX_INSTANCES;
+    uint64_t frames = (uint64_t)self->max_slots * TIER_MAX_IOV;
+    self->max_frames = frames < BUS_MAX_ARRAY ? (uint32_t)frames : BUS_MAX_ARRAY;
+    self->verify_put = cfg->verify_put;
+}
+
+static int s_bind(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)
+{
+    self->server = bus_server_new(cfg->endpoint, self->name);
+    if (!self->server) {
+        snprintf(why, len, "tier %s: cannot bind %s: %s", self->name, cfg->endpoint,
+                 zmq_strerror(errno));
+        return -1;
+    }
+    /* A frame larger than any block or frame 0 is refused by libzmq (the peer is
+     * disconnected) rather than buffered in memory. */
+    uint64_t big =
+        self->tier->cfg.slot_size > BUS_MAX_FRAME0 ? self->tier->cfg.slot_size : BUS_MAX_FRAME0;
+    zsock_set_maxmsgsize(bus_server_sock(self->server), big > INT32_MAX ? -1 : (int)big);
+    return 0;
+}
+
+static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *why, size_t len)
+{
+    if (s_check_config(cfg, why, len) < 0)
+        return NULL;
+    self_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(why, len, "tier %s: out of memory", cfg->tier.name);
+        return NULL;
+    }
+    self->pipe = pipe;
+    self->tier_id = cfg->tier_id;
+    snprintf(self->name, sizeof self->name, "%s", cfg->tier.name[0] ? cfg->tier.name : "?");
+    self->is_nvme = strcmp(cfg->tier.kind, "nvme") == 0;
+    if (cfg->host)
+        snprintf(self->host, sizeof self->host, "%s", cfg->host);
+    else
+        (void)bus_host_id(self->host, sizeof self->host);
+    s_limits(self, cfg);
+    if (s_alloc_scratch(self) < 0) {
+        snprintf(why, len, "tier %s: out of memory for request scratch", self->name);
+        goto out_fail;
+    }
+    self->tier = s_open_tier(cfg, why, len);
+    if (!self->tier)
+        goto out_fail;
+    if (s_attach_host(self, why, len) < 0 || s_bind(self, cfg, why, len) < 0)
+        goto out_fail;
+    self->stats.capacity = self->tier->cfg.capacity;
+    tier_actor_count_used(self);
+    return self;
+
+out_fail:
+    s_self_destroy(&self);
+    return NULL;
+}
+
+/* ---- pipe ---- */
+
+static void s_on_pipe(self_t *self)
+{
+    zmsg_t *msg = zmsg_recv(self->pipe);
+    if (!msg) {
+        self->terminated = true; /* interrupted */
+        return;
+    }
+    char *cmd = zmsg_popstr(msg);
+    if (!cmd) {
+        bus_warn(S_LOG, "tier %s: empty pipe command ignored", self->name);
+    } else if (streq(cmd, "$TERM")) {
+        self->terminated = true;
+    } else if (streq(cmd, "ENDPOINT")) {
+        zstr_send(self->pipe, bus_server_endpoint(self->server));
+    } else if (streq(cmd, "EPOCH")) {
+        zsock_send(self->pipe, "8", self->epoch);
+    } else if (streq(cmd, "STATS")) {
+        bus_server_stats_t ss;
+        bus_server_stats(self->server, &ss);
+        tier_actor_count_used(self);
+        self->stats.rejected = ss.rejected;
+        self->stats.used_slots = self->used_slots;
+        zsock_send(self->pipe, "b", &self->stats, sizeof self->stats);
+    } else {
+        bus_warn(S_LOG, "tier %s: unknown pipe command '%s' ignored", self->name, cmd);
+    }
+    zstr_free(&cmd);
+    zmsg_destroy(&msg);
+}
+
+/* ---- requests ---- */
+
+static void s_on_requests(self_t *self)
+{
+    for (int i = 0; i < S_BURST; i++) {
+        int rc = bus_server_recv(self->server, 0, &self->req, self->arr);
+        if (rc <= 0)
+            break;
+        self->stats.requests++;
+        tier_actor_serve(self, &self->req);
+        bus_request_reset(&self->req);
+    }
+}
+
+static void s_run(self_t *self)
+{
+    zsock_t *server = bus_server_sock(self->server);
+    zpoller_t *poller = zpoller_new(self->pipe, server, NULL);
+    if (!poller) {
+        bus_error(S_LOG, "tier %s: no poller; stopping", self->name);
+        return;
+    }
+    /* Signals belong to the process main, which sends $TERM. */
+    zpoller_set_nonstop(poller, true);
+    while (!self->terminated) {
+        void *which = zpoller_wait(poller, -1);
+        if (which == self->pipe)
+            s_on_pipe(self);
+        else if (which == server)
+            s_on_requests(self);
+        else if (zpoller_terminated(poller) && errno == ETERM)
+            break; /* the context is gone; EINTR (a signal) is not a reason to stop */
+    }
+    zpoller_destroy(&poller);
+}
+
+/* Waits for $TERM after a failed start, so zactor_destroy finds us. */
+static void s_wait_term(zsock_t *pipe)
+{
+    while (true) {
+        char *cmd = zstr_recv(pipe);
+        bool term = !cmd || streq(cmd, "$TERM");
+        zstr_free(&cmd);
+        if (term)
+            return;
+    }
+}
+
+/* zactor_new consumes the first signal and ignores its status (czmq 4.2.1), so
+ * the handshake goes first and the start's outcome is a second signal: 0 when
+ * serving, 1 when the tier did not open or the endpoint did not bind. */
+static void s_actor(zsock_t *pipe, void *args)
+{
+    const tier_actor_config_t *cfg = args;
+    char why[512] = "";
+    zsock_signal(pipe, 0);
+    self_t *self = s_self_new(pipe, cfg, why, sizeof why);
+    if (!self) {
+        bus_error(S_LOG, "%s", why);
+        zsock_signal(pipe, 1);
+        s_wait_term(pipe);
+        return;
+    }
+    bus_info(S_LOG, "tier %s (id %u, %s, %" PRIu64 " x %" PRIu64 " bytes) serving on %s",
+             self->name, self->tier_id, self->tier->cfg.kind, self->tier->cfg.capacity,
+             self->tier->cfg.slot_size, bus_server_endpoint(self->server));
+    zsock_signal(pipe, 0);
+    s_run(self);
+    s_self_destroy(&self);
+}
+
+zactor_t *tier_actor_new(const tier_actor_config_t *cfg)
+{
+    zactor_t *actor = zactor_new(s_actor, (void *)cfg);
+    if (!actor)
+        return NULL;
+    if (zsock_wait(actor) != 0) {
+        zactor_destroy(&actor);
+        return NULL;
+    }
+    return actor;
+}
+
+/* ---- pipe wrappers ---- */
+
+/* Sends cmd and waits for the answer, bounded: a stuck actor is an error. */
+static bool s_ask(zactor_t *actor, const char *cmd)
+{
+    if (!actor || zstr_send(actor, cmd) < 0)
+        return false;
+    zpoller_t *p = zpoller_new(actor, NULL);
+    if (!p)
+        return false;
+    zpoller_set_nonstop(p, true);
+    bool ready = zpoller_wait(p, S_PIPE_TIMEOUT_MS) == actor;
+    zpoller_destroy(&p);
+    return ready;
+}
+
+int tier_actor_endpoint(zactor_t *actor, char *buf, size_t len)
+{
+    char *ep = s_ask(actor, "ENDPOINT") ? zstr_recv(actor) : NULL;
+    int rc = ep ? 0 : -1;
+    if (ep && buf && len)
+        snprintf(buf, len, "%s", ep);
+    zstr_free(&ep);
+    return rc;
+}
+
+uint64_t tier_actor_epoch(zactor_t *actor)
+{
+    uint64_t e = 0;
+    if (!s_ask(actor, "EPOCH") || zsock_recv(actor, "8", &e) < 0)
+        return 0;
+    return e;
+}
+
+int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out)
+{
+    zframe_t *f = s_ask(actor, "STATS") ? zframe_recv(actor) : NULL;
+    int rc = -1;
+    if (f && zframe_size(f) == sizeof *out) {
+        memcpy(out, zframe_data(f), sizeof *out);
+        rc = 0;
+    }
+    zframe_destroy(&f);
+    return rc;
+}

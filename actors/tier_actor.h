@@ -1,0 +1,138 @@
+/* tier_actor.h — the tier actor (DESIGN.md §3, §4, §7): a czmq actor that owns one
+ * tier (tiers/tier.h, kinds "host" and "nvme") and serves the tier plane
+ * (schemas/tier.proto) on a ROUTER (bus/bus_server.h): write and read slot bytes as
+ * payload frames, put slot headers, delete, probe, inventory. It holds the bytes and
+ * the slot headers and nothing else: it never knows etcd, the scheduler's index or
+ * the instance registry, and it never serves bytes whose header is not SERVING.
+ *
+ * Blocking: nvme reads and writes run inside this actor's thread. That is accepted
+ * here (STYLE.md §2) because the actor serves only its own tier: no other actor's
+ * loop waits on it, and every peer waits on its reply with a timeout.
+ *
+ * Wire rules (what peers may rely on):
+ * - Every reply carries a status; errors name the tier and what to change
+ *   ("tier host0: slot 812 out of range (capacity 800)"). A reply to WriteSlots,
+ *   PutHeader or DeleteSlots carries its body (the count applied) even when the
+ *   status is not OK. Input that does not decode is answered INVALID_ARGUMENT by
+ *   bus_server and never reaches a handler.
+ * - tier_id 0 in a request means "this tier"; any other id must be this tier's
+ *   (INVALID_ARGUMENT). epoch (WriteSlots, ReadSlots, PutHeader, DeleteSlots) is a
+ *   fence: 0 means any, else it must be this actor's epoch (tier_actor_epoch);
+ *   otherwise UNAVAILABLE and nothing is applied (the actor restarted: locations
+ *   placed on its earlier incarnation are gone).
+ * - Bounds per request: at most cfg.max_slots slots and cfg.max_bytes payload bytes
+ *   (written or read), at most TIER_MAX_IOV segments per slot; over a bound the
+ *   request is refused whole with INVALID_ARGUMENT and nothing is applied. Frames
+ *   larger than max(slot size, BUS_MAX_FRAME0) make libzmq drop the connection
+ *   (ZMQ_MAXMSGSIZE) instead of being buffered.
+ * - Every request is validated whole before anything is applied. A failure while
+ *   applying (an I/O error) stops at that slot: the status says which one and the
+ *   reply's count says how many were applied before it.
+ * - WriteSlots: slot i gets frames i*segments .. i*segments+segments-1 gathered in
+ *   order (one block = one iovec). Before the bytes, the slot's header becomes
+ *   WRITING (key zero), so a block evicted for this write is never served again
+ *   (host: written by the actor; nvme: the backend does it, tier_nvme.h).
+ * - ReadSlots: only SERVING slots are read; a slot that is not, or whose key differs
+ *   from keys[i] when keys are given, makes the request NOT_FOUND. Without sizes
+ *   each slot is one frame of its stored size (segments must then be 0 or 1); with
+ *   sizes (one per frame) a slot's sizes must add up to its stored size. An nvme
+ *   checksum failure is INTERNAL (the slot is dropped by the backend; no bytes are
+ *   sent).
+ * - PutHeader: keys and sizes one per slot; checksums one per slot or none (host:
+ *   the actor computes them from the slot bytes; nvme: the backend's own). state
+ *   must be WRITING, SERVING or DELETING (NONE is refused: use DeleteSlots). nvme
+ *   accepts SERVING only for bytes written through this actor since it started,
+ *   with the same size (NOT_FOUND / INVALID_ARGUMENT otherwise), and a given
+ *   checksum must match the bytes (CONFLICT).
+ * - DeleteSlots: the header becomes EMPTY; with keys, only where the stored key
+ *   matches (WRITING headers carry key zero, so they never match). deleted counts
+ *   the headers that changed.
+ * - Probe: present[i] = SERVING and (no keys, or the key matches).
+ * - Inventory: SERVING slots from `cursor` in slot order, at most max_entries (0 or
+ *   more than 128 means 128) and at most TIER_ACTOR_INVENTORY_SCAN slots scanned per
+ *   page; pass next_cursor back until done. tier (TierInfo) carries id, name, kind,
+ *   endpoint, host, capacity, slot size, shm name (host tiers), epoch and up = true;
+ *   its used_slots is counted on the page with cursor 0 and repeated on later pages.
+ * - CopySlots: UNAVAILABLE until the migrator (issue 4).
+ *
+ * Instance ids: a slot header stores a uint32 (tier_slot_header_t.instance), the
+ * wire carries the string. The actor stores tier_actor_instance_hash(instance_id)
+ * and remembers up to cfg.max_instances strings it was given; Inventory reports the
+ * remembered string, or "#" followed by 8 lowercase hex digits of the hash when it
+ * does not know it (nvme blocks written before a restart): match those by hashing
+ * the registered instance ids. Two ids with the same hash are refused (CONFLICT).
+ *
+ * Pipe protocol (besides "$TERM"): "ENDPOINT" -> one string frame, the bound
+ * endpoint; "EPOCH" -> picture "8", the tier epoch; "STATS" -> picture "b", a
+ * tier_actor_stats_t (same process only). The wrappers below speak it. */
+#ifndef KVT_TIER_ACTOR_H
+#define KVT_TIER_ACTOR_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tier.h"
+#include "tier_nvme.h"
+
+#define TIER_ACTOR_DEFAULT_MAX_SLOTS 4096u
+#define TIER_ACTOR_DEFAULT_MAX_BYTES (256ull << 20)
+#define TIER_ACTOR_DEFAULT_MAX_INSTANCES 256u
+#define TIER_ACTOR_INVENTORY_PAGE 128u   /* InventoryReply.entries max_count */
+#define TIER_ACTOR_INVENTORY_SCAN 65536u /* slots looked at per Inventory page */
+#define TIER_ACTOR_ENDPOINT_MAX 256
+
+typedef struct {
+    tier_config_t tier; /* what to open (kind "host" or "nvme", or a registered one) */
+    uint32_t tier_id;   /* 1 + index in the deployment's "tiers"; 0 is refused */
+    /* ROUTER bind: tcp://ADDR:PORT (tcp://127.0.0.1:* picks a port), ipc://PATH,
+     * inproc://NAME. Read the bound one back with tier_actor_endpoint. */
+    const char *endpoint;
+    uint32_t max_slots;     /* per request; 0: default; at most BUS_MAX_ARRAY */
+    uint64_t max_bytes;     /* payload bytes per request; 0: default */
+    uint32_t max_instances; /* instance id strings remembered; 0: default */
+    /* host: recompute each block's checksum at PutHeader(SERVING) and refuse a
+     * mismatch (CONFLICT). Costs one pass over the bytes; off by default. */
+    bool verify_put;
+    const tier_nvme_opts_t *nvme_opts; /* kind "nvme": NULL means tier_nvme_opts_default */
+    const char *host;                  /* TierInfo.host; NULL: bus_host_id() */
+} tier_actor_config_t;
+
+typedef struct {
+    uint64_t requests;      /* requests handled (reached a handler) */
+    uint64_t errors;        /* handled requests answered with a non-OK status */
+    uint64_t rejected;      /* input bus_server refused before any handler */
+    uint64_t slots_written; /* WriteSlots slots written */
+    uint64_t bytes_written;
+    uint64_t slots_read; /* ReadSlots slots sent */
+    uint64_t bytes_read;
+    uint64_t headers_put;   /* PutHeader headers written */
+    uint64_t slots_deleted; /* DeleteSlots headers emptied */
+    uint64_t probes;        /* slots probed */
+    uint64_t inventory_pages;
+    uint64_t checksum_failures; /* nvme reads refused for a bad checksum */
+    uint64_t capacity;          /* slots */
+    uint64_t used_slots;        /* SERVING slots, counted when STATS is asked */
+} tier_actor_stats_t;
+
+/* Starts the actor: opens the tier, binds the endpoint. NULL (after logging why)
+ * when the config is invalid, the tier does not open, or the bind fails. */
+zactor_t *tier_actor_new(const tier_actor_config_t *cfg);
+
+/* The bound endpoint into buf. 0, or -1 when the actor does not answer. */
+int tier_actor_endpoint(zactor_t *actor, char *buf, size_t len);
+
+/* The tier epoch: host tiers report the shm segment's epoch (what a same-host
+ * client reads with tier_host_seg_epoch); other kinds a random u64 drawn at start.
+ * A restarted actor has a new one. 0 when the actor does not answer. */
+uint64_t tier_actor_epoch(zactor_t *actor);
+
+/* Counters (see tier_actor_stats_t). 0, or -1 when the actor does not answer. */
+int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out);
+
+/* The uint32 stored in slot headers for an instance id: the low 32 bits of
+ * XXH3_64bits (seed 0) over the id's bytes without the NUL; "" is 0 and a non-empty
+ * id that would hash to 0 becomes 1. */
+uint32_t tier_actor_instance_hash(const char *instance_id);
+
+#endif

@@ -1,0 +1,78 @@
+/* tier_actor_int.h — state shared by the tier actor's two files: tier_actor.c
+ * (lifecycle, pipe, loop, dispatch) and tier_actor_serve.c (one handler per
+ * tier-plane request). Private to actors/tier_actor*.c: nothing else includes it.
+ * All scratch space is allocated at start from the configured bounds, so serving a
+ * request allocates only what libzmq and nvme reply buffers need. */
+#ifndef KVT_TIER_ACTOR_INT_H
+#define KVT_TIER_ACTOR_INT_H
+
+#include "bus_server.h"
+#include "tier_actor.h"
+#include "tier_host.h"
+
+typedef struct {
+    uint32_t hash;
+    char id[64]; /* PutHeaderRequest.instance_id bound */
+} tier_actor_instance_t;
+
+/* A reply buffer for tiers that are not mapped (nvme): the bytes of one block,
+ * referenced by one payload frame per segment; freed by the last frame's free_fn,
+ * which may run on a ZeroMQ I/O thread (hence the atomic count). */
+typedef struct {
+    int refs;
+    size_t len;
+    uint8_t *data; /* 4096-aligned (O_DIRECT without a bounce) */
+} tier_actor_rbuf_t;
+
+typedef struct tier_actor_self {
+    zsock_t *pipe;
+    tier_t *tier;
+    tier_host_seg_t *seg; /* host: the segment as clients map it (epoch, slot bytes) */
+    bus_server_t *server;
+    bool terminated;
+
+    /* identity */
+    uint32_t tier_id;
+    char name[TIER_NAME_MAX];
+    char host[64];
+    uint64_t epoch;
+    bool is_nvme;
+
+    /* bounds */
+    uint32_t max_slots;
+    uint64_t max_bytes;
+    uint32_t max_frames; /* reply frames: min(max_slots * TIER_MAX_IOV, BUS_MAX_ARRAY) */
+    bool verify_put;
+
+    /* per-request scratch, sized from the bounds */
+    bus_request_t req;
+    bus_arrays_t *arr;    /* request arrays (protocol bound) */
+    bus_arrays_t rep_arr; /* reply arrays: sizes and mask point below */
+    uint64_t *rep_sizes;  /* max_frames */
+    bool *rep_mask;       /* max_slots */
+    kvtier_Envelope rep;
+    bus_payload_t *payload;   /* max_frames */
+    uint64_t *block_size;     /* max_slots: bytes per slot of the current request */
+    tier_actor_rbuf_t **bufs; /* max_slots */
+    tier_nvme_get_t *gets;    /* max_slots */
+    struct iovec *get_iov;    /* max_slots */
+
+    /* instance ids seen in PutHeader */
+    tier_actor_instance_t *instances;
+    uint32_t ninstances, max_instances;
+
+    uint64_t used_slots; /* SERVING, as of the last count */
+    tier_actor_stats_t stats;
+} tier_actor_self_t;
+
+/* Serves one decoded request (a reply is always sent). tier_actor_serve.c */
+void tier_actor_serve(tier_actor_self_t *self, bus_request_t *req);
+
+/* Fills st with code and "tier NAME: " + the formatted message; returns -code. */
+int tier_actor_fail(tier_actor_self_t *self, kvtier_Status *st, bus_code_t code, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
+
+/* Counts SERVING slots (one header read per slot) into self->used_slots. */
+void tier_actor_count_used(tier_actor_self_t *self);
+
+#endif

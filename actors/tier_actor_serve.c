@@ -1,0 +1,816 @@
+/* tier_actor_serve.c — the tier plane as the tier actor serves it (DESIGN.md §4,
+ * §7; the rules are listed in tier_actor.h): one switch on the envelope's body,
+ * one handler per request kind. Every handler validates the whole request before
+ * it touches the tier and always sends exactly one reply. Never serves bytes whose
+ * header is not SERVING, never trusts a count or a slot number from the wire, and
+ * never asserts on a request. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus_log.h"
+#include "tier_actor_int.h"
+#include "tier_checksum.h"
+
+typedef tier_actor_self_t self_t;
+
+#define S_LOG "tier"
+#define S_INVALID kvtier_StatusCode_STATUS_INVALID_ARGUMENT
+#define S_NOT_FOUND kvtier_StatusCode_STATUS_NOT_FOUND
+#define S_CONFLICT kvtier_StatusCode_STATUS_CONFLICT
+#define S_INTERNAL kvtier_StatusCode_STATUS_INTERNAL
+#define S_UNAVAILABLE kvtier_StatusCode_STATUS_UNAVAILABLE
+#define S_RBUF_ALIGN 4096u
+
+/* ---- small helpers ---- */
+
+static const char *s_state_name(uint32_t state)
+{
+    switch (state) {
+    case TIER_SLOT_EMPTY:
+        return "EMPTY";
+    case TIER_SLOT_WRITING:
+        return "WRITING";
+    case TIER_SLOT_SERVING:
+        return "SERVING";
+    case TIER_SLOT_DELETING:
+        return "DELETING";
+    default:
+        return "?";
+    }
+}
+
+static bool s_key_is(const tier_slot_header_t *h, const uint8_t key[BUS_KEY_LEN])
+{
+    return memcmp(h->key.b, key, TIER_KEY_BYTES) == 0;
+}
+
+static const char *s_hex(const uint8_t key[BUS_KEY_LEN], char out[2 * TIER_KEY_BYTES + 1])
+{
+    tier_key_t k;
+    memcpy(k.b, key, TIER_KEY_BYTES);
+    return tier_key_hex(&k, out);
+}
+
+/* Sends self->rep (its body set by the handler); a non-OK st becomes its status. */
+static void s_reply(self_t *self, bus_request_t *req, bus_arrays_t *arr,
+                    const bus_payload_t *payload, uint32_t npayload, const kvtier_Status *st)
+{
+    if (st->code != kvtier_StatusCode_STATUS_OK) {
+        self->rep.status = *st;
+        self->stats.errors++;
+        if (st->code == S_INTERNAL)
+            bus_warn(S_LOG, "%s", st->message);
+        else
+            bus_debug(S_LOG, "%s: %s", bus_status_name(st->code), st->message);
+    }
+    (void)bus_server_reply(self->server, req->routing_id, &self->rep, arr, payload, npayload, NULL);
+}
+
+/* A status for a failed tier call on `slot` (the common cases; callers map the
+ * codes whose meaning depends on the operation first). */
+static int s_tier_error(self_t *self, kvtier_Status *st, int rc, uint64_t slot, const char *op)
+{
+    switch (rc) {
+    case -ERANGE:
+        return tier_actor_fail(self, st, S_INVALID,
+                               "slot %" PRIu64 " out of range (capacity %" PRIu64 ")", slot,
+                               self->tier->cfg.capacity);
+    case -EINVAL:
+    case -EMSGSIZE:
+        return tier_actor_fail(self, st, S_INVALID, "%s slot %" PRIu64 ": %s", op, slot,
+                               strerror(-rc));
+    case -ENODATA:
+        return tier_actor_fail(self, st, S_NOT_FOUND, "%s slot %" PRIu64 ": no block there", op,
+                               slot);
+    case -EAGAIN:
+        return tier_actor_fail(self, st, S_UNAVAILABLE,
+                               "%s slot %" PRIu64 ": header kept busy by a writer; retry", op,
+                               slot);
+    default:
+        return tier_actor_fail(self, st, S_INTERNAL, "%s slot %" PRIu64 " failed: %s", op, slot,
+                               strerror(rc < 0 ? -rc : EIO));
+    }
+}
+
+/* The request is for this tier and, when it names an epoch (a fence), for this
+ * incarnation of it: a restarted actor's earlier blocks are not to be trusted. */
+static int s_check_tier(self_t *self, uint32_t tier_id, uint64_t epoch, const char *what,
+                        kvtier_Status *st)
+{
+    if (tier_id != 0 && tier_id != self->tier_id)
+        return tier_actor_fail(self, st, S_INVALID,
+                               "%s for tier id %u reached tier id %u (check the endpoint or the "
+                               "token)",
+                               what, tier_id, self->tier_id);
+    if (epoch != 0 && epoch != self->epoch)
+        return tier_actor_fail(self, st, S_UNAVAILABLE,
+                               "%s for epoch %016" PRIx64 " reached epoch %016" PRIx64
+                               ": the tier actor restarted and the blocks placed before are gone; "
+                               "refresh its locations",
+                               what, epoch, self->epoch);
+    return 0;
+}
+
+/* Count bound and range of every slot. */
+static int s_check_slots(self_t *self, const bus_u64s_t *slots, const char *what, kvtier_Status *st)
+{
+    if (slots->n > self->max_slots)
+        return tier_actor_fail(self, st, S_INVALID,
+                               "%u slots in one %s, the limit is %u: split the request", slots->n,
+                               what, self->max_slots);
+    for (uint32_t i = 0; i < slots->n; i++)
+        if (slots->v[i] >= self->tier->cfg.capacity)
+            return tier_actor_fail(self, st, S_INVALID,
+                                   "slot %" PRIu64 " out of range (capacity %" PRIu64 ")",
+                                   slots->v[i], self->tier->cfg.capacity);
+    return 0;
+}
+
+/* One per slot, or (when optional) none. */
+static int s_check_count(self_t *self, uint32_t got, uint32_t n, bool optional, const char *what,
+                         const char *field, kvtier_Status *st)
+{
+    if (got == n || (optional && got == 0))
+        return 0;
+    return tier_actor_fail(self, st, S_INVALID, "%s has %u %s for %u slots: give one per slot%s",
+                           what, got, field, n, optional ? " or none" : "");
+}
+
+static int s_get_header(self_t *self, uint64_t slot, tier_slot_header_t *h, const char *op,
+                        kvtier_Status *st)
+{
+    int rc = tier_get_header(self->tier, slot, h);
+    return rc < 0 ? s_tier_error(self, st, rc, slot, op) : 0;
+}
+
+/* ---- WriteSlots ---- */
+
+static int s_write_check(self_t *self, const kvtier_WriteSlotsRequest *w, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t segs = w->segments ? w->segments : 1;
+    int rc = s_check_tier(self, w->tier_id, w->epoch, "WriteSlots", st);
+    if (rc == 0 && segs > TIER_MAX_IOV)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "WriteSlots with %u segments per slot; a block has at most %d", segs,
+                             TIER_MAX_IOV);
+    if (rc == 0)
+        rc = s_check_slots(self, &a->slots, "WriteSlots", st);
+    uint64_t total = 0;
+    for (uint32_t i = 0; rc == 0 && i < a->slots.n; i++) {
+        uint64_t block = 0;
+        for (uint32_t s = 0; s < segs; s++)
+            block += a->sizes.v[i * segs + s];
+        if (block > self->tier->cfg.slot_size)
+            rc = tier_actor_fail(self, st, S_INVALID,
+                                 "slot %" PRIu64 ": a block of %" PRIu64
+                                 " bytes does not fit (slot size %" PRIu64 ")",
+                                 a->slots.v[i], block, self->tier->cfg.slot_size);
+        self->block_size[i] = block;
+        total += block;
+    }
+    if (rc == 0 && total > self->max_bytes)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "%" PRIu64 " payload bytes in one WriteSlots, the limit is %" PRIu64
+                             ": split the request",
+                             total, self->max_bytes);
+    return rc;
+}
+
+/* The old header stops being served before new bytes go over it (host: here; nvme:
+ * the backend rewrites a SERVING header as WRITING itself, tier_nvme.h). */
+static int s_mark_writing(self_t *self, uint64_t slot, uint64_t size)
+{
+    if (self->is_nvme)
+        return 0;
+    tier_slot_header_t h = {.state = TIER_SLOT_WRITING, .size = size};
+    return tier_put_header(self->tier, slot, &h);
+}
+
+static int s_write_apply(self_t *self, bus_request_t *req, const kvtier_WriteSlotsRequest *w,
+                         uint32_t *written, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t segs = w->segments ? w->segments : 1;
+    struct iovec iov[TIER_MAX_IOV];
+    zframe_t *f = zmsg_first(req->msg); /* frame 0; payload follows */
+    for (uint32_t i = 0; i < a->slots.n; i++) {
+        uint64_t slot = a->slots.v[i];
+        for (uint32_t s = 0; s < segs; s++) {
+            f = zmsg_next(req->msg);
+            iov[s] = (struct iovec){.iov_base = zframe_data(f), .iov_len = zframe_size(f)};
+        }
+        int rc = s_mark_writing(self, slot, self->block_size[i]);
+        if (rc == 0)
+            rc = tier_write(self->tier, slot, iov, (int)segs);
+        if (rc < 0)
+            return s_tier_error(self, st, rc, slot, "write");
+        (*written)++;
+        self->stats.slots_written++;
+        self->stats.bytes_written += self->block_size[i];
+    }
+    return 0;
+}
+
+static void s_on_write(self_t *self, bus_request_t *req)
+{
+    const kvtier_WriteSlotsRequest *w = &req->env.body.write_slots_req;
+    kvtier_Status st = {0};
+    uint32_t written = 0;
+    bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_write_slots_rep_tag, self->name);
+    if (s_write_check(self, w, &st) == 0)
+        (void)s_write_apply(self, req, w, &written, &st);
+    self->rep.body.write_slots_rep.written = written;
+    s_reply(self, req, NULL, NULL, 0, &st);
+}
+
+/* ---- ReadSlots ---- */
+
+static int s_read_shape(self_t *self, const kvtier_ReadSlotsRequest *r, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t segs = r->segments ? r->segments : 1;
+    int rc = s_check_tier(self, r->tier_id, r->epoch, "ReadSlots", st);
+    if (rc == 0 && segs > TIER_MAX_IOV)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "ReadSlots with %u segments per slot; a block has at most %d", segs,
+                             TIER_MAX_IOV);
+    if (rc == 0)
+        rc = s_check_slots(self, &a->slots, "ReadSlots", st);
+    if (rc == 0 && a->sizes.n != 0 && a->sizes.n != a->slots.n * segs)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "ReadSlots has %u sizes for %u slots x %u segments: give one per "
+                             "frame or none",
+                             a->sizes.n, a->slots.n, segs);
+    if (rc == 0 && a->slots.n * segs > self->max_frames)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "ReadSlots asks for %u frames, the limit is %u: split the request",
+                             a->slots.n * segs, self->max_frames);
+    if (rc == 0 && a->sizes.n == 0 && segs > 1)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "ReadSlots with %u segments per slot needs sizes (bytes of each "
+                             "frame)",
+                             segs);
+    if (rc == 0)
+        rc = s_check_count(self, a->keys.n, a->slots.n, true, "ReadSlots", "keys", st);
+    return rc;
+}
+
+/* Slot i of a read: SERVING, the asked key, sizes that add up to the block. */
+static int s_read_slot_check(self_t *self, uint32_t i, uint32_t segs, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint64_t slot = a->slots.v[i];
+    tier_slot_header_t h;
+    char hex1[33], hex2[33];
+    int rc = s_get_header(self, slot, &h, "read", st);
+    if (rc < 0)
+        return rc;
+    if (h.state != TIER_SLOT_SERVING)
+        return tier_actor_fail(self, st, S_NOT_FOUND, "slot %" PRIu64 " holds no block (state %s)",
+                               slot, s_state_name(h.state));
+    if (a->keys.n && !s_key_is(&h, a->keys.keys[i]))
+        return tier_actor_fail(self, st, S_NOT_FOUND,
+                               "slot %" PRIu64 " holds another block (key %s, asked for %s)", slot,
+                               tier_key_hex(&h.key, hex1), s_hex(a->keys.keys[i], hex2));
+    if (a->sizes.n) {
+        uint64_t sum = 0;
+        for (uint32_t s = 0; s < segs; s++)
+            sum += a->sizes.v[i * segs + s];
+        if (sum != h.size)
+            return tier_actor_fail(self, st, S_INVALID,
+                                   "slot %" PRIu64 " holds %" PRIu64
+                                   " bytes but the request's sizes for it add up to %" PRIu64,
+                                   slot, h.size, sum);
+    }
+    self->block_size[i] = h.size;
+    return 0;
+}
+
+static int s_read_check(self_t *self, const kvtier_ReadSlotsRequest *r, kvtier_Status *st)
+{
+    uint32_t segs = r->segments ? r->segments : 1;
+    int rc = s_read_shape(self, r, st);
+    uint64_t total = 0;
+    for (uint32_t i = 0; rc == 0 && i < self->arr->slots.n; i++) {
+        rc = s_read_slot_check(self, i, segs, st);
+        total += rc == 0 ? self->block_size[i] : 0;
+    }
+    if (rc == 0 && total > self->max_bytes)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "ReadSlots asks for %" PRIu64 " bytes, the limit is %" PRIu64
+                             " per request: split it",
+                             total, self->max_bytes);
+    return rc;
+}
+
+/* Frame sizes of slot i: as asked, or the whole block. */
+static uint64_t s_frame_len(self_t *self, uint32_t i, uint32_t s, uint32_t segs)
+{
+    return self->arr->sizes.n ? self->arr->sizes.v[i * segs + s] : self->block_size[i];
+}
+
+/* Host: frames point into the segment and are copied into ZeroMQ messages when the
+ * reply is sent, still inside this handler (free_fn NULL), so a later rewrite of the
+ * slot cannot change bytes already replied. */
+static uint32_t s_read_mapped(self_t *self, uint32_t segs)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t f = 0;
+    for (uint32_t i = 0; i < a->slots.n; i++) {
+        uint8_t *base = tier_host_seg_slot(self->seg, a->slots.v[i]);
+        uint64_t off = 0;
+        for (uint32_t s = 0; s < segs; s++, f++) {
+            uint64_t len = s_frame_len(self, i, s, segs);
+            self->payload[f] = (bus_payload_t){.data = base + off, .size = len};
+            self->rep_sizes[f] = len;
+            off += len;
+        }
+    }
+    return f;
+}
+
+static void s_rbuf_unref(void *data, void *hint)
+{
+    (void)data;
+    tier_actor_rbuf_t *b = hint;
+    if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(b);
+}
+
+/* One allocation: the struct in the first 4096 bytes, the block after it. */
+static tier_actor_rbuf_t *s_rbuf_new(uint64_t len)
+{
+    uint64_t body = (len + S_RBUF_ALIGN - 1) / S_RBUF_ALIGN * S_RBUF_ALIGN;
+    tier_actor_rbuf_t *b = aligned_alloc(S_RBUF_ALIGN, S_RBUF_ALIGN + (body ? body : S_RBUF_ALIGN));
+    if (!b)
+        return NULL;
+    b->refs = 0;
+    b->len = len;
+    b->data = (uint8_t *)b + S_RBUF_ALIGN;
+    return b;
+}
+
+static void s_rbufs_free(self_t *self, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        free(self->bufs[i]);
+        self->bufs[i] = NULL;
+    }
+}
+
+static int s_read_error(self_t *self, int rc, uint64_t slot, kvtier_Status *st)
+{
+    if (rc != -EBADMSG)
+        return s_tier_error(self, st, rc, slot, "read");
+    self->stats.checksum_failures++;
+    return tier_actor_fail(self, st, S_INTERNAL,
+                           "slot %" PRIu64 " failed its checksum (the bytes on the medium are "
+                           "damaged); the block was dropped and nothing was sent",
+                           slot);
+}
+
+/* Reads every slot into its buffer (nvme: one overlapped batch). */
+static int s_read_into(self_t *self, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t n = a->slots.n;
+    if (self->is_nvme) {
+        for (uint32_t i = 0; i < n; i++) {
+            self->get_iov[i] = (struct iovec){self->bufs[i]->data, self->block_size[i]};
+            self->gets[i] =
+                (tier_nvme_get_t){.slot = a->slots.v[i], .iov = &self->get_iov[i], .n = 1};
+        }
+        (void)tier_nvme_get_batch(self->tier, self->gets, n);
+        for (uint32_t i = 0; i < n; i++)
+            if (self->gets[i].rc < 0)
+                return s_read_error(self, self->gets[i].rc, a->slots.v[i], st);
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct iovec iov = {self->bufs[i]->data, self->block_size[i]};
+        int rc = tier_read(self->tier, a->slots.v[i], &iov, 1);
+        if (rc < 0)
+            return s_read_error(self, rc, a->slots.v[i], st);
+    }
+    return 0;
+}
+
+/* Other tiers: read into a buffer per block; its frames go out zero-copy and the
+ * last one sent frees it. */
+static int s_read_copied(self_t *self, uint32_t segs, uint32_t *nframes, kvtier_Status *st)
+{
+    uint32_t n = self->arr->slots.n, f = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        self->bufs[i] = s_rbuf_new(self->block_size[i]);
+        if (!self->bufs[i]) {
+            s_rbufs_free(self, i);
+            return tier_actor_fail(self, st, S_INTERNAL,
+                                   "out of memory for a %" PRIu64 " byte block",
+                                   self->block_size[i]);
+        }
+    }
+    int rc = s_read_into(self, st);
+    if (rc < 0) {
+        s_rbufs_free(self, n);
+        return rc;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        tier_actor_rbuf_t *b = self->bufs[i];
+        uint64_t off = 0;
+        b->refs = (int)segs;
+        for (uint32_t s = 0; s < segs; s++, f++) {
+            uint64_t len = s_frame_len(self, i, s, segs);
+            self->payload[f] = (bus_payload_t){b->data + off, len, s_rbuf_unref, b};
+            self->rep_sizes[f] = len;
+            off += len;
+        }
+        self->bufs[i] = NULL;
+    }
+    *nframes = f;
+    return 0;
+}
+
+static void s_on_read(self_t *self, bus_request_t *req)
+{
+    const kvtier_ReadSlotsRequest *r = &req->env.body.read_slots_req;
+    uint32_t segs = r->segments ? r->segments : 1;
+    kvtier_Status st = {0};
+    uint32_t nframes = 0;
+    bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_read_slots_rep_tag, self->name);
+    int rc = s_read_check(self, r, &st);
+    if (rc == 0 && self->seg)
+        nframes = s_read_mapped(self, segs);
+    else if (rc == 0)
+        rc = s_read_copied(self, segs, &nframes, &st);
+    if (rc == 0) {
+        self->stats.slots_read += self->arr->slots.n;
+        for (uint32_t i = 0; i < self->arr->slots.n; i++)
+            self->stats.bytes_read += self->block_size[i];
+    }
+    self->rep_arr.sizes.n = nframes;
+    s_reply(self, req, &self->rep_arr, self->payload, nframes, &st);
+}
+
+/* ---- PutHeader ---- */
+
+static int s_instance(self_t *self, const char *id, uint32_t *out, kvtier_Status *st)
+{
+    uint32_t h = tier_actor_instance_hash(id);
+    *out = h;
+    if (h == 0)
+        return 0;
+    for (uint32_t k = 0; k < self->ninstances; k++) {
+        if (self->instances[k].hash != h)
+            continue;
+        if (strcmp(self->instances[k].id, id) == 0)
+            return 0;
+        return tier_actor_fail(self, st, S_CONFLICT,
+                               "instance ids \"%s\" and \"%s\" hash to the same value %08x; "
+                               "rename one",
+                               self->instances[k].id, id, h);
+    }
+    if (self->ninstances < self->max_instances) { /* else Inventory reports "#hash" */
+        tier_actor_instance_t *e = &self->instances[self->ninstances++];
+        e->hash = h;
+        snprintf(e->id, sizeof e->id, "%s", id);
+    }
+    return 0;
+}
+
+static int s_state_from_wire(self_t *self, kvtier_LocationState s, uint32_t *out, kvtier_Status *st)
+{
+    switch (s) {
+    case kvtier_LocationState_LOCATION_WRITING:
+        *out = TIER_SLOT_WRITING;
+        return 0;
+    case kvtier_LocationState_LOCATION_SERVING:
+        *out = TIER_SLOT_SERVING;
+        return 0;
+    case kvtier_LocationState_LOCATION_DELETING:
+        *out = TIER_SLOT_DELETING;
+        return 0;
+    default:
+        return tier_actor_fail(self, st, S_INVALID,
+                               "PutHeader with state %d: give WRITING, SERVING or DELETING "
+                               "(DeleteSlots empties a slot)",
+                               (int)s);
+    }
+}
+
+static int s_put_check(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t *state,
+                       uint32_t *instance, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t n = a->slots.n;
+    int rc = s_check_tier(self, p->tier_id, p->epoch, "PutHeader", st);
+    if (rc == 0)
+        rc = s_state_from_wire(self, p->state, state, st);
+    if (rc == 0)
+        rc = s_check_slots(self, &a->slots, "PutHeader", st);
+    if (rc == 0)
+        rc = s_check_count(self, a->keys.n, n, false, "PutHeader", "keys", st);
+    if (rc == 0)
+        rc = s_check_count(self, a->sizes.n, n, false, "PutHeader", "sizes", st);
+    if (rc == 0)
+        rc = s_check_count(self, a->checksums.n, n, true, "PutHeader", "checksums", st);
+    for (uint32_t i = 0; rc == 0 && i < n; i++)
+        if (a->sizes.v[i] > self->tier->cfg.slot_size)
+            rc = tier_actor_fail(self, st, S_INVALID,
+                                 "slot %" PRIu64 ": block size %" PRIu64
+                                 " exceeds the slot size %" PRIu64,
+                                 a->slots.v[i], a->sizes.v[i], self->tier->cfg.slot_size);
+    if (rc == 0)
+        rc = s_instance(self, p->instance_id, instance, st);
+    return rc;
+}
+
+/* Host SERVING headers: the checksum of the bytes in the segment, when the writer
+ * gave none or verify_put asks for a check. */
+static int s_host_checksum(self_t *self, uint32_t i, tier_slot_header_t *h, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    bool given = a->checksums.n != 0;
+    if (!self->seg || h->state != TIER_SLOT_SERVING || (given && !self->verify_put))
+        return 0;
+    struct iovec iov = {tier_host_seg_slot(self->seg, a->slots.v[i]), h->size};
+    uint64_t sum = tier_checksum(&iov, 1);
+    if (given && sum != h->checksum)
+        return tier_actor_fail(self, st, S_CONFLICT,
+                               "slot %" PRIu64 ": its bytes hash to %016" PRIx64
+                               " but the writer's checksum is %016" PRIx64
+                               " (bytes changed, or other bytes were hashed)",
+                               a->slots.v[i], sum, h->checksum);
+    h->checksum = sum;
+    return 0;
+}
+
+static int s_put_error(self_t *self, int rc, uint32_t i, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint64_t slot = a->slots.v[i];
+    if (rc == -ENODATA)
+        return tier_actor_fail(self, st, S_NOT_FOUND,
+                               "slot %" PRIu64 ": no bytes were written to it through this tier "
+                               "actor since it started (send WriteSlots first)",
+                               slot);
+    if (rc == -EINVAL && self->is_nvme)
+        return tier_actor_fail(self, st, S_INVALID,
+                               "slot %" PRIu64 ": header size %" PRIu64
+                               " differs from the bytes written to the slot",
+                               slot, a->sizes.v[i]);
+    if (rc == -EBADMSG)
+        return tier_actor_fail(self, st, S_CONFLICT,
+                               "slot %" PRIu64 ": the bytes written do not match the checksum "
+                               "%016" PRIx64,
+                               slot, a->checksums.n ? a->checksums.v[i] : 0);
+    return s_tier_error(self, st, rc, slot, "put header of");
+}
+
+static int s_put_apply(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t state,
+                       uint32_t instance, uint32_t *written, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    for (uint32_t i = 0; i < a->slots.n; i++) {
+        tier_slot_header_t h = {
+            .instance = instance,
+            .state = state,
+            .size = a->sizes.v[i],
+            .checksum = a->checksums.n ? a->checksums.v[i] : 0,
+            .deadline_ms = p->ttl_deadline_ms,
+        };
+        memcpy(h.key.b, a->keys.keys[i], TIER_KEY_BYTES);
+        int rc = s_host_checksum(self, i, &h, st);
+        if (rc < 0)
+            return rc;
+        rc = tier_put_header(self->tier, a->slots.v[i], &h);
+        if (rc < 0)
+            return s_put_error(self, rc, i, st);
+        (*written)++;
+        self->stats.headers_put++;
+    }
+    return 0;
+}
+
+static void s_on_put_header(self_t *self, bus_request_t *req)
+{
+    const kvtier_PutHeaderRequest *p = &req->env.body.put_header_req;
+    kvtier_Status st = {0};
+    uint32_t written = 0, state = 0, instance = 0;
+    bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_put_header_rep_tag, self->name);
+    if (s_put_check(self, p, &state, &instance, &st) == 0)
+        (void)s_put_apply(self, p, state, instance, &written, &st);
+    self->rep.body.put_header_rep.written = written;
+    s_reply(self, req, NULL, NULL, 0, &st);
+}
+
+/* ---- DeleteSlots ---- */
+
+/* With a key, only a committed (SERVING or DELETING) header of that key goes: a
+ * late delete of an evicted block never empties the slot under its new write. */
+static bool s_delete_wanted(const tier_slot_header_t *h, const bus_keys_t *keys, uint32_t i)
+{
+    if (h->state == TIER_SLOT_EMPTY)
+        return false;
+    if (!keys->n)
+        return true;
+    return (h->state == TIER_SLOT_SERVING || h->state == TIER_SLOT_DELETING) &&
+           s_key_is(h, keys->keys[i]);
+}
+
+static int s_delete_apply(self_t *self, uint32_t *deleted, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    for (uint32_t i = 0; i < a->slots.n; i++) {
+        tier_slot_header_t h;
+        int rc = tier_get_header(self->tier, a->slots.v[i], &h);
+        /* A header left mid-write by a dead same-host writer cannot be read, but an
+         * unconditional delete rewrites it whole: that is the repair. */
+        if (rc == -EAGAIN && !a->keys.n)
+            h.state = TIER_SLOT_WRITING;
+        else if (rc < 0)
+            return s_tier_error(self, st, rc, a->slots.v[i], "delete");
+        if (!s_delete_wanted(&h, &a->keys, i))
+            continue;
+        tier_slot_header_t empty = {.state = TIER_SLOT_EMPTY};
+        rc = tier_put_header(self->tier, a->slots.v[i], &empty);
+        if (rc < 0)
+            return s_tier_error(self, st, rc, a->slots.v[i], "delete");
+        (*deleted)++;
+        self->stats.slots_deleted++;
+    }
+    return 0;
+}
+
+static void s_on_delete(self_t *self, bus_request_t *req)
+{
+    const kvtier_DeleteSlotsRequest *d = &req->env.body.delete_slots_req;
+    kvtier_Status st = {0};
+    uint32_t deleted = 0;
+    bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_delete_slots_rep_tag, self->name);
+    int rc = s_check_tier(self, d->tier_id, d->epoch, "DeleteSlots", &st);
+    if (rc == 0)
+        rc = s_check_slots(self, &self->arr->slots, "DeleteSlots", &st);
+    if (rc == 0)
+        rc = s_check_count(self, self->arr->keys.n, self->arr->slots.n, true, "DeleteSlots", "keys",
+                           &st);
+    if (rc == 0)
+        (void)s_delete_apply(self, &deleted, &st);
+    self->rep.body.delete_slots_rep.deleted = deleted;
+    s_reply(self, req, NULL, NULL, 0, &st);
+}
+
+/* ---- Probe ---- */
+
+static void s_on_probe(self_t *self, bus_request_t *req)
+{
+    const kvtier_ProbeRequest *p = &req->env.body.probe_req;
+    const bus_arrays_t *a = self->arr;
+    kvtier_Status st = {0};
+    bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_probe_rep_tag, self->name);
+    int rc = s_check_tier(self, p->tier_id, 0, "Probe", &st);
+    if (rc == 0)
+        rc = s_check_slots(self, &a->slots, "Probe", &st);
+    if (rc == 0)
+        rc = s_check_count(self, a->keys.n, a->slots.n, true, "Probe", "keys", &st);
+    for (uint32_t i = 0; rc == 0 && i < a->slots.n; i++) {
+        tier_slot_header_t h;
+        bool serving =
+            tier_get_header(self->tier, a->slots.v[i], &h) == 0 && h.state == TIER_SLOT_SERVING;
+        self->rep_mask[i] = serving && (!a->keys.n || s_key_is(&h, a->keys.keys[i]));
+    }
+    self->rep_arr.mask.n = rc == 0 ? a->slots.n : 0;
+    self->stats.probes += self->rep_arr.mask.n;
+    s_reply(self, req, &self->rep_arr, NULL, 0, &st);
+}
+
+/* ---- Inventory ---- */
+
+static void s_tier_info(self_t *self, kvtier_TierInfo *ti)
+{
+    const tier_config_t *c = &self->tier->cfg;
+    ti->tier_id = self->tier_id;
+    snprintf(ti->name, sizeof ti->name, "%.*s", (int)sizeof ti->name - 1, self->name);
+    ti->kind = strcmp(c->kind, "host") == 0   ? kvtier_TierKind_TIER_KIND_HOST
+               : strcmp(c->kind, "nvme") == 0 ? kvtier_TierKind_TIER_KIND_NVME
+                                              : kvtier_TierKind_TIER_KIND_UNSPECIFIED;
+    snprintf(ti->endpoint, sizeof ti->endpoint, "%.*s", (int)sizeof ti->endpoint - 1,
+             bus_server_endpoint(self->server));
+    snprintf(ti->host, sizeof ti->host, "%.*s", (int)sizeof ti->host - 1, self->host);
+    ti->capacity_slots = c->capacity;
+    ti->slot_bytes = c->slot_size;
+    ti->used_slots = self->used_slots;
+    if (self->seg)
+        snprintf(ti->shm, sizeof ti->shm, "%.*s", (int)sizeof ti->shm - 1, c->path);
+    ti->epoch = self->epoch;
+    ti->up = true;
+}
+
+static void s_instance_name(self_t *self, uint32_t hash, char *out, size_t len)
+{
+    if (hash == 0) {
+        out[0] = '\0';
+        return;
+    }
+    for (uint32_t k = 0; k < self->ninstances; k++)
+        if (self->instances[k].hash == hash) {
+            snprintf(out, len, "%s", self->instances[k].id);
+            return;
+        }
+    snprintf(out, len, "#%08x", hash);
+}
+
+static void s_inventory_entry(self_t *self, uint64_t slot, const tier_slot_header_t *h,
+                              kvtier_InventoryEntry *e)
+{
+    e->slot = slot;
+    memcpy(e->key, h->key.b, TIER_KEY_BYTES);
+    s_instance_name(self, h->instance, e->instance_id, sizeof e->instance_id);
+    e->size = h->size;
+    e->checksum = h->checksum;
+    e->ttl_deadline_ms = h->deadline_ms;
+    e->state = kvtier_LocationState_LOCATION_SERVING;
+}
+
+static void s_on_inventory(self_t *self, bus_request_t *req)
+{
+    const kvtier_InventoryRequest *q = &req->env.body.inventory_req;
+    kvtier_Status st = {0};
+    bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_inventory_rep_tag, self->name);
+    kvtier_InventoryReply *r = &self->rep.body.inventory_rep;
+    if (s_check_tier(self, q->tier_id, 0, "Inventory", &st) == 0) {
+        uint32_t max = q->max_entries && q->max_entries < TIER_ACTOR_INVENTORY_PAGE
+                           ? q->max_entries
+                           : TIER_ACTOR_INVENTORY_PAGE;
+        uint64_t cap = self->tier->cfg.capacity, i = q->cursor, scanned = 0;
+        if (q->cursor == 0)
+            tier_actor_count_used(self);
+        for (; i < cap && r->entries_count < max && scanned < TIER_ACTOR_INVENTORY_SCAN;
+             i++, scanned++) {
+            tier_slot_header_t h;
+            if (tier_get_header(self->tier, i, &h) == 0 && h.state == TIER_SLOT_SERVING)
+                s_inventory_entry(self, i, &h, &r->entries[r->entries_count++]);
+        }
+        r->has_tier = true;
+        s_tier_info(self, &r->tier);
+        r->next_cursor = i < cap ? i : cap;
+        r->done = i >= cap;
+        self->stats.inventory_pages++;
+    }
+    s_reply(self, req, NULL, NULL, 0, &st);
+}
+
+/* ---- CopySlots ---- */
+
+static void s_on_copy(self_t *self, bus_request_t *req)
+{
+    kvtier_Status st = {0};
+    bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_copy_slots_rep_tag, self->name);
+    tier_actor_fail(self, &st, S_UNAVAILABLE,
+                    "copy between tiers arrives with the migrator (issue 4)");
+    self->rep_arr.mask.n = 0;
+    s_reply(self, req, &self->rep_arr, NULL, 0, &st);
+}
+
+/* ---- dispatch ---- */
+
+void tier_actor_serve(self_t *self, bus_request_t *req)
+{
+    self->rep_arr.sizes.n = 0;
+    self->rep_arr.mask.n = 0;
+    switch (req->env.which_body) {
+    case kvtier_Envelope_write_slots_req_tag:
+        s_on_write(self, req);
+        break;
+    case kvtier_Envelope_read_slots_req_tag:
+        s_on_read(self, req);
+        break;
+    case kvtier_Envelope_put_header_req_tag:
+        s_on_put_header(self, req);
+        break;
+    case kvtier_Envelope_delete_slots_req_tag:
+        s_on_delete(self, req);
+        break;
+    case kvtier_Envelope_probe_req_tag:
+        s_on_probe(self, req);
+        break;
+    case kvtier_Envelope_inventory_req_tag:
+        s_on_inventory(self, req);
+        break;
+    case kvtier_Envelope_copy_slots_req_tag:
+        s_on_copy(self, req);
+        break;
+    default: {
+        const char *name = bus_body_name(req->env.which_body);
+        self->stats.errors++;
+        bus_server_reply_error(self->server, req->routing_id, req->env.corr_id, S_INVALID,
+                               "tier %s: %s is not a tier-plane request (the coordinator serves "
+                               "it)",
+                               self->name, name ? name : "?");
+        break;
+    }
+    }
+}

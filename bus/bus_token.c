@@ -1,0 +1,287 @@
+/* bus_token.c — codec of the token payload (layout in bus_token.h). Owns only the
+ * byte layout: little-endian integers written and read byte by byte, so it does
+ * not depend on host endianness or alignment. Never trusts a payload: decode
+ * checks magic, version, kind, every length, every string and every tier index
+ * before a view is handed out, and never reads past `len`. */
+#include "bus_token.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define S_MAGIC "KVT1"
+#define S_HEADER_BYTES 16u
+/* u32 tier_id, u64 slot_size, u64 epoch, then three u16-prefixed strings */
+#define S_TIER_FIXED_BYTES (4u + 8u + 8u + 3u * 2u)
+
+static void s_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void s_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void s_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t s_get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t s_get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t s_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static bool s_kind_ok(uint32_t kind)
+{
+    return kind == BUS_TOKEN_GET || kind == BUS_TOKEN_PUT || kind == BUS_TOKEN_PREFETCH;
+}
+
+/* Length of a NUL-terminated string field of capacity max; max when unterminated. */
+static size_t s_field_len(const char *s, size_t max)
+{
+    return strnlen(s, max);
+}
+
+static size_t s_tier_bytes(const bus_token_tier_t *t)
+{
+    size_t e = s_field_len(t->endpoint, BUS_TOKEN_ENDPOINT_MAX);
+    size_t s = s_field_len(t->shm, BUS_TOKEN_NAME_MAX);
+    size_t h = s_field_len(t->host, BUS_TOKEN_NAME_MAX);
+    if (e >= BUS_TOKEN_ENDPOINT_MAX || s >= BUS_TOKEN_NAME_MAX || h >= BUS_TOKEN_NAME_MAX)
+        return 0;
+    return S_TIER_FIXED_BYTES + e + s + h;
+}
+
+size_t bus_token_encoded_size(const bus_token_tier_t *tiers, uint32_t n_tiers, uint32_t n_entries)
+{
+    if (n_tiers > BUS_TOKEN_MAX_TIERS || (n_tiers > 0 && !tiers))
+        return 0;
+    size_t total = S_HEADER_BYTES;
+    for (uint32_t i = 0; i < n_tiers; i++) {
+        size_t b = s_tier_bytes(&tiers[i]);
+        if (b == 0)
+            return 0;
+        total += b;
+    }
+    return total + (size_t)n_entries * BUS_TOKEN_ENTRY_BYTES;
+}
+
+/* A token entry must name a tier of the table; only prefetch entries have a source. */
+static bool s_entry_ok(bus_token_kind_t kind, uint32_t n_tiers, uint16_t tier, uint16_t src)
+{
+    if (tier >= n_tiers)
+        return false;
+    if (kind == BUS_TOKEN_PREFETCH)
+        return src < n_tiers;
+    return src == BUS_TOKEN_NO_TIER;
+}
+
+static uint8_t *s_put_str(uint8_t *p, const char *s, size_t max)
+{
+    size_t n = s_field_len(s, max);
+    s_put16(p, (uint16_t)n);
+    memcpy(p + 2, s, n);
+    return p + 2 + n;
+}
+
+int bus_token_encode(bus_token_kind_t kind, const bus_token_tier_t *tiers, uint32_t n_tiers,
+                     const bus_token_entry_t *entries, uint32_t n_entries, uint8_t *buf, size_t cap,
+                     size_t *len)
+{
+    if (len)
+        *len = 0;
+    if (!s_kind_ok(kind) || (n_entries > 0 && !entries) || !len)
+        return -EINVAL;
+    size_t need = bus_token_encoded_size(tiers, n_tiers, n_entries);
+    if (need == 0)
+        return -EINVAL;
+    for (uint32_t i = 0; i < n_entries; i++)
+        if (!s_entry_ok(kind, n_tiers, entries[i].tier, entries[i].src_tier))
+            return -EINVAL;
+    if (!buf || cap < need)
+        return -ENOSPC;
+
+    uint8_t *p = buf;
+    memcpy(p, S_MAGIC, 4);
+    s_put16(p + 4, BUS_TOKEN_VERSION);
+    s_put16(p + 6, (uint16_t)kind);
+    s_put16(p + 8, (uint16_t)n_tiers);
+    s_put16(p + 10, 0);
+    s_put32(p + 12, n_entries);
+    p += S_HEADER_BYTES;
+    for (uint32_t i = 0; i < n_tiers; i++) {
+        const bus_token_tier_t *t = &tiers[i];
+        s_put32(p, t->tier_id);
+        s_put64(p + 4, t->slot_size);
+        s_put64(p + 12, t->epoch);
+        p += 20;
+        p = s_put_str(p, t->endpoint, BUS_TOKEN_ENDPOINT_MAX);
+        p = s_put_str(p, t->shm, BUS_TOKEN_NAME_MAX);
+        p = s_put_str(p, t->host, BUS_TOKEN_NAME_MAX);
+    }
+    for (uint32_t i = 0; i < n_entries; i++) {
+        const bus_token_entry_t *e = &entries[i];
+        s_put16(p, e->tier);
+        s_put16(p + 2, e->src_tier);
+        s_put32(p + 4, e->size);
+        s_put64(p + 8, e->slot);
+        s_put64(p + 16, e->src_slot);
+        p += BUS_TOKEN_ENTRY_BYTES;
+    }
+    *len = (size_t)(p - buf);
+    return 0;
+}
+
+static int s_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int s_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+/* Reads one u16-prefixed string at *off into out (capacity max, NUL-terminated). */
+static int s_get_str(const uint8_t *buf, size_t len, size_t *off, char *out, size_t max,
+                     uint32_t tier, const char *what, char *err, size_t errlen)
+{
+    if (len - *off < 2)
+        return s_fail(err, errlen, "token payload: tier %u %s length cut short", tier, what);
+    size_t n = s_get16(buf + *off);
+    *off += 2;
+    if (n >= max)
+        return s_fail(err, errlen, "token payload: tier %u %s is %zu bytes, at most %zu", tier,
+                      what, n, max - 1);
+    if (len - *off < n)
+        return s_fail(err, errlen, "token payload: tier %u %s cut short", tier, what);
+    if (n > 0 && memchr(buf + *off, 0, n))
+        return s_fail(err, errlen, "token payload: tier %u %s contains a NUL byte", tier, what);
+    memcpy(out, buf + *off, n);
+    out[n] = '\0';
+    *off += n;
+    return 0;
+}
+
+static int s_decode_tiers(const uint8_t *buf, size_t len, size_t *off, bus_token_view_t *view,
+                          char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < view->n_tiers; i++) {
+        bus_token_tier_t *t = &view->tiers[i];
+        if (len - *off < 20)
+            return s_fail(err, errlen, "token payload: tier %u cut short", i);
+        t->tier_id = s_get32(buf + *off);
+        t->slot_size = s_get64(buf + *off + 4);
+        t->epoch = s_get64(buf + *off + 12);
+        *off += 20;
+        int rc = s_get_str(buf, len, off, t->endpoint, BUS_TOKEN_ENDPOINT_MAX, i, "endpoint", err,
+                           errlen);
+        if (rc == 0)
+            rc = s_get_str(buf, len, off, t->shm, BUS_TOKEN_NAME_MAX, i, "shm name", err, errlen);
+        if (rc == 0)
+            rc = s_get_str(buf, len, off, t->host, BUS_TOKEN_NAME_MAX, i, "host id", err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int bus_token_decode(const uint8_t *buf, size_t len, bus_token_view_t *view, char *err,
+                     size_t errlen)
+{
+    if (err && errlen > 0)
+        err[0] = '\0';
+    if (!view)
+        return s_fail(err, errlen, "token payload: no view");
+    memset(view, 0, sizeof *view);
+    if (!buf || len < S_HEADER_BYTES)
+        return s_fail(err, errlen, "token payload: %zu bytes, shorter than its %u-byte header",
+                      buf ? len : 0, S_HEADER_BYTES);
+    if (memcmp(buf, S_MAGIC, 4) != 0)
+        return s_fail(err, errlen, "token payload: bad magic (not a kvtier token)");
+    uint16_t version = s_get16(buf + 4);
+    if (version != BUS_TOKEN_VERSION)
+        return s_fail(err, errlen, "token payload: version %u, this build reads %u", version,
+                      BUS_TOKEN_VERSION);
+    uint16_t kind = s_get16(buf + 6);
+    if (!s_kind_ok(kind))
+        return s_fail(err, errlen, "token payload: unknown kind %u", kind);
+    uint16_t n_tiers = s_get16(buf + 8);
+    if (n_tiers > BUS_TOKEN_MAX_TIERS)
+        return s_fail(err, errlen, "token payload: %u tiers, at most %u", n_tiers,
+                      BUS_TOKEN_MAX_TIERS);
+    if (s_get16(buf + 10) != 0)
+        return s_fail(err, errlen, "token payload: reserved header field is not 0");
+    uint32_t n_entries = s_get32(buf + 12);
+
+    view->kind = (bus_token_kind_t)kind;
+    view->n_tiers = n_tiers;
+    size_t off = S_HEADER_BYTES;
+    int rc = s_decode_tiers(buf, len, &off, view, err, errlen);
+    if (rc < 0)
+        goto out_fail;
+    if ((len - off) / BUS_TOKEN_ENTRY_BYTES != n_entries ||
+        (len - off) % BUS_TOKEN_ENTRY_BYTES != 0) {
+        rc = s_fail(err, errlen, "token payload: %zu entry bytes for %u entries of %u bytes",
+                    len - off, n_entries, BUS_TOKEN_ENTRY_BYTES);
+        goto out_fail;
+    }
+    for (uint32_t i = 0; i < n_entries; i++) {
+        const uint8_t *e = buf + off + (size_t)i * BUS_TOKEN_ENTRY_BYTES;
+        uint16_t tier = s_get16(e), src = s_get16(e + 2);
+        if (!s_entry_ok(view->kind, n_tiers, tier, src)) {
+            rc = s_fail(err, errlen,
+                        "token payload: entry %u names tier %u / source %u (%u tiers, kind %u)", i,
+                        tier, src, n_tiers, kind);
+            goto out_fail;
+        }
+    }
+    view->n_entries = n_entries;
+    view->entries = buf + off;
+    return 0;
+
+out_fail:
+    memset(view, 0, sizeof *view);
+    return rc;
+}
+
+void bus_token_entry_at(const bus_token_view_t *view, uint32_t i, bus_token_entry_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!view || i >= view->n_entries || !view->entries)
+        return;
+    const uint8_t *e = view->entries + (size_t)i * BUS_TOKEN_ENTRY_BYTES;
+    out->tier = s_get16(e);
+    out->src_tier = s_get16(e + 2);
+    out->size = s_get32(e + 4);
+    out->slot = s_get64(e + 8);
+    out->src_slot = s_get64(e + 16);
+}

@@ -1,0 +1,50 @@
+/* sched_fake_tier.h — a controllable stand-in for a tier actor in scheduler tests:
+ * a real ROUTER peer (bus_server on tcp://127.0.0.1:*) on its own thread that keeps
+ * slot headers in memory and answers PutHeader, DeleteSlots and Inventory like
+ * actors/tier_actor.h documents (headers by slot, deletes matching keys, inventory
+ * pages of SERVING slots). Tests preload headers, read them back, count requests,
+ * and can mute it (requests are read and never answered: the scheduler's tier
+ * timeout fires). Test support only: a mutex guards the shared state. */
+#ifndef KVT_SCHED_FAKE_TIER_H
+#define KVT_SCHED_FAKE_TIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct sched_fake_tier sched_fake_tier_t;
+
+typedef struct {
+    uint64_t requests;    /* every request read */
+    uint64_t put_headers; /* PutHeader requests answered */
+    uint64_t headers;     /* headers written */
+    uint64_t deletes;     /* DeleteSlots requests answered */
+    uint64_t slots_deleted;
+    uint64_t inventories; /* Inventory pages answered */
+    uint64_t last_epoch;  /* epoch fence of the last PutHeader / DeleteSlots */
+} sched_fake_tier_stats_t;
+
+typedef struct {
+    bool serving;
+    uint8_t key[16];
+    char instance_id[64];
+    uint64_t size, checksum, deadline_ms;
+} sched_fake_slot_t;
+
+/* Binds tcp://127.0.0.1:* and serves tier `tier_id` of `capacity` slots. NULL on failure. */
+sched_fake_tier_t *sched_fake_tier_new(uint32_t tier_id, uint64_t capacity);
+void sched_fake_tier_destroy(sched_fake_tier_t **self_p);
+const char *sched_fake_tier_endpoint(const sched_fake_tier_t *self);
+
+/* Muted: requests are read and dropped without a reply. */
+void sched_fake_tier_set_mute(sched_fake_tier_t *self, bool mute);
+/* Sets (serving) or clears slot `slot`'s header; -1 if out of range. */
+int sched_fake_tier_set(sched_fake_tier_t *self, uint64_t slot, const sched_fake_slot_t *h);
+/* Reads slot `slot`'s header; -1 if out of range. */
+int sched_fake_tier_get(sched_fake_tier_t *self, uint64_t slot, sched_fake_slot_t *out);
+/* Empties every slot (a restarted host tier). */
+void sched_fake_tier_clear(sched_fake_tier_t *self);
+void sched_fake_tier_stats(sched_fake_tier_t *self, sched_fake_tier_stats_t *out);
+/* Number of SERVING slots whose key is `key`. */
+uint32_t sched_fake_tier_count_key(sched_fake_tier_t *self, const uint8_t key[16]);
+
+#endif
