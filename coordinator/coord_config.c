@@ -1,0 +1,562 @@
+/* coord_config.c — deployment file → coord_config_t (see coord_config.h). Each
+ * section has one reader; rules that span sections (unique names and endpoints,
+ * chains naming tiers) run after all sections are read. */
+#include "coord_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bus_config.h"
+#include "tier_host.h"
+#include "tier_policy.h"
+
+/* The default deployment (wave-2 decisions): everything on this host, etcd
+ * started by the supervisor (no endpoints), one host tier of 4096 x 256 KiB. */
+static const char s_defaults[] =
+    "{\n"
+    "  \"cluster\": \"kvtier\",\n"
+    "  \"etcd\": { \"endpoints\": [], \"lease_ttl\": \"3s\" },\n"
+    "  \"coordinator\": { \"endpoint\": \"tcp://127.0.0.1:7700\",\n"
+    "                   \"pin_lease\": \"30s\", \"write_grace\": \"30s\",\n"
+    "                   \"max_batch\": 65536, \"max_requests\": 65536,\n"
+    "                   \"max_instances\": 64, \"tier_timeout\": \"2s\" },\n"
+    "  \"tiers\": [ { \"name\": \"host0\", \"kind\": \"host\",\n"
+    "               \"endpoint\": \"tcp://127.0.0.1:7710\", \"capacity\": 4096,\n"
+    "               \"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true } ]\n"
+    "}\n";
+
+static const char *const s_kind_names[] = {"host", "nvme", NULL};
+
+const char *coord_config_defaults(void)
+{
+    return s_defaults;
+}
+
+const char *coord_tier_kind_name(coord_tier_kind_t kind)
+{
+    return kind == COORD_TIER_HOST ? "host" : kind == COORD_TIER_NVME ? "nvme" : "?";
+}
+
+int coord_cluster_key(char *buf, size_t len, const char *cluster, const char *suffix)
+{
+    int n = snprintf(buf, len, "/kvtier/%s/%s", cluster, suffix ? suffix : "");
+    if (n < 0 || (size_t)n >= len) {
+        if (len)
+            buf[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+int64_t coord_config_lease_ttl_s(const coord_config_t *cfg)
+{
+    int64_t s = (int64_t)((cfg->lease_ttl_ms + 999) / 1000);
+    return s < 1 ? 1 : s;
+}
+
+/* ---- small rules ----------------------------------------------------------- */
+
+/* Names end up in etcd keys, shm names and logs: letters, digits, '_', '-', '.'
+ * (a leading letter or digit). */
+static bool s_name_ok(const char *s)
+{
+    if (!isalnum((unsigned char)s[0]))
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.')
+            return false;
+    return true;
+}
+
+static int s_get_name(const bus_config_node_t *node, const char *path, char *out, size_t outsz,
+                      char *err, size_t errlen)
+{
+    int rc = bus_config_get_string(node, path, out, outsz, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (!s_name_ok(out))
+        return bus_config_error(node, path, err, errlen,
+                                "\"%s\": a name is 1..%zu letters, digits, '_', '-' or '.', "
+                                "starting with a letter or digit",
+                                out, outsz - 1);
+    return 0;
+}
+
+/* "http://host[:port]" or "https://...", as coord_etcd takes them. */
+static int s_check_etcd_url(const char *url, char *why, size_t whylen)
+{
+    const char *rest = NULL;
+    if (strncmp(url, "http://", 7) == 0)
+        rest = url + 7;
+    else if (strncmp(url, "https://", 8) == 0)
+        rest = url + 8;
+    if (!rest) {
+        snprintf(why, whylen, "\"%s\": an etcd endpoint is an http:// or https:// URL", url);
+        return -EINVAL;
+    }
+    if (!rest[0] || rest[0] == ':' || rest[0] == '/') {
+        snprintf(why, whylen, "\"%s\": no host", url);
+        return -EINVAL;
+    }
+    for (const char *p = url; *p; p++)
+        if (!isgraph((unsigned char)*p)) {
+            snprintf(why, whylen, "\"%s\": spaces or control characters", url);
+            return -EINVAL;
+        }
+    if (strlen(url) >= COORD_ETCD_ENDPOINT_MAX) {
+        snprintf(why, whylen, "\"%.40s...\": longer than %d bytes", url,
+                 COORD_ETCD_ENDPOINT_MAX - 1);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* An endpoint as bus_config reads it, short enough for the wire (TierInfo.endpoint,
+ * Envelope.leader_endpoint: 127 bytes). */
+static int s_endpoint(const bus_config_node_t *node, const char *path, char *out, size_t outsz,
+                      char *err, size_t errlen)
+{
+    int rc = bus_config_get_endpoint(node, path, BUS_ENDPOINT_BIND, out, outsz, err, errlen);
+    if (rc == 0 && strlen(out) > COORD_WIRE_ENDPOINT_MAX)
+        rc = bus_config_error(node, path, err, errlen, "longer than %d bytes",
+                              COORD_WIRE_ENDPOINT_MAX);
+    return rc;
+}
+
+static int s_duration(const bus_config_node_t *node, const char *path, uint64_t min_ms,
+                      uint64_t *out, char *err, size_t errlen)
+{
+    int rc = bus_config_get_duration_ms(node, path, out, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (*out < min_ms)
+        return bus_config_error(node, path, err, errlen, "must be at least %llums, got %llums",
+                                (unsigned long long)min_ms, (unsigned long long)*out);
+    return 0;
+}
+
+static int s_u32(const bus_config_node_t *node, const char *path, uint32_t max, uint32_t *out,
+                 char *err, size_t errlen)
+{
+    uint64_t v = 0;
+    int rc = bus_config_get_u64(node, path, 1, max, &v, err, errlen);
+    *out = (uint32_t)v;
+    return rc;
+}
+
+/* ---- sections ------------------------------------------------------------- */
+
+static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"endpoints", "lease_ttl", NULL};
+    bus_config_node_t etcd, arr, el;
+    size_t n = 0;
+    int rc = bus_config_get_object(root, "etcd", 16, &etcd, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&etcd, "", keys, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_array(&etcd, "endpoints", COORD_ETCD_MAX_ENDPOINTS, &arr, &n, err,
+                                  errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char why[COORD_ETCD_ENDPOINT_MAX + 96];
+        char idx[24];
+        snprintf(idx, sizeof idx, "[%zu]", i);
+        rc = bus_config_array_elem(&arr, i, &el, err, errlen);
+        if (rc == 0)
+            rc = bus_config_get_string(&el, "", c->etcd[i], sizeof c->etcd[i], err, errlen);
+        if (rc == 0 && s_check_etcd_url(c->etcd[i], why, sizeof why) < 0)
+            rc = bus_config_error(&arr, idx, err, errlen, "%s", why);
+    }
+    c->n_etcd = (uint32_t)n;
+    if (rc == 0)
+        rc = s_duration(&etcd, "lease_ttl", 1000, &c->lease_ttl_ms, err, errlen);
+    if (rc == 0 && c->lease_ttl_ms > 3600000)
+        rc = bus_config_error(&etcd, "lease_ttl", err, errlen, "must be at most 1h");
+    return rc;
+}
+
+static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, char *err,
+                              size_t errlen)
+{
+    static const char *const keys[] = {"endpoint",     "pin_lease",     "write_grace",  "max_batch",
+                                       "max_requests", "max_instances", "tier_timeout", NULL};
+    bus_config_node_t co;
+    int rc = bus_config_get_object(root, "coordinator", 32, &co, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&co, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_endpoint(&co, "endpoint", c->endpoint, sizeof c->endpoint, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&co, "pin_lease", 1, &c->pin_lease_ms, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&co, "write_grace", 1, &c->write_grace_ms, err, errlen);
+    if (rc == 0)
+        rc = s_u32(&co, "max_batch", COORD_MAX_BATCH, &c->max_batch, err, errlen);
+    if (rc == 0)
+        rc = s_u32(&co, "max_requests", 1u << 24, &c->max_requests, err, errlen);
+    if (rc == 0)
+        rc = s_u32(&co, "max_instances", 1u << 16, &c->max_instances, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&co, "tier_timeout", 1, &c->tier_timeout_ms, err, errlen);
+    return rc;
+}
+
+static int s_policy_error(const bus_config_node_t *tn, const char *name, char *err, size_t errlen)
+{
+    char known[128] = "";
+    size_t off = 0;
+    for (size_t i = 0; i < tier_policy_count() && off < sizeof known; i++) {
+        int n = snprintf(known + off, sizeof known - off, "%s\"%s\"", i ? ", " : "",
+                         tier_policy_at(i)->name);
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
+    return bus_config_error(tn, "policy", err, errlen, "unknown policy \"%s\" (known: %s)", name,
+                            known);
+}
+
+static int s_read_host_fields(const bus_config_node_t *tn, const coord_config_t *c,
+                              coord_tier_config_t *t, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name",   "kind", "endpoint", "capacity", "slot_size",
+                                       "policy", "shm",  "prefault", NULL};
+    char dflt[COORD_SHM_MAX * 2];
+    snprintf(dflt, sizeof dflt, "/kvtier-%s-%s", c->cluster, t->name);
+    int rc = bus_config_check_keys(tn, "", keys, err, errlen);
+    if (rc == 0 && !bus_config_has(tn, "shm") && strlen(dflt) >= sizeof t->shm)
+        return bus_config_error(tn, "shm", err, errlen,
+                                "the default name \"%s\" is longer than %zu bytes: set \"shm\"",
+                                dflt, sizeof t->shm - 1);
+    if (rc == 0)
+        rc = bus_config_opt_string(tn, "shm", dflt, t->shm, sizeof t->shm, err, errlen);
+    if (rc == 0 && tier_host_name_check(t->shm) < 0)
+        rc = bus_config_error(tn, "shm", err, errlen,
+                              "\"%s\": a shared-memory name is '/' then 1+ characters, no other "
+                              "'/'",
+                              t->shm);
+    if (rc == 0)
+        rc = bus_config_opt_bool(tn, "prefault", true, &t->prefault, err, errlen);
+    return rc;
+}
+
+static int s_read_nvme_fields(const bus_config_node_t *tn, coord_tier_config_t *t, char *err,
+                              size_t errlen)
+{
+    static const char *const keys[] = {"name",   "kind", "endpoint",    "capacity", "slot_size",
+                                       "policy", "path", "queue_depth", NULL};
+    uint64_t qd = 0;
+    int rc = bus_config_check_keys(tn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_string(tn, "path", t->path, sizeof t->path, err, errlen);
+    if (rc == 0 && !t->path[0])
+        rc = bus_config_error(tn, "path", err, errlen, "an nvme tier needs a file path");
+    if (rc == 0)
+        rc = bus_config_opt_u64(tn, "queue_depth", 0, 4096, 0, &qd, err, errlen);
+    t->queue_depth = (uint32_t)qd;
+    return rc;
+}
+
+static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uint32_t index,
+                       coord_tier_config_t *t, char *err, size_t errlen)
+{
+    int kind = 0;
+    t->id = index + 1;
+    int rc = s_get_name(tn, "name", t->name, sizeof t->name, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_enum(tn, "kind", s_kind_names, &kind, err, errlen);
+    if (rc < 0)
+        return rc;
+    t->kind = (coord_tier_kind_t)kind;
+    snprintf(t->kind_name, sizeof t->kind_name, "%s", s_kind_names[kind]);
+    rc = t->kind == COORD_TIER_HOST ? s_read_host_fields(tn, c, t, err, errlen)
+                                    : s_read_nvme_fields(tn, t, err, errlen);
+    if (rc == 0)
+        rc = s_endpoint(tn, "endpoint", t->endpoint, sizeof t->endpoint, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_u64(tn, "capacity", 1, COORD_MAX_CAPACITY, &t->capacity, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_size(tn, "slot_size", 256u << 10, &t->slot_size, err, errlen);
+    if (rc == 0 && (t->slot_size == 0 || t->slot_size > COORD_MAX_SLOT_SIZE))
+        rc =
+            bus_config_error(tn, "slot_size", err, errlen, "must be 1 byte .. 1GiB, got %llu bytes",
+                             (unsigned long long)t->slot_size);
+    if (rc == 0)
+        rc = bus_config_opt_string(tn, "policy", "lru", t->policy, sizeof t->policy, err, errlen);
+    if (rc == 0 && !tier_policy_find(t->policy))
+        rc = s_policy_error(tn, t->policy, err, errlen);
+    return rc;
+}
+
+/* Two endpoints that would bind the same address (ephemeral ports and ipc "*"
+ * never collide). */
+static bool s_same_endpoint(const char *a, const char *b)
+{
+    bus_endpoint_t ea, eb;
+    if (bus_endpoint_parse(a, &ea, NULL, 0) < 0 || bus_endpoint_parse(b, &eb, NULL, 0) < 0)
+        return false;
+    if (ea.ephemeral_port || eb.ephemeral_port || ea.wildcard_ipc || eb.wildcard_ipc)
+        return false;
+    return strcmp(a, b) == 0;
+}
+
+static int s_check_tier_unique(const bus_config_node_t *arr, const coord_config_t *c, uint32_t i,
+                               char *err, size_t errlen)
+{
+    const coord_tier_config_t *t = &c->tiers[i];
+    char path[48];
+    for (uint32_t j = 0; j < i; j++) {
+        const coord_tier_config_t *o = &c->tiers[j];
+        if (strcmp(o->name, t->name) == 0) {
+            snprintf(path, sizeof path, "[%u].name", i);
+            return bus_config_error(arr, path, err, errlen,
+                                    "duplicate tier name \"%s\" (also tiers[%u])", t->name, j);
+        }
+        if (s_same_endpoint(o->endpoint, t->endpoint)) {
+            snprintf(path, sizeof path, "[%u].endpoint", i);
+            return bus_config_error(arr, path, err, errlen, "endpoint %s is also tiers[%u]'s (%s)",
+                                    t->endpoint, j, o->name);
+        }
+        if (t->kind == COORD_TIER_HOST && o->kind == COORD_TIER_HOST &&
+            strcmp(o->shm, t->shm) == 0) {
+            snprintf(path, sizeof path, "[%u].shm", i);
+            return bus_config_error(arr, path, err, errlen, "shm %s is also tiers[%u]'s (%s)",
+                                    t->shm, j, o->name);
+        }
+        if (t->kind == COORD_TIER_NVME && o->kind == COORD_TIER_NVME &&
+            strcmp(o->path, t->path) == 0) {
+            snprintf(path, sizeof path, "[%u].path", i);
+            return bus_config_error(arr, path, err, errlen, "path %s is also tiers[%u]'s (%s)",
+                                    t->path, j, o->name);
+        }
+    }
+    if (s_same_endpoint(c->endpoint, t->endpoint)) {
+        snprintf(path, sizeof path, "[%u].endpoint", i);
+        return bus_config_error(arr, path, err, errlen,
+                                "endpoint %s is also the coordinator's (coordinator.endpoint)",
+                                t->endpoint);
+    }
+    return 0;
+}
+
+static int s_read_tiers(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
+{
+    bus_config_node_t arr, tn;
+    size_t n = 0;
+    int rc = bus_config_get_array(root, "tiers", COORD_MAX_TIERS, &arr, &n, err, errlen);
+    if (rc == 0 && n == 0)
+        rc = bus_config_error(root, "tiers", err, errlen, "at least one tier is needed");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = bus_config_array_elem(&arr, i, &tn, err, errlen);
+        if (rc == 0)
+            rc = s_read_tier(&tn, c, (uint32_t)i, &c->tiers[i], err, errlen);
+        if (rc == 0)
+            c->n_tiers = (uint32_t)i + 1;
+        if (rc == 0)
+            rc = s_check_tier_unique(&arr, c, (uint32_t)i, err, errlen);
+    }
+    return rc;
+}
+
+static int s_read_chain(const bus_config_node_t *cn, coord_config_t *c, coord_chain_config_t *ch,
+                        char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "tiers", NULL};
+    bus_config_node_t arr, el;
+    size_t n = 0;
+    int rc = bus_config_check_keys(cn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_get_name(cn, "name", ch->name, sizeof ch->name, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_array(cn, "tiers", COORD_CHAIN_MAX_TIERS, &arr, &n, err, errlen);
+    if (rc == 0 && n == 0)
+        rc = bus_config_error(cn, "tiers", err, errlen, "a chain names at least one tier");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char name[COORD_TIER_NAME_MAX];
+        char idx[24];
+        snprintf(idx, sizeof idx, "[%zu]", i);
+        rc = bus_config_array_elem(&arr, i, &el, err, errlen);
+        if (rc == 0)
+            rc = bus_config_get_string(&el, "", name, sizeof name, err, errlen);
+        if (rc < 0)
+            break;
+        const coord_tier_config_t *t = coord_config_tier(c, name);
+        if (!t)
+            return bus_config_error(&arr, idx, err, errlen, "no tier named \"%s\" in \"tiers\"",
+                                    name);
+        for (size_t j = 0; j < i; j++)
+            if (ch->tier_ids[j] == t->id)
+                return bus_config_error(&arr, idx, err, errlen,
+                                        "tier \"%s\" appears twice in the chain", name);
+        ch->tier_ids[i] = t->id;
+        ch->n_tiers = (uint32_t)i + 1;
+    }
+    return rc;
+}
+
+/* Absent "chains": one chain "default" over every tier in file order. */
+static int s_default_chain(coord_config_t *c, const bus_config_node_t *root, char *err,
+                           size_t errlen)
+{
+    if (c->n_tiers > COORD_CHAIN_MAX_TIERS)
+        return bus_config_error(root, "chains", err, errlen,
+                                "more than %d tiers: name the chains explicitly",
+                                COORD_CHAIN_MAX_TIERS);
+    coord_chain_config_t *ch = &c->chains[0];
+    snprintf(ch->name, sizeof ch->name, "default");
+    for (uint32_t i = 0; i < c->n_tiers; i++)
+        ch->tier_ids[i] = c->tiers[i].id;
+    ch->n_tiers = c->n_tiers;
+    c->n_chains = 1;
+    return 0;
+}
+
+static int s_read_chains(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
+{
+    bus_config_node_t arr, cn;
+    size_t n = 0;
+    if (!bus_config_has(root, "chains"))
+        return s_default_chain(c, root, err, errlen);
+    int rc = bus_config_get_array(root, "chains", COORD_MAX_CHAINS, &arr, &n, err, errlen);
+    if (rc == 0 && n == 0)
+        rc = bus_config_error(root, "chains", err, errlen, "at least one chain is needed");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = bus_config_array_elem(&arr, i, &cn, err, errlen);
+        if (rc == 0)
+            rc = s_read_chain(&cn, c, &c->chains[i], err, errlen);
+        for (size_t j = 0; rc == 0 && j < i; j++)
+            if (strcmp(c->chains[j].name, c->chains[i].name) == 0) {
+                char path[32];
+                snprintf(path, sizeof path, "[%zu].name", i);
+                rc = bus_config_error(&arr, path, err, errlen,
+                                      "duplicate chain name \"%s\" (also chains[%zu])",
+                                      c->chains[i].name, j);
+            }
+        if (rc == 0)
+            c->n_chains = (uint32_t)i + 1;
+    }
+    return rc;
+}
+
+static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"cluster", "etcd", "coordinator", "tiers", "chains", NULL};
+    const bus_config_node_t *root = bus_config_root(doc);
+    int rc = bus_config_check_keys(root, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_get_name(root, "cluster", c->cluster, sizeof c->cluster, err, errlen);
+    if (rc == 0)
+        rc = s_read_etcd(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_coordinator(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_tiers(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_chains(root, c, err, errlen);
+    return rc;
+}
+
+/* Prefixes ERR with the source name (bus_config's getters give only the path). */
+static void s_prefix_source(const bus_config_t *doc, char *err, size_t errlen)
+{
+    if (!err || !errlen)
+        return;
+    char tmp[BUS_CONFIG_ERR_MAX];
+    snprintf(tmp, sizeof tmp, "%s", err);
+    snprintf(err, errlen, "%s: %s", bus_config_source(doc), tmp);
+}
+
+static int s_load(bus_config_t *doc, coord_config_t *out, char *err, size_t errlen)
+{
+    char dname[] = "<defaults>";
+    bus_config_t *defaults = bus_config_load_string(dname, s_defaults, err, errlen);
+    if (!defaults)
+        return -EINVAL;
+    int rc = bus_config_merge_defaults(doc, defaults, err, errlen);
+    if (rc == 0)
+        rc = s_read(doc, out, err, errlen);
+    if (rc < 0) {
+        s_prefix_source(doc, err, errlen);
+        memset(out, 0, sizeof *out);
+        rc = -EINVAL;
+    }
+    bus_config_destroy(&defaults);
+    return rc;
+}
+
+int coord_config_load_file(const char *filename, coord_config_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    bus_config_t *doc = bus_config_load_file(filename, 0, err, errlen);
+    if (!doc)
+        return -EINVAL;
+    int rc = s_load(doc, out, err, errlen);
+    bus_config_destroy(&doc);
+    return rc;
+}
+
+int coord_config_load_string(const char *name, const char *text, coord_config_t *out, char *err,
+                             size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    bus_config_t *doc = bus_config_load_string(name, text, err, errlen);
+    if (!doc)
+        return -EINVAL;
+    int rc = s_load(doc, out, err, errlen);
+    bus_config_destroy(&doc);
+    return rc;
+}
+
+int coord_config_set_etcd(coord_config_t *cfg, const char *urls, char *err, size_t errlen)
+{
+    char list[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
+    uint32_t n = 0;
+    const char *p = urls ? urls : "";
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0) {
+            char why[COORD_ETCD_ENDPOINT_MAX + 96];
+            if (n == COORD_ETCD_MAX_ENDPOINTS) {
+                snprintf(err, errlen, "--etcd: more than %d endpoints", COORD_ETCD_MAX_ENDPOINTS);
+                return -EINVAL;
+            }
+            if (len >= COORD_ETCD_ENDPOINT_MAX) {
+                snprintf(err, errlen, "--etcd: an endpoint is longer than %d bytes",
+                         COORD_ETCD_ENDPOINT_MAX - 1);
+                return -EINVAL;
+            }
+            memcpy(list[n], p, len);
+            list[n][len] = '\0';
+            if (s_check_etcd_url(list[n], why, sizeof why) < 0) {
+                snprintf(err, errlen, "--etcd: %s", why);
+                return -EINVAL;
+            }
+            n++;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "--etcd: no endpoint given");
+        return -EINVAL;
+    }
+    memcpy(cfg->etcd, list, sizeof list[0] * n);
+    cfg->n_etcd = n;
+    return 0;
+}
+
+const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const char *name)
+{
+    for (uint32_t i = 0; name && i < cfg->n_tiers; i++)
+        if (strcmp(cfg->tiers[i].name, name) == 0)
+            return &cfg->tiers[i];
+    return NULL;
+}
+
+const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id)
+{
+    return id >= 1 && id <= cfg->n_tiers ? &cfg->tiers[id - 1] : NULL;
+}

@@ -1,0 +1,122 @@
+/* coord_config.h — the deployment file (DESIGN.md §10) as plain structs: cluster
+ * name, etcd endpoints and lease TTL, the coordinator's meta endpoint and bounds,
+ * the tier table and the chains. Parsed with bus_config over embedded defaults,
+ * validated as a whole (unique names, endpoints, known kinds and policies, chains
+ * naming existing tiers); every error names the offending key path
+ * ("tiers[1].capacity: expected a positive integer, got 0").
+ *
+ * Owns: the parsing and validation rules and the embedded defaults. Never opens a
+ * tier, talks to etcd or logs: the caller decides what to do with a message.
+ * A coord_config_t is plain data (no pointers): copy it freely.
+ *
+ * Tier ids are 1 + the index in "tiers" (0 = none), identical in every process
+ * that reads the same file. */
+#ifndef KVT_COORD_CONFIG_H
+#define KVT_COORD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bus_endpoint.h"
+#include "coord_etcd.h"
+
+#define COORD_CLUSTER_MAX 64    /* bytes of the cluster name, NUL included */
+#define COORD_TIER_NAME_MAX 32  /* bytes of a tier or chain name, NUL included (TierInfo.name) */
+#define COORD_TIER_KIND_MAX 16  /* bytes of a kind name, NUL included */
+#define COORD_POLICY_MAX 16     /* bytes of a policy name, NUL included */
+#define COORD_SHM_MAX 64        /* bytes of a host tier's shm name, NUL included (TierInfo.shm) */
+#define COORD_PATH_MAX 256      /* bytes of an nvme tier's file path, NUL included */
+#define COORD_MAX_TIERS 32      /* tiers per deployment (ClusterInfoReply.tiers) */
+#define COORD_MAX_CHAINS 8      /* chains per deployment */
+#define COORD_CHAIN_MAX_TIERS 8 /* tiers per chain */
+#define COORD_MAX_CAPACITY (1ull << 31)  /* slots per tier (the slot engine's bound) */
+#define COORD_MAX_SLOT_SIZE (1ull << 30) /* bytes per slot */
+#define COORD_MAX_BATCH 65536u           /* keys per request (BUS_MAX_ARRAY) */
+#define COORD_WIRE_ENDPOINT_MAX 127      /* bytes of an endpoint on the wire (TierInfo) */
+
+typedef enum {
+    COORD_TIER_HOST = 0, /* "host": POSIX shm segment */
+    COORD_TIER_NVME = 1, /* "nvme": preallocated O_DIRECT file */
+} coord_tier_kind_t;
+
+typedef struct {
+    uint32_t id; /* 1 + index in "tiers" */
+    char name[COORD_TIER_NAME_MAX];
+    coord_tier_kind_t kind;
+    char kind_name[COORD_TIER_KIND_MAX]; /* "host" / "nvme" (tier_open's kind) */
+    char endpoint[BUS_ENDPOINT_MAX];     /* where the tier actor binds (tier plane) */
+    uint64_t capacity;                   /* slots, 1..COORD_MAX_CAPACITY */
+    uint64_t slot_size;                  /* bytes, 1..COORD_MAX_SLOT_SIZE (default 256 KiB) */
+    char policy[COORD_POLICY_MAX];       /* replacement policy (tier_policy_find), default "lru" */
+    /* host */
+    char shm[COORD_SHM_MAX]; /* default "/kvtier-<cluster>-<name>" */
+    bool prefault;           /* default true */
+    /* nvme */
+    char path[COORD_PATH_MAX]; /* required for nvme */
+    uint32_t queue_depth;      /* io_uring depth, 0: the backend's default */
+} coord_tier_config_t;
+
+typedef struct {
+    char name[COORD_TIER_NAME_MAX];
+    uint32_t n_tiers;
+    uint32_t tier_ids[COORD_CHAIN_MAX_TIERS]; /* head first */
+} coord_chain_config_t;
+
+typedef struct {
+    char cluster[COORD_CLUSTER_MAX]; /* etcd prefix /kvtier/<cluster>/ */
+
+    /* etcd: no endpoints means "the supervisor starts the embedded one" and the
+     * process needs --etcd. */
+    uint32_t n_etcd;
+    char etcd[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
+    uint64_t lease_ttl_ms; /* >= 1000; etcd counts whole seconds (rounded up) */
+
+    /* coordinator (meta plane) */
+    char endpoint[BUS_ENDPOINT_MAX];
+    uint64_t pin_lease_ms;
+    uint64_t write_grace_ms;
+    uint32_t max_batch;     /* keys per request, 1..COORD_MAX_BATCH */
+    uint32_t max_requests;  /* open requests */
+    uint32_t max_instances; /* registered instances */
+    uint64_t tier_timeout_ms;
+
+    uint32_t n_tiers;
+    coord_tier_config_t tiers[COORD_MAX_TIERS];
+    uint32_t n_chains;
+    coord_chain_config_t chains[COORD_MAX_CHAINS];
+} coord_config_t;
+
+/* The embedded defaults (a JSON document): what a file leaves out is taken from
+ * here ("{}" is the default deployment: one host tier "host0"). */
+const char *coord_config_defaults(void);
+
+/* Loads and validates a deployment file. 0, or a negative code with ERR set to
+ * "<file>: <key path>: <problem>" (or "<file>: cannot open: ..."). *out is
+ * zeroed first and meaningful only on success. */
+int coord_config_load_file(const char *filename, coord_config_t *out, char *err, size_t errlen);
+
+/* Same for TEXT; NAME stands for the file in messages. */
+int coord_config_load_string(const char *name, const char *text, coord_config_t *out, char *err,
+                             size_t errlen);
+
+/* Replaces the etcd endpoints with a comma-separated list of URLs (the --etcd
+ * flag). 0, or -EINVAL with ERR naming the bad URL. */
+int coord_config_set_etcd(coord_config_t *cfg, const char *urls, char *err, size_t errlen);
+
+/* The tier named NAME, or NULL. */
+const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const char *name);
+/* The tier with id ID (1-based), or NULL. */
+const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id);
+
+/* "host", "nvme"; "?" outside the enum. */
+const char *coord_tier_kind_name(coord_tier_kind_t kind);
+
+/* etcd lease TTL in whole seconds (lease_ttl_ms rounded up, at least 1). */
+int64_t coord_config_lease_ttl_s(const coord_config_t *cfg);
+
+/* Writes the etcd key "/kvtier/<cluster>/<suffix>" into BUF (suffix may be ""
+ * for the cluster's prefix). 0, or -ENAMETOOLONG. */
+int coord_cluster_key(char *buf, size_t len, const char *cluster, const char *suffix);
+
+#endif

@@ -1,0 +1,88 @@
+/* coord_elector.h — the coordinator's leader election in etcd (DESIGN.md §3
+ * elector, §6 Failover), as a czmq actor.
+ *
+ * It holds one etcd lease, kept alive by its own thread on its own etcd handle
+ * (so a slow campaign call never stalls the keepalive), registers
+ * /kvtier/<cluster>/coordinators/<name> = endpoint under it, and campaigns with
+ * one create-if-absent transaction on /kvtier/<cluster>/leader (value JSON
+ * {"name","endpoint","epoch"}; epoch = the key's create_revision). It watches the
+ * leader key and campaigns again when it is deleted. It reports what the main
+ * loop must react to as messages on the actor's pipe (read them with
+ * coord_elector_recv):
+ *   LEADER    this process became leader (epoch, our endpoint)
+ *   LOST      this process is no longer leader: stop serving now
+ *   FOLLOWER  another process leads, or the leader changed (epoch, endpoint);
+ *             epoch 0 and "" when no leader is known
+ *
+ * Safety rule: a leader whose keepalives fail reports LOST once 3/4 of the lease
+ * TTL has passed since the last keepalive that etcd confirmed (measured from
+ * when it was sent), i.e. before etcd can expire the lease and let another
+ * coordinator win. It then revokes that lease (best effort) and campaigns anew
+ * with a fresh one.
+ *
+ * Never: blocks the keepalive behind a campaign or a watch, keeps reporting
+ * LEADER after its lease is gone, or retries etcd faster than retry_ms.
+ * Destroying the actor revokes the lease (the leader key and the coordinator
+ * registration disappear at once). */
+#ifndef KVT_COORD_ELECTOR_H
+#define KVT_COORD_ELECTOR_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bus_endpoint.h"
+
+#define COORD_ELECTOR_NAME_MAX 64 /* bytes of a coordinator name, NUL included */
+
+typedef struct {
+    const char *const *etcd_endpoints; /* 1..COORD_ETCD_MAX_ENDPOINTS URLs */
+    size_t n_etcd;
+    const char *cluster;  /* keys under /kvtier/<cluster>/ */
+    const char *name;     /* this coordinator, unique in the cluster */
+    const char *endpoint; /* meta endpoint advertised to clients (leader key value) */
+    int64_t lease_ttl_s;  /* >= 1 (etcd may raise it to its minimum) */
+    int etcd_timeout_ms;  /* one etcd call of the campaign loop; 0: 2000 */
+    int retry_ms;         /* first backoff after an etcd failure, doubled up to 2 s; 0: 100 */
+} coord_elector_config_t;
+
+typedef enum {
+    COORD_ELECTOR_LEADER = 1,
+    COORD_ELECTOR_LOST = 2,
+    COORD_ELECTOR_FOLLOWER = 3,
+} coord_elector_event_kind_t;
+
+typedef struct {
+    coord_elector_event_kind_t kind;
+    uint64_t epoch;                  /* the leader's epoch (LEADER, FOLLOWER); LOST: ours */
+    char endpoint[BUS_ENDPOINT_MAX]; /* the leader's meta endpoint; LOST: "" */
+    char name[COORD_ELECTOR_NAME_MAX];
+} coord_elector_event_t;
+
+/* Starts the elector; it campaigns at once. NULL on a bad config (no endpoints,
+ * names or endpoint too long, lease_ttl_s < 1) or when out of memory; etcd being
+ * unreachable is not an error (it retries). */
+zactor_t *coord_elector_new(const coord_elector_config_t *cfg);
+
+/* Stops the elector: ends the watch and the keepalive, revokes the lease.
+ * NULL-safe, idempotent, nulls *pa. */
+void coord_elector_destroy(zactor_t **pa);
+
+/* Reads one event from the elector's pipe (poll the actor first: this blocks).
+ * 0, or -1 when interrupted or the message is not an elector event. */
+int coord_elector_recv(zactor_t *elector, coord_elector_event_t *ev);
+
+/* "LEADER", "LOST", "FOLLOWER"; "?" outside the enum. */
+const char *coord_elector_event_name(coord_elector_event_kind_t kind);
+
+/* The leader key's value: {"name":NAME,"endpoint":EP,"epoch":N}. Shared with
+ * readers of the key (clients, tools). Encode: 0 or -ENOBUFS (len gets the size
+ * needed). Decode: 0 or -EBADMSG; epoch is optional in the value (0 when absent;
+ * the authoritative epoch is the key's create_revision). */
+int coord_leader_value_encode(const char *name, const char *endpoint, uint64_t epoch, char *buf,
+                              size_t cap, size_t *len);
+int coord_leader_value_decode(const void *buf, size_t len, char *name, size_t name_cap,
+                              char *endpoint, size_t endpoint_cap, uint64_t *epoch);
+
+#endif

@@ -1,0 +1,379 @@
+/* coord_main.c — `kvtier coordinator` (see coord_main.h). The main thread wires
+ * the actors together and owns the process state: which of scheduler / standby
+ * holds the meta endpoint, the leader last seen, and the tiers known from etcd.
+ *
+ * States: STANDBY (the standby responder binds the meta endpoint) and LEADER (the
+ * scheduler actor binds it). Elector events move between them; membership changes
+ * go to whichever runs. Never: runs the scheduler without being the elected
+ * leader, or blocks on etcd (only the actors talk to it). */
+#include "coord_main.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <czmq.h>
+
+#include "bus_log.h"
+#include "coord_config.h"
+#include "coord_elector.h"
+#include "coord_membership.h"
+#include "coord_proc.h"
+#include "coord_standby.h"
+#include "sched_actor.h"
+
+#define S_COMP "coordinator"
+#define S_POLL_MS 200             /* main loop wake-up to notice a signal */
+#define S_SCHED_RETRY_FOR_MS 2000 /* scheduler start tries (the standby's socket closing) */
+#define S_SCHED_RETRY_MS 20
+
+typedef struct {
+    bool up;
+    kvtier_TierInfo info;
+} s_tier_t;
+
+typedef struct {
+    coord_config_t cfg;
+    char name[COORD_ELECTOR_NAME_MAX];
+    char endpoint[BUS_ENDPOINT_MAX]; /* bound and advertised meta endpoint */
+    zactor_t *standby;
+    zactor_t *sched;
+    zactor_t *elector;
+    zactor_t *membership;
+    bool leader;
+    uint64_t epoch;
+    char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
+    uint64_t leader_epoch;
+    s_tier_t tiers[COORD_MAX_TIERS]; /* by tier id - 1 */
+} s_proc_t;
+
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: kvtier coordinator -c FILE [--etcd URLS] [--name NAME] [--endpoint EP]\n"
+                 "  -c, --config FILE  deployment file (JSON)\n"
+                 "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
+                 "  --name NAME        coordinator name in etcd (default <hostname>-<pid>)\n"
+                 "  --endpoint EP      meta endpoint to bind and advertise\n"
+                 "                     (default coordinator.endpoint)\n");
+}
+
+static void s_nap_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* --- the two holders of the meta endpoint --- */
+
+static int s_start_standby(s_proc_t *p)
+{
+    coord_standby_config_t sc = {
+        .endpoint = p->endpoint, .cluster = p->cfg.cluster, .name = p->name};
+    coord_proc_block_signals(true);
+    p->standby = coord_standby_new(&sc);
+    coord_proc_block_signals(false);
+    if (!p->standby)
+        return -1;
+    coord_standby_set_leader(p->standby, p->leader_ep, p->leader_epoch);
+    for (uint32_t i = 0; i < COORD_MAX_TIERS; i++)
+        if (p->tiers[i].up)
+            coord_standby_tier(p->standby, true, &p->tiers[i].info);
+    return 0;
+}
+
+static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
+{
+    const coord_config_t *c = &p->cfg;
+    sched_config_defaults(sc);
+    snprintf(sc->cluster, sizeof sc->cluster, "%s", c->cluster);
+    snprintf(sc->node_name, sizeof sc->node_name, "%s", p->name);
+    snprintf(sc->endpoint, sizeof sc->endpoint, "%s", p->endpoint);
+    snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->endpoint);
+    sc->leader_epoch = p->epoch;
+    sc->n_tiers = c->n_tiers;
+    for (uint32_t i = 0; i < c->n_tiers; i++) {
+        const coord_tier_config_t *t = &c->tiers[i];
+        sched_tier_config_t *st = &sc->tiers[i];
+        st->tier_id = t->id;
+        snprintf(st->name, sizeof st->name, "%s", t->name);
+        snprintf(st->kind, sizeof st->kind, "%s", t->kind_name);
+        snprintf(st->policy, sizeof st->policy, "%s", t->policy);
+        st->capacity = t->capacity;
+        st->slot_size = t->slot_size;
+    }
+    sc->n_chains = c->n_chains;
+    for (uint32_t i = 0; i < c->n_chains; i++) {
+        snprintf(sc->chains[i].name, sizeof sc->chains[i].name, "%s", c->chains[i].name);
+        sc->chains[i].n_tiers = c->chains[i].n_tiers;
+        memcpy(sc->chains[i].tier_ids, c->chains[i].tier_ids,
+               sizeof c->chains[i].tier_ids[0] * c->chains[i].n_tiers);
+    }
+    sc->pin_lease_ms = c->pin_lease_ms;
+    sc->write_grace_ms = c->write_grace_ms;
+    sc->tier_timeout_ms = c->tier_timeout_ms;
+    sc->max_batch = c->max_batch;
+    sc->max_requests = c->max_requests;
+    sc->max_instances = c->max_instances;
+}
+
+static int s_start_sched(s_proc_t *p)
+{
+    sched_config_t *sc = malloc(sizeof *sc);
+    if (!sc)
+        return -1;
+    s_sched_config(p, sc);
+    /* The standby's socket was just closed: its address is released by ZeroMQ's
+     * I/O thread a moment later, hence retries for a bounded time. */
+    coord_proc_block_signals(true);
+    int64_t deadline = coord_proc_now_ms() + S_SCHED_RETRY_FOR_MS;
+    for (int i = 0; !p->sched; i++) {
+        p->sched = sched_actor_new(sc);
+        if (p->sched || (i > 0 && coord_proc_now_ms() >= deadline))
+            break;
+        s_nap_ms(S_SCHED_RETRY_MS);
+    }
+    coord_proc_block_signals(false);
+    free(sc);
+    if (!p->sched)
+        return -1;
+    for (uint32_t i = 0; i < COORD_MAX_TIERS; i++)
+        if (p->tiers[i].up)
+            sched_actor_tier_change(p->sched, true, &p->tiers[i].info);
+    return 0;
+}
+
+/* --- elector events --- */
+
+static int s_on_elector(s_proc_t *p)
+{
+    coord_elector_event_t ev;
+    if (coord_elector_recv(p->elector, &ev) < 0)
+        return 0;
+    switch (ev.kind) {
+    case COORD_ELECTOR_LEADER:
+        snprintf(p->leader_ep, sizeof p->leader_ep, "%s", ev.endpoint);
+        p->leader_epoch = ev.epoch;
+        if (p->leader && p->epoch == ev.epoch)
+            return 0;
+        coord_standby_destroy(&p->standby);
+        zactor_destroy(&p->sched);
+        p->leader = true;
+        p->epoch = ev.epoch;
+        if (s_start_sched(p) < 0) {
+            bus_error(S_COMP,
+                      "%s: elected (epoch %" PRIu64 ") but the scheduler cannot start "
+                      "on %s: exiting",
+                      p->name, ev.epoch, p->endpoint);
+            return -1;
+        }
+        bus_info(S_COMP, "%s: leader, epoch %" PRIu64 ", scheduler on %s", p->name, ev.epoch,
+                 p->endpoint);
+        return 0;
+    case COORD_ELECTOR_LOST:
+        p->leader = false;
+        p->leader_ep[0] = '\0';
+        p->leader_epoch = 0;
+        zactor_destroy(&p->sched);
+        bus_warn(S_COMP, "%s: leadership lost (epoch %" PRIu64 "): standby", p->name, ev.epoch);
+        if (!p->standby && s_start_standby(p) < 0) {
+            bus_error(S_COMP, "%s: cannot bind %s as standby: exiting", p->name, p->endpoint);
+            return -1;
+        }
+        return 0;
+    case COORD_ELECTOR_FOLLOWER:
+        snprintf(p->leader_ep, sizeof p->leader_ep, "%s", ev.endpoint);
+        p->leader_epoch = ev.epoch;
+        if (p->standby)
+            coord_standby_set_leader(p->standby, ev.endpoint, ev.epoch);
+        return 0;
+    }
+    return 0;
+}
+
+/* --- membership --- */
+
+/* A registration must match the deployment file (same name, id and kind). */
+static const coord_tier_config_t *s_check_tier(const s_proc_t *p, const kvtier_TierInfo *t)
+{
+    const coord_tier_config_t *ct = coord_config_tier(&p->cfg, t->name);
+    const char *kind = coord_tier_kind_to_name(t->kind);
+    if (!ct)
+        bus_warn(S_COMP, "tier %s registered in etcd is not in the deployment file: ignored",
+                 t->name);
+    else if (ct->id != t->tier_id)
+        bus_warn(S_COMP, "tier %s registered with id %u, the deployment file says %u: ignored",
+                 t->name, t->tier_id, ct->id);
+    else if (!kind || strcmp(kind, ct->kind_name) != 0)
+        bus_warn(S_COMP, "tier %s registered as kind %s, the deployment file says %s: ignored",
+                 t->name, kind ? kind : "?", ct->kind_name);
+    else
+        return ct;
+    return NULL;
+}
+
+static void s_on_membership(s_proc_t *p)
+{
+    coord_tier_change_t ch;
+    if (coord_membership_recv(p->membership, &ch) < 0)
+        return;
+    const coord_tier_config_t *ct = s_check_tier(p, &ch.tier);
+    if (!ct)
+        return;
+    s_tier_t *slot = &p->tiers[ct->id - 1];
+    if (!ch.up && !slot->up)
+        return;
+    slot->up = ch.up;
+    slot->info = ch.tier;
+    slot->info.up = ch.up;
+    if (p->sched)
+        sched_actor_tier_change(p->sched, ch.up, &slot->info);
+    if (p->standby)
+        coord_standby_tier(p->standby, ch.up, &slot->info);
+}
+
+/* --- start and stop --- */
+
+static int s_parse(int argc, char **argv, const char **file, const char **etcd, const char **name,
+                   const char **endpoint)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            s_usage(stdout);
+            return 1;
+        }
+        if ((r = coord_proc_opt(argc, argv, &i, "--config", "-c", &v)) != 0)
+            *file = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--etcd", NULL, &v)) != 0)
+            *etcd = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--name", NULL, &v)) != 0)
+            *name = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--endpoint", NULL, &v)) != 0)
+            *endpoint = v;
+        else {
+            fprintf(stderr, "kvtier coordinator: unknown option \"%s\"\n", argv[i]);
+            s_usage(stderr);
+            return -1;
+        }
+        if (r < 0) {
+            fprintf(stderr, "kvtier coordinator: %s needs a value\n", argv[i]);
+            return -1;
+        }
+    }
+    if (!*file) {
+        fprintf(stderr, "kvtier coordinator: -c FILE is required\n");
+        s_usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_setup_names(s_proc_t *p, const char *name, const char *endpoint)
+{
+    if (name) {
+        if (!name[0] || strlen(name) >= sizeof p->name || strchr(name, '/')) {
+            fprintf(stderr, "kvtier coordinator: --name: 1..%zu characters, no '/'\n",
+                    sizeof p->name - 1);
+            return -1;
+        }
+        snprintf(p->name, sizeof p->name, "%s", name);
+    } else {
+        char host[48] = "coordinator";
+        gethostname(host, sizeof host);
+        host[sizeof host - 1] = '\0';
+        snprintf(p->name, sizeof p->name, "%s-%ld", host, (long)getpid());
+    }
+    const char *ep = endpoint ? endpoint : p->cfg.endpoint;
+    char why[BUS_ENDPOINT_MAX + 64];
+    if (bus_endpoint_check(ep, BUS_ENDPOINT_BIND, why, sizeof why) < 0 ||
+        strlen(ep) > COORD_WIRE_ENDPOINT_MAX) {
+        fprintf(stderr, "kvtier coordinator: --endpoint: %s\n",
+                strlen(ep) > COORD_WIRE_ENDPOINT_MAX ? "too long" : why);
+        return -1;
+    }
+    snprintf(p->endpoint, sizeof p->endpoint, "%s", ep);
+    return 0;
+}
+
+static int s_start_actors(s_proc_t *p)
+{
+    if (s_start_standby(p) < 0) {
+        fprintf(stderr, "kvtier coordinator: cannot bind the meta endpoint %s\n", p->endpoint);
+        return -1;
+    }
+    /* An ephemeral port is resolved now and stays ours: the scheduler binds it too. */
+    if (coord_standby_endpoint(p->standby, p->endpoint, sizeof p->endpoint) < 0)
+        return -1;
+    const char *eps[COORD_ETCD_MAX_ENDPOINTS];
+    for (uint32_t i = 0; i < p->cfg.n_etcd; i++)
+        eps[i] = p->cfg.etcd[i];
+    coord_membership_config_t mc = {
+        .etcd_endpoints = eps, .n_etcd = p->cfg.n_etcd, .cluster = p->cfg.cluster};
+    coord_elector_config_t ec = {.etcd_endpoints = eps,
+                                 .n_etcd = p->cfg.n_etcd,
+                                 .cluster = p->cfg.cluster,
+                                 .name = p->name,
+                                 .endpoint = p->endpoint,
+                                 .lease_ttl_s = coord_config_lease_ttl_s(&p->cfg)};
+    p->membership = coord_membership_new(&mc);
+    p->elector = p->membership ? coord_elector_new(&ec) : NULL;
+    return p->elector ? 0 : -1;
+}
+
+static int s_run(s_proc_t *p)
+{
+    zpoller_t *poller = zpoller_new(p->elector, p->membership, NULL);
+    if (!poller)
+        return -1;
+    int rc = 0;
+    while (rc == 0 && !coord_proc_interrupted()) {
+        void *which = zpoller_wait(poller, S_POLL_MS);
+        if (which == p->elector)
+            rc = s_on_elector(p);
+        else if (which == p->membership)
+            s_on_membership(p);
+    }
+    zpoller_destroy(&poller);
+    return rc;
+}
+
+static void s_stop(s_proc_t *p)
+{
+    zactor_destroy(&p->sched);
+    coord_standby_destroy(&p->standby);
+    coord_elector_destroy(&p->elector); /* revokes the lease: leader key gone at once */
+    coord_membership_destroy(&p->membership);
+}
+
+int coord_main(int argc, char **argv)
+{
+    const char *file = NULL, *etcd = NULL, *name = NULL, *endpoint = NULL;
+    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint);
+    if (r != 0)
+        return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
+    s_proc_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return COORD_EXIT_FAIL;
+    int rc = COORD_EXIT_USAGE;
+    if (coord_proc_config("kvtier coordinator", file, etcd, &p->cfg) < 0 ||
+        s_setup_names(p, name, endpoint) < 0)
+        goto out;
+    zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
+    rc = COORD_EXIT_FAIL;
+    if (s_start_actors(p) < 0)
+        goto out_stop;
+    bus_info(S_COMP, "%s: cluster %s, meta endpoint %s, etcd %s%s", p->name, p->cfg.cluster,
+             p->endpoint, p->cfg.etcd[0], p->cfg.n_etcd > 1 ? ",..." : "");
+    rc = s_run(p) == 0 ? COORD_EXIT_OK : COORD_EXIT_FAIL;
+    bus_info(S_COMP, "%s: stopping", p->name);
+out_stop:
+    s_stop(p);
+out:
+    free(p);
+    return rc;
+}

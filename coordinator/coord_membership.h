@@ -1,0 +1,66 @@
+/* coord_membership.h — tier membership from etcd (DESIGN.md §3: "tier actors appear
+ * and disappear by their leases"), as a czmq actor, plus the JSON record a tier
+ * process registers under /kvtier/<cluster>/tiers/<name>.
+ *
+ * The actor lists the tiers/ prefix, then watches it from the revision after the
+ * list; when the watch ends (etcd restarted, compaction, connection lost) it
+ * lists again and reports the difference, so no change is lost and none is
+ * reported twice. It reports on its pipe (read with coord_membership_recv):
+ *   UP    a tier registered, or its record changed (e.g. a new epoch after the
+ *         tier process restarted: its memory is gone)
+ *   DOWN  a tier's key disappeared (lease expired or revoked), or its record no
+ *         longer parses
+ * A record that does not parse is logged and treated as absent.
+ *
+ * Bounds: at most COORD_MEMBERSHIP_MAX tiers are tracked; keys beyond are logged
+ * and ignored. Never: blocks on etcd other than in its own thread, or trusts a
+ * record's content (every field is checked). */
+#ifndef KVT_COORD_MEMBERSHIP_H
+#define KVT_COORD_MEMBERSHIP_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.pb.h"
+
+#define COORD_MEMBERSHIP_MAX 64   /* tiers tracked */
+#define COORD_TIER_VALUE_MAX 1024 /* bytes of one tier record */
+
+typedef struct {
+    const char *const *etcd_endpoints;
+    size_t n_etcd;
+    const char *cluster;
+    int etcd_timeout_ms; /* per list call; 0: 2000 */
+    int retry_ms;        /* first backoff after a failed list, doubled up to 2 s; 0: 100 */
+} coord_membership_config_t;
+
+typedef struct {
+    bool up;
+    int64_t revision;     /* etcd revision of the change (of the list for re-list diffs) */
+    kvtier_TierInfo tier; /* DOWN: the last record known for that tier */
+} coord_tier_change_t;
+
+/* NULL on a bad config or out of memory; etcd unreachable is retried. */
+zactor_t *coord_membership_new(const coord_membership_config_t *cfg);
+/* Ends the watch and the actor. NULL-safe, idempotent, nulls *pa. */
+void coord_membership_destroy(zactor_t **pa);
+/* Reads one change (poll the actor first: this blocks). 0 or -1. */
+int coord_membership_recv(zactor_t *membership, coord_tier_change_t *out);
+
+/* The tier record (wave-2 layout):
+ *   {"name","kind","tier_id","endpoint","shm","host","epoch","capacity","slot_size"}
+ * kind is "host", "nvme", "gpu" or "remote"; epoch is a decimal STRING (a random
+ * u64 does not fit a JSON integer); the rest are strings and integers. Encode:
+ * 0 or -ENOBUFS (*len = size needed) / -EINVAL (bad kind). Decode: 0 or -EBADMSG
+ * with a reason in err (missing field, wrong type, string too long, id 0...). */
+int coord_tier_value_encode(const kvtier_TierInfo *t, char *buf, size_t cap, size_t *len);
+int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, char *err,
+                            size_t errlen);
+
+/* "host" <-> kvtier_TierKind_TIER_KIND_HOST, ...; NULL / UNSPECIFIED if unknown. */
+const char *coord_tier_kind_to_name(kvtier_TierKind kind);
+kvtier_TierKind coord_tier_kind_from_name(const char *name);
+
+#endif

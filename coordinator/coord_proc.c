@@ -1,0 +1,71 @@
+/* coord_proc.c — helpers of the process mains (see coord_proc.h). */
+#include "coord_proc.h"
+
+#include "bus_config.h"
+
+#include <czmq.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int coord_proc_opt(int argc, char **argv, int *i, const char *long_name, const char *short_name,
+                   const char **value)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(long_name);
+    if (strncmp(a, long_name, n) == 0 && a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (strcmp(a, long_name) != 0 && !(short_name && strcmp(a, short_name) == 0))
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+int coord_proc_config(const char *prog, const char *file, const char *etcd_override,
+                      coord_config_t *cfg)
+{
+    char err[BUS_CONFIG_ERR_MAX + 64];
+    if (coord_config_load_file(file, cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return -1;
+    }
+    if (etcd_override && coord_config_set_etcd(cfg, etcd_override, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return -1;
+    }
+    if (cfg->n_etcd == 0) {
+        fprintf(stderr,
+                "%s: no etcd endpoints: pass --etcd URLS or set etcd.endpoints in %s (the "
+                "supervisor passes the etcd it starts)\n",
+                prog, file);
+        return -1;
+    }
+    return 0;
+}
+
+void coord_proc_block_signals(bool block)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+bool coord_proc_interrupted(void)
+{
+    return zsys_interrupted != 0;
+}
+
+int64_t coord_proc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

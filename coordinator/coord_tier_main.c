@@ -1,0 +1,258 @@
+/* coord_tier_main.c — `kvtier tier` (see coord_main.h): one tier actor and its
+ * registration in etcd. The tier actor serves on its own thread; the main thread
+ * only keeps the registration alive, so a slow etcd call never delays the data
+ * plane.
+ *
+ * Registration: grant a lease, put /kvtier/<cluster>/tiers/<name> under it, keep
+ * it alive every TTL/4. A keepalive that says the lease is gone (expired during
+ * an etcd outage, revoked by an operator) makes it register again with a new
+ * lease, same record (same epoch: the memory is intact). Never: exits because
+ * etcd is unreachable (it keeps retrying with backoff). */
+#include "coord_main.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <czmq.h>
+
+#include "bus_host.h"
+#include "bus_log.h"
+#include "coord_config.h"
+#include "coord_etcd.h"
+#include "coord_membership.h"
+#include "coord_proc.h"
+#include "tier_actor.h"
+
+#define S_COMP "tier-main"
+#define S_BACKOFF_MAX_MS 2000
+
+typedef struct {
+    coord_config_t cfg;
+    const coord_tier_config_t *tier;
+    zactor_t *actor;
+    coord_etcd_t *etcd;
+    char key[COORD_ETCD_KEY_MAX];
+    char value[COORD_TIER_VALUE_MAX];
+    size_t value_len;
+    int64_t lease;
+    int64_t ttl_ms;
+    int64_t next_ms; /* next keepalive or registration attempt */
+    int backoff_ms;
+    bool warned; /* one warning per outage */
+} s_proc_t;
+
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: kvtier tier -c FILE --name TIER [--etcd URLS]\n"
+                 "  -c, --config FILE  deployment file (JSON)\n"
+                 "  --name TIER        the entry of \"tiers\" to run\n"
+                 "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n");
+}
+
+static int s_parse(int argc, char **argv, const char **file, const char **name, const char **etcd)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            s_usage(stdout);
+            return 1;
+        }
+        if ((r = coord_proc_opt(argc, argv, &i, "--config", "-c", &v)) != 0)
+            *file = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--name", NULL, &v)) != 0)
+            *name = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--etcd", NULL, &v)) != 0)
+            *etcd = v;
+        else {
+            fprintf(stderr, "kvtier tier: unknown option \"%s\"\n", argv[i]);
+            s_usage(stderr);
+            return -1;
+        }
+        if (r < 0) {
+            fprintf(stderr, "kvtier tier: %s needs a value\n", argv[i]);
+            return -1;
+        }
+    }
+    if (!*file || !*name) {
+        fprintf(stderr, "kvtier tier: -c FILE and --name TIER are required\n");
+        s_usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_start_actor(s_proc_t *p)
+{
+    const coord_tier_config_t *t = p->tier;
+    tier_actor_config_t ac = {.tier_id = t->id, .endpoint = t->endpoint};
+    snprintf(ac.tier.name, sizeof ac.tier.name, "%s", t->name);
+    snprintf(ac.tier.kind, sizeof ac.tier.kind, "%s", t->kind_name);
+    ac.tier.capacity = t->capacity;
+    ac.tier.slot_size = t->slot_size;
+    snprintf(ac.tier.path, sizeof ac.tier.path, "%s",
+             t->kind == COORD_TIER_HOST ? t->shm : t->path);
+    ac.tier.queue_depth = t->queue_depth;
+    ac.tier.prefault = t->prefault;
+    coord_proc_block_signals(true);
+    p->actor = tier_actor_new(&ac);
+    coord_proc_block_signals(false);
+    return p->actor ? 0 : -1;
+}
+
+/* The record the coordinator's membership reads (coord_membership.h). */
+static int s_build_record(s_proc_t *p)
+{
+    const coord_tier_config_t *t = p->tier;
+    kvtier_TierInfo info = kvtier_TierInfo_init_zero;
+    info.tier_id = t->id;
+    snprintf(info.name, sizeof info.name, "%s", t->name);
+    info.kind = coord_tier_kind_from_name(t->kind_name);
+    if (tier_actor_endpoint(p->actor, info.endpoint, sizeof info.endpoint) < 0)
+        return -1;
+    if (t->kind == COORD_TIER_HOST)
+        snprintf(info.shm, sizeof info.shm, "%s", t->shm);
+    if (bus_host_id(info.host, sizeof info.host) < 0)
+        bus_warn(S_COMP, "tier %s: no host id: same-host clients will use the frame path", t->name);
+    info.epoch = tier_actor_epoch(p->actor);
+    info.capacity_slots = t->capacity;
+    info.slot_bytes = t->slot_size;
+    info.up = true;
+    char suffix[COORD_TIER_NAME_MAX + 8];
+    snprintf(suffix, sizeof suffix, "tiers/%s", t->name);
+    if (coord_cluster_key(p->key, sizeof p->key, p->cfg.cluster, suffix) < 0)
+        return -1;
+    bus_info(S_COMP, "tier %s (id %u, %s) on %s, epoch %" PRIu64, t->name, t->id, t->kind_name,
+             info.endpoint, info.epoch);
+    return coord_tier_value_encode(&info, p->value, sizeof p->value, &p->value_len);
+}
+
+static void s_etcd_failed(s_proc_t *p, const char *what)
+{
+    if (!p->warned)
+        bus_warn(S_COMP, "%s: %s (retrying)", what, coord_etcd_last_error(p->etcd));
+    p->warned = true;
+    p->next_ms = coord_proc_now_ms() + p->backoff_ms;
+    p->backoff_ms = p->backoff_ms * 2 > S_BACKOFF_MAX_MS ? S_BACKOFF_MAX_MS : p->backoff_ms * 2;
+}
+
+static void s_register(s_proc_t *p)
+{
+    int64_t id = 0, ttl = 0;
+    if (coord_etcd_lease_grant(p->etcd, coord_config_lease_ttl_s(&p->cfg), 0, &id, &ttl) < 0) {
+        s_etcd_failed(p, "lease grant");
+        return;
+    }
+    if (coord_etcd_put(p->etcd, p->key, p->value, p->value_len, id, NULL) < 0) {
+        s_etcd_failed(p, p->key);
+        (void)coord_etcd_lease_revoke(p->etcd, id);
+        return;
+    }
+    p->lease = id;
+    p->ttl_ms = (ttl > 0 ? ttl : coord_config_lease_ttl_s(&p->cfg)) * 1000;
+    p->next_ms = coord_proc_now_ms() + p->ttl_ms / 4;
+    p->backoff_ms = 100;
+    p->warned = false;
+    bus_info(S_COMP, "registered %s under lease %" PRIx64 " (ttl %" PRId64 " s)", p->key,
+             (uint64_t)id, p->ttl_ms / 1000);
+}
+
+static void s_keepalive(s_proc_t *p)
+{
+    int64_t ttl = 0;
+    int rc = coord_etcd_lease_keepalive(p->etcd, p->lease, &ttl);
+    if (rc == 0 && ttl > 0) {
+        p->next_ms = coord_proc_now_ms() + p->ttl_ms / 4;
+        p->warned = false;
+        return;
+    }
+    if (rc == -ENOENT || rc == 0) {
+        bus_warn(S_COMP, "lease %" PRIx64 " of %s is gone: registering again", (uint64_t)p->lease,
+                 p->key);
+        p->lease = 0;
+        s_register(p);
+        return;
+    }
+    s_etcd_failed(p, "keepalive");
+    if (p->next_ms > coord_proc_now_ms() + p->ttl_ms / 8)
+        p->next_ms = coord_proc_now_ms() + p->ttl_ms / 8;
+}
+
+static void s_run(s_proc_t *p)
+{
+    zpoller_t *poller = zpoller_new(p->actor, NULL);
+    p->backoff_ms = 100;
+    while (!coord_proc_interrupted()) {
+        int64_t now = coord_proc_now_ms();
+        if (now >= p->next_ms) {
+            if (p->lease)
+                s_keepalive(p);
+            else
+                s_register(p);
+            continue;
+        }
+        /* The tier actor sends nothing unasked; the wait ends on a signal or the
+         * next etcd deadline. Anything that does arrive is read and dropped. */
+        int64_t wait = p->next_ms - now;
+        if (zpoller_wait(poller, (int)(wait < 200 ? wait : 200)) == p->actor) {
+            zmsg_t *m = zmsg_recv(p->actor);
+            zmsg_destroy(&m);
+        }
+    }
+    zpoller_destroy(&poller);
+}
+
+int coord_tier_main(int argc, char **argv)
+{
+    const char *file = NULL, *name = NULL, *etcd = NULL;
+    int r = s_parse(argc, argv, &file, &name, &etcd);
+    if (r != 0)
+        return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
+    s_proc_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return COORD_EXIT_FAIL;
+    int rc = COORD_EXIT_USAGE;
+    if (coord_proc_config("kvtier tier", file, etcd, &p->cfg) < 0)
+        goto out;
+    p->tier = coord_config_tier(&p->cfg, name);
+    if (!p->tier) {
+        fprintf(stderr, "kvtier tier: %s has no tier named \"%s\"\n", file, name);
+        goto out;
+    }
+    zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
+    rc = COORD_EXIT_FAIL;
+    const char *eps[COORD_ETCD_MAX_ENDPOINTS];
+    for (uint32_t i = 0; i < p->cfg.n_etcd; i++)
+        eps[i] = p->cfg.etcd[i];
+    int call_ms = (int)(coord_config_lease_ttl_s(&p->cfg) * 1000 / 6);
+    call_ms = call_ms < 200 ? 200 : call_ms > 2000 ? 2000 : call_ms;
+    coord_etcd_config_t ec = {.endpoints = eps,
+                              .n_endpoints = p->cfg.n_etcd,
+                              .timeout_ms = call_ms,
+                              .connect_timeout_ms = call_ms};
+    p->etcd = coord_etcd_new(&ec);
+    if (!p->etcd || s_start_actor(p) < 0) {
+        fprintf(stderr, "kvtier tier: tier %s could not start (see the log above)\n", name);
+        goto out_stop;
+    }
+    if (s_build_record(p) < 0) {
+        fprintf(stderr, "kvtier tier: tier %s: cannot build its etcd record\n", name);
+        goto out_stop;
+    }
+    s_run(p);
+    rc = COORD_EXIT_OK;
+    bus_info(S_COMP, "tier %s: stopping", name);
+out_stop:
+    /* Deregister first: the coordinator drops the tier before its memory goes. */
+    if (p->lease && coord_etcd_lease_revoke(p->etcd, p->lease) < 0)
+        bus_warn(S_COMP, "revoking lease %" PRIx64 ": %s", (uint64_t)p->lease,
+                 coord_etcd_last_error(p->etcd));
+    zactor_destroy(&p->actor);
+    coord_etcd_destroy(&p->etcd);
+out:
+    free(p);
+    return rc;
+}

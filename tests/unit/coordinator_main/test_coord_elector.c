@@ -1,0 +1,369 @@
+/* test_coord_elector.c — leader election against a real etcd (DESIGN.md §3
+ * elector, §6 Failover; issue 3 §1: "a real etcd lease (keepalive) and campaign";
+ * "when the lease is lost the process stops serving and answers NOT_LEADER with
+ * the current leader's endpoint"). Waits poll with generous upper bounds; nothing
+ * asserts on timing. */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <czmq.h>
+
+#include "bus_client.h"
+#include "coord_config.h"
+#include "coord_elector.h"
+#include "coord_etcd.h"
+#include "coord_standby.h"
+#include "etcd_fixture.h"
+
+#define WAIT_MS 20000 /* upper bound of every wait; never a timing assertion */
+#define TTL_S 2
+
+static etcd_fixture_t *g_etcd;
+static int g_cluster_seq;
+
+typedef struct {
+    char cluster[32];
+    coord_etcd_t *etcd;
+} fx_t;
+
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int s_group_setup(void **state)
+{
+    (void)state;
+    g_etcd = etcd_fixture_start(NULL);
+    return g_etcd ? 0 : -1;
+}
+
+static int s_group_teardown(void **state)
+{
+    (void)state;
+    etcd_fixture_destroy(&g_etcd);
+    return 0;
+}
+
+static int s_setup(void **state)
+{
+    fx_t *fx = calloc(1, sizeof *fx);
+    /* A cluster per test: nothing one test leaves in etcd reaches another. */
+    snprintf(fx->cluster, sizeof fx->cluster, "el%d", ++g_cluster_seq);
+    const char *eps[] = {etcd_fixture_url(g_etcd)};
+    coord_etcd_config_t cfg = {.endpoints = eps, .n_endpoints = 1, .timeout_ms = 10000};
+    fx->etcd = coord_etcd_new(&cfg);
+    assert_non_null(fx->etcd);
+    *state = fx;
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    fx_t *fx = *state;
+    coord_etcd_destroy(&fx->etcd);
+    free(fx);
+    return 0;
+}
+
+static zactor_t *s_elector(fx_t *fx, const char *name, const char *endpoint)
+{
+    const char *eps[] = {etcd_fixture_url(g_etcd)};
+    coord_elector_config_t cfg = {.etcd_endpoints = eps,
+                                  .n_etcd = 1,
+                                  .cluster = fx->cluster,
+                                  .name = name,
+                                  .endpoint = endpoint,
+                                  .lease_ttl_s = TTL_S};
+    zactor_t *a = coord_elector_new(&cfg);
+    assert_non_null(a);
+    return a;
+}
+
+/* Next event of ELECTOR within WAIT_MS; asserts one arrives. */
+static coord_elector_event_t s_next(zactor_t *elector)
+{
+    coord_elector_event_t ev;
+    zpoller_t *p = zpoller_new(elector, NULL);
+    void *which = zpoller_wait(p, WAIT_MS);
+    zpoller_destroy(&p);
+    assert_ptr_equal(which, elector);
+    assert_int_equal(coord_elector_recv(elector, &ev), 0);
+    return ev;
+}
+
+/* Skips events until one of KIND arrives (FOLLOWER events may repeat as the
+ * leader key changes hands). */
+static coord_elector_event_t s_until(zactor_t *elector, coord_elector_event_kind_t kind)
+{
+    int64_t deadline = s_now_ms() + WAIT_MS;
+    for (;;) {
+        coord_elector_event_t ev = s_next(elector);
+        if (ev.kind == kind)
+            return ev;
+        assert_true(s_now_ms() < deadline);
+    }
+}
+
+/* True when ELECTOR has no event pending right now (no wait). */
+static bool s_quiet(zactor_t *elector)
+{
+    zpoller_t *p = zpoller_new(elector, NULL);
+    void *which = zpoller_wait(p, 0);
+    zpoller_destroy(&p);
+    return which == NULL;
+}
+
+static int s_get_leader(fx_t *fx, char *name, char *ep, uint64_t *epoch, coord_etcd_meta_t *meta)
+{
+    char key[128], val[1024];
+    size_t len = 0;
+    coord_cluster_key(key, sizeof key, fx->cluster, "leader");
+    int rc = coord_etcd_get(fx->etcd, key, val, sizeof val, &len, meta);
+    if (rc < 0)
+        return rc;
+    return coord_leader_value_decode(val, len, name, 64, ep, 256, epoch);
+}
+
+static bool s_key_exists(fx_t *fx, const char *suffix)
+{
+    char key[128];
+    size_t len = 0;
+    coord_cluster_key(key, sizeof key, fx->cluster, suffix);
+    return coord_etcd_get(fx->etcd, key, NULL, 0, &len, NULL) != -ENOENT;
+}
+
+/* Polls until the leader key's value carries its epoch (written just after the
+ * create); returns the key's create_revision. */
+static uint64_t s_wait_leader_record(fx_t *fx, const char *want_name)
+{
+    int64_t deadline = s_now_ms() + WAIT_MS;
+    char name[64], ep[256];
+    uint64_t epoch = 0;
+    coord_etcd_meta_t meta;
+    while (s_now_ms() < deadline) {
+        if (s_get_leader(fx, name, ep, &epoch, &meta) == 0 && strcmp(name, want_name) == 0 &&
+            epoch == (uint64_t)meta.create_revision)
+            return epoch;
+        zclock_sleep(10); /* polling etcd, not synchronising */
+    }
+    fail_msg("leader record of %s not seen", want_name);
+    return 0;
+}
+
+/* Leader key value: encode/decode round trip, bad records refused. */
+static void test_leader_value_codec(void **state)
+{
+    (void)state;
+    char buf[256], name[64], ep[256];
+    size_t len = 0;
+    uint64_t epoch = 0;
+    assert_int_equal(coord_leader_value_encode("c1", "tcp://h:1", 42, buf, sizeof buf, &len), 0);
+    assert_int_equal(coord_leader_value_decode(buf, len, name, sizeof name, ep, sizeof ep, &epoch),
+                     0);
+    assert_string_equal(name, "c1");
+    assert_string_equal(ep, "tcp://h:1");
+    assert_int_equal(epoch, 42);
+    assert_int_equal(coord_leader_value_encode("c1", "tcp://h:1", 42, buf, 4, &len), -ENOBUFS);
+    const char *bad[] = {"",
+                         "[]",
+                         "{\"name\":\"x\"}",
+                         "{\"endpoint\":7}",
+                         "{\"endpoint\":\"e\",\"epoch\":\"1\"}",
+                         "{\"endpoint\":\"e\",\"epoch\":-1}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(coord_leader_value_decode(bad[i], strlen(bad[i]), name, sizeof name, ep,
+                                                   sizeof ep, &epoch),
+                         -EBADMSG);
+    assert_int_equal(coord_leader_value_decode("{\"endpoint\":\"e\"}", 16, name, sizeof name, ep,
+                                               sizeof ep, &epoch),
+                     0);
+    assert_int_equal(epoch, 0);
+}
+
+/* Issue 3 §1: two electors on one etcd — exactly one leader, the other follows it
+ * (endpoint and epoch = the leader key's create_revision); both are registered
+ * under coordinators/. */
+static void test_two_electors_exactly_one_leader(void **state)
+{
+    fx_t *fx = *state;
+    zactor_t *a = s_elector(fx, "a", "tcp://127.0.0.1:1001");
+    coord_elector_event_t ea = s_next(a);
+    assert_int_equal(ea.kind, COORD_ELECTOR_LEADER);
+    assert_string_equal(ea.endpoint, "tcp://127.0.0.1:1001");
+    assert_true(ea.epoch > 0);
+    zactor_t *b = s_elector(fx, "b", "tcp://127.0.0.1:1002");
+    coord_elector_event_t eb = s_next(b);
+    assert_int_equal(eb.kind, COORD_ELECTOR_FOLLOWER);
+    assert_string_equal(eb.endpoint, "tcp://127.0.0.1:1001");
+    assert_string_equal(eb.name, "a");
+    assert_int_equal(eb.epoch, ea.epoch);
+    assert_int_equal(s_wait_leader_record(fx, "a"), ea.epoch);
+    assert_true(s_key_exists(fx, "coordinators/a"));
+    assert_true(s_key_exists(fx, "coordinators/b"));
+    /* No second LEADER anywhere. */
+    assert_true(s_quiet(a));
+    assert_true(s_quiet(b));
+    coord_elector_destroy(&b);
+    coord_elector_destroy(&a);
+}
+
+/* DESIGN §6 Failover: the leader's lease is revoked (as when it lapses) — the
+ * other becomes leader with a higher epoch; the old one reports LOST, then
+ * follows the new leader. */
+static void test_revoked_leader_lease_hands_over_with_higher_epoch(void **state)
+{
+    fx_t *fx = *state;
+    zactor_t *a = s_elector(fx, "a", "tcp://127.0.0.1:1001");
+    coord_elector_event_t ea = s_until(a, COORD_ELECTOR_LEADER);
+    zactor_t *b = s_elector(fx, "b", "tcp://127.0.0.1:1002");
+    assert_int_equal(s_next(b).kind, COORD_ELECTOR_FOLLOWER);
+    s_wait_leader_record(fx, "a");
+
+    char name[64], ep[256];
+    uint64_t epoch = 0;
+    coord_etcd_meta_t meta;
+    assert_int_equal(s_get_leader(fx, name, ep, &epoch, &meta), 0);
+    assert_true(meta.lease != 0);
+    assert_int_equal(coord_etcd_lease_revoke(fx->etcd, meta.lease), 0);
+
+    coord_elector_event_t nb = s_until(b, COORD_ELECTOR_LEADER);
+    assert_true(nb.epoch > ea.epoch);
+    assert_string_equal(nb.endpoint, "tcp://127.0.0.1:1002");
+    coord_elector_event_t la = s_until(a, COORD_ELECTOR_LOST);
+    assert_int_equal(la.epoch, ea.epoch);
+    coord_elector_event_t fa = s_until(a, COORD_ELECTOR_FOLLOWER);
+    assert_string_equal(fa.endpoint, "tcp://127.0.0.1:1002");
+    assert_int_equal(fa.epoch, nb.epoch);
+    assert_int_equal(s_wait_leader_record(fx, "b"), nb.epoch);
+    /* The old leader registered itself again under a new lease. */
+    int64_t deadline = s_now_ms() + WAIT_MS;
+    while (!s_key_exists(fx, "coordinators/a") && s_now_ms() < deadline)
+        zclock_sleep(10);
+    assert_true(s_key_exists(fx, "coordinators/a"));
+    coord_elector_destroy(&a);
+    coord_elector_destroy(&b);
+}
+
+/* A leader that stops (destroy revokes its lease) hands over at once, and its
+ * keys are gone; the successor's epoch is higher. */
+static void test_leader_stop_revokes_and_other_takes_over(void **state)
+{
+    fx_t *fx = *state;
+    zactor_t *a = s_elector(fx, "a", "tcp://127.0.0.1:1001");
+    coord_elector_event_t ea = s_until(a, COORD_ELECTOR_LEADER);
+    zactor_t *b = s_elector(fx, "b", "tcp://127.0.0.1:1002");
+    assert_int_equal(s_next(b).kind, COORD_ELECTOR_FOLLOWER);
+    coord_elector_destroy(&a);
+    assert_false(s_key_exists(fx, "coordinators/a"));
+    coord_elector_event_t nb = s_until(b, COORD_ELECTOR_LEADER);
+    assert_true(nb.epoch > ea.epoch);
+    coord_elector_destroy(&b);
+    assert_false(s_key_exists(fx, "leader"));
+    assert_false(s_key_exists(fx, "coordinators/b"));
+}
+
+/* Safety rule (coord_elector.h): when etcd stops answering, the leader reports
+ * LOST on its own (before its lease can lapse and another win); when etcd is back
+ * a leader is elected again. */
+static void test_leader_steps_down_when_etcd_stops_answering(void **state)
+{
+    fx_t *fx = *state;
+    zactor_t *a = s_elector(fx, "a", "tcp://127.0.0.1:1001");
+    coord_elector_event_t ea = s_until(a, COORD_ELECTOR_LEADER);
+    assert_int_equal(etcd_fixture_pause(g_etcd), 0);
+    coord_elector_event_t la = s_until(a, COORD_ELECTOR_LOST);
+    assert_int_equal(la.epoch, ea.epoch);
+    assert_int_equal(etcd_fixture_resume(g_etcd), 0);
+    coord_elector_event_t again = s_until(a, COORD_ELECTOR_LEADER);
+    assert_true(again.epoch > ea.epoch);
+    coord_elector_destroy(&a);
+}
+
+/* Issue 3 §1 / wave-2: a standby answers NOT_LEADER with the endpoint the
+ * elector reports for the leader, and ClusterInfo with the leader's epoch. */
+static void test_standby_redirects_to_elected_leader(void **state)
+{
+    fx_t *fx = *state;
+    zactor_t *a = s_elector(fx, "a", "tcp://127.0.0.1:1001");
+    coord_elector_event_t ea = s_until(a, COORD_ELECTOR_LEADER);
+    coord_standby_config_t sc = {
+        .endpoint = "tcp://127.0.0.1:*", .cluster = fx->cluster, .name = "b"};
+    zactor_t *sb = coord_standby_new(&sc);
+    assert_non_null(sb);
+    char sb_ep[256];
+    assert_int_equal(coord_standby_endpoint(sb, sb_ep, sizeof sb_ep), 0);
+    zactor_t *b = s_elector(fx, "b", sb_ep);
+    coord_elector_event_t fb = s_until(b, COORD_ELECTOR_FOLLOWER);
+    assert_int_equal(coord_standby_set_leader(sb, fb.endpoint, fb.epoch), 0);
+
+    bus_client_t *cli = bus_client_new(sb_ep, NULL);
+    kvtier_Envelope *req = calloc(1, sizeof *req), *rep = calloc(1, sizeof *rep);
+    kvtier_Status st;
+    bus_env_init(req, kvtier_Envelope_stats_req_tag, "test");
+    assert_true(bus_client_call(cli, req, NULL, NULL, 0, WAIT_MS, rep, NULL, NULL, &st) < 0);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_NOT_LEADER);
+    assert_string_equal(rep->leader_endpoint, "tcp://127.0.0.1:1001");
+    bus_env_init(req, kvtier_Envelope_cluster_info_req_tag, "test");
+    assert_int_equal(bus_client_call(cli, req, NULL, NULL, 0, WAIT_MS, rep, NULL, NULL, &st), 0);
+    assert_string_equal(rep->body.cluster_info_rep.leader_endpoint, "tcp://127.0.0.1:1001");
+    assert_int_equal(rep->body.cluster_info_rep.leader_epoch, ea.epoch);
+    free(req);
+    free(rep);
+    bus_client_destroy(&cli);
+    coord_standby_destroy(&sb);
+    coord_elector_destroy(&b);
+    coord_elector_destroy(&a);
+}
+
+/* Constructor rules: a bad config is NULL, not a crash. */
+static void test_bad_config_is_refused(void **state)
+{
+    fx_t *fx = *state;
+    const char *eps[] = {etcd_fixture_url(g_etcd)};
+    coord_elector_config_t cfg = {.etcd_endpoints = eps,
+                                  .n_etcd = 1,
+                                  .cluster = fx->cluster,
+                                  .name = "a",
+                                  .endpoint = "tcp://127.0.0.1:1",
+                                  .lease_ttl_s = 0};
+    assert_null(coord_elector_new(&cfg));
+    cfg.lease_ttl_s = 1;
+    cfg.n_etcd = 0;
+    assert_null(coord_elector_new(&cfg));
+    cfg.n_etcd = 1;
+    cfg.name = "";
+    assert_null(coord_elector_new(&cfg));
+    assert_null(coord_elector_new(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_leader_value_codec),
+        cmocka_unit_test_setup_teardown(test_two_electors_exactly_one_leader, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_revoked_leader_lease_hands_over_with_higher_epoch,
+                                        s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_leader_stop_revokes_and_other_takes_over, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_leader_steps_down_when_etcd_stops_answering, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_standby_redirects_to_elected_leader, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config_is_refused, s_setup, s_teardown),
+    };
+    int rc = cmocka_run_group_tests_name("coord_elector", tests, s_group_setup, s_group_teardown);
+    zsys_shutdown();
+    return rc;
+}
