@@ -8,7 +8,20 @@
  *            and collect completions (get_finished / wait), each reported exactly once.
  *
  * Every call returns 0 (KVT_OK) or a negative status code (-KVT_INVALID_ARGUMENT, ...);
- * kvt_last_error() gives a message a person can act on for the last failed call.
+ * kvt_last_error() gives a message a person can act on for the last failed call
+ * ("prepare_put: NO_SPACE: <the scheduler's message>"); a call that succeeds clears it,
+ * except that get_finished / wait leave the message of a failed job they report.
+ *
+ * Timeouts and retries: each meta-plane call waits up to timeout_ms for its reply.
+ * NOT_LEADER is followed (to the leader the reply names, else by discovery) and the
+ * call is sent again, for every call: a standby acted on nothing. When no reply
+ * comes (TIMEOUT, or UNAVAILABLE from the socket; an UNAVAILABLE the leader answers
+ * is returned as is) the handle finds the leader again and sends the call again only when
+ * it is idempotent (register_instance, lookup, touch, cluster_info, stats); the
+ * others (request_begin/end, prepare_*, complete_*, remove) return the error with
+ * "not retried" in the message, because the first attempt may have been applied —
+ * the next call goes to the new leader. Finding the leader and the retry share one
+ * more timeout_ms, so a call takes at most 2 x timeout_ms.
  *
  * Thread-safety: a kvt_client_t is used by one thread at a time (calls on one handle
  * must be serialised by the caller). Use one handle per thread; handles are independent.
@@ -64,7 +77,10 @@ const char *kvt_status_name(int code);
  * serialised as XXH128_canonical_t (big-endian high64 then low64) and tokens as
  * uint32 little-endian. A trailing partial block has no key. Writes at most
  * max_out keys; returns how many full blocks there are (which may exceed max_out),
- * or -KVT_INVALID_ARGUMENT. */
+ * or -KVT_INVALID_ARGUMENT.
+ * Test vector: tokens 0..15, tokens_per_block 16, no parent -> one key,
+ * 16d310809c3605d60b49a1755bdbc8b2 (hex of the 16 bytes; `xxhsum -H2` of the 80-byte
+ * buffer 16 x 0x00 || le32(0) .. le32(15) prints the same). */
 int kvt_block_keys(const uint32_t *tokens, size_t n_tokens, uint32_t tokens_per_block,
                    const kvt_key_t *parent, kvt_key_t *out, size_t max_out);
 
@@ -80,8 +96,12 @@ typedef struct kvt_options {
     bool disable_shm;           /* force the frame path even on the tier's host */
 } kvt_options_t;
 
-/* Finds the leader (any coordinator answers cluster info; NOT_LEADER replies name the
- * leader) and returns a handle, or NULL with a message in err. */
+/* Finds the leader and returns a handle, or NULL with a message in err. With
+ * coordinators, every listed endpoint is asked ClusterInfo at once and the first
+ * answer naming a leader wins (all within timeout_ms; nobody answering is TIMEOUT);
+ * otherwise the etcd key /kvtier/<cluster>/leader ({"name","endpoint","epoch"}) is
+ * read. The leader is then asked ClusterInfo itself. At most 16 coordinators and 16
+ * etcd URLs. */
 kvt_client_t *kvt_connect(const kvt_options_t *opts, char *err, size_t errlen);
 /* Waits for no job: submitted jobs not collected are dropped. Idempotent; nulls *c. */
 void kvt_close(kvt_client_t **c);
@@ -194,7 +214,23 @@ typedef struct kvt_stat {
 int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap,
               uint32_t *n);
 
-/* ---- data role ---- */
+/* ---- data role ----
+ * For each tier of a token, a handle on the tier actor's host (same boot id) maps
+ * its shared-memory segment and copies with memcpy inside submit (no message; the
+ * job is finished when submit returns, and reported by get_finished / wait like any
+ * other). Otherwise (another host, disable_shm, the segment's epoch is not the
+ * token's) the bytes go as frames to the tier actor: put bytes are copied into the
+ * messages as they are sent (in chunks, some possibly later, from get_finished /
+ * wait), get bytes are copied out of the replies. Either way the caller's buffers
+ * must stay valid and unchanged until the job has been collected. Replies are read
+ * only inside get_finished / wait: call them to make progress.
+ * A job is in flight from a successful submit until get_finished / wait reports
+ * it; at most max_in_flight jobs per handle (more: -KVT_UNAVAILABLE). A token has at
+ * most one job in flight, and its complete is refused (-KVT_INVALID_ARGUMENT, token
+ * kept) until that job finished. A job's keys record their outcome on the token:
+ * complete(…, NULL) sends it. A job whose messages get no reply finishes with
+ * -KVT_TIMEOUT after about timeout_ms.
+ */
 
 typedef struct kvt_job_result {
     uint64_t job_id;
@@ -212,10 +248,13 @@ int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const voi
                    size_t len);
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok);
 
-/* Collects up to cap finished jobs without waiting. */
+/* Collects up to cap finished jobs without waiting, oldest finished first. */
 int kvt_get_finished(kvt_client_t *c, kvt_job_result_t *out, uint32_t cap, uint32_t *n);
 /* Waits until every listed job finished (or timeout: -KVT_TIMEOUT, the jobs stay
- * pending); results[i] is job_ids[i]'s outcome. */
+ * pending); results[i] is job_ids[i]'s outcome, and those jobs are collected.
+ * timeout_ms < 0 waits without limit; 0 only takes what has arrived. An id not in
+ * flight (or listed twice) is -KVT_INVALID_ARGUMENT. Returns 0 even when jobs
+ * failed: their status is in results. */
 int kvt_wait(kvt_client_t *c, const uint64_t *job_ids, uint32_t n, int timeout_ms,
              kvt_job_result_t *results);
 

@@ -1,0 +1,481 @@
+/* kvt_client.c — a libkvtier handle: options, discovery of the leader (a static
+ * list of coordinators, any of which answers ClusterInfo, or the leader key in
+ * etcd), the meta-plane call with its one retry, errors, close.
+ *
+ * Owns the meta DEALER, the etcd handle and the handle's scratch envelopes. Never
+ * retries a call that may have acted (prepare/complete/begin/end/remove) after a
+ * TIMEOUT or UNAVAILABLE: the caller decides (kvtier.h). Never blocks longer than
+ * the timeouts documented there. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "bus_log.h"
+#include "kvt_internal.h"
+
+#define S_LEADER_JSON_MAX 4096
+
+/* ---- errors --------------------------------------------------------------- */
+
+int kvt_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)
+{
+    if (code < 0)
+        code = -code;
+    char detail[KVT_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    /* Truncating a long server message is fine: the code and the call stay. */
+    if (snprintf(c->err, sizeof c->err, "%s: %s: %s", what, kvt_status_name(code), detail) < 0)
+        c->err[0] = '\0';
+    return -code;
+}
+
+void kvt_clear_error(kvt_client_t *c)
+{
+    c->err[0] = '\0';
+}
+
+const char *kvt_last_error(const kvt_client_t *c)
+{
+    return c ? c->err : "no client handle (kvt_connect failed or the handle was closed)";
+}
+
+int kvt_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
+                 bool optional)
+{
+    if (!id) {
+        if (optional)
+            return 0;
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%s is NULL", field);
+    }
+    size_t len = strnlen(id, KVT_ID_MAX + 1);
+    if (len > KVT_ID_MAX)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%s is longer than %d bytes", field,
+                        KVT_ID_MAX);
+    if (len == 0 && !optional)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%s is empty", field);
+    return 0;
+}
+
+/* ---- options -------------------------------------------------------------- */
+
+/* Splits a comma list into out[max][width], trimming blanks and skipping empty
+ * items. Returns the count, or -1 (too many / too long) with why set. */
+static int s_split(const char *list, char *out, size_t width, uint32_t max, char *why,
+                   size_t whylen)
+{
+    uint32_t n = 0;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        const char *a = p, *b = end;
+        while (a < b && isspace((unsigned char)*a))
+            a++;
+        while (b > a && isspace((unsigned char)b[-1]))
+            b--;
+        if (b > a) {
+            if (n == max) {
+                snprintf(why, whylen, "more than %u entries", max);
+                return -1;
+            }
+            if ((size_t)(b - a) >= width) {
+                snprintf(why, whylen, "'%.*s...' is longer than %zu bytes", 32, a, width - 1);
+                return -1;
+            }
+            memcpy(out + n * width, a, (size_t)(b - a));
+            out[n * width + (size_t)(b - a)] = '\0';
+            n++;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return (int)n;
+}
+
+static bool s_cluster_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+            return false;
+    return true;
+}
+
+/* Copies and checks the options into c. 0 or -KVT_INVALID_ARGUMENT with c->err. */
+static int s_options(kvt_client_t *c, const kvt_options_t *o)
+{
+    const char *W = "kvt_connect";
+    char why[160];
+    bool have_coord = o->coordinators && o->coordinators[0];
+    bool have_etcd = o->etcd_endpoints && o->etcd_endpoints[0];
+    if (!have_coord && !have_etcd)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
+                        "no coordinators and no etcd_endpoints: set kvt_options.coordinators "
+                        "(\"tcp://host:7700,...\") or kvt_options.etcd_endpoints "
+                        "(\"http://host:2379,...\")");
+    if (have_coord) {
+        int n = s_split(o->coordinators, &c->coordinators[0][0], BUS_ENDPOINT_MAX,
+                        KVT_MAX_COORDINATORS, why, sizeof why);
+        if (n < 0)
+            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators: %s", why);
+        if (n == 0)
+            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators lists no endpoint");
+        c->n_coordinators = (uint32_t)n;
+        for (uint32_t i = 0; i < c->n_coordinators; i++) {
+            char e[BUS_ENDPOINT_MAX + 64];
+            if (bus_endpoint_check(c->coordinators[i], BUS_ENDPOINT_CONNECT, e, sizeof e) < 0)
+                return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators: %s", e);
+        }
+    }
+    if (have_etcd) {
+        int n = s_split(o->etcd_endpoints, &c->etcd_urls[0][0], COORD_ETCD_ENDPOINT_MAX,
+                        COORD_ETCD_MAX_ENDPOINTS, why, sizeof why);
+        if (n < 0)
+            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "etcd_endpoints: %s", why);
+        if (n == 0)
+            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "etcd_endpoints lists no URL");
+        c->n_etcd = (uint32_t)n;
+        for (uint32_t i = 0; i < c->n_etcd; i++)
+            if (strncmp(c->etcd_urls[i], "http://", 7) != 0 &&
+                strncmp(c->etcd_urls[i], "https://", 8) != 0)
+                return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
+                                "etcd_endpoints: '%s' is not an http:// or https:// URL",
+                                c->etcd_urls[i]);
+    }
+    const char *cluster = o->cluster && o->cluster[0] ? o->cluster : "kvtier";
+    if (!s_cluster_name_ok(cluster))
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
+                        "cluster '%.64s' must be 1..63 characters of [A-Za-z0-9._-]", cluster);
+    snprintf(c->cluster, sizeof c->cluster, "%s", cluster);
+    const char *name = o->name && o->name[0] ? o->name : "client";
+    if (strlen(name) >= sizeof c->name)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "name is longer than %zu bytes",
+                        sizeof c->name - 1);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->timeout_ms = o->timeout_ms ? o->timeout_ms : KVT_DEFAULT_TIMEOUT_MS;
+    if (c->timeout_ms > KVT_MAX_TIMEOUT_MS)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "timeout_ms %u is above the limit %u",
+                        c->timeout_ms, KVT_MAX_TIMEOUT_MS);
+    c->max_in_flight = o->max_in_flight ? o->max_in_flight : KVT_DEFAULT_IN_FLIGHT;
+    if (c->max_in_flight > BUS_CLIENT_MAX_IN_FLIGHT)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "max_in_flight %u is above the limit %u",
+                        c->max_in_flight, BUS_CLIENT_MAX_IN_FLIGHT);
+    c->disable_shm = o->disable_shm;
+    return 0;
+}
+
+/* ---- discovery ------------------------------------------------------------ */
+
+static int s_remaining_ms(int64_t deadline)
+{
+    int64_t left = deadline - zclock_mono();
+    return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/* Points the meta DEALER at `endpoint` (a fresh socket: requests queued for an
+ * old leader are dropped with it). */
+static int s_connect_meta(kvt_client_t *c, const char *what, const char *endpoint, uint64_t epoch)
+{
+    char e[BUS_ENDPOINT_MAX + 64];
+    if (bus_endpoint_check(endpoint, BUS_ENDPOINT_CONNECT, e, sizeof e) < 0)
+        return kvt_fail(c, KVT_UNAVAILABLE, what, "the leader's endpoint is unusable: %s", e);
+    bus_client_config_t cfg = {
+        .name = c->name, .max_in_flight = 16, .default_timeout_ms = c->timeout_ms};
+    bus_client_t *m = bus_client_new(endpoint, &cfg);
+    if (!m)
+        return kvt_fail(c, KVT_UNAVAILABLE, what, "cannot connect a socket to leader %s", endpoint);
+    bus_client_destroy(&c->meta);
+    c->meta = m;
+    snprintf(c->leader, sizeof c->leader, "%s", endpoint);
+    c->leader_epoch = epoch;
+    return 0;
+}
+
+typedef struct {
+    bool done;
+    kvtier_StatusCode code;
+    char leader[BUS_ENDPOINT_MAX];
+    uint64_t epoch;
+    char msg[300];
+} s_probe_t;
+
+static void s_probe_done(void *arg, bus_reply_t *r)
+{
+    s_probe_t *p = arg;
+    p->done = true;
+    p->code = r->status.code;
+    snprintf(p->msg, sizeof p->msg, "%s", r->status.message);
+    if (!r->env)
+        return;
+    if (r->status.code == kvtier_StatusCode_STATUS_OK &&
+        r->env->which_body == kvtier_Envelope_cluster_info_rep_tag) {
+        const kvtier_ClusterInfoReply *ci = &r->env->body.cluster_info_rep;
+        snprintf(p->leader, sizeof p->leader, "%s", ci->leader_endpoint);
+        p->epoch = ci->leader_epoch;
+        if (!p->leader[0])
+            snprintf(p->msg, sizeof p->msg, "answered but knows no leader yet");
+    } else if (r->env->leader_endpoint[0]) {
+        snprintf(p->leader, sizeof p->leader, "%s", r->env->leader_endpoint);
+    }
+}
+
+/* Asks every coordinator at once; the first answer naming a leader wins. */
+static int s_discover_static(kvt_client_t *c, const char *what, int64_t deadline)
+{
+    bus_client_t *cl[KVT_MAX_COORDINATORS] = {0};
+    s_probe_t pr[KVT_MAX_COORDINATORS];
+    memset(pr, 0, sizeof pr);
+    uint32_t n = c->n_coordinators;
+    bus_client_config_t cfg = {.name = c->name, .max_in_flight = 1};
+    for (uint32_t i = 0; i < n; i++) {
+        cl[i] = bus_client_new(c->coordinators[i], &cfg);
+        kvtier_Status st = {0};
+        int rc = -1;
+        if (cl[i]) {
+            bus_env_init(c->probe, kvtier_Envelope_cluster_info_req_tag, c->name);
+            uint32_t t = (uint32_t)s_remaining_ms(deadline);
+            rc = bus_client_send(cl[i], c->probe, NULL, NULL, 0, t ? t : 1, NULL, s_probe_done,
+                                 &pr[i], NULL, &st);
+        }
+        if (rc < 0) {
+            pr[i].done = true;
+            pr[i].code = cl[i] ? st.code : kvtier_StatusCode_STATUS_UNAVAILABLE;
+            snprintf(pr[i].msg, sizeof pr[i].msg, "%s", cl[i] ? st.message : "cannot connect");
+        }
+    }
+    int winner = -1;
+    for (;;) {
+        uint32_t open = 0;
+        zmq_pollitem_t items[KVT_MAX_COORDINATORS];
+        for (uint32_t i = 0; i < n; i++) {
+            if (winner < 0 && pr[i].done && pr[i].leader[0])
+                winner = (int)i;
+            if (!pr[i].done)
+                items[open++] =
+                    (zmq_pollitem_t){zsock_resolve(bus_client_sock(cl[i])), 0, ZMQ_POLLIN, 0};
+        }
+        if (winner >= 0 || open == 0)
+            break;
+        int left = s_remaining_ms(deadline);
+        if (zmq_poll(items, (int)open, left) < 0 && errno != EINTR)
+            break;
+        for (uint32_t i = 0; i < n; i++)
+            if (!pr[i].done)
+                bus_client_dispatch(cl[i], 0);
+        if (left == 0) /* dispatch above expired what was due */
+            for (uint32_t i = 0; i < n; i++)
+                if (!pr[i].done)
+                    bus_client_fail_all(cl[i], kvtier_StatusCode_STATUS_TIMEOUT,
+                                        "no reply to ClusterInfo within the timeout");
+    }
+    int rc = 0;
+    if (winner >= 0) {
+        rc = s_connect_meta(c, what, pr[winner].leader, pr[winner].epoch);
+    } else {
+        char sum[KVT_ERR_MAX] = "";
+        size_t off = 0;
+        kvtier_StatusCode code = kvtier_StatusCode_STATUS_UNAVAILABLE;
+        for (uint32_t i = 0; i < n && off < sizeof sum; i++) {
+            if (pr[i].code == kvtier_StatusCode_STATUS_TIMEOUT)
+                code = kvtier_StatusCode_STATUS_TIMEOUT;
+            int w = snprintf(sum + off, sizeof sum - off, "%s%s: %s %s", i ? "; " : "",
+                             c->coordinators[i], bus_status_name((int)pr[i].code), pr[i].msg);
+            off += w > 0 ? (size_t)w : 0;
+        }
+        rc = kvt_fail(c, (int)code, what, "no coordinator named a leader (%s)", sum);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        bus_client_destroy(&cl[i]);
+    return rc;
+}
+
+/* Reads /kvtier/<cluster>/leader = {"name","endpoint","epoch"}. */
+static int s_discover_etcd(kvt_client_t *c, const char *what)
+{
+    char key[128];
+    snprintf(key, sizeof key, "/kvtier/%s/leader", c->cluster);
+    char buf[S_LEADER_JSON_MAX];
+    size_t len = 0;
+    int rc = coord_etcd_get(c->etcd, key, buf, sizeof buf - 1, &len, NULL);
+    if (rc == -ENOENT)
+        return kvt_fail(c, KVT_UNAVAILABLE, what, "no leader in etcd (%s is absent)", key);
+    if (rc == -ETIMEDOUT)
+        return kvt_fail(c, KVT_TIMEOUT, what, "%s", coord_etcd_last_error(c->etcd));
+    if (rc < 0)
+        return kvt_fail(c, KVT_UNAVAILABLE, what, "%s", coord_etcd_last_error(c->etcd));
+    buf[len] = '\0';
+    json_error_t jerr;
+    json_t *root = json_loadb(buf, len, 0, &jerr);
+    const char *ep = root ? json_string_value(json_object_get(root, "endpoint")) : NULL;
+    json_t *jepoch = root ? json_object_get(root, "epoch") : NULL;
+    uint64_t epoch = json_is_integer(jepoch) ? (uint64_t)json_integer_value(jepoch) : 0;
+    if (!ep || !ep[0]) {
+        rc = kvt_fail(c, KVT_UNAVAILABLE, what,
+                      "etcd %s is not {\"name\",\"endpoint\",\"epoch\"}: '%.100s'", key, buf);
+    } else {
+        rc = s_connect_meta(c, what, ep, epoch);
+    }
+    json_decref(root);
+    return rc;
+}
+
+static int s_discover(kvt_client_t *c, const char *what, int64_t deadline)
+{
+    if (c->n_coordinators > 0)
+        return s_discover_static(c, what, deadline);
+    return s_discover_etcd(c, what);
+}
+
+/* ---- the meta-plane call -------------------------------------------------- */
+
+static bool s_transient(kvtier_StatusCode code)
+{
+    return code == kvtier_StatusCode_STATUS_UNAVAILABLE || code == kvtier_StatusCode_STATUS_TIMEOUT;
+}
+
+int kvt_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
+                  bus_arrays_t *rep_arr)
+{
+    uint32_t timeout = c->timeout_ms;
+    for (int attempt = 0;; attempt++) {
+        kvtier_Status st = {0};
+        c->rep->leader_endpoint[0] = '\0';
+        c->rep->which_body = 0;
+        c->rep->corr_id = 0; /* set again only by a reply that arrived */
+        int rc =
+            bus_client_call(c->meta, c->req, req_arr, NULL, 0, timeout, c->rep, rep_arr, NULL, &st);
+        if (rc == 0) {
+            kvt_clear_error(c);
+            return 0;
+        }
+        kvtier_StatusCode code = st.code;
+        bool not_leader = code == kvtier_StatusCode_STATUS_NOT_LEADER;
+        /* A leader that answered UNAVAILABLE ("tier recovering, retry shortly") is
+         * still the leader: only a missing reply sends us looking for another. */
+        bool replied = c->rep->corr_id != 0;
+        if (attempt > 0 || (!not_leader && (replied || !s_transient(code))))
+            return kvt_fail(c, (int)code, what, "%s", st.message);
+
+        /* One more timeout_ms for finding the leader and sending again. */
+        char first[sizeof st.message];
+        snprintf(first, sizeof first, "%s", st.message);
+        int64_t deadline = zclock_mono() + c->timeout_ms;
+        const char *named = c->rep->leader_endpoint;
+        int drc;
+        if (not_leader && named[0] && strcmp(named, c->leader) != 0)
+            drc = s_connect_meta(c, what, named, 0);
+        else
+            drc = s_discover(c, what, deadline);
+        if (drc < 0) {
+            char again[KVT_ERR_MAX];
+            snprintf(again, sizeof again, "%s", c->err);
+            return kvt_fail(c, (int)code, what, "%s (finding the leader again failed: %s)", first,
+                            again);
+        }
+        if (!not_leader && !idempotent)
+            return kvt_fail(c, (int)code, what,
+                            "%s (not retried: the request may have been applied; reconnected "
+                            "to leader %s)",
+                            first, c->leader);
+        int left = s_remaining_ms(deadline);
+        timeout = left > 0 ? (uint32_t)left : 1;
+    }
+}
+
+/* ---- connect / close ------------------------------------------------------ */
+
+static int s_open(kvt_client_t *c, const kvt_options_t *opts)
+{
+    int rc = s_options(c, opts);
+    if (rc < 0)
+        return rc;
+    c->req = calloc(1, sizeof *c->req);
+    c->rep = calloc(1, sizeof *c->rep);
+    c->probe = calloc(1, sizeof *c->probe);
+    if (!c->req || !c->rep || !c->probe)
+        return kvt_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory");
+    if (bus_host_id(c->host_id, sizeof c->host_id) < 0)
+        c->host_id[0] = '\0'; /* no shared-memory path without a host id */
+    if (c->n_etcd > 0) {
+        const char *urls[COORD_ETCD_MAX_ENDPOINTS];
+        for (uint32_t i = 0; i < c->n_etcd; i++)
+            urls[i] = c->etcd_urls[i];
+        coord_etcd_config_t ecfg = {.endpoints = urls,
+                                    .n_endpoints = c->n_etcd,
+                                    .timeout_ms = (int)c->timeout_ms,
+                                    .max_response = 64 * 1024};
+        c->etcd = coord_etcd_new(&ecfg);
+        if (!c->etcd)
+            return kvt_fail(c, KVT_INVALID_ARGUMENT, "kvt_connect",
+                            "etcd_endpoints not accepted by the etcd client");
+    }
+    c->data = kvt_data_new(c);
+    if (!c->data)
+        return kvt_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory (data role)");
+    rc = s_discover(c, "kvt_connect", zclock_mono() + c->timeout_ms);
+    if (rc < 0)
+        return rc;
+    /* The leader answers for itself: a stale etcd key or a moved leader shows here. */
+    bus_env_init(c->req, kvtier_Envelope_cluster_info_req_tag, c->name);
+    rc = kvt_meta_call(c, "kvt_connect", true, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    if (c->rep->which_body == kvtier_Envelope_cluster_info_rep_tag)
+        c->leader_epoch = c->rep->body.cluster_info_rep.leader_epoch;
+    return 0;
+}
+
+kvt_client_t *kvt_connect(const kvt_options_t *opts, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!opts) {
+        if (err && errlen)
+            snprintf(err, errlen, "kvt_connect: INVALID_ARGUMENT: no options");
+        return NULL;
+    }
+    kvt_client_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        if (err && errlen)
+            snprintf(err, errlen, "kvt_connect: INTERNAL: out of memory");
+        return NULL;
+    }
+    if (s_open(c, opts) < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s", c->err);
+        kvt_close(&c);
+        return NULL;
+    }
+    bus_debug("client", "%s: connected to leader %s (epoch %" PRIu64 ")", c->name, c->leader,
+              c->leader_epoch);
+    return c;
+}
+
+void kvt_close(kvt_client_t **cp)
+{
+    if (!cp || !*cp)
+        return;
+    kvt_client_t *c = *cp;
+    kvt_data_destroy(&c->data);
+    kvt_tokens_free_all(c);
+    bus_client_destroy(&c->meta);
+    coord_etcd_destroy(&c->etcd);
+    free(c->scratch_hit);
+    free(c->scratch_tiers);
+    free(c->req);
+    free(c->rep);
+    free(c->probe);
+    free(c);
+    *cp = NULL;
+}

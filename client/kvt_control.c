@@ -1,0 +1,657 @@
+/* kvt_control.c — the control role of libkvtier (DESIGN.md §6, §9): instances,
+ * request lifetime, lookups, the prepare/complete windows and their tokens,
+ * touch, remove, cluster info and stats. One synchronous meta-plane call each.
+ *
+ * Owns the token pool. Never sends a request whose arguments it can see are
+ * wrong (the server would refuse it anyway; the caller gets a clearer message
+ * without the round trip), and never hands out a token whose payload does not
+ * decode: such a window is closed at once (all keys failed) and the call fails. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvt_internal.h"
+
+/* Smallest token arrays: small windows reuse one token without regrowing. */
+#define S_TOKEN_MIN_CAP 64u
+
+/* ---- token pool ------------------------------------------------------------ */
+
+static void s_token_free(struct kvt_token *t)
+{
+    free(t->keys);
+    free(t->ok);
+    free(t->checksums);
+    free(t->payload);
+    free(t);
+}
+
+static int s_token_grow(struct kvt_token *t, uint32_t cap)
+{
+    if (cap < S_TOKEN_MIN_CAP)
+        cap = S_TOKEN_MIN_CAP;
+    if (t->cap >= cap)
+        return 0;
+    uint64_t pcap = KVT_TOKEN_PAYLOAD_MAX(cap);
+    if (pcap > BUS_MAX_BLOB)
+        pcap = BUS_MAX_BLOB;
+    kvt_key_t *k = realloc(t->keys, (size_t)cap * sizeof *k);
+    if (k)
+        t->keys = k;
+    bool *ok = realloc(t->ok, (size_t)cap * sizeof *ok);
+    if (ok)
+        t->ok = ok;
+    uint64_t *cs = realloc(t->checksums, (size_t)cap * sizeof *cs);
+    if (cs)
+        t->checksums = cs;
+    uint8_t *p = realloc(t->payload, (size_t)pcap);
+    if (p)
+        t->payload = p;
+    if (!k || !ok || !cs || !p)
+        return -1;
+    t->cap = cap;
+    t->payload_cap = (uint32_t)pcap;
+    return 0;
+}
+
+struct kvt_token *kvt_token_acquire(kvt_client_t *c, uint32_t cap)
+{
+    struct kvt_token *t = c->free_tokens;
+    if (t) {
+        c->free_tokens = t->next;
+        c->n_free_tokens--;
+    } else {
+        t = calloc(1, sizeof *t);
+        if (!t)
+            return NULL;
+    }
+    if (s_token_grow(t, cap) < 0) {
+        s_token_free(t);
+        return NULL;
+    }
+    t->owner = c;
+    t->live = true;
+    t->jobs = 0;
+    t->n = 0;
+    t->payload_len = 0;
+    t->prev = NULL;
+    t->next = c->live_tokens;
+    if (c->live_tokens)
+        c->live_tokens->prev = t;
+    c->live_tokens = t;
+    return t;
+}
+
+void kvt_token_release(kvt_client_t *c, struct kvt_token *t)
+{
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        c->live_tokens = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->live = false;
+    t->prev = NULL;
+    if (c->n_free_tokens >= KVT_TOKEN_KEEP) {
+        s_token_free(t);
+        return;
+    }
+    t->next = c->free_tokens;
+    c->free_tokens = t;
+    c->n_free_tokens++;
+}
+
+static void s_free_list(struct kvt_token *t)
+{
+    while (t) {
+        struct kvt_token *next = t->next;
+        s_token_free(t);
+        t = next;
+    }
+}
+
+void kvt_tokens_free_all(kvt_client_t *c)
+{
+    s_free_list(c->live_tokens);
+    s_free_list(c->free_tokens);
+    c->live_tokens = c->free_tokens = NULL;
+    c->n_free_tokens = 0;
+}
+
+uint32_t kvt_token_count(const kvt_token_t *tok)
+{
+    return tok ? tok->n : 0;
+}
+
+const kvt_key_t *kvt_token_keys(const kvt_token_t *tok)
+{
+    return tok ? tok->keys : NULL;
+}
+
+uint32_t kvt_token_tier(const kvt_token_t *tok, uint32_t i)
+{
+    if (!tok || i >= tok->n || i >= tok->view.n_entries)
+        return 0;
+    bus_token_entry_t e;
+    bus_token_entry_at(&tok->view, i, &e);
+    return e.tier < tok->view.n_tiers ? tok->view.tiers[e.tier].tier_id : 0;
+}
+
+/* ---- argument checks -------------------------------------------------------- */
+
+static int s_check_keys(kvt_client_t *c, const char *what, const kvt_key_t *keys, uint32_t n)
+{
+    if (n > KVT_MAX_KEYS)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%u keys, at most %u per call", n,
+                        KVT_MAX_KEYS);
+    if (n > 0 && !keys)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "keys is NULL with n = %u", n);
+    return 0;
+}
+
+static void s_bind_keys(bus_arrays_t *arr, const kvt_key_t *keys, uint32_t n)
+{
+    /* kvt_key_t is 16 bytes without padding: the array is the wire's key array. */
+    arr->keys.keys = (uint8_t(*)[BUS_KEY_LEN])(uintptr_t)keys;
+    arr->keys.n = n;
+    arr->keys.cap = n;
+}
+
+_Static_assert(sizeof(kvt_key_t) == BUS_KEY_LEN, "kvt_key_t must be exactly 16 bytes");
+
+/* ---- registration and request lifetime -------------------------------------- */
+
+int kvt_register_instance(kvt_client_t *c, const kvt_instance_t *spec)
+{
+    const char *W = "register_instance";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (!spec)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "spec is NULL");
+    int rc = kvt_check_id(c, W, "instance_id", spec->instance_id, false);
+    if (rc < 0)
+        return rc;
+    bus_env_init(c->req, kvtier_Envelope_register_instance_req_tag, c->name);
+    kvtier_InstanceSpec *s = &c->req->body.register_instance_req.spec;
+    c->req->body.register_instance_req.has_spec = true;
+    if (spec->model && strlen(spec->model) >= sizeof s->model)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "model is longer than %zu bytes",
+                        sizeof s->model - 1);
+    if (spec->dtype && strlen(spec->dtype) >= sizeof s->dtype)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "dtype is longer than %zu bytes",
+                        sizeof s->dtype - 1);
+    if (spec->tokens_per_block == 0 || spec->bytes_per_block == 0)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
+                        "tokens_per_block (%u) and bytes_per_block (%llu) must be > 0",
+                        spec->tokens_per_block, (unsigned long long)spec->bytes_per_block);
+    snprintf(s->instance_id, sizeof s->instance_id, "%s", spec->instance_id);
+    snprintf(s->model, sizeof s->model, "%s", spec->model ? spec->model : "");
+    snprintf(s->dtype, sizeof s->dtype, "%s", spec->dtype ? spec->dtype : "");
+    s->tokens_per_block = spec->tokens_per_block;
+    s->bytes_per_block = spec->bytes_per_block;
+    return kvt_meta_call(c, W, true, NULL, NULL);
+}
+
+int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
+{
+    const char *W = "request_begin";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (!req)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "req is NULL");
+    int rc = kvt_check_id(c, W, "instance_id", req->instance_id, false);
+    if (rc == 0)
+        rc = kvt_check_id(c, W, "request_id", req->request_id, false);
+    if (rc < 0)
+        return rc;
+    bus_env_init(c->req, kvtier_Envelope_request_begin_req_tag, c->name);
+    kvtier_RequestBeginRequest *b = &c->req->body.request_begin_req;
+    snprintf(b->instance_id, sizeof b->instance_id, "%s", req->instance_id);
+    b->has_ctx = true;
+    snprintf(b->ctx.request_id, sizeof b->ctx.request_id, "%s", req->request_id);
+    b->ctx.ttl_ms = req->ttl_ms;
+    b->ctx.total_blocks = req->total_blocks;
+    return kvt_meta_call(c, W, false, NULL, NULL);
+}
+
+int kvt_request_end(kvt_client_t *c, const char *instance_id, const char *request_id,
+                    kvt_request_end_info_t *info)
+{
+    const char *W = "request_end";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (info)
+        memset(info, 0, sizeof *info);
+    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    if (rc == 0)
+        rc = kvt_check_id(c, W, "request_id", request_id, false);
+    if (rc < 0)
+        return rc;
+    bus_env_init(c->req, kvtier_Envelope_request_end_req_tag, c->name);
+    kvtier_RequestEndRequest *e = &c->req->body.request_end_req;
+    snprintf(e->instance_id, sizeof e->instance_id, "%s", instance_id);
+    snprintf(e->request_id, sizeof e->request_id, "%s", request_id);
+    rc = kvt_meta_call(c, W, false, NULL, NULL);
+    if (rc == 0 && info && c->rep->which_body == kvtier_Envelope_request_end_rep_tag) {
+        const kvtier_RequestEndReply *r = &c->rep->body.request_end_rep;
+        info->closed_windows = r->closed_windows_count;
+        info->released_pins = r->released_pins;
+        info->aborted_reservations = r->aborted_reservations;
+    }
+    return rc;
+}
+
+/* ---- lookup ----------------------------------------------------------------- */
+
+int kvt_lookup(kvt_client_t *c, const char *instance_id, const char *request_id,
+               kvt_lookup_mode_t mode, uint32_t window, const kvt_key_t *keys, uint32_t n,
+               kvt_lookup_result_t *out)
+{
+    const char *W = "lookup";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (!out)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "out is NULL");
+    out->hit_count = 0;
+    out->prefetch_advised = false;
+    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    if (rc == 0)
+        rc = kvt_check_id(c, W, "request_id", request_id, true);
+    if (rc == 0)
+        rc = s_check_keys(c, W, keys, n);
+    if (rc < 0)
+        return rc;
+    if (mode != KVT_LOOKUP_PREFIX && mode != KVT_LOOKUP_REVERSE && mode != KVT_LOOKUP_PER_KEY)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "unknown lookup mode %d", (int)mode);
+    bool *hit = out->hit;
+    uint32_t *tiers = out->tier_ids;
+    if (!hit || !tiers) {
+        if (!c->scratch_hit)
+            c->scratch_hit = calloc(KVT_MAX_KEYS, sizeof *c->scratch_hit);
+        if (!c->scratch_tiers)
+            c->scratch_tiers = calloc(KVT_MAX_KEYS, sizeof *c->scratch_tiers);
+        if (!c->scratch_hit || !c->scratch_tiers)
+            return kvt_fail(c, KVT_INTERNAL, W, "out of memory");
+        hit = hit ? hit : c->scratch_hit;
+        tiers = tiers ? tiers : c->scratch_tiers;
+    }
+    bus_env_init(c->req, kvtier_Envelope_lookup_req_tag, c->name);
+    kvtier_LookupRequest *l = &c->req->body.lookup_req;
+    snprintf(l->instance_id, sizeof l->instance_id, "%s", instance_id);
+    snprintf(l->request_id, sizeof l->request_id, "%s", request_id ? request_id : "");
+    l->mode = (kvtier_LookupMode)mode;
+    l->window = window;
+    bus_arrays_t req_arr = {0}, rep_arr = {0};
+    s_bind_keys(&req_arr, keys, n);
+    rep_arr.mask = (bus_bools_t){.v = hit, .cap = n};
+    rep_arr.tier_ids = (bus_u32s_t){.v = tiers, .cap = n};
+    rc = kvt_meta_call(c, W, true, &req_arr, &rep_arr);
+    if (rc < 0)
+        return rc;
+    /* Keys past the ones the scheduler examined (a prefix stops at its first miss)
+     * are misses. */
+    for (uint32_t i = rep_arr.mask.n; i < n; i++)
+        hit[i] = false;
+    for (uint32_t i = rep_arr.tier_ids.n; i < n; i++)
+        tiers[i] = 0;
+    if (c->rep->which_body == kvtier_Envelope_lookup_rep_tag) {
+        out->hit_count = c->rep->body.lookup_rep.hit_count;
+        out->prefetch_advised = c->rep->body.lookup_rep.prefetch_advised;
+    }
+    return 0;
+}
+
+/* ---- windows ------------------------------------------------------------------ */
+
+typedef struct {
+    const char *prepare;  /* names for messages */
+    const char *complete; /* ... */
+    pb_size_t prep_tag;
+    pb_size_t comp_tag;
+    pb_size_t prep_rep_tag;
+} s_window_t;
+
+static const s_window_t s_windows[] = {
+    [BUS_TOKEN_GET] = {"prepare_get", "complete_get", kvtier_Envelope_prepare_get_req_tag,
+                       kvtier_Envelope_complete_get_req_tag, kvtier_Envelope_prepare_get_rep_tag},
+    [BUS_TOKEN_PUT] = {"prepare_put", "complete_put", kvtier_Envelope_prepare_put_req_tag,
+                       kvtier_Envelope_complete_put_req_tag, kvtier_Envelope_prepare_put_rep_tag},
+    [BUS_TOKEN_PREFETCH] = {"prepare_prefetch", "complete_prefetch",
+                            kvtier_Envelope_prepare_prefetch_req_tag,
+                            kvtier_Envelope_complete_prefetch_req_tag,
+                            kvtier_Envelope_prepare_prefetch_rep_tag},
+};
+
+/* Sends the complete of t's window with `success` (n flags). */
+static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *success,
+                           const char *what)
+{
+    const s_window_t *w = &s_windows[t->kind];
+    bus_env_init(c->req, w->comp_tag, c->name);
+    bus_arrays_t req_arr = {0};
+    req_arr.mask = (bus_bools_t){.v = (bool *)(uintptr_t)success, .n = t->n, .cap = t->n};
+    /* The three complete bodies start with the same fields. */
+    switch (t->kind) {
+    case BUS_TOKEN_GET: {
+        kvtier_CompleteGetRequest *r = &c->req->body.complete_get_req;
+        snprintf(r->instance_id, sizeof r->instance_id, "%s", t->instance_id);
+        snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
+        r->job_id = t->prepare_id;
+        r->token_id = t->token_id;
+        break;
+    }
+    case BUS_TOKEN_PUT: {
+        kvtier_CompletePutRequest *r = &c->req->body.complete_put_req;
+        snprintf(r->instance_id, sizeof r->instance_id, "%s", t->instance_id);
+        snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
+        r->job_id = t->prepare_id;
+        r->token_id = t->token_id;
+        req_arr.checksums = (bus_u64s_t){.v = t->checksums, .n = t->n, .cap = t->n};
+        break;
+    }
+    case BUS_TOKEN_PREFETCH: {
+        kvtier_CompletePrefetchRequest *r = &c->req->body.complete_prefetch_req;
+        snprintf(r->instance_id, sizeof r->instance_id, "%s", t->instance_id);
+        snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
+        r->job_id = t->prepare_id;
+        r->token_id = t->token_id;
+        break;
+    }
+    }
+    return kvt_meta_call(c, what, false, &req_arr, NULL);
+}
+
+/* Reads the Token of a prepare reply into t; 0 or -code with the message set. */
+static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
+                        const bus_arrays_t *rep_arr)
+{
+    const kvtier_Token *tok = NULL;
+    bool has = false;
+    switch (t->kind) {
+    case BUS_TOKEN_GET:
+        has = c->rep->body.prepare_get_rep.has_token;
+        tok = &c->rep->body.prepare_get_rep.token;
+        break;
+    case BUS_TOKEN_PUT:
+        has = c->rep->body.prepare_put_rep.has_token;
+        tok = &c->rep->body.prepare_put_rep.token;
+        break;
+    case BUS_TOKEN_PREFETCH:
+        has = c->rep->body.prepare_prefetch_rep.has_token;
+        tok = &c->rep->body.prepare_prefetch_rep.token;
+        break;
+    }
+    t->token_id = has ? tok->token_id : 0;
+    t->lease_ms = has ? tok->lease_ms : 0;
+    t->n = rep_arr->keys.n;
+    t->payload_len = rep_arr->payload.len;
+    memset(t->ok, 0, (size_t)t->n * sizeof *t->ok);
+    memset(t->checksums, 0, (size_t)t->n * sizeof *t->checksums);
+    memset(&t->view, 0, sizeof t->view);
+    t->view.kind = t->kind;
+    if (t->payload_len == 0 && t->n == 0)
+        return 0;
+    char err[256];
+    if (bus_token_decode(t->payload, t->payload_len, &t->view, err, sizeof err) < 0)
+        return kvt_fail(c, KVT_INTERNAL, what, "the scheduler's token does not decode: %s", err);
+    if (t->view.kind != t->kind)
+        return kvt_fail(c, KVT_INTERNAL, what, "the scheduler's token is of kind %d, not %d",
+                        (int)t->view.kind, (int)t->kind);
+    if (t->view.n_entries != t->n)
+        return kvt_fail(c, KVT_INTERNAL, what, "the scheduler's token has %u entries for %u keys",
+                        t->view.n_entries, t->n);
+    return 0;
+}
+
+static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instance_id,
+                     const char *request_id, const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
+{
+    const s_window_t *w = &s_windows[kind];
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (!tok)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->prepare, "tok is NULL");
+    *tok = NULL;
+    int rc = kvt_check_id(c, w->prepare, "instance_id", instance_id, false);
+    if (rc == 0)
+        rc = kvt_check_id(c, w->prepare, "request_id", request_id, false);
+    if (rc == 0)
+        rc = s_check_keys(c, w->prepare, keys, n);
+    if (rc < 0)
+        return rc;
+    struct kvt_token *t = kvt_token_acquire(c, n);
+    if (!t)
+        return kvt_fail(c, KVT_INTERNAL, w->prepare, "out of memory for a token of %u keys", n);
+    t->kind = kind;
+    snprintf(t->instance_id, sizeof t->instance_id, "%s", instance_id);
+    snprintf(t->request_id, sizeof t->request_id, "%s", request_id);
+    t->prepare_id = ++c->prepare_seq;
+
+    bus_env_init(c->req, w->prep_tag, c->name);
+    /* The three prepare bodies have the same layout. */
+    kvtier_PrepareGetRequest *p = &c->req->body.prepare_get_req;
+    _Static_assert(sizeof(kvtier_PrepareGetRequest) == sizeof(kvtier_PreparePutRequest) &&
+                       sizeof(kvtier_PrepareGetRequest) == sizeof(kvtier_PreparePrefetchRequest),
+                   "prepare bodies differ");
+    snprintf(p->instance_id, sizeof p->instance_id, "%s", instance_id);
+    snprintf(p->request_id, sizeof p->request_id, "%s", request_id);
+    p->job_id = t->prepare_id;
+    bus_arrays_t req_arr = {0}, rep_arr = {0};
+    s_bind_keys(&req_arr, keys, n);
+    rep_arr.keys = (bus_keys_t){.keys = (uint8_t(*)[BUS_KEY_LEN])t->keys, .cap = n};
+    rep_arr.payload = (bus_blob_t){.data = t->payload, .cap = t->payload_cap};
+    rc = kvt_meta_call(c, w->prepare, false, &req_arr, &rep_arr);
+    if (rc == 0 && c->rep->which_body != w->prep_rep_tag)
+        rc = kvt_fail(c, KVT_INTERNAL, w->prepare, "reply without a body");
+    if (rc == 0)
+        rc = s_take_token(c, t, w->prepare, &rep_arr);
+    if (rc < 0) {
+        if (c->rep->which_body == w->prep_rep_tag && t->token_id) {
+            /* A window was opened with a token we cannot use: close it now (all
+             * keys failed) rather than leave pins or reservations to the lease. */
+            char keep[KVT_ERR_MAX];
+            snprintf(keep, sizeof keep, "%s", c->err);
+            t->n = rep_arr.keys.n;
+            memset(t->ok, 0, (size_t)t->n * sizeof *t->ok);
+            memset(t->checksums, 0, (size_t)t->n * sizeof *t->checksums);
+            (void)s_send_complete(c, t, t->ok, w->complete);
+            snprintf(c->err, sizeof c->err, "%s", keep);
+        }
+        kvt_token_release(c, t);
+        return rc;
+    }
+    *tok = t;
+    return 0;
+}
+
+static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp,
+                      const bool *success)
+{
+    const s_window_t *w = &s_windows[kind];
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (!tokp || !*tokp)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete, "no token");
+    struct kvt_token *t = *tokp;
+    if (t->owner != c || !t->live)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete,
+                        "the token belongs to another handle or was already completed");
+    if (t->kind != kind)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete, "the token comes from %s",
+                        s_windows[t->kind].prepare);
+    if (t->jobs > 0)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete,
+                        "a job on this token is still in flight: collect it with "
+                        "kvt_get_finished or kvt_wait first (the token is kept)");
+    int rc = s_send_complete(c, t, success ? success : t->ok, w->complete);
+    kvt_token_release(c, t);
+    *tokp = NULL;
+    return rc;
+}
+
+int kvt_prepare_get(kvt_client_t *c, const char *instance_id, const char *request_id,
+                    const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
+{
+    return s_prepare(c, BUS_TOKEN_GET, instance_id, request_id, keys, n, tok);
+}
+
+int kvt_complete_get(kvt_client_t *c, kvt_token_t **tok, const bool *success)
+{
+    return s_complete(c, BUS_TOKEN_GET, tok, success);
+}
+
+int kvt_prepare_put(kvt_client_t *c, const char *instance_id, const char *request_id,
+                    const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
+{
+    return s_prepare(c, BUS_TOKEN_PUT, instance_id, request_id, keys, n, tok);
+}
+
+int kvt_complete_put(kvt_client_t *c, kvt_token_t **tok, const bool *success)
+{
+    return s_complete(c, BUS_TOKEN_PUT, tok, success);
+}
+
+int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *request_id,
+                         const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
+{
+    return s_prepare(c, BUS_TOKEN_PREFETCH, instance_id, request_id, keys, n, tok);
+}
+
+int kvt_complete_prefetch(kvt_client_t *c, kvt_token_t **tok, const bool *success)
+{
+    return s_complete(c, BUS_TOKEN_PREFETCH, tok, success);
+}
+
+/* ---- maintenance and cluster ---------------------------------------------------- */
+
+int kvt_touch(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, uint32_t n,
+              uint64_t ttl_ms, uint32_t *touched)
+{
+    const char *W = "touch";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (touched)
+        *touched = 0;
+    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    if (rc == 0)
+        rc = s_check_keys(c, W, keys, n);
+    if (rc < 0)
+        return rc;
+    bus_env_init(c->req, kvtier_Envelope_touch_req_tag, c->name);
+    kvtier_TouchRequest *t = &c->req->body.touch_req;
+    snprintf(t->instance_id, sizeof t->instance_id, "%s", instance_id);
+    t->ttl_ms = ttl_ms;
+    bus_arrays_t req_arr = {0};
+    s_bind_keys(&req_arr, keys, n);
+    rc = kvt_meta_call(c, W, true, &req_arr, NULL);
+    if (rc == 0 && touched && c->rep->which_body == kvtier_Envelope_touch_rep_tag)
+        *touched = c->rep->body.touch_rep.touched;
+    return rc;
+}
+
+int kvt_remove(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, uint32_t n,
+               uint32_t *removed)
+{
+    const char *W = "remove";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (removed)
+        *removed = 0;
+    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    if (rc == 0)
+        rc = s_check_keys(c, W, keys, n);
+    if (rc < 0)
+        return rc;
+    bus_env_init(c->req, kvtier_Envelope_remove_req_tag, c->name);
+    kvtier_RemoveRequest *r = &c->req->body.remove_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", instance_id);
+    bus_arrays_t req_arr = {0};
+    s_bind_keys(&req_arr, keys, n);
+    rc = kvt_meta_call(c, W, false, &req_arr, NULL);
+    if (rc == 0 && removed && c->rep->which_body == kvtier_Envelope_remove_rep_tag)
+        *removed = c->rep->body.remove_rep.removed;
+    return rc;
+}
+
+static const char *s_kind_name(kvtier_TierKind k)
+{
+    switch (k) {
+    case kvtier_TierKind_TIER_KIND_HOST:
+        return "host";
+    case kvtier_TierKind_TIER_KIND_NVME:
+        return "nvme";
+    case kvtier_TierKind_TIER_KIND_GPU:
+        return "gpu";
+    case kvtier_TierKind_TIER_KIND_REMOTE:
+        return "remote";
+    default:
+        return "unspecified";
+    }
+}
+
+int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
+{
+    const char *W = "cluster_info";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (!out)
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "out is NULL");
+    memset(out, 0, sizeof *out);
+    bus_env_init(c->req, kvtier_Envelope_cluster_info_req_tag, c->name);
+    int rc = kvt_meta_call(c, W, true, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    if (c->rep->which_body != kvtier_Envelope_cluster_info_rep_tag)
+        return kvt_fail(c, KVT_INTERNAL, W, "reply without a body");
+    const kvtier_ClusterInfoReply *r = &c->rep->body.cluster_info_rep;
+    snprintf(out->cluster, sizeof out->cluster, "%s", r->cluster);
+    snprintf(out->leader_endpoint, sizeof out->leader_endpoint, "%s", r->leader_endpoint);
+    out->leader_epoch = r->leader_epoch;
+    snprintf(out->event_endpoint, sizeof out->event_endpoint, "%s", r->event_endpoint);
+    uint32_t n = r->tiers_count;
+    if (n > sizeof out->tiers / sizeof out->tiers[0])
+        n = sizeof out->tiers / sizeof out->tiers[0];
+    out->n_tiers = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const kvtier_TierInfo *ti = &r->tiers[i];
+        kvt_tier_info_t *o = &out->tiers[i];
+        o->tier_id = ti->tier_id;
+        snprintf(o->name, sizeof o->name, "%s", ti->name);
+        snprintf(o->kind, sizeof o->kind, "%s", s_kind_name(ti->kind));
+        snprintf(o->endpoint, sizeof o->endpoint, "%s", ti->endpoint);
+        o->capacity = ti->capacity_slots;
+        o->slot_size = ti->slot_bytes;
+        o->used = ti->used_slots;
+        o->up = ti->up;
+    }
+    return 0;
+}
+
+int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap, uint32_t *n)
+{
+    const char *W = "stats";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (n)
+        *n = 0;
+    if (!n || (!out && cap > 0))
+        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "%s is NULL", !n ? "n" : "out");
+    int rc = kvt_check_id(c, W, "instance_id", instance_id, true);
+    if (rc < 0)
+        return rc;
+    bus_env_init(c->req, kvtier_Envelope_stats_req_tag, c->name);
+    snprintf(c->req->body.stats_req.instance_id, sizeof c->req->body.stats_req.instance_id, "%s",
+             instance_id ? instance_id : "");
+    rc = kvt_meta_call(c, W, true, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    if (c->rep->which_body != kvtier_Envelope_stats_rep_tag)
+        return kvt_fail(c, KVT_INTERNAL, W, "reply without a body");
+    const kvtier_StatsReply *r = &c->rep->body.stats_rep;
+    uint32_t m = r->counters_count < cap ? r->counters_count : cap;
+    for (uint32_t i = 0; i < m; i++) {
+        snprintf(out[i].name, sizeof out[i].name, "%s", r->counters[i].name);
+        out[i].value = r->counters[i].value;
+    }
+    *n = m;
+    return 0;
+}

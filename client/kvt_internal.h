@@ -1,0 +1,120 @@
+/* kvt_internal.h — what the files of libkvtier share and engines never see: the
+ * handle, the token, the meta-plane call with its retry rule, and the data role's
+ * entry points. Never installed, never included outside client/. */
+#ifndef KVT_INTERNAL_H
+#define KVT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bus_client.h"
+#include "bus_endpoint.h"
+#include "bus_host.h"
+#include "bus_token.h"
+#include "coord_etcd.h"
+#include "kvtier.h"
+
+#define KVT_MAX_COORDINATORS 16
+#define KVT_ERR_MAX 512
+#define KVT_DEFAULT_TIMEOUT_MS 5000u
+#define KVT_MAX_TIMEOUT_MS 3600000u /* one hour: anything longer is a mistake */
+#define KVT_DEFAULT_IN_FLIGHT 64u
+#define KVT_ID_MAX 63     /* instance and request ids: meta.options max_size 64 with the NUL */
+#define KVT_TOKEN_KEEP 16 /* completed tokens kept for reuse per handle */
+/* Longest token payload for n keys: header, a full tier table, n entries. */
+#define KVT_TOKEN_TIER_BYTES                                                                       \
+    (4u + 8u + 8u + 2u + BUS_TOKEN_ENDPOINT_MAX + 2u + BUS_TOKEN_NAME_MAX + 2u + BUS_TOKEN_NAME_MAX)
+#define KVT_TOKEN_PAYLOAD_MAX(n)                                                                   \
+    (16u + BUS_TOKEN_MAX_TIERS * KVT_TOKEN_TIER_BYTES + (uint64_t)(n)*BUS_TOKEN_ENTRY_BYTES)
+
+struct kvt_data;
+
+/* A prepared window: the keys, the decoded payload and the per-key outcome the
+ * data role records (complete(…, NULL) sends it). Pooled per handle: arrays grow
+ * to the largest token seen and are reused. */
+struct kvt_token {
+    kvt_client_t *owner;
+    struct kvt_token *prev, *next; /* the handle's live list, or its free list */
+    bool live;                     /* handed out to the caller */
+    bus_token_kind_t kind;
+    char instance_id[KVT_ID_MAX + 1];
+    char request_id[KVT_ID_MAX + 1];
+    uint64_t token_id;
+    uint64_t prepare_id; /* PrepareXRequest.job_id, echoed in the complete */
+    uint64_t lease_ms;
+    uint32_t n;   /* keys covered */
+    uint32_t cap; /* keys the arrays hold */
+    kvt_key_t *keys;
+    bool *ok;            /* per key: the last job moved it */
+    uint64_t *checksums; /* per key (put): xxh3-64 of the bytes written */
+    uint8_t *payload;
+    uint32_t payload_len, payload_cap;
+    uint32_t jobs;         /* data jobs in flight on this token (0 or 1) */
+    bus_token_view_t view; /* decoded payload (entries point into payload) */
+};
+
+struct kvt_client {
+    /* options, copied */
+    char coordinators[KVT_MAX_COORDINATORS][BUS_ENDPOINT_MAX];
+    uint32_t n_coordinators;
+    char etcd_urls[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
+    uint32_t n_etcd;
+    char cluster[64];
+    char name[64];
+    uint32_t timeout_ms;
+    uint32_t max_in_flight;
+    bool disable_shm;
+
+    char host_id[BUS_HOST_ID_MAX];
+    coord_etcd_t *etcd; /* discovery through etcd, or NULL */
+    bus_client_t *meta; /* DEALER to the leader's meta endpoint */
+    char leader[BUS_ENDPOINT_MAX];
+    uint64_t leader_epoch;
+    uint64_t prepare_seq;
+
+    kvtier_Envelope *req; /* scratch envelopes (16 KiB each), one call at a time */
+    kvtier_Envelope *rep;
+    kvtier_Envelope *probe; /* discovery's request: c->req may hold one to send again */
+    bool *scratch_hit;      /* lookups without caller arrays; KVT_MAX_KEYS, lazily */
+    uint32_t *scratch_tiers;
+
+    struct kvt_token *live_tokens;
+    struct kvt_token *free_tokens;
+    uint32_t n_free_tokens;
+
+    struct kvt_data *data;
+    char err[KVT_ERR_MAX];
+};
+
+/* Sets the handle's message ("what: CODE: detail") and returns -code. */
+int kvt_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Clears the message (a call that succeeds leaves "" behind). */
+void kvt_clear_error(kvt_client_t *c);
+
+/* Checks an instance/request id: non-NULL (unless optional), at most KVT_ID_MAX
+ * bytes. 0 or -KVT_INVALID_ARGUMENT with the message set. */
+int kvt_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
+                 bool optional);
+
+/* One meta-plane request/reply on c->req / c->rep (the caller fills c->req with
+ * bus_env_init and the body). NOT_LEADER: follow the named leader (or rediscover)
+ * and send again — a standby did not act on it, so this is safe for every call.
+ * UNAVAILABLE / TIMEOUT: rediscover; send again only when `idempotent`. The retry
+ * and the rediscovery share one more timeout_ms. Returns 0 or -code with the
+ * message set ("what: CODE: server message"). */
+int kvt_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
+                  bus_arrays_t *rep_arr);
+
+/* Token pool (kvt_control.c). acquire: a token whose arrays hold cap keys, NULL
+ * when out of memory. release: back to the pool (or freed past KVT_TOKEN_KEEP). */
+struct kvt_token *kvt_token_acquire(kvt_client_t *c, uint32_t cap);
+void kvt_token_release(kvt_client_t *c, struct kvt_token *tok);
+void kvt_tokens_free_all(kvt_client_t *c);
+
+/* Data role (kvt_data.c). */
+struct kvt_data *kvt_data_new(kvt_client_t *c);
+void kvt_data_destroy(struct kvt_data **d);
+
+#endif

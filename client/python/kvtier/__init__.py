@@ -1,0 +1,419 @@
+"""kvtier — Python binding of libkvtier (client/kvtier.h), over ctypes.
+
+The same shape as the C API (DESIGN.md §9) for engine connectors: a Client with
+the control role (instances, requests, lookups, prepare/complete windows) and the
+data role (submit jobs over caller buffers, collect completions exactly once),
+plus block_keys() and status_name(). Only Python's standard library is used.
+
+The shared library is found through $KVTIER_LIB (a path to libkvtier.so), then
+next to this package's repository build directories, then the system loader.
+A Client is used by one thread at a time, like the C handle.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+__all__ = [
+    "Client", "Token", "JobResult", "KvtError", "block_keys", "status_name",
+    "LOOKUP_PREFIX", "LOOKUP_REVERSE", "LOOKUP_PER_KEY", "KEY_BYTES", "MAX_KEYS",
+]
+
+KEY_BYTES = 16
+MAX_KEYS = 65536
+LOOKUP_PREFIX, LOOKUP_REVERSE, LOOKUP_PER_KEY = 0, 1, 2
+_MODES = {"prefix": 0, "reverse": 1, "per_key": 2, 0: 0, 1: 1, 2: 2}
+
+
+def _find_library():
+    env = os.environ.get("KVTIER_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.abspath(os.path.join(here, "..", "..", ".."))
+    for build in sorted(os.listdir(repo)) if os.path.isdir(repo) else []:
+        cand = os.path.join(repo, build, "client", "libkvtier.so")
+        if build.startswith("build") and os.path.exists(cand):
+            return cand
+    found = ctypes.util.find_library("kvtier")
+    if found:
+        return found
+    raise OSError("libkvtier.so not found: set KVTIER_LIB to its path")
+
+
+_lib = ctypes.CDLL(_find_library())
+
+
+class _Key(ctypes.Structure):
+    _fields_ = [("b", ctypes.c_uint8 * KEY_BYTES)]
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("coordinators", ctypes.c_char_p), ("etcd_endpoints", ctypes.c_char_p),
+                ("cluster", ctypes.c_char_p), ("name", ctypes.c_char_p),
+                ("timeout_ms", ctypes.c_uint32), ("max_in_flight", ctypes.c_uint32),
+                ("disable_shm", ctypes.c_bool)]
+
+
+class _Instance(ctypes.Structure):
+    _fields_ = [("instance_id", ctypes.c_char_p), ("model", ctypes.c_char_p),
+                ("dtype", ctypes.c_char_p), ("tokens_per_block", ctypes.c_uint32),
+                ("bytes_per_block", ctypes.c_uint64)]
+
+
+class _Request(ctypes.Structure):
+    _fields_ = [("instance_id", ctypes.c_char_p), ("request_id", ctypes.c_char_p),
+                ("ttl_ms", ctypes.c_uint64), ("total_blocks", ctypes.c_uint32)]
+
+
+class _EndInfo(ctypes.Structure):
+    _fields_ = [("closed_windows", ctypes.c_uint32), ("released_pins", ctypes.c_uint32),
+                ("aborted_reservations", ctypes.c_uint32)]
+
+
+class _LookupResult(ctypes.Structure):
+    _fields_ = [("hit_count", ctypes.c_uint32), ("prefetch_advised", ctypes.c_bool),
+                ("hit", ctypes.POINTER(ctypes.c_bool)),
+                ("tier_ids", ctypes.POINTER(ctypes.c_uint32))]
+
+
+class _TierInfo(ctypes.Structure):
+    _fields_ = [("tier_id", ctypes.c_uint32), ("name", ctypes.c_char * 64),
+                ("kind", ctypes.c_char * 16), ("endpoint", ctypes.c_char * 256),
+                ("capacity", ctypes.c_uint64), ("slot_size", ctypes.c_uint64),
+                ("used", ctypes.c_uint64), ("up", ctypes.c_bool)]
+
+
+class _ClusterInfo(ctypes.Structure):
+    _fields_ = [("cluster", ctypes.c_char * 64), ("leader_endpoint", ctypes.c_char * 256),
+                ("leader_epoch", ctypes.c_uint64), ("event_endpoint", ctypes.c_char * 256),
+                ("n_tiers", ctypes.c_uint32), ("tiers", _TierInfo * 32)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 64), ("value", ctypes.c_uint64)]
+
+
+class _JobResult(ctypes.Structure):
+    _fields_ = [("job_id", ctypes.c_uint64), ("status", ctypes.c_int),
+                ("n_keys", ctypes.c_uint32), ("n_failed", ctypes.c_uint32)]
+
+
+_P = ctypes.c_void_p
+_u32, _u64, _int, _size = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_size_t
+_KeyP = ctypes.POINTER(_Key)
+_sigs = {
+    "kvt_status_name": (ctypes.c_char_p, [_int]),
+    "kvt_block_keys": (_int, [ctypes.POINTER(_u32), _size, _u32, _KeyP, _KeyP, _size]),
+    "kvt_connect": (_P, [ctypes.POINTER(_Options), ctypes.c_char_p, _size]),
+    "kvt_close": (None, [ctypes.POINTER(_P)]),
+    "kvt_last_error": (ctypes.c_char_p, [_P]),
+    "kvt_register_instance": (_int, [_P, ctypes.POINTER(_Instance)]),
+    "kvt_request_begin": (_int, [_P, ctypes.POINTER(_Request)]),
+    "kvt_request_end": (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_EndInfo)]),
+    "kvt_lookup": (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _int, _u32, _KeyP, _u32,
+                          ctypes.POINTER(_LookupResult)]),
+    "kvt_touch": (_int, [_P, ctypes.c_char_p, _KeyP, _u32, _u64, ctypes.POINTER(_u32)]),
+    "kvt_remove": (_int, [_P, ctypes.c_char_p, _KeyP, _u32, ctypes.POINTER(_u32)]),
+    "kvt_cluster_info": (_int, [_P, ctypes.POINTER(_ClusterInfo)]),
+    "kvt_stats": (_int, [_P, ctypes.c_char_p, ctypes.POINTER(_Stat), _u32,
+                         ctypes.POINTER(_u32)]),
+    "kvt_token_count": (_u32, [_P]),
+    "kvt_token_keys": (_KeyP, [_P]),
+    "kvt_token_tier": (_u32, [_P, _u32]),
+    "kvt_submit_get": (_int, [_P, _u64, _P, ctypes.POINTER(_P), _size]),
+    "kvt_submit_put": (_int, [_P, _u64, _P, ctypes.POINTER(_P), _size]),
+    "kvt_submit_prefetch": (_int, [_P, _u64, _P]),
+    "kvt_get_finished": (_int, [_P, ctypes.POINTER(_JobResult), _u32, ctypes.POINTER(_u32)]),
+    "kvt_wait": (_int, [_P, ctypes.POINTER(_u64), _u32, _int, ctypes.POINTER(_JobResult)]),
+}
+for _kind in ("get", "put", "prefetch"):
+    _sigs["kvt_prepare_" + _kind] = (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _KeyP, _u32,
+                                           ctypes.POINTER(_P)])
+    _sigs["kvt_complete_" + _kind] = (_int, [_P, ctypes.POINTER(_P),
+                                            ctypes.POINTER(ctypes.c_bool)])
+for _name, (_res, _args) in _sigs.items():
+    _fn = getattr(_lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+
+def status_name(code):
+    """'INVALID_ARGUMENT' for -2 or 2; 'UNKNOWN' outside the enum."""
+    return _lib.kvt_status_name(int(code)).decode()
+
+
+class KvtError(Exception):
+    """A failed call: .code is the positive status code, .status its name."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = abs(code)
+        self.status = status_name(code)
+
+
+def _b(s):
+    return None if s is None else s.encode() if isinstance(s, str) else bytes(s)
+
+
+def _keys(keys):
+    keys = list(keys)
+    arr = (_Key * max(len(keys), 1))()
+    for i, k in enumerate(keys):
+        k = bytes(k)
+        if len(k) != KEY_BYTES:
+            raise ValueError("key %d is %d bytes, a block key is 16" % (i, len(k)))
+        ctypes.memmove(arr[i].b, k, KEY_BYTES)
+    return arr, len(keys)
+
+
+def block_keys(tokens, tokens_per_block, parent=None):
+    """Chained xxh3-128 block keys of a token sequence (kvtier.h kvt_block_keys):
+    one 16-byte key per full block; a trailing partial block has none."""
+    tokens = list(tokens)
+    tarr = (_u32 * max(len(tokens), 1))(*tokens)
+    n = len(tokens) // tokens_per_block if tokens_per_block else 0
+    out = (_Key * max(n, 1))()
+    par = None
+    if parent is not None:
+        par, _ = _keys([parent])
+    rc = _lib.kvt_block_keys(tarr, len(tokens), tokens_per_block, par, out, n)
+    if rc < 0:
+        raise KvtError(rc, "block_keys: %s" % status_name(rc))
+    return [bytes(out[i].b) for i in range(rc)]
+
+
+class JobResult:
+    __slots__ = ("job_id", "status", "n_keys", "n_failed")
+
+    def __init__(self, r):
+        self.job_id, self.status = r.job_id, r.status
+        self.n_keys, self.n_failed = r.n_keys, r.n_failed
+
+    @property
+    def ok(self):
+        return self.status == 0
+
+    def __repr__(self):
+        return "JobResult(job_id=%d, status=%s, n_keys=%d, n_failed=%d)" % (
+            self.job_id, status_name(self.status), self.n_keys, self.n_failed)
+
+
+class Token:
+    """What a prepare returns; consumed by the matching complete."""
+
+    def __init__(self, client, handle, kind):
+        self._client, self._h, self.kind = client, ctypes.c_void_p(handle), kind
+
+    @property
+    def count(self):
+        return _lib.kvt_token_count(self._h) if self._h else 0
+
+    def __len__(self):
+        return self.count
+
+    @property
+    def keys(self):
+        p = _lib.kvt_token_keys(self._h) if self._h else None
+        return [bytes(p[i].b) for i in range(self.count)] if p else []
+
+    def tier(self, i):
+        return _lib.kvt_token_tier(self._h, i) if self._h else 0
+
+
+class Client:
+    """A libkvtier handle (kvt_connect). Use as a context manager or call close()."""
+
+    def __init__(self, coordinators=None, etcd_endpoints=None, cluster=None, name=None,
+                 timeout_ms=0, max_in_flight=0, disable_shm=False):
+        if isinstance(coordinators, (list, tuple)):
+            coordinators = ",".join(coordinators)
+        if isinstance(etcd_endpoints, (list, tuple)):
+            etcd_endpoints = ",".join(etcd_endpoints)
+        opts = _Options(_b(coordinators), _b(etcd_endpoints), _b(cluster), _b(name),
+                        timeout_ms, max_in_flight, disable_shm)
+        err = ctypes.create_string_buffer(512)
+        self._h = ctypes.c_void_p(_lib.kvt_connect(ctypes.byref(opts), err, len(err)))
+        if not self._h:
+            msg = err.value.decode(errors="replace")
+            code = next((c for c in range(1, 11) if ": %s:" % status_name(c) in msg), 8)
+            raise KvtError(code, msg)
+        self._jobs = {}  # job id -> buffers kept alive until the job is collected
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _lib.kvt_close(ctypes.byref(self._h))
+            self._h = None
+            self._jobs.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    @property
+    def last_error(self):
+        return _lib.kvt_last_error(self._h).decode(errors="replace")
+
+    def _check(self, rc):
+        if rc < 0:
+            raise KvtError(rc, self.last_error)
+        return rc
+
+    # ---- control role ----
+
+    def register_instance(self, instance_id, tokens_per_block, bytes_per_block, model="",
+                          dtype=""):
+        spec = _Instance(_b(instance_id), _b(model), _b(dtype), tokens_per_block,
+                         bytes_per_block)
+        self._check(_lib.kvt_register_instance(self._h, ctypes.byref(spec)))
+
+    def request_begin(self, instance_id, request_id, ttl_ms=0, total_blocks=0):
+        req = _Request(_b(instance_id), _b(request_id), ttl_ms, total_blocks)
+        self._check(_lib.kvt_request_begin(self._h, ctypes.byref(req)))
+
+    def request_end(self, instance_id, request_id):
+        info = _EndInfo()
+        self._check(_lib.kvt_request_end(self._h, _b(instance_id), _b(request_id),
+                                         ctypes.byref(info)))
+        return {"closed_windows": info.closed_windows, "released_pins": info.released_pins,
+                "aborted_reservations": info.aborted_reservations}
+
+    def lookup(self, instance_id, keys, mode="prefix", window=0, request_id=None):
+        """Returns (hit_count, hits, tier_ids, prefetch_advised)."""
+        arr, n = _keys(keys)
+        hit = (ctypes.c_bool * max(n, 1))()
+        tiers = (_u32 * max(n, 1))()
+        res = _LookupResult(0, False, hit, tiers)
+        self._check(_lib.kvt_lookup(self._h, _b(instance_id), _b(request_id), _MODES[mode],
+                                    window, arr, n, ctypes.byref(res)))
+        return res.hit_count, [bool(hit[i]) for i in range(n)], list(tiers[:n]), \
+            bool(res.prefetch_advised)
+
+    def _prepare(self, kind, instance_id, request_id, keys):
+        arr, n = _keys(keys)
+        tok = ctypes.c_void_p()
+        fn = getattr(_lib, "kvt_prepare_" + kind)
+        self._check(fn(self._h, _b(instance_id), _b(request_id), arr, n, ctypes.byref(tok)))
+        return Token(self, tok.value, kind)
+
+    def _complete(self, kind, token, success):
+        if token._client is not self:
+            raise ValueError("the token belongs to another client")
+        mask = None
+        if success is not None:
+            success = list(success)
+            mask = (ctypes.c_bool * max(len(success), 1))(*success)
+        fn = getattr(_lib, "kvt_complete_" + kind)
+        self._check(fn(self._h, ctypes.byref(token._h), mask))
+
+    def prepare_get(self, instance_id, request_id, keys):
+        return self._prepare("get", instance_id, request_id, keys)
+
+    def prepare_put(self, instance_id, request_id, keys):
+        return self._prepare("put", instance_id, request_id, keys)
+
+    def prepare_prefetch(self, instance_id, request_id, keys):
+        return self._prepare("prefetch", instance_id, request_id, keys)
+
+    def complete_get(self, token, success=None):
+        self._complete("get", token, success)
+
+    def complete_put(self, token, success=None):
+        self._complete("put", token, success)
+
+    def complete_prefetch(self, token, success=None):
+        self._complete("prefetch", token, success)
+
+    def touch(self, instance_id, keys, ttl_ms):
+        arr, n = _keys(keys)
+        out = _u32()
+        self._check(_lib.kvt_touch(self._h, _b(instance_id), arr, n, ttl_ms, ctypes.byref(out)))
+        return out.value
+
+    def remove(self, instance_id, keys):
+        arr, n = _keys(keys)
+        out = _u32()
+        self._check(_lib.kvt_remove(self._h, _b(instance_id), arr, n, ctypes.byref(out)))
+        return out.value
+
+    def cluster_info(self):
+        ci = _ClusterInfo()
+        self._check(_lib.kvt_cluster_info(self._h, ctypes.byref(ci)))
+        tiers = [{"tier_id": t.tier_id, "name": t.name.decode(), "kind": t.kind.decode(),
+                  "endpoint": t.endpoint.decode(), "capacity": t.capacity,
+                  "slot_size": t.slot_size, "used": t.used, "up": bool(t.up)}
+                 for t in ci.tiers[:ci.n_tiers]]
+        return {"cluster": ci.cluster.decode(), "leader_endpoint": ci.leader_endpoint.decode(),
+                "leader_epoch": ci.leader_epoch, "event_endpoint": ci.event_endpoint.decode(),
+                "tiers": tiers}
+
+    def stats(self, instance_id=None):
+        out = (_Stat * 64)()
+        n = _u32()
+        self._check(_lib.kvt_stats(self._h, _b(instance_id), out, 64, ctypes.byref(n)))
+        return {out[i].name.decode(): out[i].value for i in range(n.value)}
+
+    # ---- data role ----
+
+    def _submit(self, kind, job_id, token, buffers, length):
+        bufs = list(buffers)
+        if len(bufs) != token.count:
+            raise ValueError("%d buffers for %d token keys" % (len(bufs), token.count))
+        ptrs = (_P * max(len(bufs), 1))()
+        keep = []
+        for i, b in enumerate(bufs):
+            mv = memoryview(b)
+            if mv.nbytes != length or not mv.contiguous:
+                raise ValueError("buffer %d: %d bytes, want %d contiguous" % (i, mv.nbytes,
+                                                                             length))
+            if mv.readonly:
+                if kind == "get":
+                    raise ValueError("buffer %d is read-only; a get writes into it" % i)
+                c = ctypes.c_char_p(mv.tobytes() if not isinstance(b, bytes) else b)
+                keep.append(c)
+                ptrs[i] = ctypes.cast(c, _P)
+            else:
+                c = (ctypes.c_char * length).from_buffer(mv)
+                keep.append(c)
+                ptrs[i] = ctypes.addressof(c)
+        fn = _lib.kvt_submit_get if kind == "get" else _lib.kvt_submit_put
+        self._check(fn(self._h, job_id, token._h, ptrs, length))
+        self._jobs[job_id] = keep
+
+    def submit_get(self, job_id, token, buffers, length):
+        """Reads the token's blocks into writable buffers (bytearray, memoryview...),
+        one per token key, each `length` bytes. Keep them until the job is collected
+        (the binding holds a reference)."""
+        self._submit("get", job_id, token, buffers, length)
+
+    def submit_put(self, job_id, token, buffers, length):
+        """Writes one buffer per token key (any bytes-like object of `length` bytes)."""
+        self._submit("put", job_id, token, buffers, length)
+
+    def submit_prefetch(self, job_id, token):
+        self._check(_lib.kvt_submit_prefetch(self._h, job_id, token._h))
+        self._jobs[job_id] = []
+
+    def get_finished(self, cap=64):
+        out = (_JobResult * cap)()
+        n = _u32()
+        self._check(_lib.kvt_get_finished(self._h, out, cap, ctypes.byref(n)))
+        res = [JobResult(out[i]) for i in range(n.value)]
+        for r in res:
+            self._jobs.pop(r.job_id, None)
+        return res
+
+    def wait(self, job_ids, timeout_ms=-1):
+        ids = list(job_ids)
+        arr = (_u64 * max(len(ids), 1))(*ids)
+        out = (_JobResult * max(len(ids), 1))()
+        self._check(_lib.kvt_wait(self._h, arr, len(ids), timeout_ms, out))
+        res = [JobResult(out[i]) for i in range(len(ids))]
+        for r in res:
+            self._jobs.pop(r.job_id, None)
+        return res
