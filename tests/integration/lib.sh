@@ -1,0 +1,166 @@
+# shellcheck shell=bash disable=SC2034  # variables are used by the scripts that source this
+# lib.sh — sourced by the integration test scripts. Each test gets a temp dir, a
+# deployment on free loopback ports with a unique cluster and shm names (so tests run
+# in parallel), deploy/supervise running it, and a cleanup that runs on every exit:
+# the supervisor is stopped, any process of this test still alive is killed, its shm
+# segments are removed; on failure the logs are printed first.
+#
+# Needs KVTIER_BIN (the kvtier executable) and KVT_SOURCE_DIR (the repository), both
+# set by tests/integration/CMakeLists.txt. KVT_KEEP_IT_DIR=1 keeps the temp dir.
+set -euo pipefail
+
+: "${KVTIER_BIN:?KVTIER_BIN must name the kvtier executable}"
+: "${KVT_SOURCE_DIR:?KVT_SOURCE_DIR must name the repository}"
+
+IT_READY_TIMEOUT_S=${IT_READY_TIMEOUT_S:-90}
+IT_STOP_TIMEOUT_S=40   # the supervisor's grace is 10 s per child
+it_name=it$$x$RANDOM
+it_dir=$(mktemp -d "${TMPDIR:-/tmp}/kvt-$it_name-XXXXXX")
+it_run=$it_dir/run
+it_trace=$KVT_SOURCE_DIR/traces/synthetic_trace.jsonl
+it_supervisor=""
+it_shms=()
+KVTIER_COORDINATOR=""
+
+it_log() { printf '[%s %s] %s\n' "$(date +%H:%M:%S)" "${0##*/}" "$*" >&2; }
+it_fail() {
+  it_log "FAIL: $*"
+  exit 1
+}
+
+# A loopback port that was free a moment ago (the kernel picks it).
+it_free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# it_deployment [capacity] [slot_size]: writes $it_dir/deployment.json, the default
+# deployment (deploy/default.json when present) moved to free ports, a unique
+# cluster and shm names, embedded etcd, and the given tier geometry.
+it_deployment() {
+  local capacity=${1:-2048} slot=${2:-64KiB}
+  /usr/bin/python3 - "$KVT_SOURCE_DIR/deploy/default.json" "$it_dir/deployment.json" \
+    "$it_name" "$capacity" "$slot" <<'EOF'
+import json, os, socket, sys
+src, dst, name, capacity, slot = sys.argv[1:]
+if os.path.exists(src):
+    with open(src) as f:
+        d = json.load(f)
+else:
+    d = {"tiers": [{"name": "host0", "kind": "host"}],
+         "chains": [{"name": "default", "tiers": ["host0"]}]}
+socks = []
+def port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)  # held until all are picked, so they differ
+    return s.getsockname()[1]
+d["cluster"] = name
+d.setdefault("etcd", {})["endpoints"] = []
+d.setdefault("coordinator", {})["endpoint"] = "tcp://127.0.0.1:%d" % port()
+for t in d["tiers"]:
+    t["endpoint"] = "tcp://127.0.0.1:%d" % port()
+    if t.get("kind", "host") == "host":
+        t["shm"] = "/kvtier-%s-%s" % (name, t["name"])
+        t["capacity"] = int(capacity)
+        t["slot_size"] = slot
+with open(dst, "w") as f:
+    json.dump(d, f, indent=2)
+EOF
+  local line
+  while read -r line; do it_shms+=("$line"); done < <(
+    "$KVTIER_BIN" deployment -c "$it_dir/deployment.json" | awk '$1 == "tier" && $5 != "-" { print $5 }')
+}
+
+it_dump_logs() {
+  local f
+  for f in "$it_dir/supervise.log" "$it_run"/logs/*.log; do
+    [ -f "$f" ] || continue
+    echo "----- last lines of $f" >&2
+    tail -n 25 "$f" >&2
+  done
+}
+
+# True when PID is alive and its command line mentions this test's dir.
+it_ours() {
+  local args=()
+  mapfile -d '' args 2>/dev/null <"/proc/$1/cmdline" || return 1
+  [[ " ${args[*]} " == *"$it_dir"* ]]
+}
+
+it_cleanup() {
+  local rc=$? f pid
+  trap - EXIT
+  [ $rc -eq 0 ] || it_dump_logs
+  if [ -n "$it_supervisor" ] && kill -0 "$it_supervisor" 2>/dev/null; then
+    kill -TERM "$it_supervisor" 2>/dev/null || true
+    it_wait_gone "$it_supervisor" "$IT_STOP_TIMEOUT_S" || kill -KILL "$it_supervisor" 2>/dev/null || true
+  fi
+  for f in "$it_run"/pids/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    if it_ours "$pid"; then
+      it_log "cleanup: killing leftover $(basename "$f" .pid) (pid $pid)"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  for f in "${it_shms[@]}"; do rm -f "/dev/shm/${f#/}"; done
+  if [ "${KVT_KEEP_IT_DIR:-0}" = 1 ]; then
+    it_log "kept $it_dir"
+  else
+    rm -rf "$it_dir"
+  fi
+  exit $rc
+}
+trap it_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# it_wait_gone PID SECONDS: polls until PID is gone; 1 at the deadline.
+it_wait_gone() {
+  local deadline=$((SECONDS + $2))
+  while kill -0 "$1" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.1
+  done
+}
+
+# it_wait_until SECONDS CMD...: polls CMD until it succeeds; 1 at the deadline.
+it_wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+}
+
+# Starts deploy/supervise on the deployment and waits for its ready marker.
+it_start() {
+  "$KVT_SOURCE_DIR/deploy/supervise" "$it_dir/deployment.json" --run-dir "$it_run" \
+    --kvtier "$KVTIER_BIN" >"$it_dir/supervise.log" 2>&1 &
+  it_supervisor=$!
+  local deadline=$((SECONDS + IT_READY_TIMEOUT_S))
+  until [ -f "$it_run/ready" ]; do
+    kill -0 "$it_supervisor" 2>/dev/null || it_fail "the supervisor exited before ready"
+    [ $SECONDS -lt $deadline ] || it_fail "not ready after $IT_READY_TIMEOUT_S s"
+    sleep 0.1
+  done
+  # shellcheck source=/dev/null
+  . "$it_run/ready"
+  it_log "ready: coordinator $KVTIER_COORDINATOR, etcd $KVTIER_ETCD"
+}
+
+# it_cli COMMAND ARGS...: the kvtier CLI against this test's coordinator.
+it_cli() {
+  local cmd=$1
+  shift
+  "$KVTIER_BIN" "$cmd" --coordinator "$KVTIER_COORDINATOR" "$@"
+}
+
+# it_pid NAME: the pid the supervisor recorded for child NAME ("tier-host0").
+it_pid() { cat "$it_run/pids/$1.pid"; }
+
+# it_replay_field FILE N: field N of the report's final "replay:" line (1 requests,
+# 2 hit rate %, 3 loaded GB, 4 stored GB, 5 verify failures); empty if no such line.
+it_replay_field() {
+  sed -n 's/^replay: \([0-9]*\) requests, hit rate \([0-9.]*\)%, loaded \([0-9.]*\) GB, stored \([0-9.]*\) GB, verify failures \([0-9]*\)$/\1 \2 \3 \4 \5/p' "$1" | tail -n 1 | awk -v f="$2" '{ print $f }'
+}

@@ -1,0 +1,570 @@
+/* cli_cmds.c — the small CLI commands: status, lookup, put, get, deployment.
+ * Each runs one short session with the service through libkvtier and prints what a
+ * person (or a script: stable "key value" lines) needs. */
+#include "cli_common.h"
+#include "cli_trace.h"
+
+#include "coord_config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_STATS 64
+#define S_WAIT_MS 30000
+#define S_MAX_LOOKUP_TOKENS (1u << 24)
+
+/* ---- status ---------------------------------------------------------------- */
+
+enum { S_OPT_CHECK = CLI_OPT_FIRST_COMMAND_OPT };
+
+typedef struct {
+    bool check;
+} s_status_args_t;
+
+static int s_status_opt(void *ctx, int opt, const char *arg)
+{
+    (void)arg;
+    s_status_args_t *a = ctx;
+    if (opt != S_OPT_CHECK)
+        return -1;
+    a->check = true;
+    return 0;
+}
+
+static bool s_stat(const kvt_stat_t *st, uint32_t n, const char *name, uint64_t *v)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(st[i].name, name)) {
+            *v = st[i].value;
+            return true;
+        }
+    return false;
+}
+
+static void s_print_size(FILE *out, uint64_t bytes)
+{
+    if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0)
+        fprintf(out, "%llu GiB", (unsigned long long)(bytes >> 30));
+    else if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0)
+        fprintf(out, "%llu MiB", (unsigned long long)(bytes >> 20));
+    else if (bytes >= 1024 && bytes % 1024 == 0)
+        fprintf(out, "%llu KiB", (unsigned long long)(bytes >> 10));
+    else
+        fprintf(out, "%llu B", (unsigned long long)bytes);
+}
+
+static void s_print_tiers(const kvt_cluster_info_t *ci)
+{
+    printf("tiers        %u\n", ci->n_tiers);
+    for (uint32_t i = 0; i < ci->n_tiers && i < 32; i++) {
+        const kvt_tier_info_t *t = &ci->tiers[i];
+        double pct = t->capacity ? 100.0 * (double)t->used / (double)t->capacity : 0.0;
+        printf("tier %u %s: kind %s, %s, endpoint %s, fill %llu/%llu slots (%.1f%%), slot ",
+               t->tier_id, t->name, t->kind, t->up ? "up" : "DOWN", t->endpoint,
+               (unsigned long long)t->used, (unsigned long long)t->capacity, pct);
+        s_print_size(stdout, t->slot_size);
+        printf("\n");
+    }
+}
+
+/* Counter names of the scheduler (actors/sched_actor.c, StatsReply). */
+static void s_print_stats(const kvt_stat_t *st, uint32_t n)
+{
+    uint64_t hits = 0, keys = 0, blocks = 0;
+    if (s_stat(st, n, "blocks", &blocks))
+        printf("blocks       %llu\n", (unsigned long long)blocks);
+    if (s_stat(st, n, "hits", &hits) && s_stat(st, n, "lookup_keys", &keys))
+        printf("hit rate     %.1f%% (%llu of %llu looked-up blocks)\n",
+               keys ? 100.0 * (double)hits / (double)keys : 0.0, (unsigned long long)hits,
+               (unsigned long long)keys);
+    printf("counters     %u\n", n);
+    for (uint32_t i = 0; i < n; i++)
+        printf("  %-28s %llu\n", st[i].name, (unsigned long long)st[i].value);
+}
+
+int cli_cmd_status(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        CLI_COMMON_LONGOPTS, {"check", no_argument, NULL, S_OPT_CHECK}, {0, 0, 0, 0}};
+    cli_common_t o;
+    s_status_args_t a = {0};
+    cli_common_init(&o);
+    int first = cli_parse(argc, argv, "c:", longopts, &o, s_status_opt, &a);
+    if (first < 0 || o.help || first != argc) {
+        fprintf(
+            o.help ? stdout : stderr,
+            "usage: kvtier status [--check] [connection flags]\n"
+            "  --check  exit 1 unless a leader answers and every tier is up\n" CLI_COMMON_USAGE);
+        return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    kvt_client_t *c = cli_connect(&o, "kvtier-status");
+    if (!c)
+        return CLI_EXIT_FAIL;
+    int status = CLI_EXIT_FAIL;
+    kvt_cluster_info_t *ci = calloc(1, sizeof *ci);
+    kvt_stat_t *st = calloc(S_MAX_STATS, sizeof *st);
+    uint32_t n_st = 0;
+    if (!ci || !st)
+        goto out;
+    int rc = kvt_cluster_info(c, ci);
+    if (rc < 0) {
+        cli_report_error("status", "cluster info", c, rc);
+        goto out;
+    }
+    printf("cluster      %s\n", ci->cluster);
+    printf("leader       %s (epoch %llu)\n", ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
+           (unsigned long long)ci->leader_epoch);
+    s_print_tiers(ci);
+    rc = kvt_stats(c, NULL, st, S_MAX_STATS, &n_st);
+    if (rc < 0) {
+        cli_report_error("status", "stats", c, rc);
+        goto out;
+    }
+    s_print_stats(st, n_st < S_MAX_STATS ? n_st : S_MAX_STATS);
+    status = CLI_EXIT_OK;
+    if (a.check) {
+        bool all_up = ci->n_tiers > 0 && ci->leader_endpoint[0];
+        for (uint32_t i = 0; i < ci->n_tiers && i < 32; i++)
+            all_up = all_up && ci->tiers[i].up;
+        if (!all_up) {
+            fprintf(stderr, "kvtier status: not ready (no leader, no tiers or a tier down)\n");
+            status = CLI_EXIT_FAIL;
+        }
+    }
+out:
+    free(st);
+    free(ci);
+    kvt_close(&c);
+    return status;
+}
+
+/* ---- key operands ----------------------------------------------------------- */
+
+/* Comma- or space-separated uint32 token ids; a count or -1. */
+static long s_parse_tokens(const char *text, uint32_t *out, size_t cap)
+{
+    size_t n = 0;
+    const char *p = text;
+    while (*p) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        if (!*p)
+            break;
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || errno || v > UINT32_MAX || *p == '-' || n == cap)
+            return -1;
+        out[n++] = (uint32_t)v;
+        p = end;
+        if (*p && *p != ',' && *p != ' ')
+            return -1;
+    }
+    return (long)n;
+}
+
+/* ---- lookup ---------------------------------------------------------------- */
+
+enum { S_OPT_MODE = CLI_OPT_FIRST_COMMAND_OPT, S_OPT_WINDOW, S_OPT_TOKENS };
+
+typedef struct {
+    kvt_lookup_mode_t mode;
+    uint32_t window;
+    const char *tokens;
+} s_lookup_args_t;
+
+static int s_lookup_opt(void *ctx, int opt, const char *arg)
+{
+    s_lookup_args_t *a = ctx;
+    uint64_t v = 0;
+    switch (opt) {
+    case S_OPT_MODE:
+        if (!strcmp(arg, "prefix"))
+            a->mode = KVT_LOOKUP_PREFIX;
+        else if (!strcmp(arg, "reverse"))
+            a->mode = KVT_LOOKUP_REVERSE;
+        else if (!strcmp(arg, "per-key"))
+            a->mode = KVT_LOOKUP_PER_KEY;
+        else {
+            fprintf(stderr, "kvtier lookup: --mode: expected prefix, reverse or per-key\n");
+            return -1;
+        }
+        return 0;
+    case S_OPT_WINDOW:
+        if (cli_parse_u64("--window", arg, 1, KVT_MAX_KEYS, &v) < 0)
+            return -1;
+        a->window = (uint32_t)v;
+        return 0;
+    case S_OPT_TOKENS:
+        a->tokens = arg;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Keys from hex operands or from --tokens; count or -1 (message printed). */
+static long s_lookup_keys(const s_lookup_args_t *a, const cli_common_t *o, char **operands,
+                          int n_operands, kvt_key_t *keys)
+{
+    if (a->tokens) {
+        uint32_t *tokens = malloc(S_MAX_LOOKUP_TOKENS * sizeof *tokens);
+        long nt = tokens ? s_parse_tokens(a->tokens, tokens, S_MAX_LOOKUP_TOKENS) : -1;
+        int nk = nt >= 0 ? kvt_block_keys(tokens, (size_t)nt, o->tokens_per_block, NULL, keys,
+                                          KVT_MAX_KEYS)
+                         : -1;
+        free(tokens);
+        if (nt < 0 || nk < 0 || nk > KVT_MAX_KEYS) {
+            fprintf(stderr,
+                    "kvtier lookup: --tokens: expected comma-separated token ids "
+                    "(at most %u blocks)\n",
+                    (unsigned)KVT_MAX_KEYS);
+            return -1;
+        }
+        return nk;
+    }
+    if (n_operands > KVT_MAX_KEYS)
+        return -1;
+    for (int i = 0; i < n_operands; i++)
+        if (cli_key_parse_hex(operands[i], &keys[i]) < 0) {
+            fprintf(stderr, "kvtier lookup: \"%s\" is not a key (32 hex digits)\n", operands[i]);
+            return -1;
+        }
+    return n_operands;
+}
+
+static void s_print_lookup(const kvt_key_t *keys, uint32_t n, const kvt_lookup_result_t *r)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        char hex[2 * KVT_KEY_BYTES + 1];
+        cli_key_format_hex(&keys[i], hex);
+        if (r->hit[i])
+            printf("%s hit tier %u\n", hex, r->tier_ids[i]);
+        else
+            printf("%s miss\n", hex);
+    }
+    printf("hits %u of %u\n", r->hit_count, n);
+}
+
+int cli_cmd_lookup(int argc, char **argv)
+{
+    static const struct option longopts[] = {CLI_COMMON_LONGOPTS,
+                                             {"mode", required_argument, NULL, S_OPT_MODE},
+                                             {"window", required_argument, NULL, S_OPT_WINDOW},
+                                             {"tokens", required_argument, NULL, S_OPT_TOKENS},
+                                             {0, 0, 0, 0}};
+    cli_common_t o;
+    s_lookup_args_t a = {.mode = KVT_LOOKUP_PREFIX, .window = 1};
+    cli_common_init(&o);
+    int first = cli_parse(argc, argv, "c:", longopts, &o, s_lookup_opt, &a);
+    if (first < 0 || o.help || (first == argc) == !a.tokens) {
+        fprintf(o.help ? stdout : stderr,
+                "usage: kvtier lookup [--mode prefix|reverse|per-key] [--window N] "
+                "(KEYHEX... | --tokens ID,ID,...)\n"
+                "  keys are 32 hex digits; --tokens derives them with kvt_block_keys "
+                "(--tokens-per-block)\n" CLI_COMMON_USAGE);
+        return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    int status = CLI_EXIT_FAIL;
+    kvt_client_t *c = NULL;
+    kvt_key_t *keys = calloc(KVT_MAX_KEYS, sizeof *keys);
+    bool *hit = calloc(KVT_MAX_KEYS, sizeof *hit);
+    uint32_t *tiers = calloc(KVT_MAX_KEYS, sizeof *tiers);
+    if (!keys || !hit || !tiers)
+        goto out;
+    long n = s_lookup_keys(&a, &o, argv + first, argc - first, keys);
+    if (n < 0) {
+        status = CLI_EXIT_USAGE;
+        goto out;
+    }
+    c = cli_connect(&o, "kvtier-lookup");
+    if (!c)
+        goto out;
+    kvt_lookup_result_t r = {.hit = hit, .tier_ids = tiers};
+    int rc = kvt_lookup(c, o.instance, NULL, a.mode, a.window, keys, (uint32_t)n, &r);
+    /* An instance nobody registered yet: register it (nothing can hit) and ask again,
+     * so the answer is a plain miss. Registering first could conflict with the spec
+     * of an existing instance when only the lookup flags differ. */
+    if (rc == -KVT_NOT_FOUND) {
+        if (cli_register(c, &o) < 0)
+            goto out;
+        rc = kvt_lookup(c, o.instance, NULL, a.mode, a.window, keys, (uint32_t)n, &r);
+    }
+    if (rc < 0) {
+        cli_report_error("lookup", "lookup", c, rc);
+        goto out;
+    }
+    s_print_lookup(keys, (uint32_t)n, &r);
+    status = CLI_EXIT_OK;
+out:
+    kvt_close(&c);
+    free(tiers);
+    free(hit);
+    free(keys);
+    return status;
+}
+
+/* ---- put / get ---------------------------------------------------------------- */
+
+/* Exit statuses of get beyond the common ones. */
+#define S_EXIT_NOT_FOUND 3
+#define S_EXIT_VERIFY 4
+
+enum { S_OPT_KEY = CLI_OPT_FIRST_COMMAND_OPT, S_OPT_FILE, S_OPT_OUT, S_OPT_PATTERN, S_OPT_VERIFY };
+
+typedef struct {
+    kvt_key_t key;
+    bool have_key;
+    const char *file; /* put: source; get: destination */
+    bool pattern;     /* put: key-derived bytes; get: verify them */
+} s_block_args_t;
+
+static int s_block_opt(void *ctx, int opt, const char *arg)
+{
+    s_block_args_t *a = ctx;
+    switch (opt) {
+    case S_OPT_KEY:
+        if (cli_key_parse_hex(arg, &a->key) < 0) {
+            fprintf(stderr, "kvtier: --key: \"%s\" is not a key (32 hex digits)\n", arg);
+            return -1;
+        }
+        a->have_key = true;
+        return 0;
+    case S_OPT_FILE:
+    case S_OPT_OUT:
+        a->file = arg;
+        return 0;
+    case S_OPT_PATTERN:
+    case S_OPT_VERIFY:
+        a->pattern = true;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Reads exactly LEN bytes of PATH into BUF. */
+static int s_read_block(const char *path, void *buf, uint64_t len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        fprintf(stderr, "kvtier put: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t got = fread(buf, 1, len, fp);
+    int extra = fgetc(fp);
+    fclose(fp);
+    if (got != len || extra != EOF) {
+        fprintf(stderr,
+                "kvtier put: %s is %s %llu bytes, the instance's block size "
+                "(--block-size)\n",
+                path, got < len ? "shorter than" : "longer than", (unsigned long long)len);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_write_block(const char *path, const void *buf, uint64_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(buf, 1, len, fp) != len || fclose(fp) != 0) {
+        fprintf(stderr, "kvtier get: %s: %s\n", path, strerror(errno));
+        if (fp)
+            fclose(fp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs one data job and reports its outcome; 0 when every key moved. */
+static int s_run_job(kvt_client_t *c, const char *cmd, bool put, kvt_token_t *tok, void *buf,
+                     uint64_t len)
+{
+    static uint64_t job;
+    job++;
+    void *bufs[1] = {buf};
+    int rc = put ? kvt_submit_put(c, job, tok, (const void *const *)bufs, len)
+                 : kvt_submit_get(c, job, tok, bufs, len);
+    if (rc < 0) {
+        cli_report_error(cmd, put ? "submit put" : "submit get", c, rc);
+        return rc;
+    }
+    kvt_job_result_t res;
+    rc = kvt_wait(c, &job, 1, S_WAIT_MS, &res);
+    if (rc < 0) {
+        cli_report_error(cmd, "wait", c, rc);
+        return rc;
+    }
+    if (res.status < 0 || res.n_failed) {
+        fprintf(stderr, "kvtier %s: transfer failed: %s (%u of %u keys failed)\n", cmd,
+                kvt_status_name(res.status), res.n_failed, res.n_keys);
+        return res.status < 0 ? res.status : -KVT_INTERNAL;
+    }
+    return 0;
+}
+
+/* The usage of put and get, which differ only in the data flags. */
+static int s_block_usage(bool put, bool help)
+{
+    fprintf(help ? stdout : stderr,
+            put ? "usage: kvtier put --key HEX (--file F | --pattern)\n"
+                  "  --file F   the block's bytes (exactly --block-size bytes)\n"
+                  "  --pattern  bytes derived from the key (as replay writes them)\n"
+                : "usage: kvtier get --key HEX (--out F | --verify)\n"
+                  "  --out F    write the block's bytes to F\n"
+                  "  --verify   check the bytes against the key-derived pattern (exit 4 if "
+                  "they differ)\n"
+                  "  exit 3 when the key is not cached\n");
+    fputs(CLI_COMMON_USAGE, help ? stdout : stderr);
+    return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
+/* A session around one block: begin, prepare, move, complete, end. */
+static int s_block_session(kvt_client_t *c, const cli_common_t *o, const s_block_args_t *a,
+                           bool put, void *buf)
+{
+    const char *cmd = put ? "put" : "get";
+    char rid[96];
+    cli_request_id(rid, sizeof rid, cmd);
+    kvt_request_t req = {.instance_id = o->instance, .request_id = rid, .total_blocks = 1};
+    int rc = kvt_request_begin(c, &req);
+    if (rc < 0) {
+        cli_report_error(cmd, "request begin", c, rc);
+        return CLI_EXIT_FAIL;
+    }
+    int status = CLI_EXIT_FAIL;
+    kvt_token_t *tok = NULL;
+    rc = put ? kvt_prepare_put(c, o->instance, rid, &a->key, 1, &tok)
+             : kvt_prepare_get(c, o->instance, rid, &a->key, 1, &tok);
+    if (rc == -KVT_NOT_FOUND || (rc == 0 && kvt_token_count(tok) == 0)) {
+        printf(put ? "already stored\n" : "not found\n");
+        status = put ? CLI_EXIT_OK : S_EXIT_NOT_FOUND;
+        goto out_complete;
+    }
+    if (rc < 0) {
+        cli_report_error(cmd, put ? "prepare put" : "prepare get", c, rc);
+        goto out_end;
+    }
+    uint32_t tier = kvt_token_tier(tok, 0);
+    if (s_run_job(c, cmd, put, tok, buf, o->block_size) < 0)
+        goto out_complete;
+    status = CLI_EXIT_OK;
+    printf("%s %llu bytes %s tier %u\n", put ? "stored" : "loaded",
+           (unsigned long long)o->block_size, put ? "on" : "from", tier);
+out_complete:
+    if (tok) {
+        rc = put ? kvt_complete_put(c, &tok, NULL) : kvt_complete_get(c, &tok, NULL);
+        if (rc < 0) {
+            cli_report_error(cmd, put ? "complete put" : "complete get", c, rc);
+            status = CLI_EXIT_FAIL;
+        }
+    }
+out_end:
+    rc = kvt_request_end(c, o->instance, rid, NULL);
+    if (rc < 0)
+        cli_report_error(cmd, "request end", c, rc);
+    return status;
+}
+
+static int s_block_cmd(int argc, char **argv, bool put)
+{
+    static const struct option put_opts[] = {CLI_COMMON_LONGOPTS,
+                                             {"key", required_argument, NULL, S_OPT_KEY},
+                                             {"file", required_argument, NULL, S_OPT_FILE},
+                                             {"pattern", no_argument, NULL, S_OPT_PATTERN},
+                                             {0, 0, 0, 0}};
+    static const struct option get_opts[] = {CLI_COMMON_LONGOPTS,
+                                             {"key", required_argument, NULL, S_OPT_KEY},
+                                             {"out", required_argument, NULL, S_OPT_OUT},
+                                             {"verify", no_argument, NULL, S_OPT_VERIFY},
+                                             {0, 0, 0, 0}};
+    cli_common_t o;
+    s_block_args_t a = {0};
+    cli_common_init(&o);
+    int first = cli_parse(argc, argv, "c:", put ? put_opts : get_opts, &o, s_block_opt, &a);
+    if (first < 0 || o.help || first != argc || !a.have_key || !a.file == !a.pattern)
+        return s_block_usage(put, o.help);
+    int status = CLI_EXIT_FAIL;
+    kvt_client_t *c = NULL;
+    void *buf = malloc(o.block_size);
+    if (!buf) {
+        fprintf(stderr, "kvtier: cannot allocate a %llu-byte block\n",
+                (unsigned long long)o.block_size);
+        return CLI_EXIT_FAIL;
+    }
+    if (put && a.pattern)
+        cli_block_fill(&a.key, buf, o.block_size);
+    else if (put && s_read_block(a.file, buf, o.block_size) < 0)
+        goto out;
+    c = cli_connect(&o, put ? "kvtier-put" : "kvtier-get");
+    if (!c || cli_register(c, &o) < 0)
+        goto out;
+    status = s_block_session(c, &o, &a, put, buf);
+    if (put || status != CLI_EXIT_OK)
+        goto out;
+    if (a.pattern && !cli_block_verify(&a.key, buf, o.block_size)) {
+        fprintf(stderr, "kvtier get: verify FAILED: the bytes differ from the key's pattern\n");
+        status = S_EXIT_VERIFY;
+    } else if (a.pattern) {
+        printf("verified\n");
+    } else if (s_write_block(a.file, buf, o.block_size) < 0) {
+        status = CLI_EXIT_FAIL;
+    }
+out:
+    kvt_close(&c);
+    free(buf);
+    return status;
+}
+
+int cli_cmd_put(int argc, char **argv)
+{
+    return s_block_cmd(argc, argv, true);
+}
+
+int cli_cmd_get(int argc, char **argv)
+{
+    return s_block_cmd(argc, argv, false);
+}
+
+/* ---- deployment --------------------------------------------------------------- */
+
+int cli_cmd_deployment(int argc, char **argv)
+{
+    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+    cli_common_t o;
+    cli_common_init(&o);
+    int first = cli_parse(argc, argv, "c:", longopts, &o, NULL, NULL);
+    if (first < 0 || o.help || first != argc || !o.config) {
+        fprintf(o.help ? stdout : stderr,
+                "usage: kvtier deployment -c FILE [--etcd URLS]\n"
+                "  validates FILE and prints one line per item, for scripts:\n"
+                "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
+                "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n");
+        return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    coord_config_t *cfg = calloc(1, sizeof *cfg);
+    char err[512];
+    int status = CLI_EXIT_FAIL;
+    if (!cfg)
+        return CLI_EXIT_FAIL;
+    if (coord_config_load_file(o.config, cfg, err, sizeof err) < 0 ||
+        (o.etcd && coord_config_set_etcd(cfg, o.etcd, err, sizeof err) < 0)) {
+        fprintf(stderr, "kvtier deployment: %s\n", err);
+        goto out;
+    }
+    printf("cluster %s\ncoordinator %s\nlease_ttl_ms %llu\n", cfg->cluster, cfg->endpoint,
+           (unsigned long long)cfg->lease_ttl_ms);
+    for (uint32_t i = 0; i < cfg->n_etcd; i++)
+        printf("etcd %s\n", cfg->etcd[i]);
+    for (uint32_t i = 0; i < cfg->n_tiers; i++) {
+        const coord_tier_config_t *t = &cfg->tiers[i];
+        printf("tier %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
+               t->kind == COORD_TIER_HOST && t->shm[0] ? t->shm : "-");
+    }
+    status = CLI_EXIT_OK;
+out:
+    free(cfg);
+    return status;
+}

@@ -1,0 +1,228 @@
+/* cli_common.c — connection and instance flags, connecting, registering, request ids. */
+#include "cli_common.h"
+
+#include "bus_config.h"
+#include "coord_config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+void cli_common_init(cli_common_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->timeout_ms = 5000;
+    o->instance = CLI_DEFAULT_INSTANCE;
+    o->block_size = CLI_DEFAULT_BLOCK_SIZE;
+    o->tokens_per_block = CLI_DEFAULT_TOKENS_PER_BLOCK;
+}
+
+int cli_parse_size(const char *flag, const char *text, uint64_t *out)
+{
+    char err[128];
+    if (bus_config_parse_size(text, out, err, sizeof err) < 0) {
+        fprintf(stderr, "kvtier: %s %s: %s\n", flag, text, err);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end = NULL;
+    if (!text[0] || text[0] == '-') {
+        fprintf(stderr, "kvtier: %s: expected a number, got \"%s\"\n", flag, text);
+        return -1;
+    }
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end || v < min || v > max) {
+        fprintf(stderr, "kvtier: %s: expected an integer in %llu..%llu, got \"%s\"\n", flag,
+                (unsigned long long)min, (unsigned long long)max, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_common_option(cli_common_t *o, int opt, const char *arg)
+{
+    uint64_t v = 0;
+    switch (opt) {
+    case CLI_OPT_COORDINATOR:
+        o->coordinator = arg;
+        return 0;
+    case CLI_OPT_ETCD:
+        o->etcd = arg;
+        return 0;
+    case 'c':
+        o->config = arg;
+        return 0;
+    case CLI_OPT_CLUSTER:
+        o->cluster = arg;
+        return 0;
+    case CLI_OPT_TIMEOUT:
+        if (cli_parse_u64("--timeout", arg, 1, 3600000, &v) < 0)
+            return -1;
+        o->timeout_ms = (uint32_t)v;
+        return 0;
+    case CLI_OPT_NO_SHM:
+        o->no_shm = true;
+        return 0;
+    case CLI_OPT_INSTANCE:
+        if (!arg[0]) {
+            fprintf(stderr, "kvtier: --instance: empty id\n");
+            return -1;
+        }
+        o->instance = arg;
+        return 0;
+    case CLI_OPT_BLOCK_SIZE:
+        if (cli_parse_size("--block-size", arg, &v) < 0)
+            return -1;
+        if (v == 0 || v > CLI_MAX_BLOCK_SIZE) {
+            fprintf(stderr, "kvtier: --block-size: %s is not in 1 B..1 GiB\n", arg);
+            return -1;
+        }
+        o->block_size = v;
+        return 0;
+    case CLI_OPT_TOKENS_PER_BLOCK:
+        if (cli_parse_u64("--tokens-per-block", arg, 1, UINT32_MAX, &v) < 0)
+            return -1;
+        o->tokens_per_block = (uint32_t)v;
+        return 0;
+    case CLI_OPT_HELP:
+        o->help = true;
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
+              cli_common_t *o, int (*on_opt)(void *ctx, int opt, const char *arg), void *ctx)
+{
+    optind = 0; /* 0 also resets getopt's internal state (glibc) */
+    opterr = 1;
+    for (;;) {
+        int opt = getopt_long(argc, argv, shortopts, longopts, NULL);
+        if (opt == -1)
+            break;
+        if (opt == '?' || opt == ':')
+            return -1;
+        int rc = cli_common_option(o, opt, optarg);
+        if (rc < 0)
+            return -1;
+        if (rc == 1 && (!on_opt || on_opt(ctx, opt, optarg) < 0))
+            return -1;
+    }
+    return optind;
+}
+
+/* Reads the coordinator endpoint and cluster of the deployment file. */
+static int s_load_config(cli_common_t *o)
+{
+    coord_config_t *cfg = calloc(1, sizeof *cfg);
+    char err[512];
+    if (!cfg) {
+        fprintf(stderr, "kvtier: out of memory\n");
+        return -1;
+    }
+    int rc = coord_config_load_file(o->config, cfg, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "kvtier: %s\n", err);
+    } else {
+        snprintf(o->cfg_endpoint, sizeof o->cfg_endpoint, "%s", cfg->endpoint);
+        snprintf(o->cfg_cluster, sizeof o->cfg_cluster, "%s", cfg->cluster);
+    }
+    free(cfg);
+    return rc < 0 ? -1 : 0;
+}
+
+static const char *s_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? v : NULL;
+}
+
+kvt_client_t *cli_connect(cli_common_t *o, const char *name)
+{
+    kvt_options_t opts = {.timeout_ms = o->timeout_ms, .disable_shm = o->no_shm, .name = name};
+    if (o->config && s_load_config(o) < 0)
+        return NULL;
+    opts.cluster = o->cluster ? o->cluster : (o->config ? o->cfg_cluster : NULL);
+    if (o->coordinator)
+        opts.coordinators = o->coordinator;
+    else if (o->config)
+        opts.coordinators = o->cfg_endpoint;
+    else if (o->etcd)
+        opts.etcd_endpoints = o->etcd;
+    else if (s_env("KVTIER_COORDINATOR"))
+        opts.coordinators = s_env("KVTIER_COORDINATOR");
+    else if (s_env("KVTIER_ETCD"))
+        opts.etcd_endpoints = s_env("KVTIER_ETCD");
+    else
+        opts.coordinators = CLI_DEFAULT_COORDINATOR;
+    char err[512] = "";
+    kvt_client_t *c = kvt_connect(&opts, err, sizeof err);
+    if (!c)
+        fprintf(stderr, "kvtier: cannot connect to %s %s: %s\n",
+                opts.coordinators ? "coordinator" : "etcd",
+                opts.coordinators ? opts.coordinators : opts.etcd_endpoints, err);
+    return c;
+}
+
+int cli_register(kvt_client_t *c, const cli_common_t *o)
+{
+    kvt_instance_t spec = {
+        .instance_id = o->instance,
+        .model = CLI_MODEL,
+        .dtype = CLI_DTYPE,
+        .tokens_per_block = o->tokens_per_block,
+        .bytes_per_block = o->block_size,
+    };
+    int rc = kvt_register_instance(c, &spec);
+    if (rc < 0) {
+        fprintf(stderr, "kvtier: register instance %s (%llu bytes, %u tokens per block): %s: %s\n",
+                o->instance, (unsigned long long)o->block_size, o->tokens_per_block,
+                kvt_status_name(rc), kvt_last_error(c));
+        if (rc == -KVT_CONFLICT)
+            fprintf(stderr, "kvtier: the instance exists with another spec: pass the same "
+                            "--block-size and --tokens-per-block, or another --instance\n");
+    }
+    return rc;
+}
+
+static uint32_t s_salt;
+static pthread_once_t s_salt_once = PTHREAD_ONCE_INIT;
+
+/* Random per process, so ids of two processes with a recycled pid still differ. */
+static void s_salt_init(void)
+{
+    if (getrandom(&s_salt, sizeof s_salt, 0) != (ssize_t)sizeof s_salt)
+        s_salt = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+}
+
+void cli_request_id(char *buf, size_t len, const char *tag)
+{
+    static atomic_uint_fast64_t seq;
+    pthread_once(&s_salt_once, s_salt_init);
+    uint64_t n = atomic_fetch_add(&seq, 1);
+    snprintf(buf, len, "%s-%ld-%llu-%08x", tag, (long)getpid(), (unsigned long long)n, s_salt);
+}
+
+void cli_report_error(const char *cmd, const char *what, kvt_client_t *c, int rc)
+{
+    fprintf(stderr, "kvtier %s: %s: %s: %s\n", cmd, what, kvt_status_name(rc),
+            c ? kvt_last_error(c) : "");
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
