@@ -6,5 +6,7 @@
 int bench_slots(int argc, char **argv);
 int bench_nvme(int argc, char **argv);
 int bench_bus(int argc, char **argv);
+int bench_data(int argc, char **argv);
+int bench_meta(int argc, char **argv);
 
 #endif

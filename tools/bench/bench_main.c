@@ -14,6 +14,8 @@ static const struct {
     {"slots", bench_slots, "slot engine ops/s per policy vs open-addressing hash lookup"},
     {"nvme", bench_nvme, "nvme tier put/get GB/s vs raw O_DIRECT"},
     {"bus", bench_bus, "bus request/reply rt/s and p50/p99 vs raw libzmq DEALER/ROUTER"},
+    {"data", bench_data, "put+get GB/s: shm path vs memcpy, frame path vs raw ZeroMQ"},
+    {"meta", bench_meta, "256-key prefix lookups keys/s and p50/p99 vs Redis EXISTS/MGET"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 

@@ -1,0 +1,180 @@
+/* bench_svc.c — starts and stops the one-host kvtier service inside kvt-bench
+ * (see bench_svc.h). Owns the two actors and the shm name; never leaves the
+ * segment behind (the tier actor removes it when destroyed). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "bench_svc.h"
+#include "bus_host.h"
+#include "sched_actor.h"
+#include "tier_actor.h"
+
+#define S_UP_POLL_MS 10
+#define S_UP_TRIES 1000 /* about 10 s for the scheduler to page the tier's inventory */
+
+struct bench_svc {
+    zactor_t *tier;
+    zactor_t *sched;
+    char sched_ep[SCHED_ENDPOINT_MAX];
+    char shm[64];
+    double prefault_s;
+};
+
+static double s_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void bench_svc_key(uint64_t nonce, uint64_t id, kvt_key_t *out)
+{
+    uint64_t in[2] = {nonce, id};
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(in, sizeof in));
+    memcpy(out->b, c.digest, sizeof out->b);
+}
+
+static zactor_t *s_tier_new(bench_svc_t *s, uint64_t slot_size, uint64_t capacity)
+{
+    tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
+    snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
+    snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
+    snprintf(tc.tier.path, sizeof tc.tier.path, "%s", s->shm);
+    tc.tier.capacity = capacity;
+    tc.tier.slot_size = slot_size;
+    tc.tier.prefault = true;
+    /* a whole batch of blocks in one WriteSlots / ReadSlots */
+    tc.max_bytes = (uint64_t)1 << 30;
+    double t0 = s_now_s();
+    zactor_t *a = tier_actor_new(&tc);
+    s->prefault_s = s_now_s() - t0;
+    return a;
+}
+
+static zactor_t *s_sched_new(uint64_t slot_size, uint64_t capacity)
+{
+    sched_config_t sc;
+    sched_config_defaults(&sc);
+    snprintf(sc.cluster, sizeof sc.cluster, "bench");
+    sc.n_tiers = 1;
+    sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = capacity, .slot_size = slot_size};
+    snprintf(sc.tiers[0].name, sizeof sc.tiers[0].name, "host0");
+    snprintf(sc.tiers[0].kind, sizeof sc.tiers[0].kind, "host");
+    sc.n_chains = 1;
+    snprintf(sc.chains[0].name, sizeof sc.chains[0].name, "default");
+    sc.chains[0].n_tiers = 1;
+    sc.chains[0].tier_ids[0] = 1;
+    return sched_actor_new(&sc);
+}
+
+/* Hands the tier to the scheduler as the coordinator's membership watch does. */
+static int s_announce(bench_svc_t *s, uint64_t slot_size, uint64_t capacity)
+{
+    kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
+    ti.tier_id = 1;
+    snprintf(ti.name, sizeof ti.name, "host0");
+    ti.kind = kvtier_TierKind_TIER_KIND_HOST;
+    if (tier_actor_endpoint(s->tier, ti.endpoint, sizeof ti.endpoint) != 0)
+        return -1;
+    bus_host_id(ti.host, sizeof ti.host);
+    snprintf(ti.shm, sizeof ti.shm, "%s", s->shm);
+    ti.epoch = tier_actor_epoch(s->tier);
+    ti.capacity_slots = capacity;
+    ti.slot_bytes = slot_size;
+    ti.up = true;
+    return sched_actor_tier_change(s->sched, true, &ti);
+}
+
+/* Polls ClusterInfo until the tier is up (the scheduler reads its inventory
+ * before it places blocks there), then registers the instance. */
+static int s_ready(bench_svc_t *s, uint64_t slot_size)
+{
+    kvt_client_t *c = bench_svc_connect(s, false, "bench-setup");
+    if (!c)
+        return -1;
+    kvt_cluster_info_t *ci = malloc(sizeof *ci);
+    int rc = -1;
+    for (int i = 0; ci && i < S_UP_TRIES; i++) {
+        if (kvt_cluster_info(c, ci) == 0 && ci->n_tiers == 1 && ci->tiers[0].up) {
+            rc = 0;
+            break;
+        }
+        zclock_sleep(S_UP_POLL_MS);
+    }
+    free(ci);
+    if (rc < 0) {
+        fprintf(stderr, "bench: the scheduler never reported the tier up\n");
+        goto out;
+    }
+    kvt_instance_t spec = {.instance_id = BENCH_SVC_INSTANCE,
+                           .model = "llama-bench",
+                           .dtype = "fp16",
+                           .tokens_per_block = 16,
+                           .bytes_per_block = slot_size};
+    rc = kvt_register_instance(c, &spec);
+    if (rc < 0)
+        fprintf(stderr, "bench: register_instance: %s\n", kvt_last_error(c));
+out:
+    kvt_close(&c);
+    return rc;
+}
+
+bench_svc_t *bench_svc_start(const char *part, uint64_t slot_size, uint64_t capacity)
+{
+    static unsigned s_seq;
+    bench_svc_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    snprintf(s->shm, sizeof s->shm, "/kvt-bench-%s-%d-%u", part, (int)getpid(), s_seq++);
+    s->tier = s_tier_new(s, slot_size, capacity);
+    if (!s->tier) {
+        fprintf(stderr, "bench: cannot start the host tier actor (%s, %llu x %llu B)\n", s->shm,
+                (unsigned long long)capacity, (unsigned long long)slot_size);
+        goto out_fail;
+    }
+    s->sched = s_sched_new(slot_size, capacity);
+    if (!s->sched || sched_actor_endpoint(s->sched, s->sched_ep, sizeof s->sched_ep) != 0) {
+        fprintf(stderr, "bench: cannot start the scheduler actor\n");
+        goto out_fail;
+    }
+    if (s_announce(s, slot_size, capacity) != 0 || s_ready(s, slot_size) != 0)
+        goto out_fail;
+    return s;
+out_fail:
+    bench_svc_stop(&s);
+    return NULL;
+}
+
+void bench_svc_stop(bench_svc_t **svc)
+{
+    if (!svc || !*svc)
+        return;
+    bench_svc_t *s = *svc;
+    zactor_destroy(&s->sched);
+    zactor_destroy(&s->tier);
+    free(s);
+    *svc = NULL;
+}
+
+kvt_client_t *bench_svc_connect(bench_svc_t *svc, bool disable_shm, const char *name)
+{
+    char err[512];
+    kvt_options_t o = {.coordinators = svc->sched_ep,
+                       .name = name,
+                       .timeout_ms = BENCH_SVC_TIMEOUT_MS,
+                       .disable_shm = disable_shm};
+    kvt_client_t *c = kvt_connect(&o, err, sizeof err);
+    if (!c)
+        fprintf(stderr, "bench: kvt_connect %s: %s\n", svc->sched_ep, err);
+    return c;
+}
+
+double bench_svc_prefault_s(const bench_svc_t *svc)
+{
+    return svc->prefault_s;
+}

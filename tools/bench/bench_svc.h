@@ -1,0 +1,39 @@
+/* bench_svc.h — the kvtier service on one host, started inside a benchmark process:
+ * one host tier actor (its own shared-memory segment, unique name, pre-faulted)
+ * and one scheduler actor, both on tcp://127.0.0.1:* ephemeral ports, wired the
+ * way the coordinator process wires them (the tier's membership handed to the
+ * scheduler), with one instance registered. Clients connect through libkvtier
+ * with the scheduler's endpoint as their coordinator. Shared by the "data" and
+ * "meta" parts of kvt-bench; never used by the service itself. */
+#ifndef KVT_BENCH_SVC_H
+#define KVT_BENCH_SVC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvtier.h"
+
+#define BENCH_SVC_INSTANCE "bench-llama"
+#define BENCH_SVC_TIMEOUT_MS 10000u
+
+typedef struct bench_svc bench_svc_t;
+
+/* Starts a tier of `capacity` slots of `slot_size` bytes (instance blocks are
+ * slot_size bytes) and the scheduler, waits until the scheduler reports the tier
+ * up, registers BENCH_SVC_INSTANCE. NULL (after printing why) on failure. */
+bench_svc_t *bench_svc_start(const char *part, uint64_t slot_size, uint64_t capacity);
+
+/* Stops both actors (the segment is removed by the tier). Idempotent, nulls *svc. */
+void bench_svc_stop(bench_svc_t **svc);
+
+/* A new client handle on the service; NULL after printing why. */
+kvt_client_t *bench_svc_connect(bench_svc_t *svc, bool disable_shm, const char *name);
+
+/* Seconds tier_actor_new took: mostly the segment's pre-fault (touching every page). */
+double bench_svc_prefault_s(const bench_svc_t *svc);
+
+/* Block key of id `id` in a run: xxh3-128 of (nonce, id), so keys look random to
+ * the index, as real chained keys do. */
+void bench_svc_key(uint64_t nonce, uint64_t id, kvt_key_t *out);
+
+#endif
