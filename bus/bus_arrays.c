@@ -10,6 +10,7 @@
 #include <pb_encode.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *const s_role_names[BUS_ROLE_COUNT] = {
     [BUS_ROLE_KEYS] = "keys",   [BUS_ROLE_TIER_IDS] = "tier_ids",
@@ -45,7 +46,22 @@ static void s_fault(bus_array_error_t *err, bus_array_fault_t fault, bus_role_t 
     err->value = value;
 }
 
-/* ---- decoders: one element per call (nanopb loops over packed data) ---- */
+/* ---- decoders ----
+ * nanopb calls a decoder once per element of a repeated bytes field (keys) and,
+ * for packed scalars, again and again while bytes of the field remain. Each
+ * s_*_one function takes exactly one element through nanopb's own primitives:
+ * it is the reference for every verdict (bounds, truncation, overlong varints).
+ * Over memory (pb_istream_from_buffer, which is how frame 0 is decoded) the
+ * scalar decoders first parse a run of elements in their common form straight
+ * from the bytes, then leave any element that is not in that form to s_*_one. */
+
+/* A stream over memory: nanopb's buffer reader is its callback and its state is
+ * the address of the next unread byte (pb_istream_from_buffer). */
+static bool s_over_memory(const pb_istream_t *stream)
+{
+    pb_istream_t probe = pb_istream_from_buffer(NULL, 0);
+    return stream->callback == probe.callback && stream->state != NULL;
+}
 
 static bool s_keys_decode(pb_istream_t *stream, bus_keys_t *k, bus_array_error_t *err,
                           bus_role_t role)
@@ -67,17 +83,15 @@ static bool s_keys_decode(pb_istream_t *stream, bus_keys_t *k, bus_array_error_t
     return true;
 }
 
-static bool s_u64_decode(pb_istream_t *stream, const pb_field_t *field, bus_u64s_t *a,
-                         bus_array_error_t *err, bus_role_t role)
+static bool s_u64_one(pb_istream_t *stream, bool fixed, bus_u64s_t *a, uint32_t cap,
+                      bus_array_error_t *err, bus_role_t role)
 {
-    uint32_t cap = s_cap(a->cap, a->v, BUS_MAX_ARRAY);
     if (a->n >= cap) {
         s_fault(err, BUS_ARRAY_OVERFLOW, role, a->n, cap, 0);
         PB_RETURN_ERROR(stream, "too many elements");
     }
     uint64_t v = 0;
-    bool ok = PB_LTYPE(field->type) == PB_LTYPE_FIXED64 ? pb_decode_fixed64(stream, &v)
-                                                        : pb_decode_varint(stream, &v);
+    bool ok = fixed ? pb_decode_fixed64(stream, &v) : pb_decode_varint(stream, &v);
     if (!ok) {
         s_fault(err, BUS_ARRAY_MALFORMED, role, a->n, cap, 0);
         return false;
@@ -86,10 +100,9 @@ static bool s_u64_decode(pb_istream_t *stream, const pb_field_t *field, bus_u64s
     return true;
 }
 
-static bool s_u32_decode(pb_istream_t *stream, bus_u32s_t *a, bus_array_error_t *err,
-                         bus_role_t role)
+static bool s_u32_one(pb_istream_t *stream, bus_u32s_t *a, uint32_t cap, bus_array_error_t *err,
+                      bus_role_t role)
 {
-    uint32_t cap = s_cap(a->cap, a->v, BUS_MAX_ARRAY);
     if (a->n >= cap) {
         s_fault(err, BUS_ARRAY_OVERFLOW, role, a->n, cap, 0);
         PB_RETURN_ERROR(stream, "too many elements");
@@ -103,10 +116,9 @@ static bool s_u32_decode(pb_istream_t *stream, bus_u32s_t *a, bus_array_error_t 
     return true;
 }
 
-static bool s_bools_decode(pb_istream_t *stream, bus_bools_t *a, bus_array_error_t *err,
-                           bus_role_t role)
+static bool s_bools_one(pb_istream_t *stream, bus_bools_t *a, uint32_t cap, bus_array_error_t *err,
+                        bus_role_t role)
 {
-    uint32_t cap = s_cap(a->cap, a->v, BUS_MAX_ARRAY);
     if (a->n >= cap) {
         s_fault(err, BUS_ARRAY_OVERFLOW, role, a->n, cap, 0);
         PB_RETURN_ERROR(stream, "too many elements");
@@ -118,6 +130,157 @@ static bool s_bools_decode(pb_istream_t *stream, bus_bools_t *a, bus_array_error
     }
     a->v[a->n++] = v;
     return true;
+}
+
+/* Common forms, which nanopb accepts with the same value: a varint of at most 5
+ * bytes below 2^32 (varint32), at most 9 bytes (varint64, < 2^63), a one-byte
+ * bool, 8 bytes of fixed64. Each returns the bytes used, 0 for "not common". */
+static inline size_t s_peek_varint32(const pb_byte_t *p, size_t left, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (size_t i = 0; i < left && i < 5; i++) {
+        if (i == 4) {
+            if (p[4] > 0x0F)
+                return 0;
+            *out = v | (uint32_t)p[4] << 28;
+            return 5;
+        }
+        v |= (uint32_t)(p[i] & 0x7F) << (7 * i);
+        if (p[i] < 0x80) {
+            *out = v;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static inline size_t s_peek_varint64(const pb_byte_t *p, size_t left, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < left && i < 9; i++) {
+        v |= (uint64_t)(p[i] & 0x7F) << (7 * i);
+        if (p[i] < 0x80) {
+            *out = v;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static inline uint64_t s_load_le64(const pb_byte_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+typedef enum { S_VARINT32, S_VARINT64, S_FIXED64, S_BOOL } s_elem_t;
+
+/* Parses common-form elements of one kind from a memory stream into dst[*n..],
+ * stopping at the end of the field, at cap, or before an element that is not in
+ * common form; advances the stream past what it parsed. */
+static bool s_run(pb_istream_t *stream, s_elem_t kind, void *dst, uint32_t *n, uint32_t cap)
+{
+    const pb_byte_t *p = stream->state;
+    size_t left = stream->bytes_left, pos = 0, used = 1;
+    uint32_t i = *n;
+    switch (kind) {
+    case S_VARINT32: {
+        uint32_t *v = dst;
+        while (pos < left && i < cap && (used = s_peek_varint32(p + pos, left - pos, &v[i])) > 0) {
+            pos += used;
+            i++;
+        }
+        break;
+    }
+    case S_VARINT64: {
+        uint64_t *v = dst;
+        while (pos < left && i < cap && (used = s_peek_varint64(p + pos, left - pos, &v[i])) > 0) {
+            pos += used;
+            i++;
+        }
+        break;
+    }
+    case S_FIXED64: {
+        uint64_t *v = dst;
+        while (left - pos >= 8 && i < cap) {
+            v[i++] = s_load_le64(p + pos);
+            pos += 8;
+        }
+        break;
+    }
+    case S_BOOL: {
+        bool *v = dst;
+        while (pos < left && i < cap && p[pos] < 0x80) {
+            v[i++] = p[pos] != 0;
+            pos++;
+        }
+        break;
+    }
+    }
+    *n = i;
+    return pb_read(stream, NULL, pos);
+}
+
+/* Whether the fast run may take this call. nanopb calls back while bytes of a
+ * packed field remain, but only once for an element sent unpacked, and then it
+ * hands over a copy of the raw value: one varint (taken whole by a run), or the
+ * 4 or 8 bytes of a 32/64-bit wire type, of which only the first element counts.
+ * Those sizes therefore go through s_*_one (a packed field of that size is just
+ * taken one element per call), and so does fixed64 data that is not whole
+ * elements. An empty field reaches s_*_one too, which refuses it as it always did.
+ * After a run, at most one element goes through s_*_one per call, and the next
+ * call resumes the run. */
+static bool s_fast(const pb_istream_t *stream, s_elem_t kind)
+{
+    size_t left = stream->bytes_left;
+    if (left == 0 || !s_over_memory(stream))
+        return false;
+    if (kind == S_FIXED64)
+        return left % 8u == 0;
+    return left != 4 && left != 8;
+}
+
+static bool s_u64_decode(pb_istream_t *stream, const pb_field_t *field, bus_u64s_t *a,
+                         bus_array_error_t *err, bus_role_t role)
+{
+    uint32_t cap = s_cap(a->cap, a->v, BUS_MAX_ARRAY);
+    bool fixed = PB_LTYPE(field->type) == PB_LTYPE_FIXED64;
+    s_elem_t kind = fixed ? S_FIXED64 : S_VARINT64;
+    if (s_fast(stream, kind)) {
+        if (!s_run(stream, kind, a->v, &a->n, cap))
+            return false;
+        if (stream->bytes_left == 0)
+            return true;
+    }
+    return s_u64_one(stream, fixed, a, cap, err, role);
+}
+
+static bool s_u32_decode(pb_istream_t *stream, bus_u32s_t *a, bus_array_error_t *err,
+                         bus_role_t role)
+{
+    uint32_t cap = s_cap(a->cap, a->v, BUS_MAX_ARRAY);
+    if (s_fast(stream, S_VARINT32)) {
+        if (!s_run(stream, S_VARINT32, a->v, &a->n, cap))
+            return false;
+        if (stream->bytes_left == 0)
+            return true;
+    }
+    return s_u32_one(stream, a, cap, err, role);
+}
+
+static bool s_bools_decode(pb_istream_t *stream, bus_bools_t *a, bus_array_error_t *err,
+                           bus_role_t role)
+{
+    uint32_t cap = s_cap(a->cap, a->v, BUS_MAX_ARRAY);
+    if (s_fast(stream, S_BOOL)) {
+        if (!s_run(stream, S_BOOL, a->v, &a->n, cap))
+            return false;
+        if (stream->bytes_left == 0)
+            return true;
+    }
+    return s_bools_one(stream, a, cap, err, role);
 }
 
 /* Bytes fields are last-one-wins in protobuf: a repeat replaces the value. */
@@ -138,16 +301,50 @@ static bool s_blob_decode(pb_istream_t *stream, bus_blob_t *b, bus_array_error_t
     return true;
 }
 
-/* ---- encoders ---- */
+/* ---- encoders ----
+ * Elements are assembled in a bounded stack chunk and written with one pb_write
+ * per chunk (a write per tag, length and key made keys cost ~30 ns each). A
+ * sizing stream (callback NULL, PB_OSTREAM_SIZING) only counts: it is handed the
+ * total at once. The bytes are those nanopb's own encoders write element by
+ * element: minimal varints, little-endian fixed64. */
 
-static size_t s_varint_len(uint64_t v)
+#define S_CHUNK 4096u /* stack bytes per write */
+
+/* Bytes of the varints of v[0..n): one plus one per 7-bit step the value
+ * reaches, written as comparisons so that the compiler can vectorise the loop. */
+static size_t s_varints_size32(const uint32_t *v, uint32_t n)
 {
-    size_t n = 1;
+    size_t size = n;
+    for (uint32_t i = 0; i < n; i++)
+        size += (size_t)(v[i] >= 1u << 7) + (v[i] >= 1u << 14) + (v[i] >= 1u << 21) +
+                (v[i] >= 1u << 28);
+    return size;
+}
+
+static size_t s_varints_size64(const uint64_t *v, uint32_t n)
+{
+    size_t size = n;
+    for (uint32_t i = 0; i < n; i++)
+        for (unsigned k = 7; k < 64; k += 7)
+            size += v[i] >= (uint64_t)1 << k;
+    return size;
+}
+
+static inline size_t s_put_varint(pb_byte_t *o, uint64_t v)
+{
+    size_t i = 0;
     while (v >= 0x80) {
+        o[i++] = (pb_byte_t)(v | 0x80);
         v >>= 7;
-        n++;
     }
-    return n;
+    o[i++] = (pb_byte_t)v;
+    return i;
+}
+
+static inline void s_store_le64(pb_byte_t *o, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        o[i] = (pb_byte_t)(v >> (8 * i));
 }
 
 static bool s_check_encode(pb_ostream_t *stream, uint32_t n, const void *storage,
@@ -164,19 +361,49 @@ static bool s_check_encode(pb_ostream_t *stream, uint32_t n, const void *storage
     return true;
 }
 
+/* One length-delimited field per key: [tag][16][key bytes], the tag computed once. */
 static bool s_keys_encode(pb_ostream_t *stream, const pb_field_t *field, const bus_keys_t *k,
                           bus_array_error_t *err, bus_role_t role)
 {
     if (!s_check_encode(stream, k->n, k->keys, err, role))
         return false;
-    for (uint32_t i = 0; i < k->n; i++) {
-        if (!pb_encode_tag_for_field(stream, field) ||
-            !pb_encode_string(stream, k->keys[i], BUS_KEY_LEN))
+    if (k->n == 0)
+        return true;
+    pb_byte_t head[8] = {0}; /* tag (at most 5 bytes) + length byte */
+    pb_ostream_t hs = pb_ostream_from_buffer(head, sizeof head - 1);
+    if (!pb_encode_tag_for_field(&hs, field))
+        PB_RETURN_ERROR(stream, PB_GET_ERROR(&hs));
+    size_t hlen = hs.bytes_written;
+    head[hlen++] = BUS_KEY_LEN;
+    size_t rec = hlen + BUS_KEY_LEN;
+    if (!stream->callback)
+        return pb_write(stream, NULL, rec * k->n);
+    pb_byte_t chunk[S_CHUNK];
+    uint32_t per = (uint32_t)(S_CHUNK / rec);
+    for (uint32_t i = 0; i < k->n;) {
+        uint32_t m = k->n - i < per ? k->n - i : per;
+        pb_byte_t *o = chunk;
+        for (uint32_t j = 0; j < m; j++, o += rec) {
+            /* fixed-size copies the compiler inlines: the key overwrites the head's
+             * excess bytes (a record, >= 18 bytes, always has room for 8) */
+            memcpy(o, head, sizeof head);
+            memcpy(o + hlen, k->keys[i + j], BUS_KEY_LEN);
+        }
+        if (!pb_write(stream, chunk, (size_t)(o - chunk)))
             return false;
+        i += m;
     }
     return true;
 }
 
+/* Packed field header: tag (wire type 2) and the byte length of the elements. */
+static bool s_packed_head(pb_ostream_t *stream, const pb_field_t *field, size_t size)
+{
+    return pb_encode_tag(stream, PB_WT_STRING, field->tag) && pb_encode_varint(stream, size);
+}
+
+/* Packed uint64 (varint) or fixed64. A real stream gets arrays that fit one
+ * chunk encoded first, so that their byte length is known without a sizing loop. */
 static bool s_u64_encode(pb_ostream_t *stream, const pb_field_t *field, const bus_u64s_t *a,
                          bus_array_error_t *err, bus_role_t role)
 {
@@ -185,21 +412,32 @@ static bool s_u64_encode(pb_ostream_t *stream, const pb_field_t *field, const bu
     if (a->n == 0)
         return true;
     bool fixed = PB_LTYPE(field->type) == PB_LTYPE_FIXED64;
-    size_t size = 0;
-    if (fixed) {
-        size = (size_t)a->n * 8u;
-    } else {
-        for (uint32_t i = 0; i < a->n; i++)
-            size += s_varint_len(a->v[i]);
+    pb_byte_t chunk[S_CHUNK];
+    size_t len = 0;
+    if (stream->callback && a->n <= S_CHUNK / 10u) {
+        for (uint32_t i = 0; i < a->n; i++) {
+            if (fixed)
+                s_store_le64(chunk + len, a->v[i]);
+            len += fixed ? 8u : s_put_varint(chunk + len, a->v[i]);
+        }
+        return s_packed_head(stream, field, len) && pb_write(stream, chunk, len);
     }
-    if (!pb_encode_tag(stream, PB_WT_STRING, field->tag) || !pb_encode_varint(stream, size))
+    size_t size = fixed ? (size_t)a->n * 8u : s_varints_size64(a->v, a->n);
+    if (!s_packed_head(stream, field, size))
         return false;
+    if (!stream->callback)
+        return pb_write(stream, NULL, size);
     for (uint32_t i = 0; i < a->n; i++) {
-        bool ok = fixed ? pb_encode_fixed64(stream, &a->v[i]) : pb_encode_varint(stream, a->v[i]);
-        if (!ok)
-            return false;
+        if (fixed)
+            s_store_le64(chunk + len, a->v[i]);
+        len += fixed ? 8u : s_put_varint(chunk + len, a->v[i]);
+        if (len > S_CHUNK - 10u) {
+            if (!pb_write(stream, chunk, len))
+                return false;
+            len = 0;
+        }
     }
-    return true;
+    return len == 0 || pb_write(stream, chunk, len);
 }
 
 static bool s_u32_encode(pb_ostream_t *stream, const pb_field_t *field, const bus_u32s_t *a,
@@ -209,15 +447,27 @@ static bool s_u32_encode(pb_ostream_t *stream, const pb_field_t *field, const bu
         return false;
     if (a->n == 0)
         return true;
-    size_t size = 0;
-    for (uint32_t i = 0; i < a->n; i++)
-        size += s_varint_len(a->v[i]);
-    if (!pb_encode_tag(stream, PB_WT_STRING, field->tag) || !pb_encode_varint(stream, size))
+    pb_byte_t chunk[S_CHUNK];
+    size_t len = 0;
+    if (stream->callback && a->n <= S_CHUNK / 5u) {
+        for (uint32_t i = 0; i < a->n; i++)
+            len += s_put_varint(chunk + len, a->v[i]);
+        return s_packed_head(stream, field, len) && pb_write(stream, chunk, len);
+    }
+    size_t size = s_varints_size32(a->v, a->n);
+    if (!s_packed_head(stream, field, size))
         return false;
-    for (uint32_t i = 0; i < a->n; i++)
-        if (!pb_encode_varint(stream, a->v[i]))
-            return false;
-    return true;
+    if (!stream->callback)
+        return pb_write(stream, NULL, size);
+    for (uint32_t i = 0; i < a->n; i++) {
+        len += s_put_varint(chunk + len, a->v[i]);
+        if (len > S_CHUNK - 5u) {
+            if (!pb_write(stream, chunk, len))
+                return false;
+            len = 0;
+        }
+    }
+    return len == 0 || pb_write(stream, chunk, len);
 }
 
 static bool s_bools_encode(pb_ostream_t *stream, const pb_field_t *field, const bus_bools_t *a,
@@ -227,11 +477,19 @@ static bool s_bools_encode(pb_ostream_t *stream, const pb_field_t *field, const 
         return false;
     if (a->n == 0)
         return true;
-    if (!pb_encode_tag(stream, PB_WT_STRING, field->tag) || !pb_encode_varint(stream, a->n))
+    if (!s_packed_head(stream, field, a->n))
         return false;
-    for (uint32_t i = 0; i < a->n; i++)
-        if (!pb_encode_varint(stream, a->v[i] ? 1u : 0u))
+    if (!stream->callback)
+        return pb_write(stream, NULL, a->n);
+    pb_byte_t chunk[S_CHUNK];
+    for (uint32_t i = 0; i < a->n;) {
+        uint32_t m = a->n - i < S_CHUNK ? a->n - i : S_CHUNK;
+        for (uint32_t j = 0; j < m; j++)
+            chunk[j] = a->v[i + j] ? 1u : 0u;
+        if (!pb_write(stream, chunk, m))
             return false;
+        i += m;
+    }
     return true;
 }
 

@@ -684,78 +684,73 @@ static int s_send_payload(void *handle, const bus_payload_t *p, int flags)
     return 0;
 }
 
-/* Frame 0 for sending: one encoding pass into a buffer sized from the body's
- * arrays (grown if the guess is short) that libzmq then owns, instead of a sizing
- * pass plus a writing pass over possibly 65,536 keys. */
-typedef struct {
-    uint8_t *buf;
-    size_t len, cap;
-} s_growbuf_t;
+/* Frame 0 for sending, with no allocation of ours: encoded on the stack when it
+ * fits (the common case: 256 keys are under 5 KB), then copied into a libzmq
+ * message (libzmq's own allocation); otherwise sized first and encoded straight
+ * into a libzmq message of exactly that size. Copying even 16 KB costs less than
+ * the sizing pass over the whole Envelope that it saves. */
+#define S_SEND_STACK (16u << 10)
 
-static bool s_grow_write(pb_ostream_t *stream, const pb_byte_t *data, size_t count)
-{
-    s_growbuf_t *g = stream->state;
-    if (count > g->cap - g->len) {
-        size_t cap = g->cap * 2;
-        while (cap - g->len < count)
-            cap *= 2;
-        uint8_t *buf = realloc(g->buf, cap);
-        if (!buf)
-            PB_RETURN_ERROR(stream, "out of memory");
-        g->buf = buf;
-        g->cap = cap;
-    }
-    memcpy(g->buf + g->len, data, count);
-    g->len += count;
-    return true;
-}
-
-static size_t s_size_guess(const kvtier_Envelope *env, const bus_arrays_t *arr)
+/* Fewest bytes the body's arrays can take: a frame 0 known to exceed the stack
+ * buffer skips the attempt there, which would only be thrown away. */
+static size_t s_arrays_min_bytes(const kvtier_Envelope *env, const bus_arrays_t *arr)
 {
     static const uint8_t per_elem[BUS_ROLE_COUNT] = {
         [BUS_ROLE_KEYS] = 2 + BUS_KEY_LEN,
-        [BUS_ROLE_TIER_IDS] = 5,
-        [BUS_ROLE_SLOTS] = 10,
-        [BUS_ROLE_DST_SLOTS] = 10,
-        [BUS_ROLE_SIZES] = 10,
+        [BUS_ROLE_TIER_IDS] = 1,
+        [BUS_ROLE_SLOTS] = 1,
+        [BUS_ROLE_DST_SLOTS] = 1,
+        [BUS_ROLE_SIZES] = 1,
         [BUS_ROLE_CHECKSUMS] = 8,
         [BUS_ROLE_MASK] = 1,
         [BUS_ROLE_PAYLOAD] = 1,
     };
     const s_body_t *b = s_body(env->which_body);
-    size_t guess = 1024;
+    size_t bytes = 0;
     for (const s_bind_t *bind = b ? b->bind : NULL; arr && bind && bind->field; bind++)
-        guess += 16 + (size_t)per_elem[bind->role] * bus_arrays_count(arr, bind->role);
-    return guess;
+        bytes += (size_t)per_elem[bind->role] * bus_arrays_count(arr, bind->role);
+    return bytes;
 }
 
-static void s_free_buf(void *data, void *hint)
+static int s_frame0_sized(kvtier_Envelope *env, bus_arrays_t *arr, zmq_msg_t *m, kvtier_Status *st)
 {
-    (void)hint;
-    free(data);
+    size_t size = 0, len = 0;
+    int rc = bus_env_encoded_size(env, arr, &size, st);
+    if (rc < 0)
+        return rc;
+    if (size > BUS_MAX_FRAME0)
+        return s_invalid(st, "encode %s: stream full (frame 0 of %zu bytes, the limit is %u)",
+                         s_name(env->which_body), size, BUS_MAX_FRAME0);
+    if (zmq_msg_init_size(m, size) != 0)
+        return bus_status_set(st, kvtier_StatusCode_STATUS_INTERNAL,
+                              "out of memory for a %zu byte frame 0", size);
+    rc = bus_env_encode_buf(env, arr, zmq_msg_data(m), size, &len, st);
+    if (rc == 0 && len != size)
+        rc = bus_status_set(st, kvtier_StatusCode_STATUS_INTERNAL,
+                            "%s encoded to %zu bytes, sized %zu: arrays changed while encoding",
+                            s_name(env->which_body), len, size);
+    if (rc < 0)
+        zmq_msg_close(m);
+    return rc;
 }
 
-static int s_encode_owned(kvtier_Envelope *env, bus_arrays_t *arr, s_growbuf_t *g,
-                          kvtier_Status *st)
+static int s_frame0_msg(kvtier_Envelope *env, bus_arrays_t *arr, zmq_msg_t *m, kvtier_Status *st)
 {
+    uint8_t buf[S_SEND_STACK];
+    if (s_arrays_min_bytes(env, arr) > sizeof buf)
+        return s_frame0_sized(env, arr, m, st);
     int rc = s_encode_prepare(env, arr, st);
     if (rc < 0)
         return rc;
-    g->len = 0;
-    g->cap = s_size_guess(env, arr);
-    g->buf = malloc(g->cap);
-    if (!g->buf) {
-        s_unbind(env);
-        return bus_status_set(st, kvtier_StatusCode_STATUS_INTERNAL,
-                              "out of memory for frame 0 of %s", s_name(env->which_body));
-    }
-    pb_ostream_t s = {.callback = s_grow_write, .state = g, .max_size = BUS_MAX_FRAME0};
-    if (!pb_encode(&s, kvtier_Envelope_fields, env)) {
-        free(g->buf);
-        g->buf = NULL;
-        return s_encode_failed(env, arr, &s, st);
-    }
+    pb_ostream_t s = pb_ostream_from_buffer(buf, sizeof buf);
+    bool ok = pb_encode(&s, kvtier_Envelope_fields, env);
     s_unbind(env);
+    if (!ok) /* too large for the stack, or invalid: the sized path says which */
+        return s_frame0_sized(env, arr, m, st);
+    if (zmq_msg_init_size(m, s.bytes_written) != 0)
+        return bus_status_set(st, kvtier_StatusCode_STATUS_INTERNAL,
+                              "out of memory for a %zu byte frame 0", s.bytes_written);
+    memcpy(zmq_msg_data(m), buf, s.bytes_written);
     return 0;
 }
 
@@ -766,22 +761,15 @@ int bus_msg_send(zsock_t *sock, const zframe_t *routing_id, kvtier_Envelope *env
     if (!st)
         st = &scratch;
     void *handle = zsock_resolve(sock);
-    s_growbuf_t g = {0};
     zmq_msg_t m0;
     const char *name = s_name(env->which_body);
 
     int rc = bus_env_check_payload(env, arr, npayload, s_payload_size_at, (void *)payload, st);
     if (rc < 0)
         goto out_release;
-    rc = s_encode_owned(env, arr, &g, st);
+    rc = s_frame0_msg(env, arr, &m0, st);
     if (rc < 0)
         goto out_release;
-    if (zmq_msg_init_data(&m0, g.buf, g.len, s_free_buf, NULL) != 0) {
-        free(g.buf);
-        rc = bus_status_set(st, kvtier_StatusCode_STATUS_INTERNAL,
-                            "out of memory for a %zu byte frame 0", g.len);
-        goto out_release;
-    }
     if (routing_id) {
         zframe_t *rid = (zframe_t *)routing_id;
         if (s_send_copy(handle, zframe_data(rid), zframe_size(rid), ZMQ_SNDMORE | ZMQ_DONTWAIT) <
