@@ -153,6 +153,7 @@ static void s_self_destroy(self_t **self_p)
         return;
     self_t *self = *self_p;
     bus_request_reset(&self->req);
+    tier_actor_copy_destroy(self);
     bus_server_destroy(&self->server);
     tier_host_detach(&self->seg);
     tier_close(&self->tier);
@@ -223,6 +224,8 @@ static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *w
         goto out_fail;
     if (s_attach_host(self, why, len) < 0 || s_bind(self, cfg, why, len) < 0)
         goto out_fail;
+    if (tier_actor_copy_new(self, cfg, why, len) < 0)
+        goto out_fail;
     self->stats.capacity = self->tier->cfg.capacity;
     tier_actor_count_used(self);
     return self;
@@ -288,15 +291,20 @@ static void s_run(self_t *self)
     }
     /* Signals belong to the process main, which sends $TERM. */
     zpoller_set_nonstop(poller, true);
+    self->poller = poller; /* copy clients add their sockets */
     while (!self->terminated) {
-        void *which = zpoller_wait(poller, -1);
+        void *which = zpoller_wait(poller, tier_actor_copy_wait_ms(self));
         if (which == self->pipe)
             s_on_pipe(self);
         else if (which == server)
             s_on_requests(self);
-        else if (zpoller_terminated(poller) && errno == ETERM)
+        else if (!which && zpoller_terminated(poller) && errno == ETERM)
             break; /* the context is gone; EINTR (a signal) is not a reason to stop */
+        /* Copy replies are taken on every wake-up, so a busy server cannot starve them. */
+        tier_actor_copy_service(self);
     }
+    tier_actor_copy_destroy(self); /* its sockets leave the poller first */
+    self->poller = NULL;
     zpoller_destroy(&poller);
 }
 

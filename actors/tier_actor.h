@@ -53,7 +53,29 @@
  *   page; pass next_cursor back until done. tier (TierInfo) carries id, name, kind,
  *   endpoint, host, capacity, slot size, shm name (host tiers), epoch and up = true;
  *   its used_slots is counted on the page with cursor 0 and repeated on later pages.
- * - CopySlots: UNAVAILABLE until the migrator (issue 4).
+ * - CopySlots (issue 4 §2; the migrator's request): copies SERVING blocks of this
+ *   tier, bytes and headers, to another tier actor (dst_endpoint), tier to tier.
+ *   keys and dst_slots are required, one per slot; dst_state is WRITING, SERVING or
+ *   DELETING; at most cfg.copy_max_slots slots and cfg.max_bytes bytes per copy
+ *   (INVALID_ARGUMENT otherwise, nothing done). Per slot: the source header must be
+ *   SERVING with keys[i] and its bytes must read back with their checksum (the
+ *   unchanged-source check); then WriteSlots and PutHeader(dst_state, key, size,
+ *   checksum, deadline, instance) go to the destination over a client the actor
+ *   owns (one per destination endpoint, cfg.copy_max_dests cached, the idle one
+ *   used longest ago is closed at the bound). After the destination answered, the
+ *   source header must still be SERVING with the same key, size and checksum; a
+ *   slot whose source changed meanwhile fails and its destination copy is deleted
+ *   again (DeleteSlots with the key). The reply is sent when all that is done,
+ *   while the actor keeps serving: success[i] per slot, copied = successes. Its
+ *   status is OK when the destination answered everything it was sent, else the
+ *   destination's failure ("copy to EP: ...": TIMEOUT after cfg.copy_timeout_ms for
+ *   the whole copy, UNAVAILABLE, or the destination's own status), with the body
+ *   present either way. A destination that timed out has its client closed (its
+ *   queued requests are dropped, never delivered late). At most
+ *   cfg.copy_max_in_flight copies and cfg.max_bytes bytes are in flight: beyond,
+ *   or when every cached destination is busy, UNAVAILABLE (retry later) and
+ *   nothing is done. A block's instance goes to the destination as its id string
+ *   when this actor knows it, else as "#xxxxxxxx" (below).
  *
  * Instance ids: a slot header stores a uint32 (tier_slot_header_t.instance), the
  * wire carries the string. The actor stores tier_actor_instance_hash(instance_id)
@@ -61,6 +83,8 @@
  * remembered string, or "#" followed by 8 lowercase hex digits of the hash when it
  * does not know it (nvme blocks written before a restart): match those by hashing
  * the registered instance ids. Two ids with the same hash are refused (CONFLICT).
+ * A PutHeader instance_id of exactly "#" and 8 lowercase hex digits (not 0) stores
+ * that hash as given (how a copy carries an instance whose string it lacks).
  *
  * Pipe protocol (besides "$TERM"): "ENDPOINT" -> one string frame, the bound
  * endpoint; "EPOCH" -> picture "8", the tier epoch; "STATS" -> picture "b", a
@@ -81,6 +105,10 @@
 #define TIER_ACTOR_INVENTORY_PAGE 128u   /* InventoryReply.entries max_count */
 #define TIER_ACTOR_INVENTORY_SCAN 65536u /* slots looked at per Inventory page */
 #define TIER_ACTOR_ENDPOINT_MAX 256
+#define TIER_ACTOR_DEFAULT_COPY_IN_FLIGHT 8u
+#define TIER_ACTOR_DEFAULT_COPY_SLOTS 256u
+#define TIER_ACTOR_DEFAULT_COPY_DESTS 8u
+#define TIER_ACTOR_DEFAULT_COPY_TIMEOUT_MS 5000u
 
 typedef struct {
     tier_config_t tier; /* what to open (kind "host" or "nvme", or a registered one) */
@@ -96,6 +124,13 @@ typedef struct {
     bool verify_put;
     const tier_nvme_opts_t *nvme_opts; /* kind "nvme": NULL means tier_nvme_opts_default */
     const char *host;                  /* TierInfo.host; NULL: bus_host_id() */
+    /* CopySlots bounds; 0: the TIER_ACTOR_DEFAULT_COPY_* values. copy_max_slots is
+     * at most max_slots. copy_timeout_ms bounds a whole copy (every destination
+     * round trip of it). */
+    uint32_t copy_max_in_flight; /* copies in flight */
+    uint32_t copy_max_slots;     /* slots per copy */
+    uint32_t copy_max_dests;     /* destination clients kept */
+    uint32_t copy_timeout_ms;
 } tier_actor_config_t;
 
 typedef struct {
@@ -110,9 +145,13 @@ typedef struct {
     uint64_t slots_deleted; /* DeleteSlots headers emptied */
     uint64_t probes;        /* slots probed */
     uint64_t inventory_pages;
-    uint64_t checksum_failures; /* nvme reads refused for a bad checksum */
-    uint64_t capacity;          /* slots */
-    uint64_t used_slots;        /* SERVING slots, counted when STATS is asked */
+    uint64_t checksum_failures;  /* nvme reads refused for a bad checksum */
+    uint64_t capacity;           /* slots */
+    uint64_t used_slots;         /* SERVING slots, counted when STATS is asked */
+    uint64_t copies;             /* CopySlots accepted (replied once done) */
+    uint64_t copies_refused;     /* CopySlots refused at the in-flight bounds */
+    uint64_t slots_copied;       /* slots a copy reported successful */
+    uint64_t copy_slot_failures; /* slots a copy reported failed */
 } tier_actor_stats_t;
 
 /* Starts the actor: opens the tier, binds the endpoint. NULL (after logging why)

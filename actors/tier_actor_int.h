@@ -24,6 +24,9 @@ typedef struct {
     uint8_t *data; /* 4096-aligned (O_DIRECT without a bounce) */
 } tier_actor_rbuf_t;
 
+/* CopySlots state (tier_actor_copy.c): copies in flight, destination clients. */
+typedef struct tier_actor_copy tier_actor_copy_t;
+
 typedef struct tier_actor_self {
     zsock_t *pipe;
     tier_t *tier;
@@ -63,6 +66,9 @@ typedef struct tier_actor_self {
 
     uint64_t used_slots; /* SERVING, as of the last count */
     tier_actor_stats_t stats;
+
+    zpoller_t *poller;       /* the loop's; copy clients' sockets are added to it */
+    tier_actor_copy_t *copy; /* CopySlots in flight */
 } tier_actor_self_t;
 
 /* Serves one decoded request (a reply is always sent). tier_actor_serve.c */
@@ -74,5 +80,33 @@ int tier_actor_fail(tier_actor_self_t *self, kvtier_Status *st, bus_code_t code,
 
 /* Counts SERVING slots (one header read per slot) into self->used_slots. */
 void tier_actor_count_used(tier_actor_self_t *self);
+
+/* A block buffer whose payload frames free it (refs set by the caller, one per
+ * frame); tier_actor_rbuf_unref is their bus_free_fn. tier_actor_serve.c */
+tier_actor_rbuf_t *tier_actor_rbuf_new(uint64_t len);
+void tier_actor_rbuf_unref(void *data, void *hint);
+
+/* The instance id string stored for hash: the remembered string, "#xxxxxxxx", or
+ * "" for 0. tier_actor_serve.c */
+void tier_actor_instance_name(tier_actor_self_t *self, uint32_t hash, char *out, size_t len);
+
+/* ---- CopySlots (tier_actor_copy.c) ---- */
+
+/* Allocates the copy state from cfg's bounds; -1 (why filled) on failure. */
+int tier_actor_copy_new(tier_actor_self_t *self, const tier_actor_config_t *cfg, char *why,
+                        size_t len);
+/* Drops copies in flight (no replies) and closes the destination clients. */
+void tier_actor_copy_destroy(tier_actor_self_t *self);
+/* Slots one copy may carry. */
+uint32_t tier_actor_copy_max_slots(tier_actor_self_t *self);
+/* Starts a validated CopySlots (dst state already mapped to a header state). 0:
+ * accepted, the reply follows (maybe already sent); < 0: refused with st set and
+ * nothing done (the caller replies). */
+int tier_actor_copy_start(tier_actor_self_t *self, bus_request_t *req, kvtier_Status *st);
+/* Runs completions of the destination clients and expires their deadlines; call
+ * after every wake-up of the loop. */
+void tier_actor_copy_service(tier_actor_self_t *self);
+/* Milliseconds until the next copy deadline, -1 when none is in flight. */
+int tier_actor_copy_wait_ms(tier_actor_self_t *self);
 
 #endif

@@ -333,7 +333,7 @@ static uint32_t s_read_mapped(self_t *self, uint32_t segs)
     return f;
 }
 
-static void s_rbuf_unref(void *data, void *hint)
+void tier_actor_rbuf_unref(void *data, void *hint)
 {
     (void)data;
     tier_actor_rbuf_t *b = hint;
@@ -342,7 +342,7 @@ static void s_rbuf_unref(void *data, void *hint)
 }
 
 /* One allocation: the struct in the first 4096 bytes, the block after it. */
-static tier_actor_rbuf_t *s_rbuf_new(uint64_t len)
+tier_actor_rbuf_t *tier_actor_rbuf_new(uint64_t len)
 {
     uint64_t body = (len + S_RBUF_ALIGN - 1) / S_RBUF_ALIGN * S_RBUF_ALIGN;
     tier_actor_rbuf_t *b = aligned_alloc(S_RBUF_ALIGN, S_RBUF_ALIGN + (body ? body : S_RBUF_ALIGN));
@@ -405,7 +405,7 @@ static int s_read_copied(self_t *self, uint32_t segs, uint32_t *nframes, kvtier_
 {
     uint32_t n = self->arr->slots.n, f = 0;
     for (uint32_t i = 0; i < n; i++) {
-        self->bufs[i] = s_rbuf_new(self->block_size[i]);
+        self->bufs[i] = tier_actor_rbuf_new(self->block_size[i]);
         if (!self->bufs[i]) {
             s_rbufs_free(self, i);
             return tier_actor_fail(self, st, S_INTERNAL,
@@ -424,7 +424,7 @@ static int s_read_copied(self_t *self, uint32_t segs, uint32_t *nframes, kvtier_
         b->refs = (int)segs;
         for (uint32_t s = 0; s < segs; s++, f++) {
             uint64_t len = s_frame_len(self, i, s, segs);
-            self->payload[f] = (bus_payload_t){b->data + off, len, s_rbuf_unref, b};
+            self->payload[f] = (bus_payload_t){b->data + off, len, tier_actor_rbuf_unref, b};
             self->rep_sizes[f] = len;
             off += len;
         }
@@ -457,8 +457,30 @@ static void s_on_read(self_t *self, bus_request_t *req)
 
 /* ---- PutHeader ---- */
 
+/* "#" + 8 lowercase hex digits, not all zero: a hash given as such (a copy of a
+ * block whose instance string the copying actor did not know). */
+static bool s_instance_hash_form(const char *id, uint32_t *out)
+{
+    if (id[0] != '#' || strlen(id) != 9)
+        return false;
+    uint32_t h = 0;
+    for (int i = 1; i < 9; i++) {
+        char c = id[i];
+        uint32_t d = c >= '0' && c <= '9'   ? (uint32_t)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (uint32_t)(c - 'a' + 10)
+                                            : 16u;
+        if (d == 16u)
+            return false;
+        h = h << 4 | d;
+    }
+    *out = h;
+    return h != 0;
+}
+
 static int s_instance(self_t *self, const char *id, uint32_t *out, kvtier_Status *st)
 {
+    if (s_instance_hash_form(id, out))
+        return 0;
     uint32_t h = tier_actor_instance_hash(id);
     *out = h;
     if (h == 0)
@@ -709,7 +731,7 @@ static void s_tier_info(self_t *self, kvtier_TierInfo *ti)
     ti->up = true;
 }
 
-static void s_instance_name(self_t *self, uint32_t hash, char *out, size_t len)
+void tier_actor_instance_name(self_t *self, uint32_t hash, char *out, size_t len)
 {
     if (hash == 0) {
         out[0] = '\0';
@@ -728,7 +750,7 @@ static void s_inventory_entry(self_t *self, uint64_t slot, const tier_slot_heade
 {
     e->slot = slot;
     memcpy(e->key, h->key.b, TIER_KEY_BYTES);
-    s_instance_name(self, h->instance, e->instance_id, sizeof e->instance_id);
+    tier_actor_instance_name(self, h->instance, e->instance_id, sizeof e->instance_id);
     e->size = h->size;
     e->checksum = h->checksum;
     e->ttl_deadline_ms = h->deadline_ms;
@@ -765,12 +787,41 @@ static void s_on_inventory(self_t *self, bus_request_t *req)
 
 /* ---- CopySlots ---- */
 
+/* The whole request is checked here; tier_actor_copy.c does the copying. */
+static int s_copy_check(self_t *self, const kvtier_CopySlotsRequest *c, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t state = 0, max = tier_actor_copy_max_slots(self);
+    int rc = s_check_tier(self, c->tier_id, 0, "CopySlots", st);
+    if (rc == 0 && (c->dst_tier_id == 0 || !c->dst_endpoint[0]))
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "CopySlots needs the destination's tier id and endpoint (got id %u, "
+                             "endpoint \"%s\")",
+                             c->dst_tier_id, c->dst_endpoint);
+    if (rc == 0)
+        rc = s_state_from_wire(self, c->dst_state, &state, st);
+    if (rc == 0 && a->slots.n > max)
+        rc = tier_actor_fail(self, st, S_INVALID,
+                             "%u slots in one CopySlots, the limit is %u: split the request",
+                             a->slots.n, max);
+    if (rc == 0)
+        rc = s_check_slots(self, &a->slots, "CopySlots", st);
+    if (rc == 0)
+        rc = s_check_count(self, a->dst_slots.n, a->slots.n, false, "CopySlots", "dst_slots", st);
+    if (rc == 0)
+        rc = s_check_count(self, a->keys.n, a->slots.n, false, "CopySlots", "keys", st);
+    return rc;
+}
+
 static void s_on_copy(self_t *self, bus_request_t *req)
 {
     kvtier_Status st = {0};
+    int rc = s_copy_check(self, &req->env.body.copy_slots_req, &st);
+    if (rc == 0)
+        rc = tier_actor_copy_start(self, req, &st);
+    if (rc == 0)
+        return; /* replied when the copy is done */
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_copy_slots_rep_tag, self->name);
-    tier_actor_fail(self, &st, S_UNAVAILABLE,
-                    "copy between tiers arrives with the migrator (issue 4)");
     self->rep_arr.mask.n = 0;
     s_reply(self, req, &self->rep_arr, NULL, 0, &st);
 }

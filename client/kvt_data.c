@@ -442,11 +442,20 @@ static void s_chunk_reply_ok(struct kvt_data *d, s_chunk_t *ch, bus_reply_t *r)
     }
     if (j->kind == BUS_TOKEN_PREFETCH) {
         bool all = d->rep_arr.mask.n == ch->count;
-        for (uint32_t k = 0; k < ch->count; k++)
+        uint32_t refused = 0;
+        for (uint32_t k = 0; k < ch->count; k++) {
             tok->ok[j->order[ch->start + k]] = all && d->rep_mask[k];
+            refused += all && !d->rep_mask[k];
+        }
         if (!all)
             s_job_error(j, KVT_INTERNAL, "CopySlots reply has %u flags for %u slots",
                         d->rep_arr.mask.n, ch->count);
+        else if (refused)
+            /* The source tier no longer holds the expected block in that slot
+             * (the unchanged-source check failed): nothing to promote. */
+            s_job_error(j, KVT_NOT_FOUND,
+                        "CopySlots: %u of %u source slots no longer hold the expected block",
+                        refused, ch->count);
         return;
     }
     if (d->rep_arr.sizes.n != ch->count) {

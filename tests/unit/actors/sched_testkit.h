@@ -332,7 +332,7 @@ static inline void tk_tier_up(tk_t *t, uint32_t tier_id, const char *endpoint, u
     kvtier_TierInfo info;
     memset(&info, 0, sizeof info);
     info.tier_id = tier_id;
-    snprintf(info.endpoint, sizeof info.endpoint, "%s", endpoint);
+    snprintf(info.endpoint, sizeof info.endpoint, "%.*s", (int)sizeof info.endpoint - 1, endpoint);
     snprintf(info.host, sizeof info.host, "test-host");
     snprintf(info.shm, sizeof info.shm, "/kvtier-test-host0");
     info.epoch = epoch;

@@ -1,0 +1,600 @@
+/* migrator.c — the migrator actor (rules and protocol in migrator.h): a job pool
+ * and two FIFO queues (prefetch, demotion), one bus_client per source tier
+ * actor, and a zpoller loop that takes submissions from the pipe, completions
+ * from the source clients, and dispatches what the bounds allow after every
+ * wake-up. Owns its queues, clients and result socket; never touches bytes or
+ * locations, never blocks on a tier actor, and reports every queued job exactly
+ * once. Everything is allocated at start from the configured bounds. */
+#include "migrator.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus_client.h"
+#include "bus_log.h"
+
+#define S_LOG "migrator"
+#define S_PIPE_TIMEOUT_MS 5000
+#define S_DISPATCH_ROUNDS 8
+#define S_OK kvtier_StatusCode_STATUS_OK
+#define S_INVALID kvtier_StatusCode_STATUS_INVALID_ARGUMENT
+#define S_TIMEOUT kvtier_StatusCode_STATUS_TIMEOUT
+#define S_UNAVAILABLE kvtier_StatusCode_STATUS_UNAVAILABLE
+
+typedef struct {
+    char ep[MIGRATOR_ENDPOINT_MAX];
+    bus_client_t *client; /* NULL: entry free */
+    uint32_t in_flight;
+    int64_t last_used;
+    bool broken; /* a CopySlots timed out: failed and closed on the next service */
+} s_src_t;
+
+struct s_self;
+
+typedef struct {
+    struct s_self *owner;
+    migrator_job_t job;
+    bool busy;    /* queued or in flight */
+    s_src_t *src; /* in flight through it */
+    bool mask[MIGRATOR_MAX_JOB_SLOTS];
+    bus_arrays_t rarr; /* the CopySlots reply's success flags land in mask */
+} s_job_t;
+
+typedef struct s_self {
+    zsock_t *pipe;
+    zsock_t *results;
+    zpoller_t *poller;
+    bool terminated;
+    char name[64];
+    uint32_t max_in_flight, max_per_source, max_queued, max_sources, timeout_ms;
+    s_job_t *jobs; /* max_queued + max_in_flight */
+    uint32_t njobs;
+    uint32_t *queue[2]; /* job indexes, FIFO, per priority */
+    uint32_t qlen[2];
+    s_src_t *srcs;
+    uint32_t in_flight;
+    migrator_stats_t stats;
+    kvtier_Envelope env;
+} self_t;
+
+/* ---- construction ---- */
+
+static int s_check_config(const migrator_config_t *cfg, char *why, size_t len)
+{
+    if (!cfg) {
+        snprintf(why, len, "migrator: no config");
+        return -1;
+    }
+    if (!cfg->results_endpoint || !cfg->results_endpoint[0]) {
+        snprintf(why, len, "migrator: results_endpoint is required (the consumer binds a PULL)");
+        return -1;
+    }
+    if (cfg->max_in_flight > BUS_CLIENT_MAX_IN_FLIGHT) {
+        snprintf(why, len, "migrator: max_in_flight %u is above %u", cfg->max_in_flight,
+                 BUS_CLIENT_MAX_IN_FLIGHT);
+        return -1;
+    }
+    return 0;
+}
+
+static void s_self_destroy(self_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    self_t *self = *self_p;
+    for (uint32_t i = 0; self->srcs && i < self->max_sources; i++)
+        bus_client_destroy(&self->srcs[i].client);
+    zsock_destroy(&self->results);
+    free(self->jobs);
+    free(self->queue[0]);
+    free(self->queue[1]);
+    free(self->srcs);
+    free(self);
+    *self_p = NULL;
+}
+
+static self_t *s_self_new(zsock_t *pipe, const migrator_config_t *cfg, char *why, size_t len)
+{
+    if (s_check_config(cfg, why, len) < 0)
+        return NULL;
+    self_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(why, len, "migrator: out of memory");
+        return NULL;
+    }
+    self->pipe = pipe;
+    snprintf(self->name, sizeof self->name, "%s", cfg->name ? cfg->name : "migrator");
+    self->max_in_flight = cfg->max_in_flight ? cfg->max_in_flight : MIGRATOR_DEFAULT_IN_FLIGHT;
+    self->max_per_source = cfg->max_per_source ? cfg->max_per_source : MIGRATOR_DEFAULT_PER_SOURCE;
+    self->max_queued = cfg->max_queued ? cfg->max_queued : MIGRATOR_DEFAULT_QUEUED;
+    self->max_sources = cfg->max_sources ? cfg->max_sources : MIGRATOR_DEFAULT_SOURCES;
+    self->timeout_ms = cfg->copy_timeout_ms ? cfg->copy_timeout_ms : MIGRATOR_DEFAULT_TIMEOUT_MS;
+    self->njobs = self->max_queued + self->max_in_flight;
+    self->jobs = calloc(self->njobs, sizeof *self->jobs);
+    self->queue[0] = calloc(self->max_queued, sizeof *self->queue[0]);
+    self->queue[1] = calloc(self->max_queued, sizeof *self->queue[1]);
+    self->srcs = calloc(self->max_sources, sizeof *self->srcs);
+    if (!self->jobs || !self->queue[0] || !self->queue[1] || !self->srcs) {
+        snprintf(why, len, "%s: out of memory for %u jobs", self->name, self->njobs);
+        goto out_fail;
+    }
+    for (uint32_t i = 0; i < self->njobs; i++)
+        self->jobs[i].owner = self;
+    self->results = zsock_new(ZMQ_PUSH);
+    if (!self->results) {
+        snprintf(why, len, "%s: no result socket", self->name);
+        goto out_fail;
+    }
+    /* results wait until read (one per queued job at most), never dropped */
+    zsock_set_sndhwm(self->results, 0);
+    if (zsock_connect(self->results, "%s", cfg->results_endpoint) < 0) {
+        snprintf(why, len, "%s: cannot connect the results to %s: %s", self->name,
+                 cfg->results_endpoint, zmq_strerror(zmq_errno()));
+        goto out_fail;
+    }
+    return self;
+
+out_fail:
+    s_self_destroy(&self);
+    return NULL;
+}
+
+/* ---- sources ---- */
+
+static s_src_t *s_src_find(self_t *self, const char *ep)
+{
+    for (uint32_t i = 0; i < self->max_sources; i++) {
+        s_src_t *s = &self->srcs[i];
+        if (s->client && !s->broken && strcmp(s->ep, ep) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+/* A free entry, or the idle one used longest ago; NULL when all are busy. */
+static s_src_t *s_src_spare(self_t *self)
+{
+    s_src_t *idle = NULL;
+    for (uint32_t i = 0; i < self->max_sources; i++) {
+        s_src_t *s = &self->srcs[i];
+        if (!s->client)
+            return s;
+        if (s->in_flight == 0 && !s->broken && (!idle || s->last_used < idle->last_used))
+            idle = s;
+    }
+    return idle;
+}
+
+static void s_src_close(self_t *self, s_src_t *s)
+{
+    if (!s->client)
+        return;
+    zpoller_remove(self->poller, bus_client_sock(s->client));
+    bus_client_destroy(&s->client);
+    memset(s, 0, sizeof *s);
+}
+
+static s_src_t *s_src_get(self_t *self, const char *ep)
+{
+    s_src_t *s = s_src_find(self, ep);
+    if (s)
+        return s;
+    s = s_src_spare(self);
+    if (!s)
+        return NULL;
+    s_src_close(self, s);
+    bus_client_config_t cc = {.name = self->name,
+                              .max_in_flight = self->max_per_source,
+                              .default_timeout_ms = self->timeout_ms};
+    s->client = bus_client_new(ep, &cc);
+    if (!s->client)
+        return NULL;
+    zpoller_add(self->poller, bus_client_sock(s->client));
+    snprintf(s->ep, sizeof s->ep, "%s", ep);
+    return s;
+}
+
+/* Can a job from ep be dispatched now? */
+static bool s_src_room(self_t *self, const char *ep)
+{
+    s_src_t *s = s_src_find(self, ep);
+    if (s)
+        return s->in_flight < self->max_per_source;
+    return s_src_spare(self) != NULL;
+}
+
+/* ---- results ---- */
+
+static void s_result_send(self_t *self, s_job_t *j, const kvtier_Status *st, bool from_mask)
+{
+    migrator_result_t r;
+    memset(&r, 0, sizeof r);
+    r.job_id = j->job.job_id;
+    r.priority = j->job.priority;
+    r.src_tier_id = j->job.src_tier_id;
+    r.dst_tier_id = j->job.dst_tier_id;
+    r.n = j->job.n;
+    r.status = (uint32_t)st->code;
+    snprintf(r.message, sizeof r.message, "%.*s", (int)sizeof r.message - 1, st->message);
+    bool all = from_mask && j->rarr.mask.n == j->job.n;
+    if (from_mask && !all) { /* a reply that does not say which slots: none counts */
+        r.status = kvtier_StatusCode_STATUS_INTERNAL;
+        snprintf(r.message, sizeof r.message,
+                 "CopySlots reply from %.96s has %u flags for %u slots", j->job.src_endpoint,
+                 j->rarr.mask.n, j->job.n);
+    }
+    for (uint32_t i = 0; i < r.n; i++) {
+        r.ok[i] = all && j->mask[i];
+        r.copied += r.ok[i];
+    }
+    self->stats.completed++;
+    self->stats.slots_copied += r.copied;
+    self->stats.slots_failed += r.n - r.copied;
+    zframe_t *f = zframe_new(&r, sizeof r);
+    if (!f || zframe_send(&f, self->results, ZFRAME_DONTWAIT) < 0) {
+        zframe_destroy(&f);
+        self->stats.results_lost++;
+        bus_error(S_LOG, "%s: result of job %" PRIu64 " could not be sent", self->name, r.job_id);
+    }
+    j->busy = false;
+    j->src = NULL;
+}
+
+/* ---- submissions ---- */
+
+static bool s_endpoint_ok(const char *ep)
+{
+    size_t n = strnlen(ep, MIGRATOR_ENDPOINT_MAX);
+    return n > 0 && n < MIGRATOR_ENDPOINT_MAX;
+}
+
+static int s_job_check(const migrator_job_t *j, char *why, size_t len)
+{
+    if (j->n == 0 || j->n > MIGRATOR_MAX_JOB_SLOTS)
+        snprintf(why, len, "job %" PRIu64 ": %u slots, give 1..%u", j->job_id, j->n,
+                 MIGRATOR_MAX_JOB_SLOTS);
+    else if (j->priority != MIGRATOR_PREFETCH && j->priority != MIGRATOR_DEMOTE)
+        snprintf(why, len, "job %" PRIu64 ": priority %u is neither prefetch (0) nor demote (1)",
+                 j->job_id, j->priority);
+    else if (!s_endpoint_ok(j->src_endpoint) || !s_endpoint_ok(j->dst_endpoint))
+        snprintf(why, len, "job %" PRIu64 ": source and destination endpoints must be 1..%d bytes",
+                 j->job_id, MIGRATOR_ENDPOINT_MAX - 1);
+    else if (j->src_tier_id == 0 || j->dst_tier_id == 0)
+        snprintf(why, len, "job %" PRIu64 ": tier id 0 (source %u, destination %u)", j->job_id,
+                 j->src_tier_id, j->dst_tier_id);
+    else if (j->dst_state < kvtier_LocationState_LOCATION_WRITING ||
+             j->dst_state > kvtier_LocationState_LOCATION_DELETING)
+        snprintf(why, len,
+                 "job %" PRIu64 ": destination state %u is not WRITING, SERVING or "
+                 "DELETING",
+                 j->job_id, j->dst_state);
+    else
+        return 0;
+    return -1;
+}
+
+static void s_on_job(self_t *self, zmsg_t *msg)
+{
+    char why[256] = "queued";
+    int code = S_OK;
+    zframe_t *f = zmsg_pop(msg);
+    if (!f || zframe_size(f) != sizeof(migrator_job_t)) {
+        code = S_INVALID;
+        snprintf(why, sizeof why, "%s: JOB needs one frame of %zu bytes", self->name,
+                 sizeof(migrator_job_t));
+    } else if (s_job_check((const migrator_job_t *)zframe_data(f), why, sizeof why) < 0) {
+        code = S_INVALID;
+    } else if (self->qlen[0] + self->qlen[1] >= self->max_queued) {
+        code = S_UNAVAILABLE;
+        snprintf(why, sizeof why,
+                 "%s: %u jobs already queued (max_queued); retry after results arrive", self->name,
+                 self->max_queued);
+    }
+    /* the pool holds max_queued + max_in_flight entries: one is free whenever
+     * fewer than max_queued jobs wait */
+    uint32_t k = 0;
+    while (code == S_OK && k < self->njobs && self->jobs[k].busy)
+        k++;
+    if (code == S_OK && k == self->njobs) {
+        code = kvtier_StatusCode_STATUS_INTERNAL;
+        snprintf(why, sizeof why, "%s: job pool exhausted", self->name);
+    }
+    if (code == S_OK) {
+        s_job_t *j = &self->jobs[k];
+        memcpy(&j->job, zframe_data(f), sizeof j->job);
+        j->busy = true;
+        j->src = NULL;
+        uint32_t p = j->job.priority;
+        self->queue[p][self->qlen[p]++] = k;
+        self->stats.submitted++;
+    } else if (code == S_UNAVAILABLE) {
+        self->stats.refused_full++;
+    } else {
+        self->stats.refused_invalid++;
+    }
+    zframe_destroy(&f);
+    zsock_send(self->pipe, "is", code, why);
+}
+
+/* ---- dispatch ---- */
+
+static void s_on_copied(void *arg, bus_reply_t *r);
+
+static bool s_prefetch_waits(self_t *self, const char *ep)
+{
+    for (uint32_t q = 0; q < self->qlen[MIGRATOR_PREFETCH]; q++)
+        if (strcmp(self->jobs[self->queue[MIGRATOR_PREFETCH][q]].job.src_endpoint, ep) == 0)
+            return true;
+    return false;
+}
+
+/* The next job to dispatch: prefetch first (FIFO), then demotions whose source
+ * has room and no waiting prefetch. false when none can go now. */
+static bool s_pick(self_t *self, uint32_t *prio, uint32_t *pos)
+{
+    for (uint32_t p = 0; p < 2; p++)
+        for (uint32_t q = 0; q < self->qlen[p]; q++) {
+            const char *ep = self->jobs[self->queue[p][q]].job.src_endpoint;
+            if (!s_src_room(self, ep))
+                continue;
+            if (p == MIGRATOR_DEMOTE && s_prefetch_waits(self, ep))
+                continue;
+            *prio = p;
+            *pos = q;
+            return true;
+        }
+    return false;
+}
+
+static void s_dispatch(self_t *self, s_job_t *j)
+{
+    kvtier_Status st = {0};
+    const migrator_job_t *job = &j->job;
+    s_src_t *s = s_src_get(self, job->src_endpoint);
+    if (!s) {
+        bus_status_set(&st, S_INVALID, "%s: cannot connect to the source %s", self->name,
+                       job->src_endpoint);
+        s_result_send(self, j, &st, false);
+        return;
+    }
+    bus_env_init(&self->env, kvtier_Envelope_copy_slots_req_tag, self->name);
+    kvtier_CopySlotsRequest *c = &self->env.body.copy_slots_req;
+    c->tier_id = job->src_tier_id;
+    c->dst_tier_id = job->dst_tier_id;
+    snprintf(c->dst_endpoint, sizeof c->dst_endpoint, "%s", job->dst_endpoint);
+    c->dst_state = (kvtier_LocationState)job->dst_state;
+    uint32_t n = job->n;
+    bus_arrays_t arr = {.slots = {(uint64_t *)job->src_slots, n, n},
+                        .dst_slots = {(uint64_t *)job->dst_slots, n, n},
+                        .keys = {(uint8_t(*)[16])job->keys, n, n}};
+    j->rarr = (bus_arrays_t){.mask = {j->mask, 0, MIGRATOR_MAX_JOB_SLOTS}};
+    s->last_used = zclock_mono();
+    if (bus_client_send(s->client, &self->env, &arr, NULL, 0, self->timeout_ms, &j->rarr,
+                        s_on_copied, j, NULL, &st) < 0) {
+        s_result_send(self, j, &st, false);
+        return;
+    }
+    j->src = s;
+    s->in_flight++;
+    self->in_flight++;
+    self->stats.dispatched++;
+}
+
+static void s_pump(self_t *self)
+{
+    uint32_t p, q;
+    while (self->in_flight < self->max_in_flight && s_pick(self, &p, &q)) {
+        s_job_t *j = &self->jobs[self->queue[p][q]];
+        memmove(&self->queue[p][q], &self->queue[p][q + 1],
+                (self->qlen[p] - q - 1) * sizeof self->queue[p][0]);
+        self->qlen[p]--;
+        s_dispatch(self, j);
+    }
+}
+
+static void s_on_copied(void *arg, bus_reply_t *r)
+{
+    s_job_t *j = arg;
+    self_t *self = j->owner;
+    s_src_t *s = j->src;
+    bool body = r->env && r->env->which_body == kvtier_Envelope_copy_slots_rep_tag;
+    if (r->status.code == S_TIMEOUT && !r->env) {
+        s->broken = true;
+        self->stats.timeouts++;
+    }
+    s->in_flight--;
+    self->in_flight--;
+    s_result_send(self, j, &r->status, body);
+}
+
+/* Completions of every source, then closes sources that timed out (their
+ * queued requests are dropped, never delivered late), then dispatches. */
+static void s_service(self_t *self)
+{
+    for (uint32_t i = 0; i < self->max_sources; i++) {
+        s_src_t *s = &self->srcs[i];
+        if (!s->client)
+            continue;
+        for (int round = 0; round < S_DISPATCH_ROUNDS; round++)
+            if (bus_client_dispatch(s->client, 0) <= 0)
+                break;
+        if (!s->broken)
+            continue;
+        bus_client_fail_all(s->client, S_UNAVAILABLE,
+                            "the source tier actor timed out on an earlier copy; client closed");
+        if (s->in_flight == 0) {
+            bus_warn(S_LOG, "%s: source %s timed out; client closed", self->name, s->ep);
+            s_src_close(self, s);
+        }
+    }
+    s_pump(self);
+}
+
+static int s_wait_ms(self_t *self)
+{
+    int64_t best = -1;
+    for (uint32_t i = 0; i < self->max_sources; i++) {
+        s_src_t *s = &self->srcs[i];
+        if (!s->client)
+            continue;
+        if (s->broken)
+            return 0;
+        int64_t t = bus_client_next_timeout_ms(s->client);
+        if (t >= 0 && (best < 0 || t < best))
+            best = t;
+    }
+    return best > INT_MAX ? INT_MAX : (int)best;
+}
+
+/* ---- pipe and loop ---- */
+
+static void s_on_pipe(self_t *self)
+{
+    zmsg_t *msg = zmsg_recv(self->pipe);
+    if (!msg) {
+        self->terminated = true;
+        return;
+    }
+    char *cmd = zmsg_popstr(msg);
+    if (!cmd) {
+        bus_warn(S_LOG, "%s: empty pipe command ignored", self->name);
+    } else if (streq(cmd, "$TERM")) {
+        self->terminated = true;
+    } else if (streq(cmd, "JOB")) {
+        s_on_job(self, msg);
+    } else if (streq(cmd, "STATS")) {
+        self->stats.queued_prefetch = self->qlen[MIGRATOR_PREFETCH];
+        self->stats.queued_demote = self->qlen[MIGRATOR_DEMOTE];
+        self->stats.in_flight = self->in_flight;
+        zsock_send(self->pipe, "b", &self->stats, sizeof self->stats);
+    } else {
+        bus_warn(S_LOG, "%s: unknown pipe command '%s' ignored", self->name, cmd);
+    }
+    zstr_free(&cmd);
+    zmsg_destroy(&msg);
+}
+
+static void s_run(self_t *self)
+{
+    while (!self->terminated) {
+        void *which = zpoller_wait(self->poller, s_wait_ms(self));
+        if (which == self->pipe)
+            s_on_pipe(self);
+        else if (!which && zpoller_terminated(self->poller) && errno == ETERM)
+            break;
+        if (!self->terminated)
+            s_service(self);
+    }
+}
+
+static void s_wait_term(zsock_t *pipe)
+{
+    while (true) {
+        char *cmd = zstr_recv(pipe);
+        bool term = !cmd || streq(cmd, "$TERM");
+        zstr_free(&cmd);
+        if (term)
+            return;
+    }
+}
+
+/* As the tier actor: the handshake signal first (zactor_new consumes it), then
+ * the start's outcome (0 running, 1 failed). */
+static void s_actor(zsock_t *pipe, void *args)
+{
+    char why[512] = "";
+    zsock_signal(pipe, 0);
+    self_t *self = s_self_new(pipe, args, why, sizeof why);
+    if (self) {
+        self->poller = zpoller_new(pipe, NULL);
+        if (!self->poller)
+            snprintf(why, sizeof why, "%s: no poller", self->name);
+    }
+    if (!self || !self->poller) {
+        bus_error(S_LOG, "%s", why);
+        s_self_destroy(&self);
+        zsock_signal(pipe, 1);
+        s_wait_term(pipe);
+        return;
+    }
+    zpoller_set_nonstop(self->poller, true);
+    zsock_signal(pipe, 0);
+    s_run(self);
+    /* requests in flight are dropped with their clients; results stop here */
+    for (uint32_t i = 0; i < self->max_sources; i++)
+        s_src_close(self, &self->srcs[i]);
+    zpoller_destroy(&self->poller);
+    s_self_destroy(&self);
+}
+
+zactor_t *migrator_new(const migrator_config_t *cfg)
+{
+    zactor_t *actor = zactor_new(s_actor, (void *)cfg);
+    if (!actor)
+        return NULL;
+    if (zsock_wait(actor) != 0) {
+        zactor_destroy(&actor);
+        return NULL;
+    }
+    return actor;
+}
+
+/* ---- wrappers ---- */
+
+static bool s_answered(zactor_t *actor)
+{
+    zpoller_t *p = zpoller_new(actor, NULL);
+    if (!p)
+        return false;
+    zpoller_set_nonstop(p, true);
+    bool ready = zpoller_wait(p, S_PIPE_TIMEOUT_MS) == actor;
+    zpoller_destroy(&p);
+    return ready;
+}
+
+int migrator_submit(zactor_t *migrator, const migrator_job_t *job, char *why, size_t len)
+{
+    int code = S_UNAVAILABLE;
+    char *msg = NULL;
+    if (migrator && job && zsock_send(migrator, "sb", "JOB", job, sizeof *job) == 0 &&
+        s_answered(migrator) && zsock_recv(migrator, "is", &code, &msg) == 0) {
+        if (why && len)
+            snprintf(why, len, "%s", msg ? msg : "");
+    } else {
+        code = S_UNAVAILABLE;
+        if (why && len)
+            snprintf(why, len, "migrator: no answer to JOB");
+    }
+    zstr_free(&msg);
+    return code == S_OK ? 0 : -code;
+}
+
+int migrator_stats(zactor_t *migrator, migrator_stats_t *out)
+{
+    if (!migrator || zstr_send(migrator, "STATS") < 0 || !s_answered(migrator))
+        return -1;
+    zframe_t *f = zframe_recv(migrator);
+    int rc = -1;
+    if (f && zframe_size(f) == sizeof *out) {
+        memcpy(out, zframe_data(f), sizeof *out);
+        rc = 0;
+    }
+    zframe_destroy(&f);
+    return rc;
+}
+
+int migrator_result_recv(zsock_t *pull, migrator_result_t *out)
+{
+    zframe_t *f = pull ? zframe_recv(pull) : NULL;
+    int rc = -1;
+    if (f && zframe_size(f) == sizeof *out) {
+        memcpy(out, zframe_data(f), sizeof *out);
+        rc = 0;
+    }
+    zframe_destroy(&f);
+    return rc;
+}

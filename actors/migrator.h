@@ -1,0 +1,124 @@
+/* migrator.h — the migrator actor (issue 4 §2, DESIGN.md §6): runs copy jobs
+ * between tier actors. A job names a source tier actor, its slots and the keys
+ * expected there, and a destination tier actor and slots; the migrator sends one
+ * CopySlots to the source, which copies tier to tier (bytes never pass through
+ * the migrator or the coordinator; tier_actor.h has the copy's rules, including
+ * the unchanged-source check), and reports one result per job. It never changes
+ * a location: the scheduler switches locations from the results (DemoteDone in
+ * schemas/internal.proto has that shape). A failed copy leaves the source as it
+ * was, serving.
+ *
+ * Scheduling: two priorities. Queued prefetch jobs (MIGRATOR_PREFETCH) are
+ * dispatched before queued demotions; within a priority, first in first out. At
+ * most cfg.max_in_flight CopySlots are outstanding overall and
+ * cfg.max_per_source per source endpoint; a job whose source is at its bound
+ * waits and does not hold up jobs of other sources, except that a demotion is
+ * never dispatched while a prefetch of the same source waits.
+ *
+ * Protocol. Submissions and control go over the actor's pipe and are answered
+ * there at once (the wrappers below speak it):
+ *   "JOB" + frame(migrator_job_t)  -> picture "is": status code and message.
+ *       0: queued, exactly one result follows. Otherwise refused and counted,
+ *       no result: INVALID_ARGUMENT (bad job), UNAVAILABLE (cfg.max_queued jobs
+ *       already wait: backpressure, retry after results).
+ *   "STATS"                        -> frame(migrator_stats_t).
+ * Results go out on a PUSH socket the actor connects to cfg.results_endpoint
+ * (the consumer binds a PULL there, before or after the migrator starts), one
+ * frame(migrator_result_t) per queued job, in completion order; read them with
+ * migrator_result_recv. Same process only (structs travel as bytes). The result
+ * socket has no high-water mark: results wait there until read, at most one per
+ * job submitted.
+ *
+ * Timeouts: a CopySlots that gets no answer within cfg.copy_timeout_ms fails its
+ * job (TIMEOUT) and the client to that source is closed, so requests queued
+ * toward it are dropped rather than delivered late. Keep copy_timeout_ms above
+ * the tier actors' copy_timeout_ms: a delivered copy is then always answered
+ * (its own deadline ends it) before the migrator gives up on it. */
+#ifndef KVT_MIGRATOR_H
+#define KVT_MIGRATOR_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MIGRATOR_MAX_JOB_SLOTS 64u /* internal.proto batches */
+#define MIGRATOR_ENDPOINT_MAX 128  /* CopySlotsRequest.dst_endpoint bound */
+#define MIGRATOR_DEFAULT_IN_FLIGHT 4u
+#define MIGRATOR_DEFAULT_PER_SOURCE 2u
+#define MIGRATOR_DEFAULT_QUEUED 256u
+#define MIGRATOR_DEFAULT_SOURCES 16u
+#define MIGRATOR_DEFAULT_TIMEOUT_MS 10000u
+
+typedef enum {
+    MIGRATOR_PREFETCH = 0, /* promotion for a waiting reader: first */
+    MIGRATOR_DEMOTE = 1,   /* reclaim: when no prefetch waits */
+} migrator_priority_t;
+
+typedef struct {
+    const char *name;             /* logs and Envelope.sender; NULL: "migrator" */
+    const char *results_endpoint; /* required: where results are pushed (consumer binds) */
+    uint32_t max_in_flight;       /* CopySlots outstanding overall; 0: default */
+    uint32_t max_per_source;      /* CopySlots outstanding per source endpoint; 0: default */
+    uint32_t max_queued;          /* jobs waiting, both priorities; 0: default */
+    uint32_t max_sources;         /* source clients kept (idle ones closed at the bound) */
+    uint32_t copy_timeout_ms;     /* per CopySlots; 0: default */
+} migrator_config_t;
+
+typedef struct {
+    uint64_t job_id;   /* the submitter's; echoed in the result */
+    uint32_t priority; /* migrator_priority_t */
+    uint32_t src_tier_id;
+    char src_endpoint[MIGRATOR_ENDPOINT_MAX];
+    uint32_t dst_tier_id;
+    char dst_endpoint[MIGRATOR_ENDPOINT_MAX];
+    uint32_t dst_state; /* kvtier_LocationState written at the destination */
+    uint32_t n;         /* 1..MIGRATOR_MAX_JOB_SLOTS */
+    uint64_t src_slots[MIGRATOR_MAX_JOB_SLOTS];
+    uint64_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
+    uint8_t keys[MIGRATOR_MAX_JOB_SLOTS][16]; /* expected at the source */
+} migrator_job_t;
+
+typedef struct {
+    uint64_t job_id;
+    uint32_t priority;
+    uint32_t src_tier_id, dst_tier_id;
+    uint32_t n, copied;
+    /* the CopySlots reply's status (kvtier_StatusCode): OK, or the destination's
+     * failure as the source reported it, or TIMEOUT / UNAVAILABLE / ... when the
+     * source tier actor did not copy at all (then every ok[] is false) */
+    uint32_t status;
+    bool ok[MIGRATOR_MAX_JOB_SLOTS]; /* copied, and the source unchanged */
+    char message[160];
+} migrator_result_t;
+
+typedef struct {
+    uint64_t submitted;       /* jobs queued */
+    uint64_t refused_full;    /* refused at max_queued */
+    uint64_t refused_invalid; /* refused as malformed */
+    uint64_t dispatched;      /* CopySlots sent */
+    uint64_t completed;       /* results sent */
+    uint64_t slots_copied;
+    uint64_t slots_failed;
+    uint64_t timeouts;        /* jobs failed by copy_timeout_ms */
+    uint64_t results_lost;    /* results the PUSH socket refused (should stay 0) */
+    uint32_t queued_prefetch; /* now */
+    uint32_t queued_demote;   /* now */
+    uint32_t in_flight;       /* now */
+} migrator_stats_t;
+
+/* Starts the actor. NULL (after logging why) on a bad config. */
+zactor_t *migrator_new(const migrator_config_t *cfg);
+
+/* Submits a job. 0: queued (one result follows); else -status code (the
+ * kvtier_StatusCode) with why filled; -UNAVAILABLE also when the actor does
+ * not answer. */
+int migrator_submit(zactor_t *migrator, const migrator_job_t *job, char *why, size_t len);
+
+/* Counters. 0, or -1 when the actor does not answer. */
+int migrator_stats(zactor_t *migrator, migrator_stats_t *out);
+
+/* Receives one result from the consumer's PULL socket (blocking per its
+ * options). 0, or -1 when nothing or something that is not a result arrived. */
+int migrator_result_recv(zsock_t *pull, migrator_result_t *out);
+
+#endif
