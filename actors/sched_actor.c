@@ -63,6 +63,12 @@ static void s_apply_defaults(sched_config_t *c)
         c->max_window_keys = 4u << 20;
     if (!c->scan_max)
         c->scan_max = 4096;
+    if (!c->delete_delay_ms)
+        c->delete_delay_ms = 1000;
+    if (!c->max_pending_deletes)
+        c->max_pending_deletes = 4096;
+    if (!c->reclaim_scan)
+        c->reclaim_scan = 8192;
     if (!c->tick_ms) {
         uint64_t m = c->pin_lease_ms;
         if (c->write_grace_ms < m)
@@ -152,7 +158,8 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
     if (strnlen(c.cluster, SCHED_CLUSTER_MAX) >= SCHED_CLUSTER_MAX ||
         strnlen(c.node_name, SCHED_NODE_MAX) >= SCHED_NODE_MAX ||
         strnlen(c.advertised_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
-        strnlen(c.event_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
+        strnlen(c.event_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
+        strnlen(c.internal_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
         return s_cfg_fail(err, errlen, "scheduler: a name or endpoint is not NUL-terminated");
     int rc = s_check_tiers(&c, err, errlen);
     if (rc == 0)
@@ -166,6 +173,9 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
         return s_cfg_fail(err, errlen,
                           "scheduler: max_requests (<= 16 Mi), max_instances "
                           "(<= 65536) or max_pending_puts (<= 60000) too large");
+    if (c.max_pending_deletes > (1u << 24))
+        return s_cfg_fail(err, errlen, "scheduler: max_pending_deletes %u above 16 Mi",
+                          c.max_pending_deletes);
     if (c.max_window_keys < c.max_batch)
         return s_cfg_fail(err, errlen, "scheduler: max_window_keys %u below max_batch %u",
                           c.max_window_keys, c.max_batch);
@@ -190,8 +200,8 @@ kvtier_Envelope *sched_reply_begin(sched_t *self, pb_size_t tag)
 void sched_reply(sched_t *self)
 {
     kvtier_Status st;
-    if (bus_server_reply(self->server, self->req.routing_id, self->rep, &self->rep_arr, NULL, 0,
-                         &st) < 0)
+    if (bus_server_reply(self->cur, self->req.routing_id, self->rep, &self->rep_arr, NULL, 0, &st) <
+        0)
         bus_warn(S_LOG, "reply to %s not sent: %s", bus_body_name(self->req.env.which_body),
                  st.message);
 }
@@ -207,8 +217,7 @@ void sched_reply_error(sched_t *self, bus_code_t code, const char *fmt, ...)
         self->g.invalid_requests++;
     bus_debug(S_LOG, "%s -> %s: %s", bus_body_name(self->req.env.which_body),
               bus_status_name((int)code), msg);
-    bus_server_reply_error(self->server, self->req.routing_id, self->req.env.corr_id, code, "%s",
-                           msg);
+    bus_server_reply_error(self->cur, self->req.routing_id, self->req.env.corr_id, code, "%s", msg);
 }
 
 /* ---- read-only requests ---- */
@@ -274,6 +283,12 @@ static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
     s_stat(r, "adopted", g->adopted);
     s_stat(r, "invalid_requests", g->invalid_requests);
     s_stat(r, "busy_refusals", g->busy_refusals);
+    s_stat(r, "gc_scans", g->gc_scans);
+    s_stat(r, "gc_dropped", g->gc_dropped);
+    s_stat(r, "reclaim_marked", g->reclaim_marked);
+    s_stat(r, "reclaimed", g->reclaimed);
+    s_stat(r, "reclaim_backpressure", g->reclaim_backpressure);
+    s_stat(r, "deleting", sched_deleting_count(self));
     s_stat(r, "instances", self->n_inst);
     s_stat(r, "open_requests", sched_open_requests(self));
     s_stat(r, "window_keys", sched_open_windows_keys(self));
@@ -386,6 +401,17 @@ static void s_dispatch(sched_t *self)
     case kvtier_Envelope_admin_status_req_tag:
         s_on_admin_status(self);
         break;
+    case kvtier_Envelope_reclaim_candidates_req_tag:
+    case kvtier_Envelope_gc_scan_req_tag:
+    case kvtier_Envelope_gc_drop_req_tag:
+    case kvtier_Envelope_demote_done_req_tag:
+        if (self->cur == self->internal)
+            sched_on_internal(self);
+        else
+            sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                              "%s is served on the scheduler's internal plane only",
+                              bus_body_name(self->req.env.which_body));
+        break;
     case kvtier_Envelope_tier_membership_req_tag:
         sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "TierMembershipRequest comes from the coordinator process over the "
@@ -400,19 +426,32 @@ static void s_dispatch(sched_t *self)
     }
 }
 
-static int s_on_server(zloop_t *loop, zsock_t *sock, void *arg)
+static void s_drain(sched_t *self, bus_server_t *server)
 {
-    (void)loop;
-    (void)sock;
-    sched_t *self = arg;
+    self->cur = server;
     for (int i = 0; i < S_DRAIN; i++) {
-        int rc = bus_server_recv(self->server, 0, &self->req, self->req_arr);
+        int rc = bus_server_recv(server, 0, &self->req, self->req_arr);
         if (rc <= 0)
             break;
         s_dispatch(self);
         bus_request_reset(&self->req);
     }
     sched_tiers_flush(self);
+}
+
+static int s_on_server(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    (void)sock;
+    s_drain(arg, ((sched_t *)arg)->server);
+    return 0;
+}
+
+static int s_on_internal(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    (void)sock;
+    s_drain(arg, ((sched_t *)arg)->internal);
     return 0;
 }
 
@@ -450,6 +489,8 @@ static int s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
         rc = -1;
     } else if (f && zframe_streq(f, "ENDPOINT")) {
         zstr_send(pipe, self->endpoint);
+    } else if (f && zframe_streq(f, "INTERNAL")) {
+        zstr_send(pipe, self->internal_ep);
     } else if (f) {
         s_pipe_envelope(self, msg);
     }
@@ -465,6 +506,7 @@ static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
     int64_t now = sched_now();
     sched_tiers_tick(self, now);
     sched_lease_scan(self, now);
+    sched_deleting_tick(self, now);
     sched_tiers_flush(self);
     return 0;
 }
@@ -482,6 +524,7 @@ static void s_self_destroy(sched_t **self_p)
     bus_request_reset(&self->req);
     zloop_destroy(&self->loop);
     bus_server_destroy(&self->server);
+    bus_server_destroy(&self->internal);
     bus_arrays_destroy(&self->req_arr);
     free(self->rep);
     free(self->tier_env);
@@ -565,9 +608,23 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
         goto out_fail;
     }
     snprintf(self->endpoint, sizeof self->endpoint, "%s", bus_server_endpoint(self->server));
+    char iep[SCHED_ENDPOINT_MAX];
+    if (self->cfg.internal_endpoint[0])
+        sched_strcpy(iep, sizeof iep, self->cfg.internal_endpoint);
+    else
+        snprintf(iep, sizeof iep, "inproc://sched-internal-%p-%" PRIx64, (void *)self,
+                 self->hash_seed);
+    self->internal = bus_server_new(iep, self->cfg.node_name);
+    if (!self->internal) {
+        bus_error(S_LOG, "cannot bind the internal endpoint '%s'", iep);
+        goto out_fail;
+    }
+    sched_strcpy(self->internal_ep, sizeof self->internal_ep, bus_server_endpoint(self->internal));
+    self->cur = self->server;
     zloop_set_nonstop(self->loop, true); /* the owner stops us with $TERM */
     if (zloop_reader(self->loop, pipe, s_on_pipe, self) < 0 ||
         zloop_reader(self->loop, bus_server_sock(self->server), s_on_server, self) < 0 ||
+        zloop_reader(self->loop, bus_server_sock(self->internal), s_on_internal, self) < 0 ||
         zloop_timer(self->loop, self->cfg.tick_ms, 0, s_on_tick, self) < 0)
         goto out_fail;
     return self;
@@ -612,6 +669,20 @@ int sched_actor_endpoint(zactor_t *actor, char *buf, size_t len)
     if (!actor || !buf || len == 0)
         return -1;
     if (zstr_send(actor, "ENDPOINT") < 0)
+        return -1;
+    char *ep = zstr_recv(actor);
+    if (!ep)
+        return -1;
+    snprintf(buf, len, "%s", ep);
+    zstr_free(&ep);
+    return 0;
+}
+
+int sched_actor_internal_endpoint(zactor_t *actor, char *buf, size_t len)
+{
+    if (!actor || !buf || len == 0)
+        return -1;
+    if (zstr_send(actor, "INTERNAL") < 0)
         return -1;
     char *ep = zstr_recv(actor);
     if (!ep)

@@ -13,6 +13,7 @@
  * Pipe protocol:
  *   "$TERM"      stop (czmq actor contract)
  *   "ENDPOINT"   -> one string frame: the bound meta endpoint ("tcp://127.0.0.1:41234")
+ *   "INTERNAL"   -> one string frame: the bound internal-plane endpoint (gc, reclaimer)
  *   an encoded Envelope with a TierMembershipRequest body (see sched_actor_tier_change):
  *                ADDED/UPDATED = the tier actor is up (endpoint, shm, host, epoch,
  *                capacity, slot size); REMOVED = it is gone. No reply.
@@ -79,6 +80,14 @@ typedef struct {
     uint32_t max_window_keys;  /* keys held by all open windows together (0: 4 Mi) */
     uint32_t tick_ms;          /* lease / expiry scan period (0: derived from the leases) */
     uint32_t scan_max;         /* requests examined per tick by the lease scan (0: 4096) */
+
+    /* Internal plane (gc, reclaimer; schemas/internal.proto): a second ROUTER
+     * served by the same loop. "" = "inproc://sched-internal-<random>" (same
+     * process). Read the bound one back with sched_actor_internal_endpoint. */
+    char internal_endpoint[SCHED_ENDPOINT_MAX];
+    uint64_t delete_delay_ms;     /* DELETING -> slot freed after this (0: 1 s) */
+    uint32_t max_pending_deletes; /* DELETING blocks per tier awaiting their free (0: 4096) */
+    uint32_t reclaim_scan;        /* slots examined per ReclaimCandidates / GcScan (0: 8192) */
 } sched_config_t;
 
 /* Fills *cfg with the defaults above, one chain "default" of no tier, endpoint
@@ -95,6 +104,10 @@ zactor_t *sched_actor_new(const sched_config_t *cfg);
 
 /* The bound meta endpoint into buf. 0, or -1 when the actor does not answer. */
 int sched_actor_endpoint(zactor_t *actor, char *buf, size_t len);
+
+/* The bound internal-plane endpoint (GcScan, GcDrop, ReclaimCandidates) into buf.
+ * 0, or -1 when the actor does not answer. */
+int sched_actor_internal_endpoint(zactor_t *actor, char *buf, size_t len);
 
 /* Tells the actor that a tier actor came up (up = true; info carries tier_id,
  * name, endpoint, shm, host, epoch, capacity_slots, slot_bytes) or went away

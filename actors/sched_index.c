@@ -303,6 +303,8 @@ static int s_tier_lookup(sched_t *self, sched_tier_t *t, uint32_t number, const 
     tier_slot_info_t info;
     int rc = tier_slots_lookup(t->slots, number, key, (uint64_t)now, &info);
     if (rc == 0) {
+        if (t->n_deleting && sched_is_deleting(t, number, key, info.slot))
+            return TIER_SLOTS_ENOENT; /* DELETING: not served, not pinnable */
         *slot = info.slot;
         return 0;
     }
@@ -419,7 +421,8 @@ void sched_on_lookup(sched_t *self)
         hits++;
         advise |= self->rep_tiers[k] != head;
         sched_tier_t *t = &self->tiers[self->rep_tiers[k] - 1];
-        (void)tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, 0);
+        if (tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, 0) == 0)
+            sched_stamp(self, t, self->pos[k], true);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;
     lr->hit_count = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? hits : end;
@@ -483,6 +486,7 @@ void sched_on_touch(sched_t *self)
             rc = tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, deadline);
             if (rc == 0) {
                 any = true;
+                sched_stamp(self, t, info.slot, true);
             } else if (rc == TIER_SLOTS_EXPIRED) {
                 self->g.expirations++;
                 sched_tier_queue_delete(t, info.slot, &self->keys[k]);

@@ -5,7 +5,9 @@
  * stats), sched_index.c (instances, hash maps, block lookup, Lookup / Touch /
  * Remove), sched_requests.c (requests, windows, get / put / prefetch, leases,
  * deferred put replies), sched_tiers.c (tier table, slot engines, tier clients,
- * membership, inventory, deletes, header writes). */
+ * membership, inventory, deletes, header writes), sched_internal.c (the internal
+ * plane: GcScan / GcDrop / ReclaimCandidates, DELETING blocks and their delayed
+ * free). */
 #ifndef KVT_SCHED_INT_H
 #define KVT_SCHED_INT_H
 
@@ -45,6 +47,8 @@ typedef struct {
     uint64_t pins_lapsed, reservations_lapsed, safety_net_windows;
     uint64_t tier_timeouts, tier_errors, deletes_sent, deletes_dropped;
     uint64_t adopted, invalid_requests, busy_refusals;
+    uint64_t gc_scans, gc_dropped;
+    uint64_t reclaim_marked, reclaimed, reclaim_stale, reclaim_backpressure;
 } sched_global_t;
 
 /* ---- open-addressing hash map of u32 indices (instances, requests) ---- */
@@ -119,6 +123,15 @@ typedef enum {
 
 struct sched;
 
+/* A block marked DELETING (reclaim, DESIGN §6): not served, not pinnable; its
+ * slot is freed at `due` once no reader holds it. */
+typedef struct {
+    tier_key_t key;
+    uint32_t number;
+    uint32_t slot;
+    int64_t due; /* monotonic ms */
+} sched_deleting_t;
+
 typedef struct sched_tier {
     struct sched *self;
     uint32_t idx;
@@ -143,6 +156,15 @@ typedef struct sched_tier {
     uint64_t del_slots[SCHED_DEL_BATCH];
     uint8_t del_keys[SCHED_DEL_BATCH][16];
     uint64_t dropped; /* blocks dropped because the tier went down / changed epoch */
+    /* access order for reclaim candidates: per slot, the scheduler's stamp of the
+     * block's admission (fifo) or last hit (other policies) */
+    uint64_t *stamps;
+    bool stamp_on_hit;
+    /* DELETING blocks (bounded by cfg.max_pending_deletes) */
+    uint32_t *del_mark; /* per slot: 1 + index in deleting[], 0 = not deleting */
+    sched_deleting_t *deleting;
+    uint32_t n_deleting;
+    uint32_t reclaim_cursor; /* where the next candidate scan starts */
 } sched_tier_t;
 
 /* A complete_put waiting for its tier's PutHeader reply. */
@@ -164,7 +186,13 @@ typedef struct sched {
     zsock_t *pipe;
     zloop_t *loop;
     bus_server_t *server;
+    bus_server_t *internal; /* internal plane (gc, reclaimer) */
+    bus_server_t *cur;      /* the server the current request came from (replies) */
     char endpoint[SCHED_ENDPOINT_MAX];
+    char internal_ep[SCHED_ENDPOINT_MAX];
+    uint64_t stamp; /* access stamps (sched_tier_t.stamps) */
+    uint64_t gc_cursor;
+    uint64_t gc_seen_resv, gc_seen_pins; /* lapsed counters reported by the last GcScan */
     int64_t started_ms;
     uint64_t hash_seed;
     uint64_t next_token_id;
@@ -285,6 +313,28 @@ int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instan
 /* Re-sends one block's header (a shared reservation concluded by a failing sharer). */
 void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, uint32_t slot,
                              const tier_key_t *key);
+
+/* ---- sched_internal.c ---- */
+void sched_on_internal(sched_t *self); /* one internal-plane request */
+/* Per-slot side arrays of a fresh engine (stamps, DELETING marks); 0 or -1. */
+int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity);
+void sched_internal_fini(sched_tier_t *t);
+/* A block became SERVING (commit, adopt) or was hit (lookup, touch). */
+static inline void sched_stamp(sched_t *self, sched_tier_t *t, uint32_t slot, bool hit)
+{
+    if (!hit || t->stamp_on_hit)
+        t->stamps[slot] = ++self->stamp;
+}
+/* Is (number, key) at slot marked DELETING (hidden from lookups and pins)? */
+bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                       uint32_t slot);
+/* Before reserving keys[0..n) on t: finishes the deletion of those marked
+ * DELETING and unheld, so a put stores them again instead of skipping them. */
+void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *keys,
+                           uint32_t n);
+/* Frees DELETING blocks whose delay passed and that no reader holds. */
+void sched_deleting_tick(sched_t *self, int64_t now);
+uint32_t sched_deleting_count(const sched_t *self);
 
 /* ---- window pool (sched_requests.c) ---- */
 sched_entry_t *sched_list_push(sched_t *self, sched_list_t *l);

@@ -558,9 +558,13 @@ static uint32_t s_put_compact(sched_t *self, const sched_instance_t *in, uint32_
         bool serving = false;
         for (uint32_t j = 1; j < ch->n_tiers && !serving; j++) {
             sched_tier_t *t = &self->tiers[ch->tier_ids[j] - 1];
+            tier_slot_info_t info;
+            /* a DELETING block is going away: the put stores the key again */
             serving =
                 t->state != SCHED_TIER_DOWN &&
-                tier_slots_lookup(t->slots, in->number, &self->keys[k], (uint64_t)now, NULL) == 0;
+                tier_slots_lookup(t->slots, in->number, &self->keys[k], (uint64_t)now, &info) ==
+                    0 &&
+                !(t->n_deleting && sched_is_deleting(t, in->number, &self->keys[k], info.slot));
         }
         if (serving)
             continue;
@@ -647,6 +651,8 @@ void sched_on_prepare_put(sched_t *self)
     sched_keys_load(self, n);
     uint32_t m = s_put_compact(self, in, q->chain, n, now);
     uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
+    if (t->n_deleting)
+        sched_deleting_settle(self, t, in->number, self->keys, m);
     size_t nv = 0;
     int rc = m == 0
                  ? 0
@@ -748,9 +754,10 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
             failed++;
             continue;
         }
-        if (tier_slots_commit(t->slots, in->number, &key, true, (uint64_t)now, NULL) == 0)
+        if (tier_slots_commit(t->slots, in->number, &key, true, (uint64_t)now, NULL) == 0) {
+            sched_stamp(self, t, e->slot, false);
             committed++;
-        else
+        } else
             failed++;
     }
     in->c.puts_committed += committed;

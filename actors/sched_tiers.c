@@ -42,7 +42,7 @@ static int s_engine_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
     tier_slots_t *slots = tier_slots_new(&sc);
     uint32_t *sizes = calloc(capacity, sizeof *sizes);
     uint64_t *checksums = calloc(capacity, sizeof *checksums);
-    if (!slots || !sizes || !checksums) {
+    if (!slots || !sizes || !checksums || sched_internal_reset(self, t, capacity) < 0) {
         tier_slots_destroy(&slots);
         free(sizes);
         free(checksums);
@@ -136,6 +136,7 @@ void sched_tiers_fini(sched_t *self)
         free(t->checksums);
         t->sizes = NULL;
         t->checksums = NULL;
+        sched_internal_fini(t);
     }
 }
 
@@ -368,6 +369,7 @@ static void s_adopt(sched_t *self, sched_tier_t *t, const kvtier_InventoryEntry 
     if (rc == 0) {
         t->sizes[e->slot] = (uint32_t)e->size;
         t->checksums[e->slot] = e->checksum;
+        sched_stamp(self, t, (uint32_t)e->slot, false);
         t->inv_adopted++;
         self->g.adopted++;
     } else if (rc == TIER_SLOTS_EDUP) {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bus_config.h"
@@ -25,7 +26,10 @@ static const char s_defaults[] =
     "                   \"max_instances\": 64, \"tier_timeout\": \"2s\" },\n"
     "  \"tiers\": [ { \"name\": \"host0\", \"kind\": \"host\",\n"
     "               \"endpoint\": \"tcp://127.0.0.1:7710\", \"capacity\": 4096,\n"
-    "               \"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true } ]\n"
+    "               \"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true } ],\n"
+    "  \"gc\": { \"interval\": \"1s\", \"page\": 64, \"probe_timeout\": \"2s\" },\n"
+    "  \"reclaimer\": { \"interval\": \"100ms\", \"delete_delay\": \"1s\",\n"
+    "                 \"max_pending\": 4096 }\n"
     "}\n";
 
 static const char *const s_kind_names[] = {"host", "nvme", NULL};
@@ -222,8 +226,9 @@ static int s_policy_error(const bus_config_node_t *tn, const char *name, char *e
 static int s_read_host_fields(const bus_config_node_t *tn, const coord_config_t *c,
                               coord_tier_config_t *t, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"name",   "kind", "endpoint", "capacity", "slot_size",
-                                       "policy", "shm",  "prefault", NULL};
+    static const char *const keys[] = {"name",           "kind",          "endpoint", "capacity",
+                                       "slot_size",      "policy",        "shm",      "prefault",
+                                       "high_watermark", "low_watermark", NULL};
     char dflt[COORD_SHM_MAX * 2];
     snprintf(dflt, sizeof dflt, "/kvtier-%s-%s", c->cluster, t->name);
     int rc = bus_config_check_keys(tn, "", keys, err, errlen);
@@ -246,8 +251,9 @@ static int s_read_host_fields(const bus_config_node_t *tn, const coord_config_t 
 static int s_read_nvme_fields(const bus_config_node_t *tn, coord_tier_config_t *t, char *err,
                               size_t errlen)
 {
-    static const char *const keys[] = {"name",   "kind", "endpoint",    "capacity", "slot_size",
-                                       "policy", "path", "queue_depth", NULL};
+    static const char *const keys[] = {"name",           "kind",          "endpoint", "capacity",
+                                       "slot_size",      "policy",        "path",     "queue_depth",
+                                       "high_watermark", "low_watermark", NULL};
     uint64_t qd = 0;
     int rc = bus_config_check_keys(tn, "", keys, err, errlen);
     if (rc == 0)
@@ -257,6 +263,31 @@ static int s_read_nvme_fields(const bus_config_node_t *tn, coord_tier_config_t *
     if (rc == 0)
         rc = bus_config_opt_u64(tn, "queue_depth", 0, 4096, 0, &qd, err, errlen);
     t->queue_depth = (uint32_t)qd;
+    return rc;
+}
+
+/* A watermark: a JSON number in (0, 1] or a string "NN%" / "NN.N%" in (0%, 100%]. */
+static int s_watermark(const bus_config_node_t *tn, const char *path, double dflt, double *out,
+                       char *err, size_t errlen)
+{
+    *out = dflt;
+    if (!bus_config_has(tn, path))
+        return 0;
+    char text[32], scratch[BUS_CONFIG_ERR_MAX];
+    if (bus_config_get_string(tn, path, text, sizeof text, scratch, sizeof scratch) == 0) {
+        char *end = NULL;
+        double v = strtod(text, &end);
+        if (end == text || !end || strcmp(end, "%") != 0 || !(v > 0.0 && v <= 100.0))
+            return bus_config_error(tn, path, err, errlen,
+                                    "\"%s\": expected a fraction in (0, 1] or a percent "
+                                    "string in (0%%, 100%%] such as \"90%%\"",
+                                    text);
+        *out = v / 100.0;
+        return 0;
+    }
+    int rc = bus_config_get_double(tn, path, 0.0, 1.0, out, err, errlen);
+    if (rc == 0 && !(*out > 0.0))
+        rc = bus_config_error(tn, path, err, errlen, "must be above 0, got %g", *out);
     return rc;
 }
 
@@ -288,6 +319,15 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
         rc = bus_config_opt_string(tn, "policy", "lru", t->policy, sizeof t->policy, err, errlen);
     if (rc == 0 && !tier_policy_find(t->policy))
         rc = s_policy_error(tn, t->policy, err, errlen);
+    if (rc == 0)
+        rc = s_watermark(tn, "high_watermark", 0.9, &t->high_watermark, err, errlen);
+    if (rc == 0)
+        rc = s_watermark(tn, "low_watermark", t->high_watermark < 0.8 ? t->high_watermark / 2 : 0.8,
+                         &t->low_watermark, err, errlen);
+    if (rc == 0 && !(t->low_watermark < t->high_watermark))
+        rc = bus_config_error(tn, "low_watermark", err, errlen,
+                              "must be below high_watermark (%g), got %g", t->high_watermark,
+                              t->low_watermark);
     return rc;
 }
 
@@ -441,9 +481,49 @@ static int s_read_chains(const bus_config_node_t *root, coord_config_t *c, char 
     return rc;
 }
 
+static int s_read_gc(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"interval", "page", "probe_timeout", NULL};
+    bus_config_node_t gc;
+    int rc = bus_config_get_object(root, "gc", 8, &gc, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&gc, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&gc, "interval", 1, &c->gc_interval_ms, err, errlen);
+    if (rc == 0 && c->gc_interval_ms > UINT32_MAX)
+        rc = bus_config_error(&gc, "interval", err, errlen, "too long");
+    if (rc == 0)
+        rc = s_u32(&gc, "page", 64, &c->gc_page, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&gc, "probe_timeout", 1, &c->gc_probe_timeout_ms, err, errlen);
+    if (rc == 0 && c->gc_probe_timeout_ms > UINT32_MAX)
+        rc = bus_config_error(&gc, "probe_timeout", err, errlen, "too long");
+    return rc;
+}
+
+static int s_read_reclaimer(const bus_config_node_t *root, coord_config_t *c, char *err,
+                            size_t errlen)
+{
+    static const char *const keys[] = {"interval", "delete_delay", "max_pending", NULL};
+    bus_config_node_t rn;
+    int rc = bus_config_get_object(root, "reclaimer", 8, &rn, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&rn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&rn, "interval", 1, &c->reclaim_interval_ms, err, errlen);
+    if (rc == 0 && c->reclaim_interval_ms > UINT32_MAX)
+        rc = bus_config_error(&rn, "interval", err, errlen, "too long");
+    if (rc == 0)
+        rc = s_duration(&rn, "delete_delay", 1, &c->reclaim_delete_delay_ms, err, errlen);
+    if (rc == 0)
+        rc = s_u32(&rn, "max_pending", 1u << 24, &c->reclaim_max_pending, err, errlen);
+    return rc;
+}
+
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster", "etcd", "coordinator", "tiers", "chains", NULL};
+    static const char *const keys[] = {"cluster", "etcd", "coordinator", "tiers",
+                                       "chains",  "gc",   "reclaimer",   NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -456,6 +536,10 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_tiers(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_chains(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_gc(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_reclaimer(root, c, err, errlen);
     return rc;
 }
 

@@ -55,6 +55,10 @@ typedef struct {
     /* nvme */
     char path[COORD_PATH_MAX]; /* required for nvme */
     uint32_t queue_depth;      /* io_uring depth, 0: the backend's default */
+    /* reclaim (DESIGN §6): fractions of capacity, 0 < low < high <= 1. The file
+     * takes a number (0.9) or a percent string ("90%"); defaults 0.9 / 0.8. */
+    double high_watermark;
+    double low_watermark;
 } coord_tier_config_t;
 
 typedef struct {
@@ -85,6 +89,15 @@ typedef struct {
     coord_tier_config_t tiers[COORD_MAX_TIERS];
     uint32_t n_chains;
     coord_chain_config_t chains[COORD_MAX_CHAINS];
+
+    /* gc actor (DESIGN §6 "GC"): a round of `gc_page` locations every gc_interval_ms */
+    uint64_t gc_interval_ms;      /* "gc.interval", default 1s */
+    uint32_t gc_page;             /* "gc.page", 1..64, default 64 */
+    uint64_t gc_probe_timeout_ms; /* "gc.probe_timeout", default 2s */
+    /* reclaimer actor (DESIGN §6 "Reclaim") */
+    uint64_t reclaim_interval_ms;     /* "reclaimer.interval", default 100ms */
+    uint64_t reclaim_delete_delay_ms; /* "reclaimer.delete_delay": DELETING -> freed, 1s */
+    uint32_t reclaim_max_pending;     /* "reclaimer.max_pending": DELETING per tier, 4096 */
 } coord_config_t;
 
 /* The embedded defaults (a JSON document): what a file leaves out is taken from

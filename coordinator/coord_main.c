@@ -24,6 +24,8 @@
 #include "coord_membership.h"
 #include "coord_proc.h"
 #include "coord_standby.h"
+#include "gc.h"
+#include "reclaimer.h"
 #include "sched_actor.h"
 
 #define S_COMP "coordinator"
@@ -42,6 +44,8 @@ typedef struct {
     char endpoint[BUS_ENDPOINT_MAX]; /* bound and advertised meta endpoint */
     zactor_t *standby;
     zactor_t *sched;
+    zactor_t *gc;        /* started next to the scheduler, stopped before it */
+    zactor_t *reclaimer; /* idem */
     zactor_t *elector;
     zactor_t *membership;
     bool leader;
@@ -118,6 +122,51 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     sc->max_batch = c->max_batch;
     sc->max_requests = c->max_requests;
     sc->max_instances = c->max_instances;
+    sc->delete_delay_ms = c->reclaim_delete_delay_ms;
+    sc->max_pending_deletes = c->reclaim_max_pending;
+}
+
+/* The background actors of the leader (DESIGN §3): they reach the scheduler over
+ * its internal plane. 0, or -1 (logged) when one cannot start. */
+static int s_start_background(s_proc_t *p)
+{
+    const coord_config_t *c = &p->cfg;
+    gc_config_t gc;
+    memset(&gc, 0, sizeof gc);
+    if (sched_actor_internal_endpoint(p->sched, gc.sched_endpoint, sizeof gc.sched_endpoint) < 0)
+        return -1;
+    gc.interval_ms = (uint32_t)c->gc_interval_ms;
+    gc.page = c->gc_page;
+    gc.probe_timeout_ms = (uint32_t)c->gc_probe_timeout_ms;
+    p->gc = gc_actor_new(&gc);
+    if (!p->gc)
+        return -1;
+
+    reclaimer_config_t *rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return -1;
+    snprintf(rc->sched_endpoint, sizeof rc->sched_endpoint, "%s", gc.sched_endpoint);
+    rc->interval_ms = (uint32_t)c->reclaim_interval_ms;
+    rc->n_tiers = c->n_tiers;
+    for (uint32_t i = 0; i < c->n_tiers; i++) {
+        const coord_tier_config_t *t = &c->tiers[i];
+        uint32_t hi = (uint32_t)(t->high_watermark * 1000.0 + 0.5);
+        uint32_t lo = (uint32_t)(t->low_watermark * 1000.0 + 0.5);
+        hi = hi < 2 ? 2 : hi > 1000 ? 1000 : hi;
+        lo = lo < 1 ? 1 : lo >= hi ? hi - 1 : lo; /* fractions closer than 1 permille */
+        rc->tiers[i] =
+            (reclaimer_tier_t){.tier_id = t->id, .high_permille = hi, .low_permille = lo};
+    }
+    p->reclaimer = reclaimer_actor_new(rc);
+    free(rc);
+    return p->reclaimer ? 0 : -1;
+}
+
+static void s_stop_sched(s_proc_t *p)
+{
+    zactor_destroy(&p->reclaimer);
+    zactor_destroy(&p->gc);
+    zactor_destroy(&p->sched);
 }
 
 static int s_start_sched(s_proc_t *p)
@@ -136,6 +185,8 @@ static int s_start_sched(s_proc_t *p)
             break;
         s_nap_ms(S_SCHED_RETRY_MS);
     }
+    if (p->sched && s_start_background(p) < 0)
+        s_stop_sched(p);
     coord_proc_block_signals(false);
     free(sc);
     if (!p->sched)
@@ -160,7 +211,7 @@ static int s_on_elector(s_proc_t *p)
         if (p->leader && p->epoch == ev.epoch)
             return 0;
         coord_standby_destroy(&p->standby);
-        zactor_destroy(&p->sched);
+        s_stop_sched(p);
         p->leader = true;
         p->epoch = ev.epoch;
         if (s_start_sched(p) < 0) {
@@ -177,7 +228,7 @@ static int s_on_elector(s_proc_t *p)
         p->leader = false;
         p->leader_ep[0] = '\0';
         p->leader_epoch = 0;
-        zactor_destroy(&p->sched);
+        s_stop_sched(p);
         bus_warn(S_COMP, "%s: leadership lost (epoch %" PRIu64 "): standby", p->name, ev.epoch);
         if (!p->standby && s_start_standby(p) < 0) {
             bus_error(S_COMP, "%s: cannot bind %s as standby: exiting", p->name, p->endpoint);
@@ -344,7 +395,7 @@ static int s_run(s_proc_t *p)
 
 static void s_stop(s_proc_t *p)
 {
-    zactor_destroy(&p->sched);
+    s_stop_sched(p);
     coord_standby_destroy(&p->standby);
     coord_elector_destroy(&p->elector); /* revokes the lease: leader key gone at once */
     coord_membership_destroy(&p->membership);

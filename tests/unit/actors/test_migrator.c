@@ -58,7 +58,7 @@ static migrator_job_t s_job(uint64_t id, migrator_priority_t prio, ck_tier_t *fr
     j.src_tier_id = from->cfg.tier_id;
     snprintf(j.src_endpoint, sizeof j.src_endpoint, "%.*s", MIGRATOR_ENDPOINT_MAX - 1, from->ep);
     j.dst_tier_id = dst_id;
-    snprintf(j.dst_endpoint, sizeof j.dst_endpoint, "%s", dst_ep);
+    snprintf(j.dst_endpoint, sizeof j.dst_endpoint, "%.*s", MIGRATOR_ENDPOINT_MAX - 1, dst_ep);
     j.dst_state = kvtier_LocationState_LOCATION_SERVING;
     j.n = n;
     for (uint32_t i = 0; i < n; i++) {

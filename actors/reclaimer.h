@@ -1,0 +1,64 @@
+/* reclaimer.h — the reclaimer actor (DESIGN.md §6 "Reclaim and demotion"; issue 4
+ * §4): keeps each tier's fill between its watermarks. Every `interval_ms` it asks the
+ * scheduler (ReclaimCandidates over the internal plane, sched_actor_internal_endpoint)
+ * for each configured tier's fill; above `high` the tier drains: on the last tier of
+ * its chain the scheduler marks the coldest unpinned SERVING blocks DELETING (expired
+ * first, then the tier's policy order; at most `batch` per request) until the fill,
+ * DELETING blocks excluded, is at or below `low`. The scheduler frees a DELETING
+ * block's slot after its delete delay, once no reader holds it, and sends DeleteSlots
+ * to the tier actor. Tiers with a next tier are only watched: demotion needs the
+ * migrator (counted in not_last).
+ *
+ * Bounded: one request in flight, at most `burst` requests per tier per interval;
+ * the scheduler bounds the DELETING blocks per tier (its max_pending_deletes) and
+ * reports backpressure, counted here, when that queue is full.
+ *
+ * Pipe protocol: "$TERM"; "STATS" -> picture "b", a reclaimer_stats_t. */
+#ifndef KVT_RECLAIMER_H
+#define KVT_RECLAIMER_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RECLAIMER_ENDPOINT_MAX 256
+#define RECLAIMER_MAX_TIERS 32
+#define RECLAIMER_MAX_BATCH 64u /* ReclaimCandidatesReply.blocks max_count */
+
+typedef struct {
+    uint32_t tier_id;       /* 1-based */
+    uint32_t high_permille; /* drain above this fill (1..1000) */
+    uint32_t low_permille;  /* ... down to this one (1..high-1) */
+} reclaimer_tier_t;
+
+typedef struct {
+    char sched_endpoint[RECLAIMER_ENDPOINT_MAX]; /* the scheduler's internal plane */
+    uint32_t interval_ms;                        /* 0: 100 */
+    uint32_t batch;                              /* blocks per request, 1..64 (0: 64) */
+    uint32_t burst;                              /* requests per tier per interval (0: 16) */
+    uint32_t call_timeout_ms;                    /* 0: 2000 */
+    uint32_t n_tiers;
+    reclaimer_tier_t tiers[RECLAIMER_MAX_TIERS];
+} reclaimer_config_t;
+
+typedef struct {
+    uint64_t requests;     /* ReclaimCandidates sent */
+    uint64_t failures;     /* ... that failed or timed out */
+    uint64_t drains;       /* times a tier went above its high watermark */
+    uint64_t marked;       /* blocks marked DELETING */
+    uint64_t backpressure; /* replies saying the DELETING queue was full */
+    uint64_t not_last;     /* requests for a tier with a next tier (nothing done) */
+    uint32_t draining;     /* tiers draining now */
+    uint32_t fill_permille[RECLAIMER_MAX_TIERS]; /* last fill seen, by config index */
+} reclaimer_stats_t;
+
+/* Checks a config: watermarks 0 < low < high <= 1000, tier ids 1..32 and unique,
+ * batch <= 64. 0, or -EINVAL with a message in err. */
+int reclaimer_config_check(const reclaimer_config_t *cfg, char *err, size_t errlen);
+
+/* Starts the actor. NULL (after logging why) on a bad config. */
+zactor_t *reclaimer_actor_new(const reclaimer_config_t *cfg);
+/* A snapshot of the counters. 0, or -1 when the actor does not answer. */
+int reclaimer_actor_stats(zactor_t *actor, reclaimer_stats_t *out);
+
+#endif

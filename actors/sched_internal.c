@@ -1,0 +1,415 @@
+/* sched_internal.c — the scheduler's internal plane (schemas/internal.proto), served
+ * on a second ROUTER by the same loop: the gc actor's GcScan / GcDrop and the
+ * reclaimer's ReclaimCandidates (DESIGN.md §6), plus the DELETING state and the
+ * delayed free of reclaimed blocks.
+ *
+ * Owns: per tier, the access stamps that order reclaim candidates (per slot: the
+ * scheduler's counter at the block's admission, and at each hit unless the policy
+ * is fifo) and the bounded queue of DELETING blocks (cfg.max_pending_deletes).
+ *
+ * Candidate order: expired blocks first, then the oldest stamp among committed,
+ * unpinned, not rewritten, not DELETING blocks. The slot engine does not expose
+ * its policy order without evicting, so the scheduler keeps its own stamps: lru
+ * order for lru and clock (clock's reference bits are not mirrored), admission order
+ * for fifo. A call examines at most cfg.reclaim_scan slots (the whole tier when it
+ * is smaller; otherwise a window that rotates over the tier, so the order is that of
+ * a sample).
+ *
+ * DELETING: the block stays in the slot engine (its slot is not reused) but is
+ * hidden from lookups and pins; at or after its due time, once no reader holds it,
+ * it is removed and DeleteSlots goes to the tier actor. A put of a DELETING key
+ * finishes the deletion first (the key is stored again, not skipped as cached).
+ *
+ * Never blocks, never allocates outside an engine reset: every round is bounded
+ * (64 blocks per message, cfg.reclaim_scan slots per scan). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus_log.h"
+#include "sched_int.h"
+
+#define S_LOG "sched"
+#define S_MAX_REFS 64u /* BlockRef arrays of internal.proto */
+
+/* ---- per-slot side arrays ---- */
+
+int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
+{
+    uint64_t *stamps = calloc(capacity, sizeof *stamps);
+    uint32_t *mark = calloc(capacity, sizeof *mark);
+    sched_deleting_t *del =
+        t->deleting ? t->deleting : calloc(self->cfg.max_pending_deletes, sizeof *del);
+    if (!stamps || !mark || !del) {
+        free(stamps);
+        free(mark);
+        if (del != t->deleting)
+            free(del);
+        return -1;
+    }
+    free(t->stamps);
+    free(t->del_mark);
+    t->stamps = stamps;
+    t->del_mark = mark;
+    t->deleting = del;
+    t->n_deleting = 0;
+    t->reclaim_cursor = 0;
+    t->stamp_on_hit = strcmp(t->cfg.policy, "fifo") != 0;
+    return 0;
+}
+
+void sched_internal_fini(sched_tier_t *t)
+{
+    free(t->stamps);
+    free(t->del_mark);
+    free(t->deleting);
+    t->stamps = NULL;
+    t->del_mark = NULL;
+    t->deleting = NULL;
+    t->n_deleting = 0;
+}
+
+/* ---- DELETING ---- */
+
+bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key, uint32_t slot)
+{
+    uint32_t m = t->del_mark[slot];
+    if (m == 0 || m > t->n_deleting)
+        return false;
+    const sched_deleting_t *d = &t->deleting[m - 1];
+    return d->slot == slot && d->number == number && tier_key_eq(&d->key, key);
+}
+
+uint32_t sched_deleting_count(const sched_t *self)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < self->n_tiers; i++)
+        n += self->tiers[i].n_deleting;
+    return n;
+}
+
+/* Forgets entry i (swap with the last). */
+static void s_forget(sched_tier_t *t, uint32_t i)
+{
+    sched_deleting_t *d = &t->deleting[i];
+    if (t->del_mark[d->slot] == i + 1)
+        t->del_mark[d->slot] = 0;
+    uint32_t last = t->n_deleting - 1;
+    if (i != last) {
+        *d = t->deleting[last];
+        if (t->del_mark[d->slot] == last + 1)
+            t->del_mark[d->slot] = i + 1;
+    }
+    t->n_deleting--;
+}
+
+/* Frees entry i if its block is still there and unheld. 1 = entry gone, 0 = kept. */
+static int s_try_free(sched_t *self, sched_tier_t *t, uint32_t i)
+{
+    sched_deleting_t *d = &t->deleting[i];
+    tier_slot_info_t info;
+    if (tier_slots_slot_info(t->slots, d->slot, &info) < 0 || info.state != TIER_SLOT_COMMITTED ||
+        info.instance != d->number || !tier_key_eq(&info.key, &d->key)) {
+        self->g.reclaim_stale++; /* evicted, expired or removed meanwhile */
+        s_forget(t, i);
+        return 1;
+    }
+    if (info.pins || info.refs)
+        return 0; /* a reader still holds it: freed after its unpin */
+    if (tier_slots_remove(t->slots, d->number, &d->key) < 0)
+        return 0;
+    sched_tier_queue_delete(t, d->slot, &d->key);
+    self->g.reclaimed++;
+    s_forget(t, i);
+    return 1;
+}
+
+void sched_deleting_tick(sched_t *self, int64_t now)
+{
+    for (uint32_t k = 0; k < self->n_tiers; k++) {
+        sched_tier_t *t = &self->tiers[k];
+        if (t->state == SCHED_TIER_DOWN)
+            continue;
+        for (uint32_t i = 0; i < t->n_deleting;) {
+            if (t->deleting[i].due <= now && s_try_free(self, t, i))
+                continue; /* entry i now holds another one */
+            i++;
+        }
+    }
+}
+
+void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *keys,
+                           uint32_t n)
+{
+    for (uint32_t k = 0; k < n && t->n_deleting; k++) {
+        tier_slot_info_t info;
+        if (tier_slots_peek(t->slots, number, &keys[k], &info) < 0 ||
+            info.state != TIER_SLOT_COMMITTED || !sched_is_deleting(t, number, &keys[k], info.slot))
+            continue;
+        (void)s_try_free(self, t, t->del_mark[info.slot] - 1);
+    }
+}
+
+/* ---- helpers ---- */
+
+static void s_ref(sched_t *self, const sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                  uint32_t slot, kvtier_BlockRef *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *id = sched_instance_name(self, number);
+    if (id)
+        sched_strcpy(out->instance_id, sizeof out->instance_id, id);
+    else
+        snprintf(out->instance_id, sizeof out->instance_id, "#%08" PRIx32, number);
+    memcpy(out->key, key->b, TIER_KEY_BYTES);
+    out->tier_id = t->cfg.tier_id;
+    out->slot = slot;
+}
+
+/* The slot-header instance number named by a BlockRef ("#xxxxxxxx" or an id). */
+static uint32_t s_ref_number(const char *id)
+{
+    if (id[0] == '#' && strlen(id) == 9) {
+        char *end = NULL;
+        unsigned long v = strtoul(id + 1, &end, 16);
+        if (end && *end == '\0')
+            return (uint32_t)v;
+    }
+    return sched_instance_number(id);
+}
+
+static uint32_t s_next_tier(const sched_t *self, const sched_tier_t *t)
+{
+    for (uint32_t c = 0; c < self->cfg.n_chains; c++) {
+        const sched_chain_config_t *ch = &self->cfg.chains[c];
+        for (uint32_t j = 0; j + 1 < ch->n_tiers; j++)
+            if (ch->tier_ids[j] == t->cfg.tier_id)
+                return ch->tier_ids[j + 1];
+    }
+    return 0;
+}
+
+static uint32_t s_fill_permille(const sched_tier_t *t)
+{
+    tier_slots_stats_t ts;
+    tier_slots_stats(t->slots, &ts);
+    uint64_t used = ts.used > t->n_deleting ? ts.used - t->n_deleting : 0;
+    return ts.capacity ? (uint32_t)(used * 1000 / ts.capacity) : 0;
+}
+
+/* ---- ReclaimCandidates ---- */
+
+typedef struct {
+    uint64_t rank; /* 0: expired; else 1 + stamp */
+    uint32_t slot;
+} s_cand_t;
+
+/* The coldest reclaimable blocks among at most cfg.reclaim_scan slots, coldest
+ * first, into best[0..max). Returns how many. */
+static uint32_t s_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64_t now,
+                             s_cand_t *best)
+{
+    uint32_t cap = (uint32_t)t->cfg.capacity;
+    uint32_t n_scan = cap <= self->cfg.reclaim_scan ? cap : self->cfg.reclaim_scan;
+    uint32_t start = cap <= self->cfg.reclaim_scan ? 0 : t->reclaim_cursor % cap;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < n_scan; i++) {
+        uint32_t slot = (uint32_t)(((uint64_t)start + i) % cap);
+        tier_slot_info_t info;
+        if (tier_slots_slot_info(t->slots, slot, &info) < 0 || info.state != TIER_SLOT_COMMITTED ||
+            info.pins || info.refs ||
+            (t->del_mark[slot] && sched_is_deleting(t, info.instance, &info.key, slot)))
+            continue;
+        bool expired = info.expired || (info.deadline_ms && info.deadline_ms <= (uint64_t)now);
+        uint64_t rank = expired ? 0 : t->stamps[slot] + 1;
+        if (n == max && rank >= best[n - 1].rank)
+            continue;
+        uint32_t j = n < max ? n++ : n - 1; /* drop the warmest when full */
+        while (j > 0 && best[j - 1].rank > rank) {
+            best[j] = best[j - 1];
+            j--;
+        }
+        best[j] = (s_cand_t){.rank = rank, .slot = slot};
+    }
+    t->reclaim_cursor = (uint32_t)(((uint64_t)start + n_scan) % cap);
+    return n;
+}
+
+static void s_on_reclaim(sched_t *self)
+{
+    const kvtier_ReclaimCandidatesRequest *r = &self->req.env.body.reclaim_candidates_req;
+    if (r->tier_id < 1 || r->tier_id > self->n_tiers) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no tier with id %u",
+                          r->tier_id);
+        return;
+    }
+    sched_tier_t *t = &self->tiers[r->tier_id - 1];
+    uint32_t next = s_next_tier(self, t);
+    if (r->mark_deleting && next) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "tier %s has a next tier (id %u) in its chain: its blocks are "
+                          "demoted, not deleted",
+                          t->cfg.name, next);
+        return;
+    }
+    if (r->mark_deleting && (r->low_permille < 1 || r->low_permille > 1000)) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "low_permille %u out of 1..1000", r->low_permille);
+        return;
+    }
+    uint32_t max = r->max_blocks < S_MAX_REFS ? r->max_blocks : S_MAX_REFS;
+    s_cand_t best[S_MAX_REFS];
+    uint32_t n = 0;
+    int64_t now = sched_now();
+    if (t->state == SCHED_TIER_UP && max > 0)
+        n = s_candidates(self, t, max, now, best);
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_reclaim_candidates_rep_tag);
+    kvtier_ReclaimCandidatesReply *out = &rep->body.reclaim_candidates_rep;
+    out->next_tier_id = next;
+    if (r->mark_deleting) {
+        tier_slots_stats_t ts;
+        tier_slots_stats(t->slots, &ts);
+        uint64_t used = ts.used > t->n_deleting ? ts.used - t->n_deleting : 0;
+        uint64_t target = ts.capacity * (uint64_t)r->low_permille / 1000;
+        uint64_t need = used > target ? used - target : 0;
+        uint32_t want = need < n ? (uint32_t)need : n;
+        uint32_t room = self->cfg.max_pending_deletes - t->n_deleting;
+        if (want > room) {
+            out->backpressure = true;
+            self->g.reclaim_backpressure++;
+            want = room;
+        }
+        for (uint32_t i = 0; i < want; i++) {
+            tier_slot_info_t info;
+            (void)tier_slots_slot_info(t->slots, best[i].slot, &info);
+            sched_deleting_t *d = &t->deleting[t->n_deleting++];
+            *d = (sched_deleting_t){.key = info.key,
+                                    .number = info.instance,
+                                    .slot = best[i].slot,
+                                    .due = now + (int64_t)self->cfg.delete_delay_ms};
+            t->del_mark[best[i].slot] = t->n_deleting;
+            s_ref(self, t, info.instance, &info.key, best[i].slot,
+                  &out->blocks[out->blocks_count++]);
+        }
+        out->marked = want;
+        self->g.reclaim_marked += want;
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            tier_slot_info_t info;
+            (void)tier_slots_slot_info(t->slots, best[i].slot, &info);
+            s_ref(self, t, info.instance, &info.key, best[i].slot,
+                  &out->blocks[out->blocks_count++]);
+        }
+    }
+    out->fill_permille = s_fill_permille(t);
+    out->deleting = t->n_deleting;
+    sched_reply(self);
+}
+
+/* ---- GcScan / GcDrop ---- */
+
+static void s_on_gc_scan(sched_t *self)
+{
+    const kvtier_GcScanRequest *r = &self->req.env.body.gc_scan_req;
+    uint32_t max = r->max_entries && r->max_entries < S_MAX_REFS ? r->max_entries : S_MAX_REFS;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_gc_scan_rep_tag);
+    kvtier_GcScanReply *out = &rep->body.gc_scan_rep;
+    uint32_t ti = (uint32_t)(r->cursor >> 32);
+    uint64_t slot = r->cursor & 0xffffffffu;
+    uint32_t budget = self->cfg.reclaim_scan;
+    int64_t now = sched_now();
+    while (ti < self->n_tiers && budget > 0 && out->to_probe_count < max) {
+        sched_tier_t *t = &self->tiers[ti];
+        if (t->state != SCHED_TIER_UP || slot >= t->cfg.capacity) {
+            ti++;
+            slot = 0;
+            continue;
+        }
+        tier_slot_info_t info;
+        if (tier_slots_slot_info(t->slots, (uint32_t)slot, &info) == 0 &&
+            info.state == TIER_SLOT_COMMITTED &&
+            !(info.deadline_ms && info.deadline_ms <= (uint64_t)now) &&
+            !(t->del_mark[slot] &&
+              sched_is_deleting(t, info.instance, &info.key, (uint32_t)slot))) {
+            s_ref(self, t, info.instance, &info.key, (uint32_t)slot,
+                  &out->to_probe[out->to_probe_count++]);
+            out->to_probe_epochs[out->to_probe_epochs_count++] = t->epoch;
+        }
+        slot++;
+        budget--;
+        out->scanned++;
+    }
+    if (ti >= self->n_tiers) {
+        out->wrapped = true;
+        out->next_cursor = 0;
+    } else {
+        out->next_cursor = (uint64_t)ti << 32 | slot;
+    }
+    /* unfinished reservations and pins lapse in the scheduler's own lease scan
+     * (write_grace, pin_lease); the gc reports what lapsed since its last round */
+    out->aborted_writes = (uint32_t)(self->g.reservations_lapsed - self->gc_seen_resv);
+    out->released_pins = (uint32_t)(self->g.pins_lapsed - self->gc_seen_pins);
+    self->gc_seen_resv = self->g.reservations_lapsed;
+    self->gc_seen_pins = self->g.pins_lapsed;
+    self->g.gc_scans++;
+    sched_reply(self);
+}
+
+static void s_on_gc_drop(sched_t *self)
+{
+    const kvtier_GcDropRequest *r = &self->req.env.body.gc_drop_req;
+    if (r->epochs_count != r->missing_count) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "GcDrop: %u epochs for %u locations (one each)", r->epochs_count,
+                          r->missing_count);
+        return;
+    }
+    uint32_t dropped = 0;
+    for (pb_size_t i = 0; i < r->missing_count; i++) {
+        const kvtier_BlockRef *b = &r->missing[i];
+        if (b->tier_id < 1 || b->tier_id > self->n_tiers)
+            continue;
+        sched_tier_t *t = &self->tiers[b->tier_id - 1];
+        if (t->state != SCHED_TIER_UP || t->epoch != r->epochs[i] || b->slot >= t->cfg.capacity)
+            continue;
+        tier_key_t key;
+        memcpy(key.b, b->key, TIER_KEY_BYTES);
+        uint32_t number = s_ref_number(b->instance_id);
+        tier_slot_info_t info;
+        if (tier_slots_peek(t->slots, number, &key, &info) < 0 ||
+            info.state != TIER_SLOT_COMMITTED || info.slot != b->slot || info.pins || info.refs)
+            continue; /* moved, gone, or held by a reader: a later round sees it again */
+        if (tier_slots_remove(t->slots, number, &key) < 0)
+            continue;
+        if (t->del_mark[info.slot] && sched_is_deleting(t, number, &key, info.slot))
+            s_forget(t, t->del_mark[info.slot] - 1);
+        dropped++;
+        bus_info(S_LOG, "gc: tier %s slot %" PRIu64 " (%s) no longer holds its block: dropped",
+                 t->cfg.name, b->slot, b->instance_id);
+    }
+    self->g.gc_dropped += dropped;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_gc_drop_rep_tag);
+    rep->body.gc_drop_rep.dropped = dropped;
+    sched_reply(self);
+}
+
+void sched_on_internal(sched_t *self)
+{
+    switch (self->req.env.which_body) {
+    case kvtier_Envelope_reclaim_candidates_req_tag:
+        s_on_reclaim(self);
+        break;
+    case kvtier_Envelope_gc_scan_req_tag:
+        s_on_gc_scan(self);
+        break;
+    case kvtier_Envelope_gc_drop_req_tag:
+        s_on_gc_drop(self);
+        break;
+    default:
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "%s is not served yet (demotion needs the migrator)",
+                          bus_body_name(self->req.env.which_body));
+        break;
+    }
+}

@@ -1,0 +1,124 @@
+/* test_coord_config_background.c — the deployment file's keys for the background
+ * actors (issue 4 §4, §5, §6 "invalid watermark configs rejected at start with the
+ * key path"): tiers[i].high_watermark / low_watermark, gc.*, reclaimer.*. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coord_config.h"
+
+static char g_err[1024];
+static coord_config_t g_cfg;
+
+#define TIER(extra)                                                                                \
+    "{\"tiers\": [{\"name\": \"h\", \"kind\": \"host\", \"endpoint\": \"tcp://127.0.0.1:7710\", "  \
+    "\"capacity\": 100" extra "}]}"
+
+static void s_reject(const char *text, const char *path, const char *what)
+{
+    int rc = coord_config_load_string("t.json", text, &g_cfg, g_err, sizeof g_err);
+    if (rc == 0)
+        print_message("accepted: %s\n", text);
+    assert_int_equal(rc, -EINVAL);
+    char want[300];
+    snprintf(want, sizeof want, "t.json: %s:", path);
+    if (strncmp(g_err, want, strlen(want)) != 0 || !strstr(g_err, what))
+        print_message("message \"%s\" lacks \"%s\" / \"%s\"\n", g_err, want, what);
+    assert_true(strncmp(g_err, want, strlen(want)) == 0);
+    assert_non_null(strstr(g_err, what));
+}
+
+static int s_load(const char *text)
+{
+    int rc = coord_config_load_string("t.json", text, &g_cfg, g_err, sizeof g_err);
+    if (rc != 0)
+        print_message("rejected: %s\n", g_err);
+    return rc;
+}
+
+/* DESIGN §10: defaults are embedded (watermarks 0.9 / 0.8, gc and reclaimer). */
+static void test_background_defaults_are_embedded(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load("{}"), 0);
+    assert_true(g_cfg.tiers[0].high_watermark == 0.9);
+    assert_true(g_cfg.tiers[0].low_watermark == 0.8);
+    assert_int_equal(g_cfg.gc_interval_ms, 1000);
+    assert_int_equal(g_cfg.gc_page, 64);
+    assert_int_equal(g_cfg.gc_probe_timeout_ms, 2000);
+    assert_int_equal(g_cfg.reclaim_interval_ms, 100);
+    assert_int_equal(g_cfg.reclaim_delete_delay_ms, 1000);
+    assert_int_equal(g_cfg.reclaim_max_pending, 4096);
+}
+
+/* issue 4 §4: watermarks as fractions or percents. */
+static void test_watermarks_as_fractions_or_percents(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load(TIER(", \"high_watermark\": 0.75, \"low_watermark\": 0.5")), 0);
+    assert_true(g_cfg.tiers[0].high_watermark == 0.75);
+    assert_true(g_cfg.tiers[0].low_watermark == 0.5);
+    assert_int_equal(s_load(TIER(", \"high_watermark\": \"100%\", \"low_watermark\": \"62.5%\"")),
+                     0);
+    assert_true(g_cfg.tiers[0].high_watermark == 1.0);
+    assert_true(g_cfg.tiers[0].low_watermark == 0.625);
+    /* a high below the default low gets a low of half of it */
+    assert_int_equal(s_load(TIER(", \"high_watermark\": 0.5")), 0);
+    assert_true(g_cfg.tiers[0].low_watermark == 0.25);
+}
+
+/* issue 4 §6: invalid watermark configs rejected with the key path (0 < low < high <= 1). */
+static void test_bad_watermarks_rejected_with_key_path(void **state)
+{
+    (void)state;
+    s_reject(TIER(", \"high_watermark\": 1.5"), "tiers[0].high_watermark", "");
+    s_reject(TIER(", \"high_watermark\": 0"), "tiers[0].high_watermark", "above 0");
+    s_reject(TIER(", \"low_watermark\": \"0%\""), "tiers[0].low_watermark", "percent");
+    s_reject(TIER(", \"low_watermark\": \"80\""), "tiers[0].low_watermark", "percent");
+    s_reject(TIER(", \"high_watermark\": \"120%\""), "tiers[0].high_watermark", "percent");
+    s_reject(TIER(", \"high_watermark\": 0.6, \"low_watermark\": 0.6"), "tiers[0].low_watermark",
+             "below high_watermark");
+    s_reject(TIER(", \"high_watermark\": 0.6, \"low_watermark\": 0.7"), "tiers[0].low_watermark",
+             "below high_watermark");
+    s_reject(TIER(", \"high_watermark\": true"), "tiers[0].high_watermark", "");
+}
+
+/* DESIGN §10: unknown keys and bad values of gc / reclaimer name their path. */
+static void test_gc_and_reclaimer_keys_checked(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load("{\"gc\": {\"interval\": \"250ms\", \"page\": 8, \"probe_timeout\": "
+                            "\"1s\"}, \"reclaimer\": {\"interval\": \"50ms\", \"delete_delay\": "
+                            "\"2s\", \"max_pending\": 10}}"),
+                     0);
+    assert_int_equal(g_cfg.gc_interval_ms, 250);
+    assert_int_equal(g_cfg.gc_page, 8);
+    assert_int_equal(g_cfg.gc_probe_timeout_ms, 1000);
+    assert_int_equal(g_cfg.reclaim_interval_ms, 50);
+    assert_int_equal(g_cfg.reclaim_delete_delay_ms, 2000);
+    assert_int_equal(g_cfg.reclaim_max_pending, 10);
+    s_reject("{\"gc\": {\"page\": 65}}", "gc.page", "");
+    s_reject("{\"gc\": {\"page\": 0}}", "gc.page", "");
+    s_reject("{\"gc\": {\"rounds\": 3}}", "gc.rounds", "");
+    s_reject("{\"gc\": {\"interval\": \"soon\"}}", "gc.interval", "");
+    s_reject("{\"reclaimer\": {\"max_pending\": 0}}", "reclaimer.max_pending", "");
+    s_reject("{\"reclaimer\": {\"delete_delay\": 0}}", "reclaimer.delete_delay", "at least");
+    s_reject("{\"reclaimer\": {\"demote\": true}}", "reclaimer.demote", "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_background_defaults_are_embedded),
+        cmocka_unit_test(test_watermarks_as_fractions_or_percents),
+        cmocka_unit_test(test_bad_watermarks_rejected_with_key_path),
+        cmocka_unit_test(test_gc_and_reclaimer_keys_checked),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
