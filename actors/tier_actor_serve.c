@@ -278,8 +278,18 @@ static int s_read_slot_check(self_t *self, uint32_t i, uint32_t segs, kvtier_Sta
                                tier_key_hex(&h.key, hex1), s_hex(a->keys.keys[i], hex2));
     if (a->sizes.n) {
         uint64_t sum = 0;
-        for (uint32_t s = 0; s < segs; s++)
-            sum += a->sizes.v[i * segs + s];
+        for (uint32_t s = 0; s < segs; s++) {
+            uint64_t part = a->sizes.v[i * segs + s];
+            /* Each part within what is left of the block: no sum can wrap and no
+             * frame can reach past the block (or the slot). */
+            if (part > h.size - sum)
+                return tier_actor_fail(self, st, S_INVALID,
+                                       "slot %" PRIu64 " holds %" PRIu64
+                                       " bytes but segment %u of the request asks for %" PRIu64
+                                       " bytes after %" PRIu64,
+                                       slot, h.size, s, part, sum);
+            sum += part;
+        }
         if (sum != h.size)
             return tier_actor_fail(self, st, S_INVALID,
                                    "slot %" PRIu64 " holds %" PRIu64

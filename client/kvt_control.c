@@ -382,6 +382,7 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
     }
     t->token_id = has ? tok->token_id : 0;
     t->lease_ms = has ? tok->lease_ms : 0;
+    t->minted_ms = zclock_mono();
     t->n = rep_arr->keys.n;
     t->payload_len = rep_arr->payload.len;
     memset(t->ok, 0, (size_t)t->n * sizeof *t->ok);

@@ -530,11 +530,13 @@ static void s_send_chunk(struct kvt_data *d, s_chunk_t *ch)
     if (j->kind == BUS_TOKEN_PUT) {
         kvtier_WriteSlotsRequest *w = &d->env->body.write_slots_req;
         w->tier_id = t->tier_id;
+        w->epoch = t->epoch; /* fence: a restarted tier actor refuses an old token */
         w->segments = 1;
         arr.sizes = (bus_u64s_t){.v = d->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
     } else if (j->kind == BUS_TOKEN_GET) {
         kvtier_ReadSlotsRequest *rd = &d->env->body.read_slots_req;
         rd->tier_id = t->tier_id;
+        rd->epoch = t->epoch;
         rd->segments = 1;
         arr.sizes = (bus_u64s_t){.v = d->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
         arr.keys = (bus_keys_t){.keys = d->keys, .n = ch->count, .cap = S_CHUNK_SLOTS};
@@ -747,6 +749,18 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     if (tok->jobs > 0)
         return kvt_fail(c, KVT_INVALID_ARGUMENT, what,
                         "the token already has a job in flight: collect it first");
+    /* The scheduler closes a window whose lease lapsed and may hand its slots to
+     * someone else: a transfer started that late could overwrite another block.
+     * Leave a tenth of the lease (at least 1 s) for the transfer itself. */
+    if (tok->lease_ms > 0) {
+        int64_t margin = (int64_t)(tok->lease_ms / 10 > 1000 ? tok->lease_ms / 10 : 1000);
+        int64_t age = zclock_mono() - tok->minted_ms;
+        if (age > (int64_t)tok->lease_ms - margin)
+            return kvt_fail(c, KVT_EXPIRED, what,
+                            "the token is %" PRId64 " ms old and its lease is %" PRIu64
+                            " ms: complete it and prepare again",
+                            age, tok->lease_ms);
+    }
     if (kind != BUS_TOKEN_PREFETCH && tok->n > 0 && !bufs)
         return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "bufs is NULL");
     if (s_find(d, job_id))

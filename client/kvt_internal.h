@@ -43,8 +43,9 @@ struct kvt_token {
     uint64_t token_id;
     uint64_t prepare_id; /* PrepareXRequest.job_id, echoed in the complete */
     uint64_t lease_ms;
-    uint32_t n;   /* keys covered */
-    uint32_t cap; /* keys the arrays hold */
+    int64_t minted_ms; /* zclock_mono() when the prepare's reply arrived */
+    uint32_t n;        /* keys covered */
+    uint32_t cap;      /* keys the arrays hold */
     kvt_key_t *keys;
     bool *ok;            /* per key: the last job moved it */
     uint64_t *checksums; /* per key (put): xxh3-64 of the bytes written */

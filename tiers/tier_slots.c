@@ -557,8 +557,10 @@ static int s_settle_known(tier_slots_t *self, uint32_t instance, const tier_key_
         if (e->stamp == self->batch)
             return TIER_SLOTS_EDUP;
         e->stamp = self->batch;
+        /* A pinned block counts as serving even once expired: its readers may be
+         * copying it right now, so it must not be re-admitted and rewritten. */
         if (e->state == TIER_SLOT_COMMITTED && (flags & TIER_RESERVE_SKIP_SERVING) &&
-            !s_expired(e, self->now)) {
+            (!s_expired(e, self->now) || e->pins > 0)) {
             out[i].kind = TIER_RESV_SERVING;
             if (!s_held(e))
                 self->protected_++;

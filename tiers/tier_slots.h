@@ -87,7 +87,9 @@ void tier_slots_destroy(tier_slots_t **self);
 enum {
     /* A live committed key is reported TIER_RESV_SERVING and nothing is
      * reserved for it (prepare_put skips serving keys). Without this flag it
-     * is re-admitted. Expired committed keys are re-admitted either way. */
+     * is re-admitted. An expired committed key is re-admitted either way,
+     * unless it is pinned: with this flag a pinned one is reported SERVING,
+     * so no writer rewrites a slot a reader may be copying. */
     TIER_RESERVE_SKIP_SERVING = 1u << 0,
 };
 

@@ -666,6 +666,36 @@ static void test_skip_serving_reports_serving_without_reserving(void **state)
     tier_slots_destroy(&s);
 }
 
+/* Rule: with the skip-serving option a block that expired while pinned is
+ * reported serving, not re-admitted: a reader may be copying its slot, so no
+ * writer may be handed that slot (found in review: torn same-host reads). */
+static void test_skip_serving_never_readmits_a_pinned_expired_block(void **state)
+{
+    (void)state;
+    tier_slots_t *s = mk("lru", 2, 1);
+    uint32_t slot = put(s, 1, 1000, 1);
+    assert_int_equal(pin(s, 1, 500), 0);
+    tier_key_t k = K(1);
+    tier_resv_t r;
+    assert_int_equal(
+        tier_slots_reserve(s, INST, &k, 1, 5000, 2000, TIER_RESERVE_SKIP_SERVING, &r, NULL, NULL),
+        0);
+    assert_int_equal(r.kind, TIER_RESV_SERVING);
+    assert_int_equal(r.slot, slot);
+    tier_slot_info_t info;
+    assert_int_equal(peek(s, 1, &info), 0);
+    assert_int_equal(info.refs, 0);
+    assert_int_equal(tier_slots_commit(s, INST, &k, true, 2000, NULL), TIER_SLOTS_ESTATE);
+    /* Once unpinned it is an ordinary expired block: re-admitted again. */
+    assert_int_equal(tier_slots_unpin(s, INST, &k), 0);
+    assert_int_equal(
+        tier_slots_reserve(s, INST, &k, 1, 5000, 2001, TIER_RESERVE_SKIP_SERVING, &r, NULL, NULL),
+        0);
+    assert_int_equal(r.kind, TIER_RESV_READMIT);
+    assert_int_equal(tier_slots_check(s), 0);
+    tier_slots_destroy(&s);
+}
+
 /* Rule: pin counts nest; unpin without a pin is refused. */
 static void test_pin_counts_nest(void **state)
 {
@@ -1043,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_readmission_keeps_slot_and_holds_it),
         cmocka_unit_test(test_readmission_revives_expired_block),
         cmocka_unit_test(test_skip_serving_reports_serving_without_reserving),
+        cmocka_unit_test(test_skip_serving_never_readmits_a_pinned_expired_block),
         cmocka_unit_test(test_pin_counts_nest),
         cmocka_unit_test(test_pinned_never_evicted),
         cmocka_unit_test(test_touch_refreshes_policy_order),

@@ -206,7 +206,7 @@ static int m_settle(model_t *m, uint32_t inst, const uint32_t *ids, size_t n, ui
             return TIER_SLOTS_EDUP;
         e->stamp = m->batch;
         if (e->state == TIER_SLOT_COMMITTED && (flags & TIER_RESERVE_SKIP_SERVING) &&
-            !m_expired(m, e)) {
+            (!m_expired(m, e) || e->pins > 0)) {
             out[i].kind = TIER_RESV_SERVING;
             continue;
         }

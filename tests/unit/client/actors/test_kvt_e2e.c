@@ -27,6 +27,8 @@
 #define T_INST "llama-test"
 #define T_MAXK 32
 
+#define T_WRITE_GRACE_MS 3000
+
 typedef struct {
     zactor_t *tier;
     zactor_t *sched;
@@ -67,6 +69,7 @@ static int setup(void **state)
     sched_config_t sc;
     sched_config_defaults(&sc);
     snprintf(sc.cluster, sizeof sc.cluster, "e2e");
+    sc.write_grace_ms = T_WRITE_GRACE_MS; /* short, for the stale-token rule below */
     sc.n_tiers = 1;
     sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = T_CAPACITY, .slot_size = T_SLOT};
     snprintf(sc.tiers[0].name, sizeof sc.tiers[0].name, "host0");
@@ -358,6 +361,26 @@ static void second_prepare_in_a_window_is_refused(void **state)
     t_end(e->c, "win-1");
 }
 
+/* DESIGN.md §6 "pins and reservations are leases": a put token older than its
+ * lease less a margin (a tenth, at least 1 s) is refused at submit with EXPIRED,
+ * so a stalled writer never writes into a slot the scheduler gave away. The
+ * sleep ages the token; it synchronises nothing. */
+static void stale_put_token_is_refused_at_submit(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t keys[2];
+    t_prompt(e, keys, 2);
+    t_begin(e->c, "stale-1", 0);
+    kvt_token_t *tok = NULL;
+    assert_int_equal(kvt_prepare_put(e->c, T_INST, "stale-1", keys, 2, &tok), 0);
+    zclock_sleep(T_WRITE_GRACE_MS - 1000 + 200);
+    assert_int_equal(kvt_submit_put(e->c, 77, tok, (const void *const *)e->src, T_BLOCK),
+                     -KVT_EXPIRED);
+    assert_non_null(strstr(kvt_last_error(e->c), "prepare again"));
+    kvt_complete_put(e->c, &tok, NULL); /* the window may already be closed: either way */
+    t_end(e->c, "stale-1");
+}
+
 int main(void)
 {
     srand(4242);
@@ -368,6 +391,7 @@ int main(void)
         cmocka_unit_test(lookups_in_three_modes),
         cmocka_unit_test(ttl_expiry_and_touch),
         cmocka_unit_test(second_prepare_in_a_window_is_refused),
+        cmocka_unit_test(stale_put_token_is_refused_at_submit),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     zsys_shutdown();
