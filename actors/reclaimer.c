@@ -26,7 +26,7 @@ typedef struct {
     uint32_t burst; /* requests sent for it in this pass */
     bool pass;      /* a pass over the tiers is running */
     bool draining[RECLAIMER_MAX_TIERS];
-    bool warned_next[RECLAIMER_MAX_TIERS];
+    bool has_next[RECLAIMER_MAX_TIERS]; /* learnt from the replies' next_tier_id */
     reclaimer_stats_t st;
 } s_self_t;
 
@@ -89,18 +89,9 @@ static void s_done(void *arg, bus_reply_t *r)
     const kvtier_ReclaimCandidatesReply *rep = &r->env->body.reclaim_candidates_rep;
     self->st.fill_permille[i] = rep->fill_permille;
     if (rep->next_tier_id) {
-        /* demotion is the migrator's: watch only */
+        /* demoted, not deleted: the scheduler's migrator copies them down */
+        self->has_next[i] = true;
         self->st.not_last++;
-        if (!self->warned_next[i] && rep->fill_permille > t->high_permille) {
-            self->warned_next[i] = true;
-            bus_warn(S_LOG,
-                     "tier id %u is above its high watermark (%u > %u permille) but has a "
-                     "next tier (%u): demotion is not available yet",
-                     t->tier_id, rep->fill_permille, t->high_permille, rep->next_tier_id);
-        }
-        self->burst = self->cfg.burst;
-        s_next(self);
-        return;
     }
     self->st.marked += rep->marked;
     if (rep->backpressure)
@@ -129,7 +120,8 @@ static void s_send(s_self_t *self)
     kvtier_ReclaimCandidatesRequest *r = &env->body.reclaim_candidates_req;
     r->tier_id = t->tier_id;
     r->max_blocks = drain ? self->cfg.batch : 0;
-    r->mark_deleting = drain;
+    r->mark_deleting = drain && !self->has_next[self->cur];
+    r->demote = drain && self->has_next[self->cur];
     r->low_permille = t->low_permille;
     kvtier_Status st;
     self->st.requests++;

@@ -6,8 +6,11 @@
  * first, then the tier's policy order; at most `batch` per request) until the fill,
  * DELETING blocks excluded, is at or below `low`. The scheduler frees a DELETING
  * block's slot after its delete delay, once no reader holds it, and sends DeleteSlots
- * to the tier actor. Tiers with a next tier are only watched: demotion needs the
- * migrator (counted in not_last).
+ * to the tier actor. On a tier with a next tier (the reply names it) the
+ * requests ask for demotion instead (ReclaimCandidates.demote): the scheduler
+ * has its migrator copy the blocks down and switches their location when the
+ * copy is done (sched_actor.h cfg.demote; without it nothing happens and the
+ * tier is only watched). Counted in not_last; submitted blocks in marked.
  *
  * Bounded: one request in flight, at most `burst` requests per tier per interval;
  * the scheduler bounds the DELETING blocks per tier (its max_pending_deletes) and
@@ -47,7 +50,7 @@ typedef struct {
     uint64_t drains;       /* times a tier went above its high watermark */
     uint64_t marked;       /* blocks marked DELETING */
     uint64_t backpressure; /* replies saying the DELETING queue was full */
-    uint64_t not_last;     /* requests for a tier with a next tier (nothing done) */
+    uint64_t not_last;     /* replies for a tier with a next tier (demotion, not deletion) */
     uint32_t draining;     /* tiers draining now */
     uint32_t fill_permille[RECLAIMER_MAX_TIERS]; /* last fill seen, by config index */
 } reclaimer_stats_t;

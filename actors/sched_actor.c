@@ -262,6 +262,9 @@ static void s_stat_counters(kvtier_StatsReply *r, const sched_counters_t *c)
     s_stat(r, "puts_committed", c->puts_committed);
     s_stat(r, "puts_failed", c->puts_failed);
     s_stat(r, "prefetches", c->prefetches);
+    s_stat(r, "prefetch_keys", c->prefetch_keys);
+    s_stat(r, "prefetch_committed", c->prefetch_committed);
+    s_stat(r, "prefetch_failed", c->prefetch_failed);
     s_stat(r, "touched", c->touched);
     s_stat(r, "removed", c->removed);
     s_stat(r, "remove_busy", c->remove_busy);
@@ -288,6 +291,10 @@ static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
     s_stat(r, "reclaim_marked", g->reclaim_marked);
     s_stat(r, "reclaimed", g->reclaimed);
     s_stat(r, "reclaim_backpressure", g->reclaim_backpressure);
+    s_stat(r, "demote_submitted", g->demote_submitted);
+    s_stat(r, "demoted", g->demoted);
+    s_stat(r, "demote_failed", g->demote_failed);
+    s_stat(r, "demote_stale", g->demote_stale);
     s_stat(r, "deleting", sched_deleting_count(self));
     s_stat(r, "instances", self->n_inst);
     s_stat(r, "open_requests", sched_open_requests(self));
@@ -518,7 +525,8 @@ static void s_self_destroy(sched_t **self_p)
     sched_t *self = *self_p;
     if (!self)
         return;
-    sched_tiers_fini(self); /* first: failing tier requests answers pending puts */
+    sched_demote_fini(self); /* the migrator first: nothing more arrives for the tiers */
+    sched_tiers_fini(self);  /* first: failing tier requests answers pending puts */
     sched_requests_fini(self);
     sched_index_fini(self);
     bus_request_reset(&self->req);
@@ -625,7 +633,8 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     if (zloop_reader(self->loop, pipe, s_on_pipe, self) < 0 ||
         zloop_reader(self->loop, bus_server_sock(self->server), s_on_server, self) < 0 ||
         zloop_reader(self->loop, bus_server_sock(self->internal), s_on_internal, self) < 0 ||
-        zloop_timer(self->loop, self->cfg.tick_ms, 0, s_on_tick, self) < 0)
+        zloop_timer(self->loop, self->cfg.tick_ms, 0, s_on_tick, self) < 0 ||
+        sched_demote_init(self) < 0)
         goto out_fail;
     return self;
 

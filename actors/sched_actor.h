@@ -88,6 +88,10 @@ typedef struct {
     uint64_t delete_delay_ms;     /* DELETING -> slot freed after this (0: 1 s) */
     uint32_t max_pending_deletes; /* DELETING blocks per tier awaiting their free (0: 4096) */
     uint32_t reclaim_scan;        /* slots examined per ReclaimCandidates / GcScan (0: 8192) */
+    /* Demotion (issue 4 §4): the scheduler starts a migrator actor (actors/migrator.h)
+     * on its thread and demotes ReclaimCandidates(demote) blocks to the next tier of
+     * their chain. false: no migrator, demote requests do nothing. */
+    bool demote;
 } sched_config_t;
 
 /* Fills *cfg with the defaults above, one chain "default" of no tier, endpoint

@@ -20,6 +20,7 @@
 #include "bus_client.h"
 #include "bus_server.h"
 #include "bus_token.h"
+#include "migrator.h"
 #include "sched_actor.h"
 #include "tier_slots.h"
 
@@ -30,6 +31,8 @@
 #define SCHED_INV_PAGE 128u    /* InventoryReply.entries max_count */
 #define SCHED_INV_TRIES 5u     /* failed inventory pages retried before giving up */
 #define SCHED_ENTRY_SKIP 0x80u /* sched_entry_t.kind flag: excluded from the batch */
+#define SCHED_ENTRY_PIN 0x40u  /* sched_entry_t.kind flag: a pinned source (prefetch) */
+#define SCHED_DEMOTE_JOBS 16u  /* migrator jobs in flight (demotion) */
 
 /* ---- counters (Stats) ---- */
 
@@ -38,7 +41,7 @@ typedef struct {
     uint64_t gets, get_keys, get_not_found, get_released;
     uint64_t puts, put_keys, put_skipped, put_no_space;
     uint64_t puts_committed, puts_failed;
-    uint64_t prefetches;
+    uint64_t prefetches, prefetch_keys, prefetch_committed, prefetch_failed;
     uint64_t touched, removed, remove_busy;
 } sched_counters_t;
 
@@ -49,6 +52,7 @@ typedef struct {
     uint64_t adopted, invalid_requests, busy_refusals;
     uint64_t gc_scans, gc_dropped;
     uint64_t reclaim_marked, reclaimed, reclaim_stale, reclaim_backpressure;
+    uint64_t demote_submitted, demoted, demote_failed, demote_stale;
 } sched_global_t;
 
 /* ---- open-addressing hash map of u32 indices (instances, requests) ---- */
@@ -167,6 +171,19 @@ typedef struct sched_tier {
     uint32_t reclaim_cursor; /* where the next candidate scan starts */
 } sched_tier_t;
 
+/* A demotion job at the migrator: sources pinned, destinations reserved. */
+typedef struct {
+    bool used;
+    uint64_t job_id;
+    uint32_t src, dst; /* tier indices */
+    uint16_t src_gen, dst_gen;
+    uint32_t number; /* instance (one per job) */
+    uint32_t n;
+    uint32_t src_slots[MIGRATOR_MAX_JOB_SLOTS];
+    uint32_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
+    tier_key_t keys[MIGRATOR_MAX_JOB_SLOTS];
+} sched_demote_t;
+
 /* A complete_put waiting for its tier's PutHeader reply. */
 typedef struct {
     bool used;
@@ -178,6 +195,7 @@ typedef struct {
     uint16_t gen;
     uint32_t n_sent; /* entries not flagged SKIP, in list order = header order */
     uint32_t failed; /* failed before sending (mask, stale) */
+    bool prefetch;   /* a complete_prefetch: entries also hold PIN entries (sources) */
     sched_list_t entries;
 } sched_put_op_t;
 
@@ -237,6 +255,12 @@ typedef struct sched {
     sched_put_op_t *ops;
     uint32_t *op_free;
     uint32_t n_op_free;
+
+    /* demotion (cfg.demote): the migrator, its results (PULL), jobs in flight */
+    zactor_t *migrator;
+    zsock_t *mig_pull;
+    uint64_t next_job_id;
+    sched_demote_t demotes[SCHED_DEMOTE_JOBS];
 
     uint32_t n_tiers;
     sched_tier_t tiers[SCHED_MAX_TIERS];
@@ -306,10 +330,11 @@ void sched_tiers_tick(sched_t *self, int64_t now);
 void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out);
 /* Fills one token tier entry from the tier's announced identity. */
 void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out);
-/* Sends PutHeader(SERVING) for entries of `list` not flagged SKIP (done: op callback). */
+/* Sends PutHeader(SERVING) for entries of `list` flagged neither SKIP nor PIN
+ * (done: op callback). sizes_by_entry NULL: the instance's block size. */
 int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instance_id,
                            uint64_t deadline_wall_ms, const uint64_t *checksums_by_entry,
-                           kvtier_Status *st);
+                           const uint64_t *sizes_by_entry, kvtier_Status *st);
 /* Re-sends one block's header (a shared reservation concluded by a failing sharer). */
 void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, uint32_t slot,
                              const tier_key_t *key);
@@ -335,6 +360,24 @@ void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, cons
 /* Frees DELETING blocks whose delay passed and that no reader holds. */
 void sched_deleting_tick(sched_t *self, int64_t now);
 uint32_t sched_deleting_count(const sched_t *self);
+/* Marks a committed block DELETING (freed after the delete delay once unheld).
+ * false when the tier's DELETING queue is full or it already is. */
+bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                         uint32_t slot, int64_t now);
+
+/* ---- sched_demote.c ---- */
+int sched_demote_init(sched_t *self); /* starts the migrator when cfg.demote; 0 or -1 */
+void sched_demote_fini(sched_t *self);
+/* Blocks of tier t being demoted now (sources of jobs in flight). */
+uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t);
+/* Demotes the blocks at slots[0..n) of t to dst (same instance as the first;
+ * others wait for a later call): pins the sources, reserves on dst all or
+ * nothing, submits one migrator job. Blocks already SERVING on dst are marked
+ * DELETING at once. Returns the blocks taken; their slots are written to
+ * taken[]. *backpressure: nothing could be taken now (no job slot, dst full,
+ * migrator queue full). */
+uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const uint32_t *slots,
+                      uint32_t n, uint32_t *taken, bool *backpressure);
 
 /* ---- window pool (sched_requests.c) ---- */
 sched_entry_t *sched_list_push(sched_t *self, sched_list_t *l);

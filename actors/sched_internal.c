@@ -151,6 +151,21 @@ void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, cons
     }
 }
 
+bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                         uint32_t slot, int64_t now)
+{
+    if (t->n_deleting >= self->cfg.max_pending_deletes ||
+        (t->del_mark[slot] && sched_is_deleting(t, number, key, slot)))
+        return false;
+    sched_deleting_t *d = &t->deleting[t->n_deleting++];
+    *d = (sched_deleting_t){.key = *key,
+                            .number = number,
+                            .slot = slot,
+                            .due = now + (int64_t)self->cfg.delete_delay_ms};
+    t->del_mark[slot] = t->n_deleting;
+    return true;
+}
+
 /* ---- helpers ---- */
 
 static void s_ref(sched_t *self, const sched_tier_t *t, uint32_t number, const tier_key_t *key,
@@ -283,17 +298,37 @@ static void s_on_reclaim(sched_t *self)
         for (uint32_t i = 0; i < want; i++) {
             tier_slot_info_t info;
             (void)tier_slots_slot_info(t->slots, best[i].slot, &info);
-            sched_deleting_t *d = &t->deleting[t->n_deleting++];
-            *d = (sched_deleting_t){.key = info.key,
-                                    .number = info.instance,
-                                    .slot = best[i].slot,
-                                    .due = now + (int64_t)self->cfg.delete_delay_ms};
-            t->del_mark[best[i].slot] = t->n_deleting;
+            (void)sched_deleting_mark(self, t, info.instance, &info.key, best[i].slot, now);
             s_ref(self, t, info.instance, &info.key, best[i].slot,
                   &out->blocks[out->blocks_count++]);
         }
         out->marked = want;
         self->g.reclaim_marked += want;
+    } else if (r->demote && next && n > 0) {
+        /* demotion: as many as bring the fill (DELETING and blocks already being
+         * demoted excluded) down to low */
+        tier_slots_stats_t ts;
+        tier_slots_stats(t->slots, &ts);
+        uint64_t gone = (uint64_t)t->n_deleting + sched_demote_in_flight(self, t);
+        uint64_t used = ts.used > gone ? ts.used - gone : 0;
+        uint64_t low = r->low_permille >= 1 && r->low_permille <= 1000 ? r->low_permille : 1000;
+        uint64_t target = ts.capacity * low / 1000;
+        uint64_t need = used > target ? used - target : 0;
+        uint32_t want = need < n ? (uint32_t)need : n;
+        uint32_t slots[S_MAX_REFS], taken[S_MAX_REFS];
+        for (uint32_t i = 0; i < want; i++)
+            slots[i] = best[i].slot;
+        bool bp = false;
+        uint32_t k = sched_demote(self, t, &self->tiers[next - 1], slots, want, taken, &bp);
+        for (uint32_t i = 0; i < k; i++) {
+            tier_slot_info_t info;
+            (void)tier_slots_slot_info(t->slots, taken[i], &info);
+            s_ref(self, t, info.instance, &info.key, taken[i], &out->blocks[out->blocks_count++]);
+        }
+        out->marked = k;
+        out->backpressure = bp;
+        if (bp)
+            self->g.reclaim_backpressure++;
     } else {
         for (uint32_t i = 0; i < n; i++) {
             tier_slot_info_t info;

@@ -241,11 +241,15 @@ void sched_on_begin(sched_t *self)
 
 /* ---- closing windows ---- */
 
-static uint32_t s_unpin_entries(sched_t *self, uint32_t number, const sched_list_t *l)
+/* Unpins the entries of l; pins_only: only those flagged PIN (a prefetch list). */
+static uint32_t s_unpin_entries(sched_t *self, uint32_t number, const sched_list_t *l,
+                                bool pins_only)
 {
     uint32_t released = 0;
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(self, l, &it); e; e = sched_list_next(self, &it)) {
+        if (pins_only && !(e->kind & SCHED_ENTRY_PIN))
+            continue;
         sched_tier_t *t = &self->tiers[e->tier];
         tier_key_t key;
         memcpy(key.b, e->key, TIER_KEY_BYTES);
@@ -261,7 +265,7 @@ static uint32_t s_unpin_entries(sched_t *self, uint32_t number, const sched_list
 static bool s_abort_entry(sched_t *self, uint32_t number, const sched_entry_t *e, int64_t now)
 {
     sched_tier_t *t = &self->tiers[e->tier];
-    if (e->gen != t->gen || (e->kind & SCHED_ENTRY_SKIP))
+    if (e->gen != t->gen || (e->kind & (SCHED_ENTRY_SKIP | SCHED_ENTRY_PIN)))
         return false;
     tier_key_t key;
     memcpy(key.b, e->key, TIER_KEY_BYTES);
@@ -290,9 +294,13 @@ static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind)
     sched_window_t *w = &q->win[kind];
     uint32_t number = self->inst[q->inst].number, n = 0;
     if (kind == SCHED_WIN_GET)
-        n = s_unpin_entries(self, number, &w->entries);
+        n = s_unpin_entries(self, number, &w->entries, false);
     else if (kind == SCHED_WIN_PUT)
         n = s_abort_entries(self, number, &w->entries);
+    else { /* prefetch: head reservations aborted, source pins released */
+        (void)s_abort_entries(self, number, &w->entries);
+        n = s_unpin_entries(self, number, &w->entries, true);
+    }
     sched_list_free(self, &w->entries);
     w->open = false;
     return n;
@@ -431,6 +439,14 @@ static int s_token_encode(sched_t *self, bus_token_kind_t kind, uint32_t n, size
             sched_tier_token(&self->tiers[t], &tt[nt++]);
         }
         self->tok[i].tier = map[t];
+        uint16_t st = self->tok[i].src_tier;
+        if (st == BUS_TOKEN_NO_TIER)
+            continue;
+        if (map[st] == BUS_TOKEN_NO_TIER) {
+            map[st] = (uint16_t)nt;
+            sched_tier_token(&self->tiers[st], &tt[nt++]);
+        }
+        self->tok[i].src_tier = map[st];
     }
     return bus_token_encode(kind, tt, nt, self->tok, n, self->payload, self->payload_cap, len);
 }
@@ -715,22 +731,32 @@ static void s_op_free(sched_t *self, sched_put_op_t *op)
 }
 
 /* Answers a complete_put (now or deferred) with its counts; code != OK carries msg. */
-static void s_put_reply(sched_t *self, const zframe_t *rid, uint64_t corr_id, uint32_t committed,
-                        uint32_t failed, bus_code_t code, const char *msg)
+static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t *rid,
+                        uint64_t corr_id, uint32_t committed, uint32_t failed, bus_code_t code,
+                        const char *msg)
 {
     if (!rid)
         rid = self->req.routing_id; /* not deferred: the request being handled */
     kvtier_Envelope *rep = self->rep;
-    bus_env_init(rep, kvtier_Envelope_complete_put_rep_tag, self->cfg.node_name);
+    bool prefetch = op && op->prefetch;
+    bus_env_init(rep,
+                 prefetch ? kvtier_Envelope_complete_prefetch_rep_tag
+                          : kvtier_Envelope_complete_put_rep_tag,
+                 self->cfg.node_name);
     rep->corr_id = corr_id;
     rep->has_status = true;
     rep->status.code = code;
     snprintf(rep->status.message, sizeof rep->status.message, "%s", msg ? msg : "");
-    rep->body.complete_put_rep.committed = committed;
-    rep->body.complete_put_rep.failed = failed;
+    if (prefetch) {
+        rep->body.complete_prefetch_rep.committed = committed;
+    } else {
+        rep->body.complete_put_rep.committed = committed;
+        rep->body.complete_put_rep.failed = failed;
+    }
     kvtier_Status st;
     if (bus_server_reply(self->server, rid, rep, NULL, NULL, 0, &st) < 0)
-        bus_warn(S_LOG, "complete_put reply not sent: %s", st.message);
+        bus_warn(S_LOG, "complete_%s reply not sent: %s", prefetch ? "prefetch" : "put",
+                 st.message);
 }
 
 void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t written)
@@ -744,6 +770,14 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
          e = sched_list_next(self, &it)) {
+        if (e->kind & SCHED_ENTRY_PIN) { /* prefetch source: the copy is done with it */
+            sched_tier_t *src = &self->tiers[e->tier];
+            tier_key_t key;
+            memcpy(key.b, e->key, TIER_KEY_BYTES);
+            if (e->gen == src->gen)
+                (void)tier_slots_unpin(src->slots, in->number, &key);
+            continue;
+        }
         if (e->kind & SCHED_ENTRY_SKIP)
             continue;
         bool ok = i++ < written && e->gen == t->gen;
@@ -760,12 +794,19 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
         } else
             failed++;
     }
-    in->c.puts_committed += committed;
-    in->c.puts_failed += failed;
-    self->c.puts_committed += committed;
-    self->c.puts_failed += failed;
+    if (op->prefetch) {
+        in->c.prefetch_committed += committed;
+        in->c.prefetch_failed += failed;
+        self->c.prefetch_committed += committed;
+        self->c.prefetch_failed += failed;
+    } else {
+        in->c.puts_committed += committed;
+        in->c.puts_failed += failed;
+        self->c.puts_committed += committed;
+        self->c.puts_failed += failed;
+    }
     if (ok_status && written >= op->n_sent) {
-        s_put_reply(self, op->routing_id, op->corr_id, committed, failed,
+        s_put_reply(self, op, op->routing_id, op->corr_id, committed, failed,
                     kvtier_StatusCode_STATUS_OK, NULL);
     } else {
         char msg[256];
@@ -779,8 +820,8 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
             self->g.tier_timeouts++;
         else
             self->g.tier_errors++;
-        bus_warn(S_LOG, "complete_put: %s", msg);
-        s_put_reply(self, op->routing_id, op->corr_id, committed, failed, code, msg);
+        bus_warn(S_LOG, "complete_%s: %s", op->prefetch ? "prefetch" : "put", msg);
+        s_put_reply(self, op, op->routing_id, op->corr_id, committed, failed, code, msg);
     }
     s_op_free(self, op);
 }
@@ -854,7 +895,7 @@ void sched_on_complete_put(sched_t *self)
         self->c.puts_failed += op->failed;
         char msg[160];
         snprintf(msg, sizeof msg, "tier %s is down: the blocks were not committed", t->cfg.name);
-        s_put_reply(self, self->req.routing_id, op->corr_id, 0, op->failed,
+        s_put_reply(self, op, self->req.routing_id, op->corr_id, 0, op->failed,
                     down ? kvtier_StatusCode_STATUS_UNAVAILABLE : kvtier_StatusCode_STATUS_OK,
                     down ? msg : NULL);
         s_op_free(self, op);
@@ -866,32 +907,121 @@ void sched_on_complete_put(sched_t *self)
     if (!op->routing_id)
         bus_status_set(&st, kvtier_StatusCode_STATUS_INTERNAL, "out of memory");
     if (!op->routing_id ||
-        sched_tier_put_headers(self, op, in->id, wall, self->sc_checksums, &st) < 0)
+        sched_tier_put_headers(self, op, in->id, wall, self->sc_checksums, NULL, &st) < 0)
         sched_put_done(op, &st, 0); /* aborts the keys, replies, frees the op */
 }
 
-/* ---- prefetch (single-tier chains: nothing to promote yet) ---- */
+/* ---- prefetch (promotion, DESIGN.md §6; issue 4 §3) ----
+ *
+ * prepare_prefetch: keys SERVING on a lower tier (and not on the head tier) are
+ * promoted; the others are left out of the token. Each lower copy is pinned and
+ * a head-tier slot reserved, all or nothing (NO_SPACE frees everything). The
+ * window holds two entries per token key, in token order: the head reservation,
+ * then the source pin (flagged PIN). The token's entries carry the source as
+ * src_tier / src_slot and the head destination as tier / slot; the client has
+ * the source tier actor copy them (CopySlots, destination header WRITING).
+ * complete_prefetch: successful keys get PutHeader(SERVING) on the head tier
+ * actor and commit when it confirms; the others release their reservation.
+ * Either way the source pins are released and the lower copy stays: the block
+ * then has two locations and lookups report the head one. */
 
 void sched_on_prepare_prefetch(sched_t *self)
 {
     const kvtier_PreparePrefetchRequest *r = &self->req.env.body.prepare_prefetch_req;
     sched_instance_t *in;
     sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
-    if (!q || !s_window_can_open(self, q, SCHED_WIN_PREFETCH, 0))
+    if (!q)
         return;
+    uint32_t n = self->req_arr->keys.n;
+    sched_tier_t *head = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    if (!s_window_can_open(self, q, SCHED_WIN_PREFETCH, 2 * n))
+        return;
+    if (n && !s_put_tier_ready(self, head, in))
+        return;
+    int64_t now = sched_now();
+    sched_keys_load(self, n);
+    /* sources: pin the lower copies; compact the promotable keys to the front */
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t slot = 0;
+        uint32_t t = sched_block_find(self, in->number, &self->keys[k], q->chain, now, &slot);
+        if (t == SCHED_NONE || t == head->idx ||
+            tier_slots_pin(self->tiers[t].slots, in->number, &self->keys[k], (uint64_t)now,
+                           &slot) != 0)
+            continue;
+        self->keys[m] = self->keys[k];
+        self->pos[m] = t;
+        self->tok[m++] = (bus_token_entry_t){.tier = (uint16_t)head->idx,
+                                             .src_tier = (uint16_t)t,
+                                             .size = self->tiers[t].sizes[slot],
+                                             .src_slot = slot};
+    }
+    if (head->n_deleting && m)
+        sched_deleting_settle(self, head, in->number, self->keys, m);
+    /* the promoted copy lives by the request's TTL, like a put's blocks */
+    uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
+    size_t nv = 0;
+    int rc =
+        m == 0 ? 0
+               : tier_slots_reserve(head->slots, in->number, self->keys, m, deadline, (uint64_t)now,
+                                    TIER_RESERVE_SKIP_SERVING, self->resv, self->victims, &nv);
+    if (rc < 0) {
+        for (uint32_t i = 0; i < m; i++)
+            (void)tier_slots_unpin(self->tiers[self->pos[i]].slots, in->number, &self->keys[i]);
+        s_reserve_failed(self, in, head, rc, m);
+        return;
+    }
+    for (size_t v = 0; v < nv; v++) {
+        sched_tier_queue_delete(head, self->victims[v].slot, &self->victims[v].key);
+        if (self->victims[v].expired)
+            self->g.expirations++;
+        else
+            self->g.evictions++;
+    }
+    s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id);
+    sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        sched_tier_t *src = &self->tiers[self->pos[i]];
+        tier_resv_kind_t kind = self->resv[i].kind;
+        if (kind != TIER_RESV_NEW && kind != TIER_RESV_EVICTED) {
+            /* already on the head (SERVING, or a put writing it): nothing to
+             * promote; a sharer's part is concluded at once (the writer decides) */
+            if (kind == TIER_RESV_SHARED || kind == TIER_RESV_READMIT)
+                (void)tier_slots_commit(head->slots, in->number, &self->keys[i], false,
+                                        (uint64_t)now, NULL);
+            (void)tier_slots_unpin(src->slots, in->number, &self->keys[i]);
+            continue;
+        }
+        sched_entry_t *e = sched_list_push(self, &w->entries);
+        memcpy(e->key, self->keys[i].b, TIER_KEY_BYTES);
+        e->slot = self->resv[i].slot;
+        e->tier = (uint8_t)head->idx;
+        e->kind = (uint8_t)kind;
+        e->gen = head->gen;
+        e = sched_list_push(self, &w->entries);
+        memcpy(e->key, self->keys[i].b, TIER_KEY_BYTES);
+        e->slot = (uint32_t)self->tok[i].src_slot;
+        e->tier = (uint8_t)src->idx;
+        e->kind = SCHED_ENTRY_PIN;
+        e->gen = src->gen;
+        memcpy(self->rep_keys[j], self->keys[i].b, TIER_KEY_BYTES);
+        self->tok[j] = self->tok[i];
+        self->tok[j++].slot = self->resv[i].slot;
+    }
     size_t len = 0;
-    if (bus_token_encode(BUS_TOKEN_PREFETCH, NULL, 0, NULL, 0, self->payload, self->payload_cap,
-                         &len) < 0) {
+    if (s_token_encode(self, BUS_TOKEN_PREFETCH, j, &len) < 0) {
+        s_window_close(self, q, SCHED_WIN_PREFETCH);
         sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
     }
-    s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id);
     kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_prepare_prefetch_rep_tag);
     rep->body.prepare_prefetch_rep.has_token = true;
-    s_token_reply(self, &rep->body.prepare_prefetch_rep.token, &q->win[SCHED_WIN_PREFETCH],
-                  self->cfg.pin_lease_ms, 0, len);
+    s_token_reply(self, &rep->body.prepare_prefetch_rep.token, w, self->cfg.pin_lease_ms, j, len);
     in->c.prefetches++;
+    in->c.prefetch_keys += j;
     self->c.prefetches++;
+    self->c.prefetch_keys += j;
     sched_reply(self);
 }
 
@@ -903,11 +1033,63 @@ void sched_on_complete_prefetch(sched_t *self)
     if (!q)
         return;
     sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_PREFETCH, r->token_id);
-    if (!w || !s_mask_ok(self, w->entries.n))
+    if (!w || !s_mask_ok(self, w->entries.n / 2))
         return;
-    s_window_close(self, q, SCHED_WIN_PREFETCH);
-    sched_reply_begin(self, kvtier_Envelope_complete_prefetch_rep_tag);
-    sched_reply(self);
+    if (self->n_op_free == 0) {
+        self->g.busy_refusals++;
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "%u puts are waiting for tier confirmation (max_pending_puts): retry "
+                          "complete_prefetch; the window stays open",
+                          self->cfg.max_pending_puts);
+        return;
+    }
+    sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_put_op_t *op = &self->ops[self->op_free[--self->n_op_free]];
+    *op = (sched_put_op_t){.used = true,
+                           .self = self,
+                           .corr_id = self->req.env.corr_id,
+                           .inst = (uint32_t)(in - self->inst),
+                           .tier = t->idx,
+                           .gen = t->gen,
+                           .prefetch = true,
+                           .entries = w->entries};
+    w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
+    w->open = false; /* the op owns the entries (and the source pins) now */
+    int64_t now = sched_now();
+    uint32_t i = 0;
+    sched_iter_t it;
+    sched_entry_t *dst = NULL;
+    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
+         e = sched_list_next(self, &it)) {
+        if (!(e->kind & SCHED_ENTRY_PIN)) {
+            dst = e;
+            continue;
+        }
+        /* a pair: dst (head reservation), e (source pin) */
+        sched_tier_t *src = &self->tiers[e->tier];
+        bool ok = s_success(self, i++) && dst->gen == t->gen && e->gen == src->gen &&
+                  t->state == SCHED_TIER_UP;
+        if (!ok) {
+            s_abort_entry(self, in->number, dst, now);
+            dst->kind |= SCHED_ENTRY_SKIP;
+            op->failed++;
+            continue;
+        }
+        self->sc_sizes[op->n_sent] = src->sizes[e->slot];
+        self->sc_checksums[op->n_sent++] = src->checksums[e->slot];
+    }
+    if (op->n_sent == 0) {
+        sched_put_done(op, &(kvtier_Status){.code = kvtier_StatusCode_STATUS_OK}, 0);
+        return;
+    }
+    op->routing_id = zframe_dup(self->req.routing_id);
+    kvtier_Status st;
+    if (!op->routing_id)
+        bus_status_set(&st, kvtier_StatusCode_STATUS_INTERNAL, "out of memory");
+    uint64_t wall = q->ttl_ms ? (uint64_t)sched_wall_ms() + q->ttl_ms : 0;
+    if (!op->routing_id ||
+        sched_tier_put_headers(self, op, in->id, wall, self->sc_checksums, self->sc_sizes, &st) < 0)
+        sched_put_done(op, &st, 0); /* aborts, unpins, replies, frees the op */
 }
 
 /* ---- leases ---- */

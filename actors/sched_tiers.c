@@ -208,7 +208,7 @@ static void s_put_header_done(void *arg, bus_reply_t *r)
 
 int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instance_id,
                            uint64_t deadline_wall_ms, const uint64_t *checksums_by_entry,
-                           kvtier_Status *st)
+                           const uint64_t *sizes_by_entry, kvtier_Status *st)
 {
     sched_tier_t *t = &self->tiers[op->tier];
     if (!t->client || t->state != SCHED_TIER_UP)
@@ -219,13 +219,13 @@ int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instan
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
          e = sched_list_next(self, &it)) {
-        if (e->kind & SCHED_ENTRY_SKIP)
+        if (e->kind & (SCHED_ENTRY_SKIP | SCHED_ENTRY_PIN))
             continue;
         self->sc_slots[i] = e->slot;
         memcpy(self->sc_keys[i], e->key, TIER_KEY_BYTES);
-        self->sc_sizes[i] = size;
+        self->sc_sizes[i] = sizes_by_entry ? sizes_by_entry[i] : size;
         /* side arrays of a slot being written: nobody reads them until it serves */
-        t->sizes[e->slot] = (uint32_t)size;
+        t->sizes[e->slot] = (uint32_t)self->sc_sizes[i];
         t->checksums[e->slot] = checksums_by_entry[i];
         i++;
     }

@@ -124,6 +124,8 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     sc->max_instances = c->max_instances;
     sc->delete_delay_ms = c->reclaim_delete_delay_ms;
     sc->max_pending_deletes = c->reclaim_max_pending;
+    /* the scheduler starts its migrator and demotes along the chains (issue 4 §4) */
+    sc->demote = true;
 }
 
 /* The background actors of the leader (DESIGN §3): they reach the scheduler over

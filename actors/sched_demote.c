@@ -1,0 +1,261 @@
+/* sched_demote.c — demotion (DESIGN.md §6 "Reclaim and demotion"; issue 4 §2, §4):
+ * the reclaimer's ReclaimCandidates(demote) on a tier with a next tier hands its
+ * coldest blocks here. The scheduler pins the sources (no eviction, not chosen
+ * again, not freed while copied), reserves their slots on the next tier (all or
+ * nothing; a full next tier makes room by its own reclaimer, the demotion is
+ * retried at a later call) and submits one job to the migrator actor it owns
+ * (priority DEMOTE, destination header SERVING; bytes go tier actor to tier actor).
+ *
+ * Results arrive on a PULL socket the scheduler's loop polls. Per block: copied
+ * and the source is still the same committed block in the same slot -> the
+ * destination commits (two locations for a moment) and the source is marked
+ * DELETING (two-step: freed after the delete delay once no reader holds it).
+ * Source changed meanwhile -> the copy is discarded (reservation released,
+ * DeleteSlots for the destination slot). Copy failed -> the reservation is
+ * released and the source keeps serving. A tier reset (down, new epoch) between
+ * submit and result is detected by its generation and its side is left alone.
+ *
+ * Bounded: SCHED_DEMOTE_JOBS jobs in flight, MIGRATOR_MAX_JOB_SLOTS blocks each;
+ * the migrator bounds its own queue (refusal = backpressure). Never blocks: the
+ * migrator answers a submission on its pipe at once. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bus_log.h"
+#include "sched_int.h"
+
+#define S_LOG "sched"
+
+static int s_on_result(zloop_t *loop, zsock_t *sock, void *arg);
+
+int sched_demote_init(sched_t *self)
+{
+    self->next_job_id = 1;
+    if (!self->cfg.demote)
+        return 0;
+    char ep[SCHED_ENDPOINT_MAX];
+    snprintf(ep, sizeof ep, "inproc://sched-migrator-%p-%" PRIx64, (void *)self, self->hash_seed);
+    self->mig_pull = zsock_new_pull(ep); /* bound ('@' default for PULL) before the migrator */
+    if (!self->mig_pull) {
+        bus_error(S_LOG, "cannot bind the migrator results endpoint '%s'", ep);
+        return -1;
+    }
+    migrator_config_t mc = {.name = "migrator", .results_endpoint = ep};
+    self->migrator = migrator_new(&mc);
+    if (!self->migrator || zloop_reader(self->loop, self->mig_pull, s_on_result, self) < 0) {
+        bus_error(S_LOG, "cannot start the migrator");
+        return -1;
+    }
+    return 0;
+}
+
+void sched_demote_fini(sched_t *self)
+{
+    if (self->loop && self->mig_pull)
+        zloop_reader_end(self->loop, self->mig_pull);
+    zactor_destroy(&self->migrator);
+    zsock_destroy(&self->mig_pull);
+}
+
+uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS; i++)
+        if (self->demotes[i].used && self->demotes[i].src == t->idx &&
+            self->demotes[i].src_gen == t->gen)
+            n += self->demotes[i].n;
+    return n;
+}
+
+static sched_demote_t *s_job_free(sched_t *self)
+{
+    for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS; i++)
+        if (!self->demotes[i].used)
+            return &self->demotes[i];
+    return NULL;
+}
+
+uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const uint32_t *slots,
+                      uint32_t n, uint32_t *taken, bool *backpressure)
+{
+    *backpressure = false;
+    if (!self->migrator || n == 0 || t->state != SCHED_TIER_UP || dst->state != SCHED_TIER_UP ||
+        !t->client || !dst->client)
+        return 0;
+    sched_demote_t *job = s_job_free(self);
+    if (!job) {
+        *backpressure = true;
+        return 0;
+    }
+    int64_t now = sched_now();
+    uint32_t number = 0, m = 0;
+    /* pin the sources: one instance per job (a reservation is per instance) */
+    for (uint32_t i = 0; i < n && m < MIGRATOR_MAX_JOB_SLOTS; i++) {
+        tier_slot_info_t info;
+        if (tier_slots_slot_info(t->slots, slots[i], &info) < 0 ||
+            info.state != TIER_SLOT_COMMITTED || (m > 0 && info.instance != number))
+            continue;
+        uint32_t slot = 0;
+        if (tier_slots_pin(t->slots, info.instance, &info.key, (uint64_t)now, &slot) != 0)
+            continue;
+        if (slot != slots[i]) {
+            (void)tier_slots_unpin(t->slots, info.instance, &info.key);
+            continue;
+        }
+        number = info.instance;
+        self->keys[m] = info.key;
+        self->pos[m++] = slot;
+    }
+    if (m == 0)
+        return 0;
+    if (dst->n_deleting)
+        sched_deleting_settle(self, dst, number, self->keys, m);
+    size_t nv = 0;
+    int rc = tier_slots_reserve(dst->slots, number, self->keys, m, 0, (uint64_t)now,
+                                TIER_RESERVE_SKIP_SERVING, self->resv, self->victims, &nv);
+    if (rc < 0) {
+        for (uint32_t i = 0; i < m; i++)
+            (void)tier_slots_unpin(t->slots, number, &self->keys[i]);
+        *backpressure = true; /* the next tier is full of held blocks: later */
+        return 0;
+    }
+    for (size_t v = 0; v < nv; v++) {
+        sched_tier_queue_delete(dst, self->victims[v].slot, &self->victims[v].key);
+        if (self->victims[v].expired)
+            self->g.expirations++;
+        else
+            self->g.evictions++;
+    }
+    migrator_job_t mj; /* ~2 KiB */
+    memset(&mj, 0, sizeof mj);
+    *job = (sched_demote_t){.used = true,
+                            .job_id = self->next_job_id++,
+                            .src = t->idx,
+                            .dst = dst->idx,
+                            .src_gen = t->gen,
+                            .dst_gen = dst->gen,
+                            .number = number};
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        tier_resv_kind_t kind = self->resv[i].kind;
+        if (kind == TIER_RESV_NEW || kind == TIER_RESV_EVICTED) { /* stays pinned */
+            job->src_slots[job->n] = self->pos[i];
+            job->dst_slots[job->n] = self->resv[i].slot;
+            job->keys[job->n] = self->keys[i];
+            mj.src_slots[job->n] = self->pos[i];
+            mj.dst_slots[job->n] = self->resv[i].slot;
+            memcpy(mj.keys[job->n], self->keys[i].b, TIER_KEY_BYTES);
+            job->n++;
+            continue;
+        }
+        (void)tier_slots_unpin(t->slots, number, &self->keys[i]);
+        if (kind == TIER_RESV_SERVING) {
+            /* already stored below (a promoted block keeps its lower copy): only
+             * the source goes */
+            if (sched_deleting_mark(self, t, number, &self->keys[i], self->pos[i], now))
+                taken[k++] = self->pos[i];
+            continue;
+        }
+        /* a reservation in flight on dst: concluded at once, retried later */
+        (void)tier_slots_commit(dst->slots, number, &self->keys[i], false, (uint64_t)now, NULL);
+    }
+    if (job->n == 0) {
+        job->used = false;
+        return k;
+    }
+    mj.job_id = job->job_id;
+    mj.priority = MIGRATOR_DEMOTE;
+    mj.src_tier_id = t->cfg.tier_id;
+    mj.dst_tier_id = dst->cfg.tier_id;
+    sched_strcpy(mj.src_endpoint, sizeof mj.src_endpoint, t->endpoint);
+    sched_strcpy(mj.dst_endpoint, sizeof mj.dst_endpoint, dst->endpoint);
+    mj.dst_state = kvtier_LocationState_LOCATION_SERVING;
+    mj.n = job->n;
+    char why[160];
+    if (migrator_submit(self->migrator, &mj, why, sizeof why) != 0) {
+        for (uint32_t i = 0; i < job->n; i++) {
+            (void)tier_slots_unpin(t->slots, number, &job->keys[i]);
+            (void)tier_slots_commit(dst->slots, number, &job->keys[i], false, (uint64_t)now, NULL);
+        }
+        bus_debug(S_LOG, "demotion %s -> %s not submitted: %s", t->cfg.name, dst->cfg.name, why);
+        job->used = false;
+        *backpressure = true;
+        return k;
+    }
+    for (uint32_t i = 0; i < job->n; i++)
+        taken[k++] = job->src_slots[i];
+    self->g.demote_submitted += job->n;
+    return k;
+}
+
+/* One block of a finished job. */
+static void s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, bool ok, int64_t now)
+{
+    sched_tier_t *src = &self->tiers[job->src];
+    sched_tier_t *dst = &self->tiers[job->dst];
+    bool src_live = src->gen == job->src_gen, dst_live = dst->gen == job->dst_gen;
+    const tier_key_t *key = &job->keys[i];
+    uint32_t ss = job->src_slots[i], ds = job->dst_slots[i];
+    if (src_live)
+        (void)tier_slots_unpin(src->slots, job->number, key);
+    tier_slot_info_t info;
+    bool same = src_live && tier_slots_slot_info(src->slots, ss, &info) == 0 &&
+                info.state == TIER_SLOT_COMMITTED && info.instance == job->number &&
+                tier_key_eq(&info.key, key) && !sched_is_deleting(src, job->number, key, ss);
+    if (!dst_live) {
+        self->g.demote_failed++;
+        return; /* the destination tier was reset: its reservation is gone */
+    }
+    if (!ok || !same) {
+        (void)tier_slots_commit(dst->slots, job->number, key, false, (uint64_t)now, NULL);
+        if (ok) { /* copied, but the source changed: discard the copy */
+            sched_tier_queue_delete(dst, ds, key);
+            self->g.demote_stale++;
+        } else {
+            self->g.demote_failed++;
+        }
+        return;
+    }
+    dst->sizes[ds] = src->sizes[ss];
+    dst->checksums[ds] = src->checksums[ss];
+    if (tier_slots_commit(dst->slots, job->number, key, true, (uint64_t)now, NULL) < 0) {
+        self->g.demote_failed++;
+        return;
+    }
+    if (info.deadline_ms)
+        (void)tier_slots_touch(dst->slots, job->number, key, (uint64_t)now, info.deadline_ms);
+    sched_stamp(self, dst, ds, false);
+    /* both copies serve until the source's delayed free; a full DELETING queue
+     * leaves it in place (its reclaimer finds it again: already below) */
+    (void)sched_deleting_mark(self, src, job->number, key, ss, now);
+    self->g.demoted++;
+}
+
+static int s_on_result(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    sched_t *self = arg;
+    migrator_result_t r;
+    if (migrator_result_recv(sock, &r) < 0) {
+        bus_warn(S_LOG, "migrator: dropped a result that does not decode");
+        return 0;
+    }
+    sched_demote_t *job = NULL;
+    for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS && !job; i++)
+        if (self->demotes[i].used && self->demotes[i].job_id == r.job_id)
+            job = &self->demotes[i];
+    if (!job) {
+        bus_warn(S_LOG, "migrator: result for unknown job %" PRIu64, r.job_id);
+        return 0;
+    }
+    if (r.status != kvtier_StatusCode_STATUS_OK)
+        bus_info(S_LOG, "demotion job %" PRIu64 ": %u of %u copied: %s", r.job_id, r.copied, r.n,
+                 r.message);
+    int64_t now = sched_now();
+    for (uint32_t i = 0; i < job->n; i++)
+        s_result_one(self, job, i, i < r.n && r.ok[i], now);
+    job->used = false;
+    sched_tiers_flush(self);
+    return 0;
+}

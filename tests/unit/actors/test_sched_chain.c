@@ -1,0 +1,446 @@
+/* test_sched_chain.c — the scheduler with a two-tier chain (host0 -> nvme0) served
+ * by real tier actors (host: POSIX shm; nvme: a file in a mkdtemp directory):
+ * prefetch (promotion, DESIGN.md §6, issue 4 §3). Blocks are stored on the nvme
+ * tier actor through the tier plane and adopted by the scheduler from its
+ * inventory when the tier comes up; the copy is the one the client's
+ * submit_prefetch sends (CopySlots from the source, destination header WRITING).
+ * And demotion (issue 4 §4): the reclaimer drains the full host tier through
+ * the scheduler's migrator down to nvme. */
+#include <inttypes.h>
+
+#include "copy_testkit.h"
+#include "reclaimer.h"
+#include "sched_testkit.h"
+
+#define S_NB 4u /* blocks stored on nvme */
+
+static char s_dir[] = "/tmp/kvt-schedchain-XXXXXX";
+static int s_seq;
+
+typedef struct {
+    ck_tier_t host, nvme;
+    tk_t *t;
+    uint8_t keys[S_NB + 1][16]; /* S_NB stored, one never stored */
+} s_env_t;
+
+static int s_lookup(s_env_t *e, uint32_t n)
+{
+    return tk_lookup(e->t, CK_INST, NULL, kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, e->keys, n);
+}
+
+static bool s_adopted(tk_t *t, void *arg)
+{
+    s_env_t *e = arg;
+    (void)t;
+    return s_lookup(e, S_NB) == 0 && e->t->rep->body.lookup_rep.hit_count == S_NB;
+}
+
+static void s_start(s_env_t *e)
+{
+    memset(e, 0, sizeof *e);
+    tier_actor_config_t hc = ck_cfg("host", 1, s_dir, s_seq++);
+    tier_actor_config_t nc = ck_cfg("nvme", 2, s_dir, s_seq++);
+    ck_start(&e->host, &hc);
+    ck_start(&e->nvme, &nc);
+    for (uint32_t i = 0; i <= S_NB; i++)
+        ck_key(i, e->keys[i]);
+    for (uint32_t i = 0; i < S_NB; i++)
+        ck_store(&e->nvme, 10 + i, i, 0);
+
+    sched_config_t cfg;
+    tk_config(&cfg, CK_CAP, CK_SLOT);
+    cfg.n_tiers = 2;
+    cfg.tiers[1] = (sched_tier_config_t){.tier_id = 2, .capacity = CK_CAP, .slot_size = CK_SLOT};
+    snprintf(cfg.tiers[1].name, sizeof cfg.tiers[1].name, "nvme0");
+    snprintf(cfg.tiers[1].kind, sizeof cfg.tiers[1].kind, "nvme");
+    cfg.chains[0].n_tiers = 2;
+    cfg.chains[0].tier_ids[1] = 2;
+    e->t = tk_new(&cfg);
+    assert_int_equal(tk_register(e->t, CK_INST, CK_SLOT), 0);
+    tk_tier_up(e->t, 1, e->host.ep, tier_actor_epoch(e->host.actor), CK_CAP, CK_SLOT);
+    tk_tier_up(e->t, 2, e->nvme.ep, tier_actor_epoch(e->nvme.actor), CK_CAP, CK_SLOT);
+    assert_true(tk_poll(s_adopted, e->t, e));
+    assert_int_equal(tk_begin(e->t, CK_INST, "r1", 0), 0);
+}
+
+static void s_stop(s_env_t *e)
+{
+    tk_destroy(&e->t);
+    ck_stop(&e->host);
+    ck_stop(&e->nvme);
+}
+
+/* The copy the client's submit_prefetch sends: CopySlots to the source tier
+ * actor, destination header WRITING. Returns the status code. */
+static int s_copy(s_env_t *e, const bus_token_view_t *v)
+{
+    uint64_t src[S_NB], dst[S_NB];
+    uint8_t keys[S_NB][16];
+    uint32_t n = v->n_entries;
+    assert_true(n <= S_NB);
+    for (uint32_t i = 0; i < n; i++) {
+        bus_token_entry_t en;
+        bus_token_entry_at(v, i, &en);
+        src[i] = en.src_slot;
+        dst[i] = en.slot;
+        memcpy(keys[i], e->t->arr->keys.keys[i], 16);
+    }
+    ck_copy_req(&e->nvme, e->host.ep, 1, kvtier_LocationState_LOCATION_WRITING);
+    bus_arrays_t arr = {.slots = {src, n, n}, .dst_slots = {dst, n, n}, .keys = {keys, n, n}};
+    bool m[S_NB];
+    bus_arrays_t rarr = {.mask = {m, 0, S_NB}};
+    kvtier_Status st = {0};
+    int rc = bus_client_call(e->nvme.client, &e->nvme.req, &arr, NULL, 0, CK_CALL_MS, &e->nvme.rep,
+                             &rarr, NULL, &st);
+    return rc == 0 ? 0 : (int)st.code;
+}
+
+static int s_complete(s_env_t *e, uint64_t token, bool *mask, uint32_t n_mask)
+{
+    kvtier_CompletePrefetchRequest *r =
+        &tk_req(e->t, kvtier_Envelope_complete_prefetch_req_tag)->body.complete_prefetch_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
+    snprintf(r->request_id, sizeof r->request_id, "%s", "r1");
+    r->token_id = token;
+    bus_arrays_t ra = {.mask = {.v = mask, .n = mask ? n_mask : 0, .cap = n_mask}};
+    return tk_call(e->t, &ra);
+}
+
+/* prepare_prefetch's token: decoded into *v (payload copied into buf). */
+static void s_token(s_env_t *e, bus_token_view_t *v, uint8_t *buf, size_t cap)
+{
+    assert_true(e->t->arr->payload.len <= cap);
+    memcpy(buf, e->t->arr->payload.data, e->t->arr->payload.len);
+    assert_int_equal(bus_token_decode(buf, e->t->arr->payload.len, v, NULL, 0), 0);
+}
+
+/* issue 4 §3: blocks only below the head are advised for prefetch; prepare pins
+ * the lower copies and reserves head slots; after the copy, complete commits
+ * them on the head, the next lookup reports the head tier, the head copy is
+ * byte-exact and the lower copy stays. */
+static void test_prefetch_promotes_lower_blocks_to_the_head(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e);
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    assert_true(e.t->rep->body.lookup_rep.prefetch_advised);
+    for (uint32_t i = 0; i < S_NB; i++)
+        assert_int_equal(e.t->arr->tier_ids.v[i], 2);
+
+    /* the never-stored key is left out of the token */
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB + 1),
+        0);
+    uint64_t token = e.t->rep->body.prepare_prefetch_rep.token.token_id;
+    assert_int_equal(e.t->arr->keys.n, S_NB);
+    uint8_t buf[4096];
+    bus_token_view_t v;
+    s_token(&e, &v, buf, sizeof buf);
+    assert_int_equal(v.kind, BUS_TOKEN_PREFETCH);
+    assert_int_equal(v.n_entries, S_NB);
+    for (uint32_t i = 0; i < S_NB; i++) {
+        bus_token_entry_t en;
+        bus_token_entry_at(&v, i, &en);
+        assert_int_equal(v.tiers[en.src_tier].tier_id, 2);
+        assert_int_equal(v.tiers[en.tier].tier_id, 1);
+        assert_int_equal(en.src_slot, 10 + i);
+        assert_int_equal(en.size, ck_size(i));
+        assert_memory_equal(e.t->arr->keys.keys[i], e.keys[i], 16);
+    }
+    assert_int_equal(tk_stat(e.t, "pinned"), S_NB);
+    assert_int_equal(tk_stat(e.t, "reserved"), S_NB);
+
+    assert_int_equal(s_copy(&e, &v), 0);
+    /* not committed yet: still served from the lower tier */
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    assert_int_equal(e.t->arr->tier_ids.v[0], 2);
+
+    assert_int_equal(s_complete(&e, token, NULL, 0), 0);
+    assert_int_equal(e.t->rep->body.complete_prefetch_rep.committed, S_NB);
+    assert_int_equal(tk_stat(e.t, "pinned"), 0);
+    assert_int_equal(tk_stat(e.t, "reserved"), 0);
+    assert_int_equal(tk_stat(e.t, "blocks"), 2 * S_NB); /* the lower copy stays */
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    assert_false(e.t->rep->body.lookup_rep.prefetch_advised);
+    for (uint32_t i = 0; i < S_NB; i++) {
+        assert_int_equal(e.t->arr->tier_ids.v[i], 1);
+        bus_token_entry_t en;
+        bus_token_entry_at(&v, i, &en);
+        assert_int_equal(ck_read_code(&e.host, en.slot, i), 0);
+        assert_int_equal(ck_read_code(&e.nvme, 10 + i, i), 0);
+    }
+    /* a second prefetch has nothing left to promote */
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB), 0);
+    assert_int_equal(e.t->arr->keys.n, 0);
+    assert_int_equal(s_complete(&e, e.t->rep->body.prepare_prefetch_rep.token.token_id, NULL, 0),
+                     0);
+    assert_int_equal(tk_stat(e.t, "prefetch_committed"), S_NB);
+    s_stop(&e);
+}
+
+/* issue 4 §3: complete_prefetch(failure) rolls back: the head reservation is
+ * released, the pin dropped, and the block is still served from the lower tier. */
+static void test_failed_prefetch_rolls_back(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, 2), 0);
+    uint64_t token = e.t->rep->body.prepare_prefetch_rep.token.token_id;
+    uint8_t buf[4096];
+    bus_token_view_t v;
+    s_token(&e, &v, buf, sizeof buf);
+    assert_int_equal(s_copy(&e, &v), 0);
+    bool mask[2] = {true, false};
+    assert_int_equal(s_complete(&e, token, mask, 2), 0);
+    assert_int_equal(e.t->rep->body.complete_prefetch_rep.committed, 1);
+    assert_int_equal(tk_stat(e.t, "pinned"), 0);
+    assert_int_equal(tk_stat(e.t, "reserved"), 0);
+    assert_int_equal(tk_stat(e.t, "prefetch_failed"), 1);
+    assert_int_equal(s_lookup(&e, 2), 0);
+    assert_int_equal(e.t->arr->tier_ids.v[0], 1);
+    assert_int_equal(e.t->arr->tier_ids.v[1], 2);
+    assert_int_equal(ck_read_code(&e.nvme, 11, 1), 0);
+    s_stop(&e);
+}
+
+/* Window rules as for get/put (DESIGN.md §6): one open prefetch window per
+ * request; request_end closes it, releasing the pins and the reservations. */
+static void test_prefetch_window_closed_by_request_end(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB), 0);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB),
+        kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(tk_stat(e.t, "pinned"), S_NB);
+    assert_int_equal(tk_end(e.t, CK_INST, "r1"), 0);
+    assert_int_equal(e.t->rep->body.request_end_rep.closed_windows_count, 1);
+    assert_int_equal(e.t->rep->body.request_end_rep.closed_windows[0],
+                     kvtier_WindowKind_WINDOW_KIND_PREFETCH);
+    assert_int_equal(tk_stat(e.t, "pinned"), 0);
+    assert_int_equal(tk_stat(e.t, "reserved"), 0);
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    assert_int_equal(e.t->arr->tier_ids.v[0], 2);
+    s_stop(&e);
+}
+
+/* ---- demotion ---- */
+
+#define S_PUTS 24u /* blocks written to a 32-slot host tier */
+#define S_PINNED 4u
+
+static void s_demote_cfg(s_env_t *e, sched_config_t *cfg)
+{
+    tier_actor_config_t hc = ck_cfg("host", 1, s_dir, s_seq++);
+    tier_actor_config_t nc = ck_cfg("nvme", 2, s_dir, s_seq++);
+    ck_start(&e->host, &hc);
+    ck_start(&e->nvme, &nc);
+    tk_config(cfg, CK_CAP, CK_SLOT);
+    cfg->n_tiers = 2;
+    cfg->tiers[1] = (sched_tier_config_t){.tier_id = 2, .capacity = CK_CAP, .slot_size = CK_SLOT};
+    snprintf(cfg->tiers[1].name, sizeof cfg->tiers[1].name, "nvme0");
+    snprintf(cfg->tiers[1].kind, sizeof cfg->tiers[1].kind, "nvme");
+    cfg->chains[0].n_tiers = 2;
+    cfg->chains[0].tier_ids[1] = 2;
+    cfg->demote = true;
+    cfg->delete_delay_ms = 10;
+}
+
+/* A put through the scheduler with real bytes: prepare_put, WriteSlots to the
+ * host tier actor (the client's frames path), complete_put with the checksum. */
+static void s_put_block(s_env_t *e, uint32_t seed, uint8_t *buf)
+{
+    uint8_t key[1][16];
+    ck_key(seed, key[0]);
+    assert_int_equal(tk_prepare(e->t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "w", key, 1),
+                     0);
+    uint64_t token = e->t->rep->body.prepare_put_rep.token.token_id;
+    uint8_t tb[512];
+    bus_token_view_t v;
+    s_token(e, &v, tb, sizeof tb);
+    assert_int_equal(v.n_entries, 1);
+    bus_token_entry_t en;
+    bus_token_entry_at(&v, 0, &en);
+    ck_fill(buf, CK_SLOT, seed);
+    uint64_t slot = en.slot, sz = CK_SLOT;
+    kvtier_Status st;
+    bus_payload_t pl = {buf, CK_SLOT, NULL, NULL};
+    bus_env_init(&e->host.req, kvtier_Envelope_write_slots_req_tag, "test");
+    e->host.req.body.write_slots_req.tier_id = 1;
+    bus_arrays_t arr = {.slots = {&slot, 1, 1}, .sizes = {&sz, 1, 1}};
+    assert_int_equal(bus_client_call(e->host.client, &e->host.req, &arr, &pl, 1, CK_CALL_MS,
+                                     &e->host.rep, NULL, NULL, &st),
+                     0);
+    struct iovec iov = {buf, CK_SLOT};
+    uint64_t ck = tier_checksum(&iov, 1);
+    kvtier_CompletePutRequest *r =
+        &tk_req(e->t, kvtier_Envelope_complete_put_req_tag)->body.complete_put_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
+    snprintf(r->request_id, sizeof r->request_id, "w");
+    r->token_id = token;
+    bus_arrays_t ra = {.checksums = {.v = &ck, .n = 1, .cap = 1}};
+    assert_int_equal(tk_call(e->t, &ra), 0);
+    assert_int_equal(e->t->rep->body.complete_put_rep.committed, 1);
+}
+
+/* Reads `slot` of tier actor t (key of seed) and compares with the seed's bytes. */
+static void s_read_exact(ck_tier_t *t, uint64_t slot, uint32_t seed, uint8_t *want)
+{
+    uint8_t key[1][16];
+    ck_key(seed, key[0]);
+    uint64_t sizes[4];
+    bus_arrays_t rarr = {.sizes = {sizes, 0, 4}};
+    zmsg_t *payload = NULL;
+    kvtier_Status st = {0};
+    bus_env_init(&t->req, kvtier_Envelope_read_slots_req_tag, "test");
+    t->req.body.read_slots_req.tier_id = t->cfg.tier_id;
+    bus_arrays_t arr = {.slots = {&slot, 1, 1}, .keys = {key, 1, 1}};
+    int rc = bus_client_call(t->client, &t->req, &arr, NULL, 0, CK_CALL_MS, &t->rep, &rarr,
+                             &payload, &st);
+    if (rc != 0)
+        fail_msg("read slot %" PRIu64 " of tier %u: %s", slot, t->cfg.tier_id, st.message);
+    ck_fill(want, CK_SLOT, seed);
+    assert_int_equal(zmsg_size(payload), 1);
+    zframe_t *f = zmsg_first(payload);
+    assert_int_equal(zframe_size(f), CK_SLOT);
+    assert_memory_equal(zframe_data(f), want, CK_SLOT);
+    zmsg_destroy(&payload);
+}
+
+static void s_complete_get(s_env_t *e, uint64_t token)
+{
+    kvtier_CompleteGetRequest *r =
+        &tk_req(e->t, kvtier_Envelope_complete_get_req_tag)->body.complete_get_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
+    snprintf(r->request_id, sizeof r->request_id, "g");
+    r->token_id = token;
+    assert_int_equal(tk_call(e->t, NULL), 0);
+}
+
+typedef struct {
+    uint64_t demoted;
+} s_demote_want_t;
+
+static bool s_demoted(tk_t *t, void *arg)
+{
+    const s_demote_want_t *w = arg;
+    return tk_stat(t, "demoted") >= w->demoted && tk_stat(t, "deleting") == 0 &&
+           tk_stat(t, "tier.host0.used") <= CK_CAP / 4;
+}
+
+/* issue 4 §4 / DESIGN.md §6: above its high watermark the host tier's coldest
+ * unpinned blocks are demoted to nvme (copied tier to tier, then switched; the
+ * source freed after the delete delay) until below the low watermark; lookups
+ * then find them on tier 2 with prefetch advised and gets from nvme are
+ * byte-exact; pinned blocks are never demoted. */
+static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
+{
+    (void)state;
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    e.t = tk_new(&cfg);
+    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
+    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
+    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    assert_int_equal(tk_begin(e.t, CK_INST, "w", 0), 0);
+    for (uint32_t i = 0; i < S_PUTS; i++)
+        s_put_block(&e, 100 + i, buf);
+    /* the oldest (coldest) blocks are pinned by an open get window */
+    uint8_t keys[S_PUTS][16];
+    for (uint32_t i = 0; i < S_PUTS; i++)
+        ck_key(100 + i, keys[i]);
+    assert_int_equal(tk_begin(e.t, CK_INST, "g", 0), 0);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", keys, S_PINNED), 0);
+    uint64_t gtok = e.t->rep->body.prepare_get_rep.token.token_id;
+
+    reclaimer_config_t rc;
+    memset(&rc, 0, sizeof rc);
+    assert_int_equal(
+        sched_actor_internal_endpoint(e.t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint), 0);
+    rc.interval_ms = 10;
+    rc.n_tiers = 2;
+    rc.tiers[0] = (reclaimer_tier_t){1, 500, 250};
+    rc.tiers[1] = (reclaimer_tier_t){2, 900, 800};
+    zactor_t *rec = reclaimer_actor_new(&rc);
+    assert_non_null(rec);
+    /* 24 of 32 slots used, 4 pinned: at most 8 may stay, so 16 or more go down */
+    s_demote_want_t w = {S_PUTS - CK_CAP / 4};
+    assert_true(tk_poll(s_demoted, e.t, &w));
+    zactor_destroy(&rec);
+    assert_int_equal(tk_stat(e.t, "demote_failed"), 0);
+
+    assert_int_equal(
+        tk_lookup(e.t, CK_INST, NULL, kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, keys, S_PUTS), 0);
+    assert_int_equal(e.t->rep->body.lookup_rep.hit_count, S_PUTS);
+    assert_true(e.t->rep->body.lookup_rep.prefetch_advised);
+    uint8_t tiers[S_PUTS];
+    uint32_t lower = 0;
+    for (uint32_t i = 0; i < S_PUTS; i++) {
+        tiers[i] = (uint8_t)e.t->arr->tier_ids.v[i];
+        lower += tiers[i] == 2;
+    }
+    /* exactly down to the low watermark: 8 of 32 slots stay */
+    assert_int_equal(lower, S_PUTS - CK_CAP / 4);
+    assert_int_equal(tk_stat(e.t, "demoted"), S_PUTS - CK_CAP / 4);
+    assert_int_equal(tk_stat(e.t, "tier.host0.used"), CK_CAP / 4);
+    assert_int_equal(tk_stat(e.t, "tier.nvme0.used"), S_PUTS - CK_CAP / 4);
+    for (uint32_t i = 0; i < S_PINNED; i++)
+        assert_int_equal(tiers[i], 1); /* pinned: never demoted */
+    s_complete_get(&e, gtok);
+
+    /* gets: the token names each block's tier; every load is byte-exact */
+    for (uint32_t i = 0; i < S_PUTS; i++) {
+        assert_int_equal(
+            tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", &keys[i], 1), 0);
+        uint64_t tok = e.t->rep->body.prepare_get_rep.token.token_id;
+        uint8_t tb[512];
+        bus_token_view_t v;
+        s_token(&e, &v, tb, sizeof tb);
+        bus_token_entry_t en;
+        bus_token_entry_at(&v, 0, &en);
+        assert_int_equal(v.tiers[en.tier].tier_id, tiers[i]);
+        s_read_exact(tiers[i] == 2 ? &e.nvme : &e.host, en.slot, 100 + i, buf);
+        s_complete_get(&e, tok);
+    }
+    free(buf);
+    s_stop(&e);
+}
+
+static int s_setup(void **state)
+{
+    (void)state;
+    return mkdtemp(s_dir) ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefetch_promotes_lower_blocks_to_the_head),
+        cmocka_unit_test(test_failed_prefetch_rolls_back),
+        cmocka_unit_test(test_prefetch_window_closed_by_request_end),
+        cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
+    };
+    int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);
+    zsys_shutdown();
+    return rc;
+}
