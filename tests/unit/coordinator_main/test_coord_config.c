@@ -61,18 +61,27 @@ static void test_default_file_parses(void **state)
     assert_string_equal(g_cfg.cluster, "kvtier");
     assert_int_equal(g_cfg.n_etcd, 0); /* the supervisor starts the embedded etcd */
     assert_string_equal(g_cfg.endpoint, "tcp://127.0.0.1:7700");
-    assert_int_equal(g_cfg.n_tiers, 1);
+    assert_int_equal(g_cfg.n_tiers, 2);
     const coord_tier_config_t *t = coord_config_tier(&g_cfg, "host0");
     assert_non_null(t);
     assert_int_equal(t->id, 1);
     assert_int_equal(t->kind, COORD_TIER_HOST);
     assert_string_equal(t->endpoint, "tcp://127.0.0.1:7710");
-    assert_int_equal(t->capacity, 4096);
+    assert_int_equal(t->capacity, 2048);
     assert_int_equal(t->slot_size, 256 * 1024);
     assert_string_equal(t->shm, "/kvtier-kvtier-host0");
+    /* issue 4: the default chain goes on to an nvme tier */
+    t = coord_config_tier(&g_cfg, "nvme0");
+    assert_non_null(t);
+    assert_int_equal(t->id, 2);
+    assert_int_equal(t->kind, COORD_TIER_NVME);
+    assert_int_equal(t->capacity, 16384);
+    assert_int_equal(t->slot_size, 64 * 1024);
+    assert_string_equal(t->path, "run/nvme0.dat");
     assert_int_equal(g_cfg.n_chains, 1);
-    assert_int_equal(g_cfg.chains[0].n_tiers, 1);
+    assert_int_equal(g_cfg.chains[0].n_tiers, 2);
     assert_int_equal(g_cfg.chains[0].tier_ids[0], 1);
+    assert_int_equal(g_cfg.chains[0].tier_ids[1], 2);
     assert_int_equal(coord_config_lease_ttl_s(&g_cfg), 3);
 }
 
