@@ -785,6 +785,12 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
         memcpy(key.b, e->key, TIER_KEY_BYTES);
         if (!ok) {
             s_abort_entry(self, in->number, e, now);
+            /* The PutHeader may still land after the timeout, on a slot that is free
+             * again (or already someone else's): a keyed delete sent on the same
+             * connection arrives after it and removes exactly that header. */
+            tier_slot_info_t info;
+            if (e->gen == t->gen && tier_slots_peek(t->slots, in->number, &key, &info) < 0)
+                sched_tier_queue_delete(t, e->slot, &key);
             failed++;
             continue;
         }
