@@ -27,6 +27,7 @@
 #include "bus_log.h"
 #include "coord_config.h"
 #include "coord_etcd.h"
+#include "coord_proc.h"
 
 #define S_COMP "elector"
 #define S_VALUE_MAX 1024 /* bytes of the leader key's value we accept */
@@ -493,19 +494,10 @@ static int s_on_pipe(zloop_t *loop, zsock_t *sock, void *arg)
 /* SIGINT/SIGTERM go to the process main (which stops the actors): a signal
  * landing here would only cut a poll short (zloop ends on EINTR). Threads this
  * actor starts inherit the mask. */
-static void s_block_signals(void)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
 static void s_actor(zsock_t *pipe, void *arg)
 {
     self_t *self = arg;
-    s_block_signals();
+    coord_proc_block_signals(true);
     self->pipe = pipe;
     self->retry_timer = -1;
     self->backoff_ms = self->retry_ms;

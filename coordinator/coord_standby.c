@@ -17,6 +17,7 @@
 #include "bus_envelope.h"
 #include "bus_log.h"
 #include "bus_server.h"
+#include "coord_proc.h"
 
 #define S_COMP "standby"
 /* Pipe commands: "LEADER" endpoint epoch | "TIER" up(1/0) encoded-TierInfo | "ENDPOINT". */
@@ -152,19 +153,10 @@ static void s_on_request(self_t *self)
 /* SIGINT/SIGTERM go to the process main (which stops the actors): a signal
  * landing here would only cut a poll short (zloop ends on EINTR). Threads this
  * actor starts inherit the mask. */
-static void s_block_signals(void)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
 static void s_actor(zsock_t *pipe, void *arg)
 {
     self_t *self = arg;
-    s_block_signals();
+    coord_proc_block_signals(true);
     self->pipe = pipe;
     zsock_signal(pipe, self->server ? 0 : 1);
     zpoller_t *poller =
