@@ -190,11 +190,47 @@ static int s_mark_writing(self_t *self, uint64_t slot, uint64_t size)
     return tier_put_header(self->tier, slot, &h);
 }
 
+/* nvme: the slots of a request go to the file S_BATCH at a time with their I/O
+ * overlapped (tier_nvme_write_batch); the outcome is the one-by-one loop's: the
+ * first failing slot is the error and `written` counts the slots before it. */
+#define S_BATCH 64u
+
+static int s_write_nvme(self_t *self, bus_request_t *req, uint32_t segs, uint32_t *written,
+                        kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    struct iovec iov[S_BATCH][TIER_MAX_IOV];
+    tier_nvme_write_t items[S_BATCH];
+    zframe_t *f = zmsg_first(req->msg); /* frame 0; payload follows */
+    for (uint32_t i = 0; i < a->slots.n; i += S_BATCH) {
+        uint32_t k = a->slots.n - i < S_BATCH ? a->slots.n - i : S_BATCH;
+        for (uint32_t j = 0; j < k; j++) {
+            for (uint32_t s = 0; s < segs; s++) {
+                f = zmsg_next(req->msg);
+                iov[j][s] = (struct iovec){.iov_base = zframe_data(f), .iov_len = zframe_size(f)};
+            }
+            items[j] =
+                (tier_nvme_write_t){.slot = a->slots.v[i + j], .iov = iov[j], .n = (int)segs};
+        }
+        (void)tier_nvme_write_batch(self->tier, items, k);
+        for (uint32_t j = 0; j < k; j++) {
+            if (items[j].rc < 0)
+                return s_tier_error(self, st, items[j].rc, items[j].slot, "write");
+            (*written)++;
+            self->stats.slots_written++;
+            self->stats.bytes_written += self->block_size[i + j];
+        }
+    }
+    return 0;
+}
+
 static int s_write_apply(self_t *self, bus_request_t *req, const kvtier_WriteSlotsRequest *w,
                          uint32_t *written, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     uint32_t segs = w->segments ? w->segments : 1;
+    if (self->is_nvme)
+        return s_write_nvme(self, req, segs, written, st);
     struct iovec iov[TIER_MAX_IOV];
     zframe_t *f = zmsg_first(req->msg); /* frame 0; payload follows */
     for (uint32_t i = 0; i < a->slots.n; i++) {
@@ -602,10 +638,44 @@ static int s_put_error(self_t *self, int rc, uint32_t i, kvtier_Status *st)
     return s_tier_error(self, st, rc, slot, "put header of");
 }
 
+/* nvme SERVING headers: S_BATCH per tier_nvme_commit_batch (one barrier pair,
+ * header writes overlapped); outcome as the one-by-one loop's. */
+static int s_put_nvme(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t instance,
+                      uint32_t *written, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    tier_nvme_commit_t items[S_BATCH];
+    for (uint32_t i = 0; i < a->slots.n; i += S_BATCH) {
+        uint32_t k = a->slots.n - i < S_BATCH ? a->slots.n - i : S_BATCH;
+        for (uint32_t j = 0; j < k; j++) {
+            tier_nvme_commit_t *it = &items[j];
+            *it = (tier_nvme_commit_t){.slot = a->slots.v[i + j]};
+            it->hdr = (tier_slot_header_t){
+                .instance = instance,
+                .state = TIER_SLOT_SERVING,
+                .size = a->sizes.v[i + j],
+                .checksum = a->checksums.n ? a->checksums.v[i + j] : 0,
+                .deadline_ms = p->ttl_deadline_ms,
+            };
+            memcpy(it->hdr.key.b, a->keys.keys[i + j], TIER_KEY_BYTES);
+        }
+        (void)tier_nvme_commit_batch(self->tier, items, k);
+        for (uint32_t j = 0; j < k; j++) {
+            if (items[j].rc < 0)
+                return s_put_error(self, items[j].rc, i + j, st);
+            (*written)++;
+            self->stats.headers_put++;
+        }
+    }
+    return 0;
+}
+
 static int s_put_apply(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t state,
                        uint32_t instance, uint32_t *written, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
+    if (self->is_nvme && state == TIER_SLOT_SERVING)
+        return s_put_nvme(self, p, instance, written, st);
     for (uint32_t i = 0; i < a->slots.n; i++) {
         tier_slot_header_t h = {
             .instance = instance,
@@ -653,9 +723,39 @@ static bool s_delete_wanted(const tier_slot_header_t *h, const bus_keys_t *keys,
            s_key_is(h, keys->keys[i]);
 }
 
+/* nvme: the slots to clear are gathered S_BATCH at a time and their EMPTY
+ * headers written overlapped (tier_nvme_clear_batch); outcome as one by one. */
+static int s_delete_nvme(self_t *self, uint32_t *deleted, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint64_t slots[S_BATCH];
+    int rcs[S_BATCH];
+    for (uint32_t i = 0; i < a->slots.n; i += S_BATCH) {
+        uint32_t k = a->slots.n - i < S_BATCH ? a->slots.n - i : S_BATCH, m = 0;
+        for (uint32_t j = 0; j < k; j++) {
+            tier_slot_header_t h;
+            int rc = tier_get_header(self->tier, a->slots.v[i + j], &h);
+            if (rc < 0)
+                return s_tier_error(self, st, rc, a->slots.v[i + j], "delete");
+            if (s_delete_wanted(&h, &a->keys, i + j))
+                slots[m++] = a->slots.v[i + j];
+        }
+        (void)tier_nvme_clear_batch(self->tier, slots, rcs, m);
+        for (uint32_t j = 0; j < m; j++) {
+            if (rcs[j] < 0)
+                return s_tier_error(self, st, rcs[j], slots[j], "delete");
+            (*deleted)++;
+            self->stats.slots_deleted++;
+        }
+    }
+    return 0;
+}
+
 static int s_delete_apply(self_t *self, uint32_t *deleted, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
+    if (self->is_nvme)
+        return s_delete_nvme(self, deleted, st);
     for (uint32_t i = 0; i < a->slots.n; i++) {
         tier_slot_header_t h;
         int rc = tier_get_header(self->tier, a->slots.v[i], &h);

@@ -1434,6 +1434,100 @@ int tier_nvme_put_batch(tier_t *t, tier_nvme_put_t *items, size_t n)
     return first;
 }
 
+int tier_nvme_write_batch(tier_t *t, tier_nvme_write_t *items, size_t n)
+{
+    if (!t || t->ops != &tier_nvme_ops || !t->priv || (n && !items))
+        return -EINVAL;
+    s_nvme_t *nv = t->priv;
+    int first = 0;
+    s_next_epoch(nv); /* a slot repeated in the batch is refused, as by put_batch */
+    for (size_t i = 0; i < n; i += S_GROUP) {
+        size_t k = n - i < S_GROUP ? n - i : S_GROUP;
+        struct s_blk *b = nv->blk;
+        for (size_t j = 0; j < k; j++) {
+            tier_nvme_write_t *it = &items[i + j];
+            memset(&b[j], 0, sizeof b[j]);
+            b[j].slot = it->slot;
+            b[j].iov = it->iov;
+            b[j].n = it->n;
+            b[j].rc = s_check_item(nv, it->slot, it->iov, it->n);
+            if (b[j].rc == 0)
+                b[j].len = s_iov_total(it->iov, it->n);
+        }
+        s_write_group(nv, b, k);
+        for (size_t j = 0; j < k; j++) {
+            items[i + j].rc = b[j].rc;
+            if (b[j].rc < 0 && !first)
+                first = b[j].rc;
+        }
+    }
+    return first;
+}
+
+int tier_nvme_commit_batch(tier_t *t, tier_nvme_commit_t *items, size_t n)
+{
+    if (!t || t->ops != &tier_nvme_ops || !t->priv || (n && !items))
+        return -EINVAL;
+    s_nvme_t *nv = t->priv;
+    int first = 0;
+    s_next_epoch(nv);
+    for (size_t i = 0; i < n; i += S_GROUP) {
+        size_t k = n - i < S_GROUP ? n - i : S_GROUP;
+        struct s_blk *b = nv->blk;
+        for (size_t j = 0; j < k; j++) {
+            tier_nvme_commit_t *it = &items[i + j];
+            memset(&b[j], 0, sizeof b[j]);
+            b[j].slot = it->slot;
+            if (it->slot >= nv->capacity)
+                b[j].rc = -ERANGE;
+            else if (it->hdr.state != TIER_SLOT_SERVING || it->hdr.size > nv->slot_size ||
+                     nv->slots[it->slot].mark == nv->epoch)
+                b[j].rc = -EINVAL;
+            else
+                b[j].rc = s_serving_hdr(nv, it->slot, &it->hdr, &b[j].h);
+            if (b[j].rc == 0)
+                nv->slots[it->slot].mark = nv->epoch;
+        }
+        s_commit_group(nv, b, k);
+        for (size_t j = 0; j < k; j++) {
+            items[i + j].rc = b[j].rc;
+            if (b[j].rc == 0)
+                items[i + j].hdr = b[j].h;
+            else if (!first)
+                first = b[j].rc;
+        }
+    }
+    return first;
+}
+
+int tier_nvme_clear_batch(tier_t *t, const uint64_t *slots, int *rcs, size_t n)
+{
+    if (!t || t->ops != &tier_nvme_ops || !t->priv || (n && (!slots || !rcs)))
+        return -EINVAL;
+    s_nvme_t *nv = t->priv;
+    int first = 0;
+    for (size_t i = 0; i < n; i += S_GROUP) {
+        size_t k = n - i < S_GROUP ? n - i : S_GROUP;
+        struct s_blk *b = nv->blk;
+        for (size_t j = 0; j < k; j++) {
+            memset(&b[j], 0, sizeof b[j]);
+            b[j].slot = slots[i + j];
+            b[j].h.state = TIER_SLOT_EMPTY;
+            if (slots[i + j] >= nv->capacity)
+                b[j].rc = -ERANGE;
+        }
+        s_hdr_run(nv, b, k);
+        for (size_t j = 0; j < k; j++) {
+            rcs[i + j] = b[j].rc;
+            if (b[j].rc == 0)
+                nv->slots[b[j].slot].pending = false;
+            else if (!first)
+                first = b[j].rc;
+        }
+    }
+    return first;
+}
+
 int tier_nvme_get_batch(tier_t *t, tier_nvme_get_t *items, size_t n)
 {
     if (!t || t->ops != &tier_nvme_ops || !t->priv || (n && !items))

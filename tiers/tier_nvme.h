@@ -188,6 +188,34 @@ typedef struct tier_nvme_put {
  * by the caller's array. */
 int tier_nvme_put_batch(tier_t *t, tier_nvme_put_t *items, size_t n);
 
+typedef struct tier_nvme_write {
+    uint64_t slot;
+    const struct iovec *iov; /* 1..TIER_MAX_IOV segments, total <= slot size */
+    int n;
+    int rc; /* out: 0 or a negative errno for this item */
+} tier_nvme_write_t;
+
+/* tier_write for each item (bytes only, pending until a SERVING header; a slot
+ * whose header said SERVING is rewritten WRITING first), with the I/O of all
+ * items overlapped. Items fail alone; returns 0 or the first item error. */
+int tier_nvme_write_batch(tier_t *t, tier_nvme_write_t *items, size_t n);
+
+typedef struct tier_nvme_commit {
+    uint64_t slot;
+    tier_slot_header_t hdr; /* in: as for put_header(SERVING); out: as persisted */
+    int rc;                 /* out: 0 or as tier_put_header */
+} tier_nvme_commit_t;
+
+/* tier_put_header(SERVING) for each item (bytes written before, through this
+ * tier), with one barrier pair and the header writes of all items overlapped.
+ * Items fail alone; returns 0 or the first item error. */
+int tier_nvme_commit_batch(tier_t *t, tier_nvme_commit_t *items, size_t n);
+
+/* tier_put_header(EMPTY) for each of slots[0..n) (a delete), the header writes
+ * overlapped; rcs[i] gets each slot's 0 or negative errno. Returns 0 or the
+ * first error. */
+int tier_nvme_clear_batch(tier_t *t, const uint64_t *slots, int *rcs, size_t n);
+
 typedef struct tier_nvme_get {
     uint64_t slot;
     struct iovec *iov; /* at least the block's size */

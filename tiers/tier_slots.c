@@ -627,9 +627,10 @@ static void s_occupy(tier_slots_t *self, uint32_t j, uint32_t instance, const ti
     self->n_reserved++;
 }
 
-/* Pass 2: newcomers into free slots, then expired blocks, then policy victims. */
+/* Pass 2: newcomers into free slots, then expired blocks, then policy victims
+ * (not with TIER_RESERVE_NO_EVICT). */
 static int s_place_newcomers(tier_slots_t *self, uint32_t instance, const tier_key_t *keys,
-                             size_t n, uint64_t deadline, tier_resv_t *out)
+                             size_t n, uint64_t deadline, unsigned flags, tier_resv_t *out)
 {
     for (size_t i = 0; i < n; i++) {
         if (out[i].kind != 0)
@@ -650,6 +651,8 @@ static int s_place_newcomers(tier_slots_t *self, uint32_t instance, const tier_k
             j = s_sweep_expired(self);
             if (j == S_NONE) {
                 expired = false;
+                if (flags & TIER_RESERVE_NO_EVICT)
+                    return TIER_SLOTS_ENOSPC;
                 if (!self->pol->pick_victim(self->pol_state, s_pol_evictable, self, &j))
                     return TIER_SLOTS_ENOSPC;
             }
@@ -733,7 +736,7 @@ int tier_slots_reserve(tier_slots_t *self, uint32_t instance, const tier_key_t *
     s_batch_begin(self);
     int rc = s_settle_known(self, instance, keys, n, deadline_ms, flags, out);
     if (rc == 0)
-        rc = s_place_newcomers(self, instance, keys, n, deadline_ms, out);
+        rc = s_place_newcomers(self, instance, keys, n, deadline_ms, flags, out);
     if (rc != 0) {
         s_rollback(self);
         self->rollbacks++;

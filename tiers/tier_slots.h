@@ -91,6 +91,10 @@ enum {
      * unless it is pinned: with this flag a pinned one is reported SERVING,
      * so no writer rewrites a slot a reader may be copying. */
     TIER_RESERVE_SKIP_SERVING = 1u << 0,
+    /* Newcomers take free slots and expired unheld blocks only, never a live
+     * block chosen by the policy: a tier whose live blocks must be demoted, not
+     * dropped, fails the batch with TIER_SLOTS_ENOSPC instead (nothing changed). */
+    TIER_RESERVE_NO_EVICT = 1u << 1,
 };
 
 typedef enum {

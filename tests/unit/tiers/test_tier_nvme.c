@@ -396,6 +396,103 @@ static void test_batch_put_get_round_trip(void **state)
     }
 }
 
+/* The write and commit batches (the tier actor's WriteSlots / PutHeader path)
+ * give the result of tier_write + tier_put_header(SERVING) per item under both
+ * engines: SERVING headers with the bytes' size and checksum, byte-exact reads,
+ * a rewrite of a SERVING slot not recovered before its commit, an item's error
+ * its own (commit without bytes: -ENODATA; wrong size: -EINVAL; a repeat: -EINVAL);
+ * the clear batch (deletes) empties headers for good. */
+static void test_write_and_commit_batches_match_one_by_one(void **state)
+{
+    (void)state;
+    for (int e = TIER_URING_RING; e <= TIER_URING_SYNC; e++) {
+        char file[32];
+        snprintf(file, sizeof file, "wcb-%d", e);
+        tier_config_t cfg = s_cfg(file, CAP, SLOT);
+        tier_nvme_opts_t o = s_opts((enum tier_uring_kind)e);
+        tier_t *t = s_open(&cfg, &o);
+        assert_non_null(t);
+        s_put_simple(t, 0, 65536, 1); /* SERVING before: rewritten by the batch */
+        void *mw, *mr;
+        uint8_t *w = s_buf((size_t)CAP * SLOT, 0, &mw);
+        uint8_t *r = s_buf((size_t)CAP * SLOT, 0, &mr);
+        s_fill(w, (size_t)CAP * SLOT, 11 + (unsigned)e);
+        struct iovec wv[CAP], rv[CAP];
+        tier_nvme_write_t wr[CAP];
+        tier_nvme_commit_t cm[CAP];
+        for (unsigned i = 0; i < CAP; i++) { /* slot CAP - 1 is never written */
+            size_t size = SLOT - i * 700;
+            wv[i] = (struct iovec){.iov_base = w + (size_t)i * SLOT, .iov_len = size};
+            rv[i] = (struct iovec){.iov_base = r + (size_t)i * SLOT, .iov_len = SLOT};
+            wr[i] = (tier_nvme_write_t){.slot = i, .iov = &wv[i], .n = 1};
+            cm[i] = (tier_nvme_commit_t){.slot = i};
+            cm[i].hdr = (tier_slot_header_t){
+                .key = s_key(i, 5), .instance = 9, .state = TIER_SLOT_SERVING, .size = size};
+        }
+        assert_int_equal(tier_nvme_write_batch(t, wr, CAP - 1), 0);
+        for (unsigned i = 0; i < CAP - 1; i++)
+            assert_int_equal(wr[i].rc, 0);
+        tier_slot_header_t h;
+        assert_int_equal(tier_get_header(t, 0, &h), 0);
+        assert_int_equal(h.state, TIER_SLOT_WRITING); /* not served before its commit */
+        cm[2].hdr.size += 1;                          /* not the size written */
+        assert_int_equal(tier_nvme_commit_batch(t, cm, CAP - 1), -EINVAL);
+        for (unsigned i = 0; i < CAP - 1; i++) {
+            assert_int_equal(cm[i].rc, i == 2 ? -EINVAL : 0);
+            assert_int_equal(tier_get_header(t, i, &h), 0);
+            if (i == 2)
+                continue;
+            assert_int_equal(h.state, TIER_SLOT_SERVING);
+            assert_int_equal(h.size, SLOT - i * 700);
+            assert_int_equal(h.checksum, tier_checksum(&wv[i], 1));
+            assert_int_equal(cm[i].hdr.checksum, h.checksum);
+            assert_int_equal(tier_read(t, i, &rv[i], 1), 0);
+            assert_memory_equal(r + (size_t)i * SLOT, w + (size_t)i * SLOT, SLOT - i * 700);
+        }
+        /* slot 2's bytes stay committable with the right size */
+        cm[2].hdr.size -= 1;
+        assert_int_equal(tier_nvme_commit_batch(t, &cm[2], 1), 0);
+        /* a repeat within one batch, and a commit without bytes written */
+        tier_nvme_commit_t bad[2] = {{.slot = 3}, {.slot = 3}};
+        bad[0].hdr = cm[3].hdr;
+        bad[1].hdr = cm[3].hdr;
+        assert_int_equal(tier_nvme_commit_batch(t, bad, 2), -EINVAL);
+        assert_int_equal(bad[0].rc, 0);
+        assert_int_equal(bad[1].rc, -EINVAL);
+        assert_int_equal(tier_nvme_commit_batch(t, &cm[CAP - 1], 1), -ENODATA);
+        tier_nvme_write_t rep[2] = {{.slot = 1, .iov = &wv[1], .n = 1},
+                                    {.slot = 1, .iov = &wv[1], .n = 1}};
+        assert_int_equal(tier_nvme_write_batch(t, rep, 2), -EINVAL);
+        assert_int_equal(rep[0].rc, 0);
+        assert_int_equal(rep[1].rc, -EINVAL);
+        /* deletes: EMPTY headers, overlapped; an out-of-range slot fails alone */
+        uint64_t del[3] = {3, CAP + 5, 4};
+        int drc[3];
+        assert_int_equal(tier_nvme_clear_batch(t, del, drc, 3), -ERANGE);
+        assert_int_equal(drc[0], 0);
+        assert_int_equal(drc[1], -ERANGE);
+        assert_int_equal(drc[2], 0);
+        assert_int_equal(tier_get_header(t, 3, &h), 0);
+        assert_int_equal(h.state, TIER_SLOT_EMPTY);
+        assert_int_equal(tier_read(t, 4, &rv[4], 1), -ENODATA);
+        free(mw);
+        free(mr);
+        tier_close(&t);
+        /* after a restart the committed slots are the inventory */
+        t = s_open(&cfg, &o);
+        assert_non_null(t);
+        struct s_inv inv = {0};
+        assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
+        assert_false(s_inv_has(&inv, 1)); /* rewritten (pending) when the tier closed */
+        assert_true(s_inv_has(&inv, 0));
+        assert_true(s_inv_has(&inv, 2));
+        assert_false(s_inv_has(&inv, 3)); /* deleted */
+        assert_false(s_inv_has(&inv, 4));
+        assert_true(s_inv_has(&inv, 5));
+        tier_close(&t);
+    }
+}
+
 /* A slot repeated within one batch is rejected for the repeat only. */
 static void test_batch_repeated_slot_rejected(void **state)
 {
@@ -979,6 +1076,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_round_trip_random_blocks_under_both_engines, s_setup),
         cmocka_unit_test_setup(test_batch_put_get_round_trip, s_setup),
+        cmocka_unit_test_setup(test_write_and_commit_batches_match_one_by_one, s_setup),
         cmocka_unit_test_setup(test_batch_repeated_slot_rejected, s_setup),
         cmocka_unit_test_setup(test_put_header_requires_the_written_bytes, s_setup),
         cmocka_unit_test_setup(test_reopen_rebuilds_the_same_inventory, s_setup),

@@ -868,6 +868,55 @@ static void test_expired_swept_first_under_pressure(void **state)
     }
 }
 
+/* Rule (issue 4 §6 "nothing is lost"): with TIER_RESERVE_NO_EVICT newcomers take
+ * free slots and expired blocks only; when a live block would have to go, the
+ * batch fails with ENOSPC and nothing changed. */
+static void test_no_evict_takes_free_and_expired_only(void **state)
+{
+    (void)state;
+    for (int p = 0; p < NPOL; p++) {
+        tier_slots_t *s = mk(s_policies[p], 4, 3);
+        put(s, 0, 0, 1);
+        put(s, 1, 200, 1); /* expires at 200 */
+        put(s, 2, 0, 1);
+        tier_key_t keys[3];
+        uint32_t ids[3] = {10, 11, 12};
+        keys_of(keys, ids, 3);
+        tier_resv_t out[3];
+        tier_victim_t v[3];
+        size_t nv = 9;
+        /* one free slot, nothing expired yet: two newcomers need a live victim */
+        assert_int_equal(
+            tier_slots_reserve(s, INST, keys, 2, 0, 100, TIER_RESERVE_NO_EVICT, out, v, &nv),
+            TIER_SLOTS_ENOSPC);
+        assert_int_equal(nv, 0);
+        tier_slot_info_t info;
+        for (uint32_t id = 0; id < 3; id++)
+            assert_int_equal(lookup(s, id, 100, &info), 0);
+        assert_int_equal(stats(s).used, 3);
+        /* once block 1 has expired, the free slot and the expired one suffice */
+        assert_int_equal(tier_slots_reserve(s, INST, keys, 2, 0, 300,
+                                            TIER_RESERVE_NO_EVICT | TIER_RESERVE_SKIP_SERVING, out,
+                                            v, &nv),
+                         0);
+        assert_int_equal(nv, 1);
+        tier_key_t k1 = K(1);
+        assert_true(tier_key_eq(&v[0].key, &k1) && v[0].expired);
+        assert_int_equal(lookup(s, 0, 300, &info), 0);
+        assert_int_equal(lookup(s, 2, 300, &info), 0);
+        /* the same batch without the flag evicts the policy's choice */
+        uint32_t more[1] = {13};
+        keys_of(keys, more, 1);
+        assert_int_equal(
+            tier_slots_reserve(s, INST, keys, 1, 0, 300, TIER_RESERVE_NO_EVICT, out, v, &nv),
+            TIER_SLOTS_ENOSPC);
+        assert_int_equal(tier_slots_reserve(s, INST, keys, 1, 0, 300, 0, out, v, &nv), 0);
+        assert_int_equal(nv, 1);
+        assert_false(v[0].expired);
+        tier_slots_destroy(&s);
+    }
+}
+
 /* Rule: an expired pinned block is not served and not taken; its expiry is
  * deferred until it is unpinned, then it is swept like any expired block. */
 static void test_pinned_expired_deferred(void **state)
@@ -1059,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_keys_of_different_instances_never_match),
         cmocka_unit_test(test_writing_blocks_are_not_served),
         cmocka_unit_test(test_reserve_is_all_or_nothing),
+        cmocka_unit_test(test_no_evict_takes_free_and_expired_only),
         cmocka_unit_test(test_batch_over_limit_rejected),
         cmocka_unit_test(test_duplicate_key_in_batch_rejected),
         cmocka_unit_test(test_eviction_goes_straight_to_reserved),
