@@ -16,6 +16,7 @@ static const struct {
     {"bus", bench_bus, "bus request/reply rt/s and p50/p99 vs raw libzmq DEALER/ROUTER"},
     {"data", bench_data, "put+get GB/s: shm path vs memcpy, frame path vs raw ZeroMQ"},
     {"meta", bench_meta, "256-key prefix lookups keys/s and p50/p99 vs Redis EXISTS/MGET"},
+    {"migrate", bench_migrate, "migrator demotion/promotion host<->nvme GB/s vs raw O_DIRECT"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 
@@ -24,7 +25,7 @@ static void s_usage(void)
     fprintf(stderr, "usage: kvt-bench PART [options]   (PART --help for its options)\n"
                     "       kvt-bench all               (every part with its defaults)\n");
     for (size_t i = 0; i < S_NPARTS; i++)
-        fprintf(stderr, "  %-6s %s\n", s_parts[i].name, s_parts[i].what);
+        fprintf(stderr, "  %-7s %s\n", s_parts[i].name, s_parts[i].what);
 }
 
 int main(int argc, char **argv)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "tier.h"
 #include "tier_nvme.h"
 #include "tier_uring.h"
@@ -111,6 +112,15 @@ static double s_raw_pass(const struct s_args *a, uint64_t block, bool write, boo
         munmap(r.buf, len);
     close(fd);
     return gbps;
+}
+
+/* The raw baseline for other parts (bench.h): one pass over DIR/kvt-bench-raw.dat,
+ * which the caller removes when done. */
+double bench_nvme_raw_pass(const char *dir, uint64_t total, uint64_t block, uint32_t qd, bool write,
+                           bool dsync, bool fresh)
+{
+    struct s_args a = {.dir = dir, .total = total, .qd = qd, .engine = TIER_URING_AUTO};
+    return s_raw_pass(&a, block, write, dsync, fresh);
 }
 
 /* ---- the tier ------------------------------------------------------------------ */
