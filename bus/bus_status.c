@@ -16,6 +16,7 @@ static const char *const s_names[] = {
     [kvtier_StatusCode_STATUS_INTERNAL] = "INTERNAL",
     [kvtier_StatusCode_STATUS_EXPIRED] = "EXPIRED",
     [kvtier_StatusCode_STATUS_ALREADY_EXISTS] = "ALREADY_EXISTS",
+    [kvtier_StatusCode_STATUS_BUSY] = "BUSY",
 };
 
 const char *bus_status_name(int code)

@@ -440,7 +440,19 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     s_bind_keys(&req_arr, keys, n);
     rep_arr.keys = (bus_keys_t){.keys = (uint8_t(*)[BUS_KEY_LEN])t->keys, .cap = n};
     rep_arr.payload = (bus_blob_t){.data = t->payload, .cap = t->payload_cap};
-    rc = kvt_meta_call(c, w->prepare, false, &req_arr, &rep_arr);
+    /* BUSY: a full head tier is demoting to make room and nothing was reserved,
+     * so sending a put again is safe; backs off 1, 2, 4 .. 32 ms within
+     * timeout_ms. A prefetch is not retried: its blocks can be loaded from where
+     * they are meanwhile, which beats waiting for room. */
+    int64_t give_up = zclock_mono() + c->timeout_ms;
+    for (int pause = 1;; pause = pause < 32 ? 2 * pause : 32) {
+        rc = kvt_meta_call(c, w->prepare, false, &req_arr, &rep_arr);
+        if (rc != -KVT_BUSY || kind != BUS_TOKEN_PUT || zclock_mono() + pause > give_up)
+            break;
+        zclock_sleep(pause);
+        rep_arr.keys.n = 0;
+        rep_arr.payload.len = 0;
+    }
     if (rc == 0 && c->rep->which_body != w->prep_rep_tag)
         rc = kvt_fail(c, KVT_INTERNAL, w->prepare, "reply without a body");
     if (rc == 0)

@@ -22,6 +22,11 @@
  * "not retried" in the message, because the first attempt may have been applied —
  * the next call goes to the new leader. Finding the leader and the retry share one
  * more timeout_ms, so a call takes at most 2 x timeout_ms.
+ * BUSY (a full head tier is demoting its coldest blocks to the next tier to make
+ * room; nothing was reserved) is retried by prepare_put itself, backing off
+ * 1 .. 32 ms, until timeout_ms has passed; then it returns -KVT_BUSY.
+ * prepare_prefetch returns -KVT_BUSY at once (load the blocks from the lower tier
+ * meanwhile, or prefetch later).
  *
  * Thread-safety: a kvt_client_t is used by one thread at a time (calls on one handle
  * must be serialised by the caller). Use one handle per thread; handles are independent.
@@ -56,6 +61,7 @@ typedef enum kvt_status {
     KVT_INTERNAL = 8,
     KVT_EXPIRED = 9,
     KVT_ALREADY_EXISTS = 10,
+    KVT_BUSY = 11, /* a full tier is making room: retry shortly (prepare_put does) */
 } kvt_status_t;
 
 typedef struct {
@@ -211,8 +217,7 @@ typedef struct kvt_stat {
 } kvt_stat_t;
 
 /* Counters of the scheduler (all instances when instance_id is NULL). */
-int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap,
-              uint32_t *n);
+int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap, uint32_t *n);
 
 /* ---- data role ----
  * For each tier of a token, a handle on the tier actor's host (same boot id) maps
@@ -234,8 +239,8 @@ int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_
 
 typedef struct kvt_job_result {
     uint64_t job_id;
-    int status;       /* 0 or -code for the job as a whole */
-    uint32_t n_keys;  /* keys in the job */
+    int status;      /* 0 or -code for the job as a whole */
+    uint32_t n_keys; /* keys in the job */
     uint32_t n_failed;
 } kvt_job_result_t;
 
