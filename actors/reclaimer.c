@@ -1,5 +1,6 @@
-/* reclaimer.c — the reclaimer actor (see reclaimer.h): a timer walks the configured
- * tiers, one ReclaimCandidates in flight at a time, and keeps per tier whether it is
+/* reclaimer.c — the reclaimer actor (see reclaimer.h): a timer starts a pass — a
+ * QuotaEnforce when quotas are set, then the configured tiers — one request
+ * (QuotaEnforce or ReclaimCandidates) in flight at a time, and keeps per tier whether it is
  * draining (hysteresis between the watermarks). Owns one bus_client to the
  * scheduler's internal plane; allocates nothing after start. */
 #include <errno.h>
@@ -22,9 +23,10 @@ typedef struct {
     bus_client_t *sched;
     kvtier_Envelope *env;
     bool in_flight;
-    uint32_t cur;   /* config index of the tier being served in this pass */
-    uint32_t burst; /* requests sent for it in this pass */
-    bool pass;      /* a pass over the tiers is running */
+    uint32_t cur;         /* config index of the tier being served in this pass */
+    uint32_t burst;       /* requests sent for it in this pass */
+    bool pass;            /* a pass over the tiers is running */
+    uint32_t quota_burst; /* QuotaEnforce requests sent in this pass */
     bool draining[RECLAIMER_MAX_TIERS];
     bool has_next[RECLAIMER_MAX_TIERS]; /* learnt from the replies' next_tier_id */
     reclaimer_stats_t st;
@@ -47,6 +49,9 @@ int reclaimer_config_check(const reclaimer_config_t *c, char *err, size_t errlen
 {
     if (!c || !c->sched_endpoint[0])
         return s_fail(err, errlen, "reclaimer: no scheduler endpoint");
+    if (c->quota_low_permille > 1000)
+        return s_fail(err, errlen, "reclaimer: quota_low %u permille above 1000",
+                      c->quota_low_permille);
     if (c->batch > RECLAIMER_MAX_BATCH)
         return s_fail(err, errlen, "reclaimer: batch %u above %u", c->batch, RECLAIMER_MAX_BATCH);
     if (c->n_tiers > RECLAIMER_MAX_TIERS)
@@ -71,6 +76,64 @@ int reclaimer_config_check(const reclaimer_config_t *c, char *err, size_t errlen
 }
 
 static void s_next(s_self_t *self);
+static void s_send(s_self_t *self);
+
+/* After the quota step: the watermark pass over the tiers. */
+static void s_tiers_start(s_self_t *self)
+{
+    self->cur = 0;
+    self->burst = 0;
+    if (self->cfg.n_tiers == 0) {
+        self->pass = false;
+        return;
+    }
+    s_send(self);
+}
+
+static void s_send_quota(s_self_t *self);
+
+static void s_quota_done(void *arg, bus_reply_t *r)
+{
+    s_self_t *self = arg;
+    self->in_flight = false;
+    if (r->status.code != kvtier_StatusCode_STATUS_OK || !r->env ||
+        r->env->which_body != kvtier_Envelope_quota_enforce_rep_tag) {
+        self->st.failures++;
+        bus_debug(S_LOG, "QuotaEnforce failed: %s", r->status.message);
+        s_tiers_start(self);
+        return;
+    }
+    const kvtier_QuotaEnforceReply *rep = &r->env->body.quota_enforce_rep;
+    self->st.quota_marked += rep->marked;
+    self->st.quota_over = rep->over;
+    if (rep->backpressure)
+        self->st.quota_backpressure++;
+    if (rep->marked)
+        bus_debug(S_LOG, "quotas: %u instances over, %u blocks marked", rep->over, rep->marked);
+    if (rep->more && rep->marked > 0 && !rep->backpressure && self->quota_burst < self->cfg.burst)
+        s_send_quota(self);
+    else
+        s_tiers_start(self);
+}
+
+static void s_send_quota(s_self_t *self)
+{
+    kvtier_Envelope *env = self->env;
+    bus_env_init(env, kvtier_Envelope_quota_enforce_req_tag, "reclaimer");
+    env->body.quota_enforce_req.max_blocks = self->cfg.batch;
+    env->body.quota_enforce_req.low_permille = self->cfg.quota_low_permille;
+    kvtier_Status st;
+    self->st.quota_requests++;
+    self->quota_burst++;
+    if (bus_client_send(self->sched, env, NULL, NULL, 0, self->cfg.call_timeout_ms, NULL,
+                        s_quota_done, self, NULL, &st) < 0) {
+        self->st.failures++;
+        bus_debug(S_LOG, "QuotaEnforce not sent: %s", st.message);
+        self->pass = false; /* retried at the next interval */
+        return;
+    }
+    self->in_flight = true;
+}
 
 static void s_done(void *arg, bus_reply_t *r)
 {
@@ -161,12 +224,14 @@ static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
     (void)timer_id;
     s_self_t *self = arg;
     bus_client_dispatch(self->sched, 0); /* deadlines */
-    if (self->pass || self->in_flight || self->cfg.n_tiers == 0)
+    if (self->pass || self->in_flight || (self->cfg.n_tiers == 0 && !self->cfg.quota_low_permille))
         return 0;
     self->pass = true;
-    self->cur = 0;
-    self->burst = 0;
-    s_send(self);
+    self->quota_burst = 0;
+    if (self->cfg.quota_low_permille)
+        s_send_quota(self); /* quotas first: what they free lowers the tiers' fill */
+    else
+        s_tiers_start(self);
     return 0;
 }
 
@@ -259,8 +324,9 @@ static void s_actor(zsock_t *pipe, void *args)
     zsock_signal(pipe, self ? 0 : 1);
     if (!self)
         return;
-    bus_info(S_LOG, "watching %u tiers every %u ms (scheduler %s)", self->cfg.n_tiers,
-             self->cfg.interval_ms, self->cfg.sched_endpoint);
+    bus_info(S_LOG, "watching %u tiers%s every %u ms (scheduler %s)", self->cfg.n_tiers,
+             self->cfg.quota_low_permille ? " and the quotas" : "", self->cfg.interval_ms,
+             self->cfg.sched_endpoint);
     zloop_start(self->loop);
     s_destroy(&self);
 }

@@ -12,6 +12,12 @@
  * copy is done (sched_actor.h cfg.demote; without it nothing happens and the
  * tier is only watched). Counted in not_last; submitted blocks in marked.
  *
+ * Quotas (issue 4 §4): with `quota_low_permille` set, each pass starts with a
+ * QuotaEnforce: the scheduler brings every instance above its quota (its config's
+ * `quotas`) down to quota x low, coldest blocks of the last tier first, through the
+ * same DELETING path; repeated (up to `burst` times) while the reply says a bound
+ * cut it short and blocks were marked.
+ *
  * Bounded: one request in flight, at most `burst` requests per tier per interval;
  * the scheduler bounds the DELETING blocks per tier (its max_pending_deletes) and
  * reports backpressure, counted here, when that queue is full.
@@ -40,23 +46,30 @@ typedef struct {
     uint32_t batch;                              /* blocks per request, 1..64 (0: 64) */
     uint32_t burst;                              /* requests per tier per interval (0: 16) */
     uint32_t call_timeout_ms;                    /* 0: 2000 */
+    /* quotas: 0 = the scheduler has none (no QuotaEnforce sent); else the target
+     * as a fraction of each quota, 1..1000 permille */
+    uint32_t quota_low_permille;
     uint32_t n_tiers;
     reclaimer_tier_t tiers[RECLAIMER_MAX_TIERS];
 } reclaimer_config_t;
 
 typedef struct {
-    uint64_t requests;     /* ReclaimCandidates sent */
-    uint64_t failures;     /* ... that failed or timed out */
-    uint64_t drains;       /* times a tier went above its high watermark */
-    uint64_t marked;       /* blocks marked DELETING */
-    uint64_t backpressure; /* replies saying the DELETING queue was full */
-    uint64_t not_last;     /* replies for a tier with a next tier (demotion, not deletion) */
-    uint32_t draining;     /* tiers draining now */
+    uint64_t requests;           /* ReclaimCandidates sent */
+    uint64_t failures;           /* ... that failed or timed out */
+    uint64_t drains;             /* times a tier went above its high watermark */
+    uint64_t marked;             /* blocks marked DELETING */
+    uint64_t backpressure;       /* replies saying the DELETING queue was full */
+    uint64_t not_last;           /* replies for a tier with a next tier (demotion, not deletion) */
+    uint32_t draining;           /* tiers draining now */
+    uint64_t quota_requests;     /* QuotaEnforce sent (failures counted in failures) */
+    uint64_t quota_marked;       /* blocks marked DELETING for quotas */
+    uint64_t quota_backpressure; /* QuotaEnforce replies saying a DELETING queue was full */
+    uint32_t quota_over;         /* instances above a quota in the last reply */
     uint32_t fill_permille[RECLAIMER_MAX_TIERS]; /* last fill seen, by config index */
 } reclaimer_stats_t;
 
 /* Checks a config: watermarks 0 < low < high <= 1000, tier ids 1..32 and unique,
- * batch <= 64. 0, or -EINVAL with a message in err. */
+ * batch <= 64, quota_low_permille <= 1000. 0, or -EINVAL with a message in err. */
 int reclaimer_config_check(const reclaimer_config_t *cfg, char *err, size_t errlen);
 
 /* Starts the actor. NULL (after logging why) on a bad config. */

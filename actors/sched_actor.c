@@ -147,6 +147,25 @@ static int s_check_chains(const sched_config_t *c, char *err, size_t errlen)
     return 0;
 }
 
+static int s_check_quotas(const sched_config_t *c, char *err, size_t errlen)
+{
+    if (c->n_quotas > SCHED_MAX_QUOTAS)
+        return s_cfg_fail(err, errlen, "scheduler: %u quotas, at most %u", c->n_quotas,
+                          SCHED_MAX_QUOTAS);
+    for (uint32_t i = 0; i < c->n_quotas; i++) {
+        const sched_quota_config_t *q = &c->quotas[i];
+        if (!q->instance[0] || strnlen(q->instance, SCHED_INSTANCE_MAX) >= SCHED_INSTANCE_MAX)
+            return s_cfg_fail(err, errlen, "scheduler: quotas[%u].instance empty or too long", i);
+        if (!q->max_blocks && !q->max_bytes)
+            return s_cfg_fail(err, errlen, "scheduler: quota of '%s' sets no limit", q->instance);
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(c->quotas[j].instance, q->instance) == 0)
+                return s_cfg_fail(err, errlen, "scheduler: two quotas for instance '%s'",
+                                  q->instance);
+    }
+    return 0;
+}
+
 int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
 {
     if (!cfg)
@@ -164,6 +183,8 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
     int rc = s_check_tiers(&c, err, errlen);
     if (rc == 0)
         rc = s_check_chains(&c, err, errlen);
+    if (rc == 0)
+        rc = s_check_quotas(&c, err, errlen);
     if (rc < 0)
         return rc;
     if (c.max_batch > BUS_MAX_ARRAY)
@@ -259,6 +280,7 @@ static void s_stat_counters(kvtier_StatsReply *r, const sched_counters_t *c)
     s_stat(r, "put_keys", c->put_keys);
     s_stat(r, "put_skipped", c->put_skipped);
     s_stat(r, "put_no_space", c->put_no_space);
+    s_stat(r, "put_busy", c->put_busy);
     s_stat(r, "puts_committed", c->puts_committed);
     s_stat(r, "puts_failed", c->puts_failed);
     s_stat(r, "prefetches", c->prefetches);
@@ -295,6 +317,10 @@ static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
     s_stat(r, "demoted", g->demoted);
     s_stat(r, "demote_failed", g->demote_failed);
     s_stat(r, "demote_stale", g->demote_stale);
+    s_stat(r, "room_demotions", g->room_demotions);
+    s_stat(r, "quota_reclaimed", g->quota_reclaimed);
+    s_stat(r, "quota_backpressure", g->quota_backpressure);
+    s_stat(r, "quota_over_instances", g->quota_over);
     s_stat(r, "deleting", sched_deleting_count(self));
     s_stat(r, "instances", self->n_inst);
     s_stat(r, "open_requests", sched_open_requests(self));
@@ -331,8 +357,16 @@ static void s_on_stats(sched_t *self)
     kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_stats_rep_tag);
     kvtier_StatsReply *r = &rep->body.stats_rep;
     s_stat_counters(r, in ? &in->c : &self->c);
-    if (!in)
+    if (in) {
+        /* quotas: as of the last enforcement (sched_quota.c) */
+        s_stat(r, "quota_usage_blocks", in->q_usage);
+        s_stat(r, "quota_usage_bytes", in->q_usage * in->spec.bytes_per_block);
+        s_stat(r, "quota_limit_blocks", in->q_limit);
+        s_stat(r, "quota_over", in->q_over);
+        s_stat(r, "quota_reclaimed", in->q_reclaimed);
+    } else {
         s_stat_global(self, r);
+    }
     sched_reply(self);
 }
 
@@ -412,6 +446,7 @@ static void s_dispatch(sched_t *self)
     case kvtier_Envelope_gc_scan_req_tag:
     case kvtier_Envelope_gc_drop_req_tag:
     case kvtier_Envelope_demote_done_req_tag:
+    case kvtier_Envelope_quota_enforce_req_tag:
         if (self->cur == self->internal)
             sched_on_internal(self);
         else
@@ -528,6 +563,7 @@ static void s_self_destroy(sched_t **self_p)
     sched_demote_fini(self); /* the migrator first: nothing more arrives for the tiers */
     sched_tiers_fini(self);  /* first: failing tier requests answers pending puts */
     sched_requests_fini(self);
+    sched_quota_fini(self);
     sched_index_fini(self);
     bus_request_reset(&self->req);
     zloop_destroy(&self->loop);
@@ -600,7 +636,8 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     self->started_ms = sched_now();
     self->next_token_id = 1;
     self->hash_seed = ((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs();
-    if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_requests_init(self) < 0) {
+    if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_quota_init(self) < 0 ||
+        sched_requests_init(self) < 0) {
         bus_error(S_LOG,
                   "out of memory sizing the scheduler (max_batch %u, max_requests %u, "
                   "max_window_keys %u)",

@@ -40,6 +40,8 @@
 #define SCHED_NODE_MAX 64
 #define SCHED_ENDPOINT_MAX 256
 #define SCHED_MAX_CAPACITY (1ull << 31) /* slots per tier (slot engine bound) */
+#define SCHED_MAX_QUOTAS 64             /* quota entries (cfg.quotas) */
+#define SCHED_INSTANCE_MAX 64           /* bytes of an instance id, NUL included */
 
 typedef struct {
     uint32_t tier_id; /* 1 + index in the deployment's "tiers"; tiers[i].tier_id == i + 1 */
@@ -49,6 +51,14 @@ typedef struct {
     uint64_t capacity;             /* slots (the tier's registration may change it) */
     uint64_t slot_size;            /* bytes per slot (idem) */
 } sched_tier_config_t;
+
+/* A per-instance quota (soft, enforced by the reclaimer; docs/SCHEDULER.md
+ * "Quotas"): at least one limit > 0; 0 = that limit is not set. */
+typedef struct {
+    char instance[SCHED_INSTANCE_MAX]; /* an instance id, or "*": instances without their own */
+    uint64_t max_blocks;               /* locations over all tiers */
+    uint64_t max_bytes;                /* locations x the instance's bytes_per_block */
+} sched_quota_config_t;
 
 typedef struct {
     char name[SCHED_NAME_MAX];
@@ -92,6 +102,10 @@ typedef struct {
      * on its thread and demotes ReclaimCandidates(demote) blocks to the next tier of
      * their chain. false: no migrator, demote requests do nothing. */
     bool demote;
+    /* Per-instance quotas (issue 4 §4): enforced when the reclaimer sends
+     * QuotaEnforce; instance ids unique, "*" at most once. */
+    uint32_t n_quotas;
+    sched_quota_config_t quotas[SCHED_MAX_QUOTAS];
 } sched_config_t;
 
 /* Fills *cfg with the defaults above, one chain "default" of no tier, endpoint

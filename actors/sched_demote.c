@@ -90,8 +90,14 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     }
     int64_t now = sched_now();
     uint32_t number = 0, m = 0;
+    /* a job moves at most SCHED_DEMOTE_JOB_BYTES of slots: one CopySlots is one
+     * WriteSlots message and must finish within the migrator's deadline */
+    uint64_t by_bytes = SCHED_DEMOTE_JOB_BYTES / (t->cfg.slot_size ? t->cfg.slot_size : 1);
+    uint32_t max_m = by_bytes < 1                        ? 1
+                     : by_bytes < MIGRATOR_MAX_JOB_SLOTS ? (uint32_t)by_bytes
+                                                         : MIGRATOR_MAX_JOB_SLOTS;
     /* pin the sources: one instance per job (a reservation is per instance) */
-    for (uint32_t i = 0; i < n && m < MIGRATOR_MAX_JOB_SLOTS; i++) {
+    for (uint32_t i = 0; i < n && m < max_m; i++) {
         tier_slot_info_t info;
         if (tier_slots_slot_info(t->slots, slots[i], &info) < 0 ||
             info.state != TIER_SLOT_COMMITTED || (m > 0 && info.instance != number))
@@ -226,9 +232,9 @@ static void s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
     if (info.deadline_ms)
         (void)tier_slots_touch(dst->slots, job->number, key, (uint64_t)now, info.deadline_ms);
     sched_stamp(self, dst, ds, false);
-    /* both copies serve until the source's delayed free; a full DELETING queue
+    /* the source goes now, or once its readers let go; a full DELETING queue
      * leaves it in place (its reclaimer finds it again: already below) */
-    (void)sched_deleting_mark(self, src, job->number, key, ss, now);
+    sched_release_demoted(self, src, job->number, key, ss, now);
     self->g.demoted++;
 }
 

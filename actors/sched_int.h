@@ -7,7 +7,7 @@
  * deferred put replies), sched_tiers.c (tier table, slot engines, tier clients,
  * membership, inventory, deletes, header writes), sched_internal.c (the internal
  * plane: GcScan / GcDrop / ReclaimCandidates, DELETING blocks and their delayed
- * free). */
+ * free), sched_quota.c (QuotaEnforce: per-instance usage and quota reclaim). */
 #ifndef KVT_SCHED_INT_H
 #define KVT_SCHED_INT_H
 
@@ -25,21 +25,22 @@
 #include "tier_slots.h"
 
 #define SCHED_NONE UINT32_MAX
-#define SCHED_CHUNK 256u       /* window entries per chunk of the window pool */
-#define SCHED_DEL_BATCH 512u   /* slots per DeleteSlots message */
-#define SCHED_EXPIRE_BATCH 64u /* expired blocks removed per tier per tick */
-#define SCHED_INV_PAGE 128u    /* InventoryReply.entries max_count */
-#define SCHED_INV_TRIES 5u     /* failed inventory pages retried before giving up */
-#define SCHED_ENTRY_SKIP 0x80u /* sched_entry_t.kind flag: excluded from the batch */
-#define SCHED_ENTRY_PIN 0x40u  /* sched_entry_t.kind flag: a pinned source (prefetch) */
-#define SCHED_DEMOTE_JOBS 16u  /* migrator jobs in flight (demotion) */
+#define SCHED_CHUNK 256u                   /* window entries per chunk of the window pool */
+#define SCHED_DEL_BATCH 512u               /* slots per DeleteSlots message */
+#define SCHED_EXPIRE_BATCH 64u             /* expired blocks removed per tier per tick */
+#define SCHED_INV_PAGE 128u                /* InventoryReply.entries max_count */
+#define SCHED_INV_TRIES 5u                 /* failed inventory pages retried before giving up */
+#define SCHED_ENTRY_SKIP 0x80u             /* sched_entry_t.kind flag: excluded from the batch */
+#define SCHED_ENTRY_PIN 0x40u              /* sched_entry_t.kind flag: a pinned source (prefetch) */
+#define SCHED_DEMOTE_JOBS 16u              /* migrator jobs in flight (demotion) */
+#define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */
 
 /* ---- counters (Stats) ---- */
 
 typedef struct {
     uint64_t lookups, lookup_keys, hit_keys, miss_keys;
     uint64_t gets, get_keys, get_not_found, get_released;
-    uint64_t puts, put_keys, put_skipped, put_no_space;
+    uint64_t puts, put_keys, put_skipped, put_no_space, put_busy;
     uint64_t puts_committed, puts_failed;
     uint64_t prefetches, prefetch_keys, prefetch_committed, prefetch_failed;
     uint64_t touched, removed, remove_busy;
@@ -53,6 +54,10 @@ typedef struct {
     uint64_t gc_scans, gc_dropped;
     uint64_t reclaim_marked, reclaimed, reclaim_stale, reclaim_backpressure;
     uint64_t demote_submitted, demoted, demote_failed, demote_stale;
+    uint64_t quota_reclaimed;    /* blocks marked DELETING by quota enforcement */
+    uint64_t quota_backpressure; /* enforcements cut short by a full DELETING queue */
+    uint64_t quota_over;         /* instances being brought down at the last enforcement */
+    uint64_t room_demotions;     /* blocks demoted at once because a write found the head full */
 } sched_global_t;
 
 /* ---- open-addressing hash map of u32 indices (instances, requests) ---- */
@@ -104,6 +109,13 @@ typedef struct {
     uint64_t hash;
     kvtier_InstanceSpec spec;
     sched_counters_t c;
+    /* quotas (sched_quota.c): as of the last enforcement */
+    uint32_t q_entry;     /* 1 + index in cfg.quotas that applies; 0 unresolved; UINT32_MAX none */
+    uint64_t q_usage;     /* locations over all tiers (DELETING excluded) */
+    uint64_t q_limit;     /* limit in blocks (the tighter of max_blocks, max_bytes) */
+    uint64_t q_over;      /* enforcements that found it above its limit */
+    uint64_t q_reclaimed; /* blocks marked DELETING for its quota */
+    bool q_draining;      /* went above its limit, not yet down to limit x low */
 } sched_instance_t;
 
 typedef struct {
@@ -240,6 +252,11 @@ typedef struct sched {
     sched_instance_t *inst;
     uint32_t n_inst;
     sched_map_t inst_map;
+    /* quotas (sched_quota.c): slot-header number -> 1 + instance index, rebuilt
+     * per enforcement (open addressing, quota_mask + 1 buckets) */
+    uint32_t *quota_map;
+    uint32_t quota_mask;
+    uint32_t quota_cursor; /* first instance examined by the next enforcement */
 
     sched_request_t *reqs;
     uint32_t *req_free;
@@ -360,10 +377,47 @@ void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, cons
 /* Frees DELETING blocks whose delay passed and that no reader holds. */
 void sched_deleting_tick(sched_t *self, int64_t now);
 uint32_t sched_deleting_count(const sched_t *self);
+/* Reclaim order (ReclaimCandidates, QuotaEnforce): a committed block nobody
+ * holds (no pin, no rewriter) and not DELETING ranks 0 when expired, else 1 + its
+ * access stamp (lower = colder). false: not a candidate. */
+static inline bool sched_reclaim_rank(const sched_tier_t *t, const tier_slot_info_t *info,
+                                      uint32_t slot, int64_t now, uint64_t *rank)
+{
+    if (info->state != TIER_SLOT_COMMITTED || info->pins || info->refs ||
+        (t->del_mark[slot] && sched_is_deleting(t, info->instance, &info->key, slot)))
+        return false;
+    bool expired = info->expired || (info->deadline_ms && info->deadline_ms <= (uint64_t)now);
+    *rank = expired ? 0 : t->stamps[slot] + 1;
+    return true;
+}
+/* A BlockRef naming (number, key) at slot of t (the instance id, or "#xxxxxxxx"). */
+void sched_block_ref(sched_t *self, const sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                     uint32_t slot, kvtier_BlockRef *out);
 /* Marks a committed block DELETING (freed after the delete delay once unheld).
  * false when the tier's DELETING queue is full or it already is. */
 bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
                          uint32_t slot, int64_t now);
+
+/* Does a full tier t keep its live blocks (demoted to the next tier of its
+ * chain, never dropped to make room)? Only when the migrator runs and the next
+ * tier is UP; otherwise its writes evict as on a last tier. */
+bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t);
+/* A write found tier t full (reserve with TIER_RESERVE_NO_EVICT failed): starts
+ * demoting up to NEED of its coldest unheld blocks now, without waiting for the
+ * reclaimer's next pass. Returns how many blocks of t are on their way out
+ * (demotions in flight and DELETING, counting those started); 0 when nothing can
+ * make room (all held, or the next tier cannot take any). */
+uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need);
+/* The source of a finished demotion (its block now serves from the next tier):
+ * freed at once when no reader holds it, else DELETING and freed once released.
+ * No delete delay: the block is moved, not deleted, and every reader pins. */
+void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                           uint32_t slot, int64_t now);
+
+/* ---- sched_quota.c ---- */
+int sched_quota_init(sched_t *self); /* 0 or -1 (allocation at start) */
+void sched_quota_fini(sched_t *self);
+void sched_on_quota(sched_t *self); /* QuotaEnforce (internal plane) */
 
 /* ---- sched_demote.c ---- */
 int sched_demote_init(sched_t *self); /* starts the migrator when cfg.demote; 0 or -1 */

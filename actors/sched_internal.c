@@ -1,7 +1,8 @@
 /* sched_internal.c — the scheduler's internal plane (schemas/internal.proto), served
  * on a second ROUTER by the same loop: the gc actor's GcScan / GcDrop and the
  * reclaimer's ReclaimCandidates (DESIGN.md §6), plus the DELETING state and the
- * delayed free of reclaimed blocks.
+ * delayed free of reclaimed blocks. The reclaimer's QuotaEnforce is dispatched here
+ * and served by sched_quota.c.
  *
  * Owns: per tier, the access stamps that order reclaim candidates (per slot: the
  * scheduler's counter at the block's admission, and at each hit unless the policy
@@ -182,6 +183,12 @@ static void s_ref(sched_t *self, const sched_tier_t *t, uint32_t number, const t
     out->slot = slot;
 }
 
+void sched_block_ref(sched_t *self, const sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                     uint32_t slot, kvtier_BlockRef *out)
+{
+    s_ref(self, t, number, key, slot, out);
+}
+
 /* The slot-header instance number named by a BlockRef ("#xxxxxxxx" or an id). */
 static uint32_t s_ref_number(const char *id)
 {
@@ -232,12 +239,10 @@ static uint32_t s_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64
     for (uint32_t i = 0; i < n_scan; i++) {
         uint32_t slot = (uint32_t)(((uint64_t)start + i) % cap);
         tier_slot_info_t info;
-        if (tier_slots_slot_info(t->slots, slot, &info) < 0 || info.state != TIER_SLOT_COMMITTED ||
-            info.pins || info.refs ||
-            (t->del_mark[slot] && sched_is_deleting(t, info.instance, &info.key, slot)))
+        uint64_t rank = 0;
+        if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
+            !sched_reclaim_rank(t, &info, slot, now, &rank))
             continue;
-        bool expired = info.expired || (info.deadline_ms && info.deadline_ms <= (uint64_t)now);
-        uint64_t rank = expired ? 0 : t->stamps[slot] + 1;
         if (n == max && rank >= best[n - 1].rank)
             continue;
         uint32_t j = n < max ? n++ : n - 1; /* drop the warmest when full */
@@ -342,6 +347,63 @@ static void s_on_reclaim(sched_t *self)
     sched_reply(self);
 }
 
+/* ---- room on demand (prepare_put / prepare_prefetch) ---- */
+
+bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t)
+{
+    if (!self->migrator)
+        return false;
+    uint32_t next = s_next_tier(self, t);
+    return next && self->tiers[next - 1].state == SCHED_TIER_UP;
+}
+
+uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need)
+{
+    uint32_t next = s_next_tier(self, t);
+    if (!next || t->state != SCHED_TIER_UP)
+        return 0;
+    sched_tier_t *dst = &self->tiers[next - 1];
+    uint32_t going = t->n_deleting + sched_demote_in_flight(self, t);
+    /* a little more than asked (1/16 of the tier), so the next writes find room */
+    uint64_t more = (t->cfg.capacity + 15) / 16;
+    need = (uint32_t)((uint64_t)need + more < t->cfg.capacity ? need + more : t->cfg.capacity);
+    int64_t now = sched_now();
+    uint32_t started = 0;
+    /* a few jobs per call at most: the loop stays responsive, the client retries */
+    for (int round = 0; round < 4 && going + started < need; round++) {
+        uint32_t want = need - (going + started);
+        want = want < S_MAX_REFS ? want : S_MAX_REFS;
+        s_cand_t best[S_MAX_REFS];
+        uint32_t n = s_candidates(self, t, want, now, best);
+        uint32_t slots[S_MAX_REFS], taken[S_MAX_REFS];
+        for (uint32_t i = 0; i < n; i++)
+            slots[i] = best[i].slot;
+        bool bp = false;
+        uint32_t k = n ? sched_demote(self, t, dst, slots, n, taken, &bp) : 0;
+        started += k;
+        if (k == 0 || bp)
+            break;
+    }
+    self->g.room_demotions += started;
+    return going + started;
+}
+
+void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                           uint32_t slot, int64_t now)
+{
+    tier_slot_info_t info;
+    if (tier_slots_slot_info(t->slots, slot, &info) == 0 && info.state == TIER_SLOT_COMMITTED &&
+        !info.pins && !info.refs &&
+        !(t->del_mark[slot] && sched_is_deleting(t, number, key, slot)) &&
+        tier_slots_remove(t->slots, number, key) == 0) {
+        sched_tier_queue_delete(t, slot, key);
+        self->g.reclaimed++;
+        return;
+    }
+    /* held by a reader: DELETING, freed once it lets go (no further delay) */
+    (void)sched_deleting_mark(self, t, number, key, slot, now - (int64_t)self->cfg.delete_delay_ms);
+}
+
 /* ---- GcScan / GcDrop ---- */
 
 static void s_on_gc_scan(sched_t *self)
@@ -440,6 +502,9 @@ void sched_on_internal(sched_t *self)
         break;
     case kvtier_Envelope_gc_drop_req_tag:
         s_on_gc_drop(self);
+        break;
+    case kvtier_Envelope_quota_enforce_req_tag:
+        sched_on_quota(self);
         break;
     default:
         sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,

@@ -615,11 +615,26 @@ static bool s_put_tier_ready(sched_t *self, const sched_tier_t *t, const sched_i
     return true;
 }
 
+/* KEEP: t keeps its live blocks (sched_keeps_victims), so the reserve ran with
+ * TIER_RESERVE_NO_EVICT and an ENOSPC means "demote first": when blocks are on
+ * their way out (or now start to be), the answer is BUSY and the client retries. */
 static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *t, int rc,
-                             uint32_t m)
+                             uint32_t m, bool keep)
 {
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
+    if (rc == TIER_SLOTS_ENOSPC && keep && m <= ts.capacity) {
+        uint32_t going = sched_make_room(self, t, m);
+        if (going > 0) {
+            in->c.put_busy++;
+            self->c.put_busy++;
+            sched_reply_error(self, kvtier_StatusCode_STATUS_BUSY,
+                              "tier %s is full: %u of its coldest blocks are being demoted to "
+                              "make room for %u; nothing reserved, retry shortly",
+                              t->cfg.name, going, m);
+            return;
+        }
+    }
     switch (rc) {
     case TIER_SLOTS_ENOSPC:
         in->c.put_no_space++;
@@ -670,12 +685,14 @@ void sched_on_prepare_put(sched_t *self)
     if (t->n_deleting)
         sched_deleting_settle(self, t, in->number, self->keys, m);
     size_t nv = 0;
-    int rc = m == 0
-                 ? 0
-                 : tier_slots_reserve(t->slots, in->number, self->keys, m, deadline, (uint64_t)now,
-                                      TIER_RESERVE_SKIP_SERVING, self->resv, self->victims, &nv);
+    /* a head tier with a next tier demotes its live blocks, never drops them */
+    bool keep = sched_keeps_victims(self, t);
+    unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
+    int rc = m == 0 ? 0
+                    : tier_slots_reserve(t->slots, in->number, self->keys, m, deadline,
+                                         (uint64_t)now, flags, self->resv, self->victims, &nv);
     if (rc < 0) {
-        s_reserve_failed(self, in, t, rc, m);
+        s_reserve_failed(self, in, t, rc, m, keep);
         return;
     }
     for (size_t v = 0; v < nv; v++) {
@@ -967,14 +984,15 @@ void sched_on_prepare_prefetch(sched_t *self)
     /* the promoted copy lives by the request's TTL, like a put's blocks */
     uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
     size_t nv = 0;
-    int rc =
-        m == 0 ? 0
-               : tier_slots_reserve(head->slots, in->number, self->keys, m, deadline, (uint64_t)now,
-                                    TIER_RESERVE_SKIP_SERVING, self->resv, self->victims, &nv);
+    bool keep = sched_keeps_victims(self, head);
+    unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
+    int rc = m == 0 ? 0
+                    : tier_slots_reserve(head->slots, in->number, self->keys, m, deadline,
+                                         (uint64_t)now, flags, self->resv, self->victims, &nv);
     if (rc < 0) {
         for (uint32_t i = 0; i < m; i++)
             (void)tier_slots_unpin(self->tiers[self->pos[i]].slots, in->number, &self->keys[i]);
-        s_reserve_failed(self, in, head, rc, m);
+        s_reserve_failed(self, in, head, rc, m, keep);
         return;
     }
     for (size_t v = 0; v < nv; v++) {

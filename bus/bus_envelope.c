@@ -113,6 +113,8 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
     REP(gc_drop_rep, GcDropReply),
     REQ(tier_membership_req, TierMembershipRequest),
     REP(tier_membership_rep, TierMembershipReply),
+    REQ(quota_enforce_req, QuotaEnforceRequest),
+    REP(quota_enforce_rep, QuotaEnforceReply),
     /* admin */
     REQ(admin_status_req, AdminStatusRequest),
     REP(admin_status_rep, AdminStatusReply),

@@ -29,7 +29,7 @@ static const char s_defaults[] =
     "               \"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true } ],\n"
     "  \"gc\": { \"interval\": \"1s\", \"page\": 64, \"probe_timeout\": \"2s\" },\n"
     "  \"reclaimer\": { \"interval\": \"100ms\", \"delete_delay\": \"1s\",\n"
-    "                 \"max_pending\": 4096 }\n"
+    "                 \"max_pending\": 4096, \"quota_low\": 0.9 }\n"
     "}\n";
 
 static const char *const s_kind_names[] = {"host", "nvme", NULL};
@@ -504,7 +504,8 @@ static int s_read_gc(const bus_config_node_t *root, coord_config_t *c, char *err
 static int s_read_reclaimer(const bus_config_node_t *root, coord_config_t *c, char *err,
                             size_t errlen)
 {
-    static const char *const keys[] = {"interval", "delete_delay", "max_pending", NULL};
+    static const char *const keys[] = {"interval", "delete_delay", "max_pending", "quota_low",
+                                       NULL};
     bus_config_node_t rn;
     int rc = bus_config_get_object(root, "reclaimer", 8, &rn, err, errlen);
     if (rc == 0)
@@ -517,13 +518,62 @@ static int s_read_reclaimer(const bus_config_node_t *root, coord_config_t *c, ch
         rc = s_duration(&rn, "delete_delay", 1, &c->reclaim_delete_delay_ms, err, errlen);
     if (rc == 0)
         rc = s_u32(&rn, "max_pending", 1u << 24, &c->reclaim_max_pending, err, errlen);
+    if (rc == 0)
+        rc = s_watermark(&rn, "quota_low", 0.9, &c->reclaim_quota_low, err, errlen);
+    return rc;
+}
+
+/* One "quotas" entry: { "instance": id | "*", "max_blocks": N, "max_bytes": size }. */
+static int s_read_quota(const bus_config_node_t *qn, coord_quota_config_t *q, char *err,
+                        size_t errlen)
+{
+    static const char *const keys[] = {"instance", "max_blocks", "max_bytes", NULL};
+    int rc = bus_config_check_keys(qn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_string(qn, "instance", q->instance, sizeof q->instance, err, errlen);
+    if (rc == 0 && !q->instance[0])
+        rc = bus_config_error(qn, "instance", err, errlen,
+                              "empty: an instance id, or \"*\" for instances without their "
+                              "own quota");
+    if (rc == 0)
+        rc = bus_config_opt_u64(qn, "max_blocks", 0, INT64_MAX, 0, &q->max_blocks, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_size(qn, "max_bytes", 0, &q->max_bytes, err, errlen);
+    if (rc == 0 && !q->max_blocks && !q->max_bytes)
+        rc = bus_config_error(qn, "", err, errlen,
+                              "a quota needs \"max_blocks\" or \"max_bytes\" above 0");
+    return rc;
+}
+
+static int s_read_quotas(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
+{
+    bus_config_node_t arr, qn;
+    size_t n = 0;
+    if (!bus_config_has(root, "quotas"))
+        return 0;
+    int rc = bus_config_get_array(root, "quotas", COORD_MAX_QUOTAS, &arr, &n, err, errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = bus_config_array_elem(&arr, i, &qn, err, errlen);
+        if (rc == 0)
+            rc = s_read_quota(&qn, &c->quotas[i], err, errlen);
+        for (size_t j = 0; rc == 0 && j < i; j++)
+            if (strcmp(c->quotas[j].instance, c->quotas[i].instance) == 0) {
+                char path[32];
+                snprintf(path, sizeof path, "[%zu].instance", i);
+                rc = bus_config_error(&arr, path, err, errlen,
+                                      "a second quota for \"%s\" (also quotas[%zu])",
+                                      c->quotas[i].instance, j);
+            }
+        if (rc == 0)
+            c->n_quotas = (uint32_t)i + 1;
+    }
     return rc;
 }
 
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster", "etcd", "coordinator", "tiers",
-                                       "chains",  "gc",   "reclaimer",   NULL};
+    static const char *const keys[] = {"cluster", "etcd",      "coordinator", "tiers", "chains",
+                                       "gc",      "reclaimer", "quotas",      NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -540,6 +590,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_gc(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_reclaimer(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_quotas(root, c, err, errlen);
     return rc;
 }
 

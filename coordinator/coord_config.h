@@ -2,7 +2,7 @@
  * name, etcd endpoints and lease TTL, the coordinator's meta endpoint and bounds,
  * the tier table and the chains. Parsed with bus_config over embedded defaults,
  * validated as a whole (unique names, endpoints, known kinds and policies, chains
- * naming existing tiers); every error names the offending key path
+ * naming existing tiers, quotas); every error names the offending key path
  * ("tiers[1].capacity: expected a positive integer, got 0").
  *
  * Owns: the parsing and validation rules and the embedded defaults. Never opens a
@@ -34,6 +34,8 @@
 #define COORD_MAX_SLOT_SIZE (1ull << 30) /* bytes per slot */
 #define COORD_MAX_BATCH 65536u           /* keys per request (BUS_MAX_ARRAY) */
 #define COORD_WIRE_ENDPOINT_MAX 127      /* bytes of an endpoint on the wire (TierInfo) */
+#define COORD_MAX_QUOTAS 64              /* entries of "quotas" (SCHED_MAX_QUOTAS) */
+#define COORD_INSTANCE_MAX 64            /* bytes of an instance id, NUL included */
 
 typedef enum {
     COORD_TIER_HOST = 0, /* "host": POSIX shm segment */
@@ -67,6 +69,13 @@ typedef struct {
     uint32_t tier_ids[COORD_CHAIN_MAX_TIERS]; /* head first */
 } coord_chain_config_t;
 
+/* One entry of "quotas" (issue 4 §4, soft: the reclaimer enforces it). */
+typedef struct {
+    char instance[COORD_INSTANCE_MAX]; /* an instance id, or "*": the default */
+    uint64_t max_blocks;               /* 0: not set */
+    uint64_t max_bytes;                /* 0: not set ("64GiB" in the file) */
+} coord_quota_config_t;
+
 typedef struct {
     char cluster[COORD_CLUSTER_MAX]; /* etcd prefix /kvtier/<cluster>/ */
 
@@ -98,6 +107,12 @@ typedef struct {
     uint64_t reclaim_interval_ms;     /* "reclaimer.interval", default 100ms */
     uint64_t reclaim_delete_delay_ms; /* "reclaimer.delete_delay": DELETING -> freed, 1s */
     uint32_t reclaim_max_pending;     /* "reclaimer.max_pending": DELETING per tier, 4096 */
+    double reclaim_quota_low;         /* "reclaimer.quota_low": quota x this is the target, 0.9 */
+
+    /* per-instance quotas ("quotas", top level next to "tiers" and "chains"):
+     * instance ids unique, "*" at most once, each with at least one limit */
+    uint32_t n_quotas;
+    coord_quota_config_t quotas[COORD_MAX_QUOTAS];
 } coord_config_t;
 
 /* The embedded defaults (a JSON document): what a file leaves out is taken from

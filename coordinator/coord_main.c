@@ -89,6 +89,9 @@ static int s_start_standby(s_proc_t *p)
     return 0;
 }
 
+_Static_assert(COORD_MAX_QUOTAS <= SCHED_MAX_QUOTAS && COORD_INSTANCE_MAX <= SCHED_INSTANCE_MAX,
+               "the deployment's quotas fit the scheduler's");
+
 static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
 {
     const coord_config_t *c = &p->cfg;
@@ -126,6 +129,13 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     sc->max_pending_deletes = c->reclaim_max_pending;
     /* the scheduler starts its migrator and demotes along the chains (issue 4 §4) */
     sc->demote = true;
+    sc->n_quotas = c->n_quotas;
+    for (uint32_t i = 0; i < c->n_quotas; i++) {
+        const coord_quota_config_t *q = &c->quotas[i];
+        snprintf(sc->quotas[i].instance, sizeof sc->quotas[i].instance, "%s", q->instance);
+        sc->quotas[i].max_blocks = q->max_blocks;
+        sc->quotas[i].max_bytes = q->max_bytes;
+    }
 }
 
 /* The background actors of the leader (DESIGN §3): they reach the scheduler over
@@ -158,6 +168,10 @@ static int s_start_background(s_proc_t *p)
         lo = lo < 1 ? 1 : lo >= hi ? hi - 1 : lo; /* fractions closer than 1 permille */
         rc->tiers[i] =
             (reclaimer_tier_t){.tier_id = t->id, .high_permille = hi, .low_permille = lo};
+    }
+    if (c->n_quotas) {
+        uint32_t ql = (uint32_t)(c->reclaim_quota_low * 1000.0 + 0.5);
+        rc->quota_low_permille = ql < 1 ? 1 : ql > 1000 ? 1000 : ql;
     }
     p->reclaimer = reclaimer_actor_new(rc);
     free(rc);

@@ -17,19 +17,22 @@
 
 /* ---- status ---------------------------------------------------------------- */
 
-enum { S_OPT_CHECK = CLI_OPT_FIRST_COMMAND_OPT };
+enum { S_OPT_CHECK = CLI_OPT_FIRST_COMMAND_OPT, S_OPT_INSTANCE };
 
 typedef struct {
     bool check;
+    const char *instance; /* also print this instance's counters (quotas among them) */
 } s_status_args_t;
 
 static int s_status_opt(void *ctx, int opt, const char *arg)
 {
-    (void)arg;
     s_status_args_t *a = ctx;
-    if (opt != S_OPT_CHECK)
+    if (opt == S_OPT_CHECK)
+        a->check = true;
+    else if (opt == S_OPT_INSTANCE && arg && arg[0])
+        a->instance = arg;
+    else
         return -1;
-    a->check = true;
     return 0;
 }
 
@@ -87,16 +90,20 @@ static void s_print_stats(const kvt_stat_t *st, uint32_t n)
 int cli_cmd_status(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        CLI_COMMON_LONGOPTS, {"check", no_argument, NULL, S_OPT_CHECK}, {0, 0, 0, 0}};
+        CLI_COMMON_LONGOPTS,
+        {"check", no_argument, NULL, S_OPT_CHECK},
+        {"instance-stats", required_argument, NULL, S_OPT_INSTANCE},
+        {0, 0, 0, 0}};
     cli_common_t o;
     s_status_args_t a = {0};
     cli_common_init(&o);
     int first = cli_parse(argc, argv, "c:", longopts, &o, s_status_opt, &a);
     if (first < 0 || o.help || first != argc) {
-        fprintf(
-            o.help ? stdout : stderr,
-            "usage: kvtier status [--check] [connection flags]\n"
-            "  --check  exit 1 unless a leader answers and every tier is up\n" CLI_COMMON_USAGE);
+        fprintf(o.help ? stdout : stderr,
+                "usage: kvtier status [--check] [--instance-stats ID] [connection flags]\n"
+                "  --check              exit 1 unless a leader answers and every tier is up\n"
+                "  --instance-stats ID  also the counters of instance ID (its quota usage\n"
+                "                       among them)\n" CLI_COMMON_USAGE);
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     kvt_client_t *c = cli_connect(&o, "kvtier-status");
@@ -123,6 +130,15 @@ int cli_cmd_status(int argc, char **argv)
         goto out;
     }
     s_print_stats(st, n_st < S_MAX_STATS ? n_st : S_MAX_STATS);
+    if (a.instance) {
+        rc = kvt_stats(c, a.instance, st, S_MAX_STATS, &n_st);
+        if (rc < 0) {
+            cli_report_error("status", "instance stats", c, rc);
+            goto out;
+        }
+        printf("instance     %s\n", a.instance);
+        s_print_stats(st, n_st < S_MAX_STATS ? n_st : S_MAX_STATS);
+    }
     status = CLI_EXIT_OK;
     if (a.check) {
         bool all_up = ci->n_tiers > 0 && ci->leader_endpoint[0];

@@ -259,8 +259,15 @@ static void s_put_block(s_env_t *e, uint32_t seed, uint8_t *buf)
 {
     uint8_t key[1][16];
     ck_key(seed, key[0]);
-    assert_int_equal(tk_prepare(e->t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "w", key, 1),
-                     0);
+    int rc;
+    /* BUSY: the full head tier is demoting to make room; retried like libkvtier
+     * does (bounded: the demotion completes or the test fails) */
+    for (int i = 0; (rc = tk_prepare(e->t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "w", key,
+                                     1)) == kvtier_StatusCode_STATUS_BUSY &&
+                    i < 4000;
+         i++)
+        zclock_sleep(5);
+    assert_int_equal(rc, 0);
     uint64_t token = e->t->rep->body.prepare_put_rep.token.token_id;
     uint8_t tb[512];
     bus_token_view_t v;
@@ -418,6 +425,72 @@ static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
     s_stop(&e);
 }
 
+/* issue 4 §6 "nothing is lost while the NVMe tier has room": a write that finds
+ * the head tier full (no reclaimer running here) is answered BUSY while the
+ * scheduler demotes the head's coldest blocks at once; retried, it lands, and no
+ * block is ever dropped: all 56 blocks written to a 32-slot host tier chained to
+ * a 32-slot nvme tier are found and load byte-exact. Pinned blocks stay. */
+static void test_full_head_demotes_instead_of_dropping(void **state)
+{
+    (void)state;
+    enum { N = 56 };
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    e.t = tk_new(&cfg);
+    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
+    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
+    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    assert_int_equal(tk_begin(e.t, CK_INST, "w", 0), 0);
+    uint8_t keys[N][16];
+    for (uint32_t i = 0; i < N; i++)
+        ck_key(200 + i, keys[i]);
+    for (uint32_t i = 0; i < CK_CAP; i++)
+        s_put_block(&e, 200 + i, buf);
+    /* the oldest blocks are pinned by an open get window: never demoted */
+    assert_int_equal(tk_begin(e.t, CK_INST, "g", 0), 0);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", keys, S_PINNED), 0);
+    uint64_t gtok = e.t->rep->body.prepare_get_rep.token.token_id;
+    /* the head is full: the next put is told to retry, and demotion starts */
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "w", &keys[CK_CAP], 1),
+        kvtier_StatusCode_STATUS_BUSY);
+    assert_true(tk_stat(e.t, "room_demotions") > 0);
+    assert_int_equal(tk_stat(e.t, "put_busy"), 1);
+    for (uint32_t i = CK_CAP; i < N; i++)
+        s_put_block(&e, 200 + i, buf);
+    assert_int_equal(tk_stat(e.t, "evictions"), 0);
+    assert_int_equal(tk_stat(e.t, "demote_failed"), 0);
+    assert_int_equal(
+        tk_lookup(e.t, CK_INST, NULL, kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, keys, N), 0);
+    assert_int_equal(e.t->rep->body.lookup_rep.hit_count, N);
+    uint8_t tiers[N];
+    for (uint32_t i = 0; i < N; i++)
+        tiers[i] = (uint8_t)e.t->arr->tier_ids.v[i];
+    for (uint32_t i = 0; i < S_PINNED; i++)
+        assert_int_equal(tiers[i], 1);
+    s_complete_get(&e, gtok);
+    for (uint32_t i = 0; i < N; i++) {
+        assert_int_equal(
+            tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", &keys[i], 1), 0);
+        uint64_t tok = e.t->rep->body.prepare_get_rep.token.token_id;
+        uint8_t tb[512];
+        bus_token_view_t v;
+        s_token(&e, &v, tb, sizeof tb);
+        bus_token_entry_t en;
+        bus_token_entry_at(&v, 0, &en);
+        assert_int_equal(v.tiers[en.tier].tier_id, tiers[i]);
+        s_read_exact(tiers[i] == 2 ? &e.nvme : &e.host, en.slot, 200 + i, buf);
+        s_complete_get(&e, tok);
+    }
+    free(buf);
+    s_stop(&e);
+}
+
 static int s_setup(void **state)
 {
     (void)state;
@@ -439,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_failed_prefetch_rolls_back),
         cmocka_unit_test(test_prefetch_window_closed_by_request_end),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
+        cmocka_unit_test(test_full_head_demotes_instead_of_dropping),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);
     zsys_shutdown();

@@ -1,6 +1,7 @@
 /* test_coord_config_background.c — the deployment file's keys for the background
  * actors (issue 4 §4, §5, §6 "invalid watermark configs rejected at start with the
- * key path"): tiers[i].high_watermark / low_watermark, gc.*, reclaimer.*. */
+ * key path"): tiers[i].high_watermark / low_watermark, gc.*, reclaimer.*, and the
+ * per-instance "quotas" (issue 4 §4). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,6 +56,8 @@ static void test_background_defaults_are_embedded(void **state)
     assert_int_equal(g_cfg.reclaim_interval_ms, 100);
     assert_int_equal(g_cfg.reclaim_delete_delay_ms, 1000);
     assert_int_equal(g_cfg.reclaim_max_pending, 4096);
+    assert_true(g_cfg.reclaim_quota_low == 0.9);
+    assert_int_equal(g_cfg.n_quotas, 0);
 }
 
 /* issue 4 §4: watermarks as fractions or percents. */
@@ -112,6 +115,75 @@ static void test_gc_and_reclaimer_keys_checked(void **state)
     s_reject("{\"reclaimer\": {\"demote\": true}}", "reclaimer.demote", "");
 }
 
+/* Issue 4 §4: "quotas" entries name an instance or "*", max_blocks and / or
+ * max_bytes (a size string); reclaimer.quota_low is a fraction or a percent. */
+static void test_quotas_are_read_with_sizes_and_default(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load("{\"quotas\": [{\"instance\": \"llama-8b\", \"max_blocks\": 1000},"
+                            " {\"instance\": \"*\", \"max_bytes\": \"64GiB\"},"
+                            " {\"instance\": \"qwen/7b:a\", \"max_blocks\": 5, \"max_bytes\": "
+                            "4096}], \"reclaimer\": {\"quota_low\": \"75%\"}}"),
+                     0);
+    assert_int_equal(g_cfg.n_quotas, 3);
+    assert_string_equal(g_cfg.quotas[0].instance, "llama-8b");
+    assert_int_equal(g_cfg.quotas[0].max_blocks, 1000);
+    assert_int_equal(g_cfg.quotas[0].max_bytes, 0);
+    assert_string_equal(g_cfg.quotas[1].instance, "*");
+    assert_int_equal(g_cfg.quotas[1].max_blocks, 0);
+    assert_int_equal(g_cfg.quotas[1].max_bytes, 64ull << 30);
+    assert_string_equal(g_cfg.quotas[2].instance, "qwen/7b:a");
+    assert_int_equal(g_cfg.quotas[2].max_blocks, 5);
+    assert_int_equal(g_cfg.quotas[2].max_bytes, 4096);
+    assert_true(g_cfg.reclaim_quota_low == 0.75);
+    assert_int_equal(s_load("{\"quotas\": [], \"reclaimer\": {\"quota_low\": 1}}"), 0);
+    assert_int_equal(g_cfg.n_quotas, 0);
+    assert_true(g_cfg.reclaim_quota_low == 1.0);
+}
+
+/* Issue 4 §4: duplicate instances, unknown keys, bad sizes, entries without a limit
+ * and too many entries are rejected at start with the key path. */
+static void test_bad_quotas_rejected_with_key_path(void **state)
+{
+    (void)state;
+    s_reject("{\"quotas\": [{\"instance\": \"a\", \"max_blocks\": 1}, {\"instance\": \"b\", "
+             "\"max_blocks\": 2}, {\"instance\": \"a\", \"max_bytes\": \"1MiB\"}]}",
+             "quotas[2].instance", "also quotas[0]");
+    s_reject("{\"quotas\": [{\"instance\": \"*\", \"max_blocks\": 1}, {\"instance\": \"*\", "
+             "\"max_blocks\": 2}]}",
+             "quotas[1].instance", "second quota");
+    s_reject("{\"quotas\": [{\"instance\": \"a\", \"max_block\": 1}]}", "quotas[0].max_block",
+             "unknown key");
+    s_reject("{\"quotas\": [{\"instance\": \"a\", \"max_bytes\": \"64XiB\"}]}",
+             "quotas[0].max_bytes", "");
+    s_reject("{\"quotas\": [{\"instance\": \"a\", \"max_bytes\": -5}]}", "quotas[0].max_bytes", "");
+    s_reject("{\"quotas\": [{\"instance\": \"a\", \"max_blocks\": \"10\"}]}",
+             "quotas[0].max_blocks", "");
+    s_reject("{\"quotas\": [{\"instance\": \"a\", \"max_blocks\": 1}, {\"instance\": \"b\"}]}",
+             "quotas[1]", "max_blocks");
+    s_reject("{\"quotas\": [{\"instance\": \"a\", \"max_blocks\": 0, \"max_bytes\": 0}]}",
+             "quotas[0]", "above 0");
+    s_reject("{\"quotas\": [{\"max_blocks\": 1}]}", "quotas[0].instance", "");
+    s_reject("{\"quotas\": [{\"instance\": \"\", \"max_blocks\": 1}]}", "quotas[0].instance",
+             "empty");
+    s_reject("{\"quotas\": [{\"instance\": \"a123456789a123456789a123456789a123456789a123456789a"
+             "123456789abcd\", \"max_blocks\": 1}]}",
+             "quotas[0].instance", "too long");
+    s_reject("{\"quotas\": {\"instance\": \"a\"}}", "quotas", "");
+    s_reject("{\"reclaimer\": {\"quota_low\": 0}}", "reclaimer.quota_low", "above 0");
+    s_reject("{\"reclaimer\": {\"quota_low\": 1.5}}", "reclaimer.quota_low", "");
+    s_reject("{\"reclaimer\": {\"quota_low\": \"120%\"}}", "reclaimer.quota_low", "percent");
+
+    /* at most 64 entries */
+    char text[8192];
+    size_t off = (size_t)snprintf(text, sizeof text, "{\"quotas\": [");
+    for (int i = 0; i < 65; i++)
+        off += (size_t)snprintf(text + off, sizeof text - off,
+                                "%s{\"instance\": \"i%d\", \"max_blocks\": 1}", i ? ", " : "", i);
+    snprintf(text + off, sizeof text - off, "]}");
+    s_reject(text, "quotas", "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -119,6 +191,8 @@ int main(void)
         cmocka_unit_test(test_watermarks_as_fractions_or_percents),
         cmocka_unit_test(test_bad_watermarks_rejected_with_key_path),
         cmocka_unit_test(test_gc_and_reclaimer_keys_checked),
+        cmocka_unit_test(test_quotas_are_read_with_sizes_and_default),
+        cmocka_unit_test(test_bad_quotas_rejected_with_key_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,361 @@
+/* sched_quota.c — per-instance quotas (issue 4 §4; docs/SCHEDULER.md "Quotas"): the
+ * scheduler's side of the reclaimer's QuotaEnforce on the internal plane.
+ *
+ * Usage of an instance = its locations over all tiers: committed blocks and
+ * reservations being written, DELETING blocks excluded (already on their way out);
+ * bytes = locations x its bytes_per_block. Counted on demand, per call, by one scan
+ * of every tier's slot engine (tier_slots_slot_info over its capacity): no running
+ * counters that could drift from the index.
+ *
+ * Each registered instance above its limit (its own cfg.quotas entry, else "*") has
+ * its coldest unpinned SERVING blocks marked DELETING — the deepest tier of the
+ * chains first (the coldest data), within a tier in reclaim order
+ * (sched_reclaim_rank: expired first, then access stamps) — until its usage is at
+ * most limit x low. The two-step DELETING path of sched_internal.c frees them after
+ * the delete delay, once no reader holds them.
+ *
+ * Cost of a call: the usage scan reads every slot once, plus one candidate scan per
+ * tier that still has work: at most 2 x the sum of the tiers' capacities slot
+ * reads, O(1) each (reported as `scanned`). Bounded: at most 64 blocks marked per
+ * call, S_SERVE over-quota instances served per call (the next call starts with the
+ * first one left out), each tier's DELETING queue (cfg.max_pending_deletes; full =
+ * backpressure, counted). Never blocks; allocates only at start (the number map).
+ * Soft quotas: nothing here refuses a write. */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus_log.h"
+#include "sched_int.h"
+
+#define S_LOG "sched"
+#define S_MAX_REFS 64u /* QuotaEnforceReply.blocks max_count */
+#define S_SERVE 8u     /* over-quota instances served per call */
+
+typedef struct {
+    uint64_t rank;
+    uint32_t slot;
+} s_cand_t;
+
+/* An over-quota instance served by this call and its candidates on one tier. */
+typedef struct {
+    uint32_t inst; /* instance index */
+    uint64_t need; /* blocks still to mark to reach its target */
+    uint32_t k;    /* candidates wanted on the current tier */
+    uint32_t n;    /* ... found, coldest first */
+    s_cand_t best[S_MAX_REFS];
+} s_served_t;
+
+int sched_quota_init(sched_t *self)
+{
+    uint32_t buckets = 2;
+    while (buckets < 2u * self->cfg.max_instances)
+        buckets <<= 1;
+    self->quota_map = calloc(buckets, sizeof *self->quota_map);
+    if (!self->quota_map)
+        return -1;
+    self->quota_mask = buckets - 1;
+    return 0;
+}
+
+void sched_quota_fini(sched_t *self)
+{
+    free(self->quota_map);
+    self->quota_map = NULL;
+}
+
+/* ---- number -> instance (numbers are hash bits of the id: the low bits spread) ---- */
+
+static void s_map_build(sched_t *self)
+{
+    memset(self->quota_map, 0, ((size_t)self->quota_mask + 1) * sizeof *self->quota_map);
+    for (uint32_t i = 0; i < self->n_inst; i++) {
+        uint32_t b = self->inst[i].number & self->quota_mask;
+        while (self->quota_map[b])
+            b = (b + 1) & self->quota_mask;
+        self->quota_map[b] = i + 1;
+    }
+}
+
+static uint32_t s_map_find(const sched_t *self, uint32_t number)
+{
+    /* at least half the buckets are empty (2 x max_instances): the probe ends */
+    for (uint32_t b = number & self->quota_mask;; b = (b + 1) & self->quota_mask) {
+        uint32_t v = self->quota_map[b];
+        if (!v)
+            return SCHED_NONE;
+        if (self->inst[v - 1].number == number)
+            return v - 1;
+    }
+}
+
+/* ---- limits ---- */
+
+/* The quota entry of an instance (its own, else "*"), resolved once: the config
+ * and the instance's id never change. NULL: no quota. */
+static const sched_quota_config_t *s_quota_of(const sched_t *self, sched_instance_t *in)
+{
+    if (!in->q_entry) {
+        uint32_t own = UINT32_MAX, star = UINT32_MAX;
+        for (uint32_t i = 0; i < self->cfg.n_quotas; i++) {
+            if (strcmp(self->cfg.quotas[i].instance, in->id) == 0)
+                own = i;
+            else if (strcmp(self->cfg.quotas[i].instance, "*") == 0)
+                star = i;
+        }
+        uint32_t e = own != UINT32_MAX ? own : star;
+        in->q_entry = e == UINT32_MAX ? UINT32_MAX : e + 1;
+    }
+    return in->q_entry == UINT32_MAX ? NULL : &self->cfg.quotas[in->q_entry - 1];
+}
+
+/* floor(v x permille / 1000) without overflow. */
+static uint64_t s_scale(uint64_t v, uint32_t permille)
+{
+    return v / 1000 * permille + v % 1000 * permille / 1000;
+}
+
+/* The limit and the target (limit x low) in blocks: the tighter of max_blocks and
+ * max_bytes / bytes_per_block. */
+static void s_limits(const sched_quota_config_t *q, uint64_t bpb, uint32_t low, uint64_t *limit,
+                     uint64_t *target)
+{
+    uint64_t lim = UINT64_MAX, tgt = UINT64_MAX;
+    if (q->max_blocks) {
+        lim = q->max_blocks;
+        tgt = s_scale(q->max_blocks, low);
+    }
+    if (q->max_bytes && bpb) {
+        uint64_t l = q->max_bytes / bpb, t = s_scale(q->max_bytes, low) / bpb;
+        lim = l < lim ? l : lim;
+        tgt = t < tgt ? t : tgt;
+    }
+    *limit = lim;
+    *target = tgt;
+}
+
+/* ---- scans ---- */
+
+static uint32_t s_capacity(const sched_tier_t *t)
+{
+    if (!t->slots || t->state == SCHED_TIER_DOWN)
+        return 0; /* a DOWN tier holds no locations */
+    tier_slots_stats_t ts;
+    tier_slots_stats(t->slots, &ts);
+    return ts.capacity;
+}
+
+/* Every registered instance's q_usage from one pass over all slots. Returns the
+ * slots read. */
+static uint64_t s_count_usage(sched_t *self)
+{
+    uint64_t scanned = 0;
+    for (uint32_t i = 0; i < self->n_inst; i++)
+        self->inst[i].q_usage = 0;
+    for (uint32_t k = 0; k < self->n_tiers; k++) {
+        sched_tier_t *t = &self->tiers[k];
+        uint32_t cap = s_capacity(t);
+        for (uint32_t slot = 0; slot < cap; slot++) {
+            tier_slot_info_t info;
+            if (tier_slots_slot_info(t->slots, slot, &info) < 0 || info.state == TIER_SLOT_FREE)
+                continue;
+            if (info.state == TIER_SLOT_COMMITTED && t->del_mark[slot] &&
+                sched_is_deleting(t, info.instance, &info.key, slot))
+                continue;
+            uint32_t i = s_map_find(self, info.instance);
+            if (i != SCHED_NONE)
+                self->inst[i].q_usage++;
+        }
+        scanned += cap;
+    }
+    return scanned;
+}
+
+/* Tier indices, deepest position in any chain first (ties: table order). */
+static void s_tier_order(const sched_t *self, uint32_t *order)
+{
+    uint32_t depth[SCHED_MAX_TIERS] = {0};
+    for (uint32_t c = 0; c < self->cfg.n_chains; c++) {
+        const sched_chain_config_t *ch = &self->cfg.chains[c];
+        for (uint32_t j = 0; j < ch->n_tiers; j++) {
+            uint32_t ti = ch->tier_ids[j] - 1;
+            if (ti < SCHED_MAX_TIERS && j > depth[ti])
+                depth[ti] = j;
+        }
+    }
+    for (uint32_t i = 0; i < self->n_tiers; i++) {
+        uint32_t j = i;
+        while (j > 0 && depth[order[j - 1]] < depth[i]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+}
+
+/* The k coldest candidates of each served instance on tier t (one pass). Returns
+ * the slots read. */
+static uint32_t s_scan_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t n_sv,
+                            int64_t now)
+{
+    uint32_t cap = s_capacity(t);
+    for (uint32_t slot = 0; slot < cap; slot++) {
+        tier_slot_info_t info;
+        uint64_t rank = 0;
+        if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
+            !sched_reclaim_rank(t, &info, slot, now, &rank))
+            continue;
+        s_served_t *s = NULL;
+        for (uint32_t i = 0; i < n_sv && !s; i++)
+            if (sv[i].k && self->inst[sv[i].inst].number == info.instance)
+                s = &sv[i];
+        if (!s || (s->n == s->k && rank >= s->best[s->n - 1].rank))
+            continue;
+        uint32_t j = s->n < s->k ? s->n++ : s->n - 1; /* drop the warmest when full */
+        while (j > 0 && s->best[j - 1].rank > rank) {
+            s->best[j] = s->best[j - 1];
+            j--;
+        }
+        s->best[j] = (s_cand_t){.rank = rank, .slot = slot};
+    }
+    return cap;
+}
+
+/* Marks the candidates found on t, instance by instance, within the budget.
+ * false: t's DELETING queue is full (backpressure). */
+static bool s_mark_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t n_sv,
+                        uint32_t *budget, int64_t now, kvtier_QuotaEnforceReply *out)
+{
+    for (uint32_t i = 0; i < n_sv; i++) {
+        s_served_t *s = &sv[i];
+        sched_instance_t *in = &self->inst[s->inst];
+        for (uint32_t c = 0; c < s->n && s->need > 0 && *budget > 0; c++) {
+            if (t->n_deleting >= self->cfg.max_pending_deletes)
+                return false;
+            uint32_t slot = s->best[c].slot;
+            tier_slot_info_t info;
+            if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
+                !sched_deleting_mark(self, t, info.instance, &info.key, slot, now))
+                continue;
+            sched_block_ref(self, t, info.instance, &info.key, slot,
+                            &out->blocks[out->blocks_count++]);
+            s->need--;
+            (*budget)--;
+            out->marked++;
+            in->q_usage--;
+            in->q_reclaimed++;
+        }
+    }
+    return true;
+}
+
+static bool s_any_need(const s_served_t *sv, uint32_t n_sv)
+{
+    for (uint32_t i = 0; i < n_sv; i++)
+        if (sv[i].need)
+            return true;
+    return false;
+}
+
+/* Over-quota instances from the rotating cursor into sv (at most S_SERVE).
+ * Returns how many; *left_out: more were over. */
+static uint32_t s_pick(sched_t *self, uint32_t low, s_served_t *sv, bool *left_out,
+                       kvtier_QuotaEnforceReply *out)
+{
+    uint32_t n_sv = 0;
+    uint32_t first_left = SCHED_NONE;
+    for (uint32_t k = 0; k < self->n_inst; k++) {
+        uint32_t i = (self->quota_cursor + k) % self->n_inst;
+        sched_instance_t *in = &self->inst[i];
+        const sched_quota_config_t *q = s_quota_of(self, in);
+        in->q_limit = 0;
+        if (!q)
+            continue;
+        out->instances++;
+        uint64_t limit = 0, target = 0;
+        s_limits(q, in->spec.bytes_per_block, low, &limit, &target);
+        in->q_limit = limit;
+        if (in->q_usage > limit) {
+            in->q_over++;
+            in->q_draining = true;
+        }
+        if (in->q_usage <= target)
+            in->q_draining = false; /* hysteresis, as the watermarks' */
+        if (!in->q_draining)
+            continue;
+        out->over++;
+        if (n_sv == S_SERVE) {
+            if (first_left == SCHED_NONE)
+                first_left = i;
+            continue;
+        }
+        sv[n_sv].inst = i;
+        sv[n_sv].need = in->q_usage - target; /* draining: target < usage */
+        n_sv++;
+    }
+    *left_out = first_left != SCHED_NONE;
+    if (*left_out)
+        self->quota_cursor = first_left; /* served first next time */
+    return n_sv;
+}
+
+void sched_on_quota(sched_t *self)
+{
+    const kvtier_QuotaEnforceRequest *r = &self->req.env.body.quota_enforce_req;
+    if (r->low_permille < 1 || r->low_permille > 1000) {
+        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "QuotaEnforce: low_permille %u out of 1..1000", r->low_permille);
+        return;
+    }
+    uint32_t budget = r->max_blocks && r->max_blocks < S_MAX_REFS ? r->max_blocks : S_MAX_REFS;
+    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_quota_enforce_rep_tag);
+    kvtier_QuotaEnforceReply *out = &rep->body.quota_enforce_rep;
+    if (self->cfg.n_quotas == 0 || self->n_inst == 0) {
+        self->g.quota_over = 0;
+        sched_reply(self);
+        return;
+    }
+    s_map_build(self);
+    out->scanned = s_count_usage(self);
+    static_assert(S_SERVE * sizeof(s_served_t) < 16384, "served set on the actor's stack");
+    s_served_t sv[S_SERVE];
+    bool left_out = false;
+    uint32_t n_sv = s_pick(self, r->low_permille, sv, &left_out, out);
+    self->g.quota_over = out->over;
+
+    uint32_t order[SCHED_MAX_TIERS];
+    s_tier_order(self, order);
+    int64_t now = sched_now();
+    bool bp = false;
+    for (uint32_t o = 0; o < self->n_tiers && budget > 0 && s_any_need(sv, n_sv); o++) {
+        sched_tier_t *t = &self->tiers[order[o]];
+        if (t->state != SCHED_TIER_UP)
+            continue;
+        if (t->n_deleting >= self->cfg.max_pending_deletes) {
+            bp = true;
+            continue;
+        }
+        for (uint32_t i = 0; i < n_sv; i++) {
+            uint64_t k = sv[i].need < budget ? sv[i].need : budget;
+            sv[i].k = (uint32_t)k;
+            sv[i].n = 0;
+        }
+        out->scanned += s_scan_tier(self, t, sv, n_sv, now);
+        if (!s_mark_tier(self, t, sv, n_sv, &budget, now, out))
+            bp = true;
+    }
+    out->backpressure = bp;
+    out->more = left_out || (budget == 0 && s_any_need(sv, n_sv));
+    if (bp)
+        self->g.quota_backpressure++;
+    self->g.quota_reclaimed += out->marked;
+    if (out->marked)
+        bus_debug(S_LOG,
+                  "quotas: %u of %u instances over, %u blocks marked DELETING%s (%" PRIu64
+                  " slots read)",
+                  out->over, out->instances, out->marked, bp ? ", DELETING queue full" : "",
+                  out->scanned);
+    sched_reply(self);
+}
