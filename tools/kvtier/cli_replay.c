@@ -1,6 +1,8 @@
 /* cli_replay.c — `kvtier replay TRACE`: the demo workload. Replays a trace as an
- * engine would: per request, look up the cached prefix of its block keys, load the
- * hits and check every byte, write the misses with bytes derived from their keys.
+ * engine would: per request, look up the cached prefix of its block keys, promote
+ * hits that live only below the head tier when the lookup advises it (prefetch:
+ * copied tier to tier; --no-promote loads them from where they are), load the hits
+ * and check every byte, write the misses with bytes derived from their keys.
  * K worker threads (--in-flight), one libkvtier handle each (handles are
  * single-threaded), take requests in trace order.
  *
@@ -34,6 +36,7 @@ enum {
     S_OPT_IN_FLIGHT,
     S_OPT_TTL,
     S_OPT_NO_PROGRESS,
+    S_OPT_NO_PROMOTE,
 };
 
 typedef struct {
@@ -42,6 +45,7 @@ typedef struct {
     uint32_t in_flight;
     uint64_t ttl_ms;
     bool no_progress;
+    bool no_promote;
 } s_args_t;
 
 /* What each worker counts; summed at the end. */
@@ -57,6 +61,8 @@ typedef struct {
     uint64_t load_failed;  /* blocks a get job reported failed */
     uint64_t store_failed; /* blocks a put job reported failed */
     uint64_t verify_failures;
+    uint64_t promoted;       /* hits copied up to the head tier before their load */
+    uint64_t promote_failed; /* hits whose promotion failed or was refused (loaded below) */
     uint64_t tier_hits[S_MAX_TIER_ID + 1]; /* [0]: tier ids out of range */
     uint64_t status[S_N_STATUS];           /* failed calls by status code */
 } s_counts_t;
@@ -191,6 +197,40 @@ static int s_store(s_worker_t *w, size_t idx, const char *rid, const kvt_key_t *
     return move_rc < 0 ? move_rc : rc;
 }
 
+/* Promotes the lower-tier blocks among the N leading hits to the head tier
+ * (prepare_prefetch takes only those; the copy goes tier actor to tier actor).
+ * A refusal or a failed copy is counted, never fatal: the load then reads the
+ * blocks where they are. */
+static void s_promote(s_worker_t *w, size_t idx, const char *rid, uint32_t n)
+{
+    const cli_common_t *o = w->sh->o;
+    kvt_token_t *tok = NULL;
+    int rc = kvt_prepare_prefetch(w->c, o->instance, rid, w->keys, n, &tok);
+    if (rc < 0) {
+        w->n.promote_failed += n;
+        if (rc != -KVT_BUSY) /* BUSY: the head is making room; not an error */
+            s_fail(w, idx, "prepare prefetch", rc);
+        return;
+    }
+    uint32_t cnt = kvt_token_count(tok);
+    uint64_t job = ++w->next_job;
+    kvt_job_result_t res = {0};
+    rc = cnt ? kvt_submit_prefetch(w->c, job, tok) : 0;
+    if (rc == 0 && cnt)
+        rc = kvt_wait(w->c, &job, 1, S_WAIT_MS, &res);
+    if (rc < 0)
+        s_fail(w, idx, "prefetch submit/wait", rc);
+    uint32_t failed = rc < 0 ? cnt : res.status < 0 && res.n_failed == 0 ? cnt : res.n_failed;
+    failed = failed < cnt ? failed : cnt;
+    rc = kvt_complete_prefetch(w->c, &tok, NULL);
+    if (rc < 0) {
+        s_fail(w, idx, "complete prefetch", rc);
+        failed = cnt;
+    }
+    w->n.promoted += cnt - failed;
+    w->n.promote_failed += failed;
+}
+
 static void s_count_hits(s_worker_t *w, uint32_t h)
 {
     w->n.hits += h;
@@ -228,6 +268,8 @@ static int s_replay_one(s_worker_t *w, size_t idx)
         s_count_hits(w, h);
         atomic_fetch_add(&sh->progress_blocks, n);
         atomic_fetch_add(&sh->progress_hits, h);
+        if (h > 0 && r.prefetch_advised && !sh->a->no_promote)
+            s_promote(w, idx, rid, h);
         if (h > 0)
             err = s_load(w, idx, rid, h);
         if (h < n) {
@@ -408,6 +450,9 @@ static void s_report(s_shared_t *sh, const s_counts_t *t, double secs, const kvt
            "%llu verify failures\n",
            (unsigned long long)t->not_granted, (unsigned long long)t->load_failed,
            (unsigned long long)t->store_failed, (unsigned long long)t->verify_failures);
+    printf("promotion     %llu hits copied up to the head tier before their load, %llu not "
+           "(head tier busy making room, or copy failed: loaded below)\n",
+           (unsigned long long)t->promoted, (unsigned long long)t->promote_failed);
     printf("lookup        p50 %.3f ms, p99 %.3f ms\n", p50, p99);
     printf("data          %.2f GB loaded, %.2f GB stored in %.2f s (%.2f GB/s)\n", loaded_gb,
            stored_gb, secs, secs > 0 ? (loaded_gb + stored_gb) / secs : 0.0);
@@ -441,6 +486,9 @@ static int s_opt(void *ctx, int opt, const char *arg)
     case S_OPT_NO_PROGRESS:
         a->no_progress = true;
         return 0;
+    case S_OPT_NO_PROMOTE:
+        a->no_promote = true;
+        return 0;
     default:
         return -1;
     }
@@ -450,7 +498,7 @@ static int s_usage(bool help)
 {
     fprintf(help ? stdout : stderr,
             "usage: kvtier replay TRACE [--requests N] [--offset I] [--in-flight K] "
-            "[--ttl MS]\n"
+            "[--ttl MS] [--no-promote]\n"
             "  replays TRACE (traces/README.md format) as an engine would: per request,\n"
             "  look up the cached prefix, load and verify the hits, store the misses\n"
             "  --requests N   replay N requests (default: all from --offset)\n"
@@ -458,6 +506,8 @@ static int s_usage(bool help)
             "  --in-flight K  requests in flight, one connection each (default 4, max 64)\n"
             "  --ttl MS       deadline of the blocks written (default 0: none)\n"
             "  --no-progress  no progress on stderr\n"
+            "  --no-promote   load hits from the tier they are on; by default hits that\n"
+            "                 live only below the head tier are prefetched up first\n"
             "  exit 1 when a load returned wrong bytes, or the replay could not "
             "run\n" CLI_COMMON_USAGE);
     return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -567,6 +617,7 @@ int cli_cmd_replay(int argc, char **argv)
         {"in-flight", required_argument, NULL, S_OPT_IN_FLIGHT},
         {"ttl", required_argument, NULL, S_OPT_TTL},
         {"no-progress", no_argument, NULL, S_OPT_NO_PROGRESS},
+        {"no-promote", no_argument, NULL, S_OPT_NO_PROMOTE},
         {0, 0, 0, 0}};
     cli_common_t o;
     s_args_t a = {.in_flight = 4};
