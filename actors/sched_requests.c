@@ -616,8 +616,10 @@ static bool s_put_tier_ready(sched_t *self, const sched_tier_t *t, const sched_i
 }
 
 /* KEEP: t keeps its live blocks (sched_keeps_victims), so the reserve ran with
- * TIER_RESERVE_NO_EVICT and an ENOSPC means "demote first": when blocks are on
- * their way out (or now start to be), the answer is BUSY and the client retries. */
+ * TIER_RESERVE_NO_EVICT and an ENOSPC means "demote first": the answer is BUSY
+ * and the client retries while blocks are on their way out (or now start to be),
+ * or held ones (being written, pinned) will be released (by their client or a
+ * lease) and can then be demoted. NO_SPACE only for a batch that cannot fit. */
 static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *t, int rc,
                              uint32_t m, bool keep)
 {
@@ -625,13 +627,14 @@ static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *
     tier_slots_stats(t->slots, &ts);
     if (rc == TIER_SLOTS_ENOSPC && keep && m <= ts.capacity) {
         uint32_t going = sched_make_room(self, t, m);
-        if (going > 0) {
+        if (going > 0 || ts.reserved > 0 || ts.pinned > 0) {
             in->c.put_busy++;
             self->c.put_busy++;
             sched_reply_error(self, kvtier_StatusCode_STATUS_BUSY,
                               "tier %s is full: %u of its coldest blocks are being demoted to "
-                              "make room for %u; nothing reserved, retry shortly",
-                              t->cfg.name, going, m);
+                              "make room for %u (%u pinned, %u being written); nothing "
+                              "reserved, retry shortly",
+                              t->cfg.name, going, m, ts.pinned, ts.reserved);
             return;
         }
     }
