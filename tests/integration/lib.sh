@@ -162,6 +162,33 @@ it_cli() {
   "$KVTIER_BIN" "$cmd" --coordinator "$KVTIER_COORDINATOR" "$@"
 }
 
+# it_python_env: the environment Debian's python3 needs to load the Python binding's
+# $KVTIER_LIB (set by CMakeLists.txt), as NAME=VALUE words for env(1): a sanitizer
+# build's libkvtier.so needs the ASan runtime loaded first (python's own allocations
+# are not leak-checked); nothing for a plain build.
+it_python_env() {
+  local asan=""
+  [ -z "${KVTIER_LIB:-}" ] || asan=$(ldd "$KVTIER_LIB" 2>/dev/null | awk '$1 ~ /^libasan\.so/ { print $3; exit }')
+  [ -z "$asan" ] || echo "LD_PRELOAD=$asan ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+}
+# it_python ARGS...: python3 with that environment (env execs it: in the background,
+# $! is the python process itself).
+it_python() {
+  # shellcheck disable=SC2046  # word splitting wanted: NAME=VALUE words
+  env $(it_python_env) /usr/bin/python3 "$@"
+}
+
+# it_no_crash: fails the test when a child of the supervisor exited (was restarted)
+# or a process of the deployment printed a sanitizer report so far.
+it_no_crash() {
+  if grep -q ' exited with status ' "$it_dir/supervise.log"; then
+    it_fail "a process of the deployment died: $(grep ' exited with status ' "$it_dir/supervise.log")"
+  fi
+  if grep -Eq 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log; then
+    it_fail "sanitizer report: $(grep -Eh -A3 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log | head -n 20)"
+  fi
+}
+
 # it_pid NAME: the pid the supervisor recorded for child NAME ("tier-host0").
 it_pid() { cat "$it_run/pids/$1.pid"; }
 
