@@ -59,6 +59,10 @@ static void s_apply_defaults(sched_config_t *c)
         c->max_instances = 64;
     if (!c->max_pending_puts)
         c->max_pending_puts = 1024;
+    if (!c->request_idle_ms) {
+        uint64_t m = c->pin_lease_ms > c->write_grace_ms ? c->pin_lease_ms : c->write_grace_ms;
+        c->request_idle_ms = 4 * m < 60000 ? 60000 : 4 * m;
+    }
     if (!c->max_window_keys)
         c->max_window_keys = 4u << 20;
     if (!c->scan_max)
@@ -308,6 +312,7 @@ static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
     s_stat(r, "adopted", g->adopted);
     s_stat(r, "invalid_requests", g->invalid_requests);
     s_stat(r, "busy_refusals", g->busy_refusals);
+    s_stat(r, "requests_lapsed", g->requests_lapsed);
     s_stat(r, "gc_scans", g->gc_scans);
     s_stat(r, "gc_dropped", g->gc_dropped);
     s_stat(r, "reclaim_marked", g->reclaim_marked);

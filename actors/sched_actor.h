@@ -82,6 +82,9 @@ typedef struct {
 
     uint64_t pin_lease_ms;     /* an open get/prefetch window lapses after this (0: 30 s) */
     uint64_t write_grace_ms;   /* an open put window lapses after this (0: 30 s) */
+    uint64_t request_idle_ms;  /* an open request without an open window and without a call
+                                  for this long is ended, so a dead client's requests do not
+                                  fill max_requests (0: 4 x the longer lease, >= 60 s) */
     uint64_t tier_timeout_ms;  /* a tier actor's reply deadline (0: 2 s) */
     uint32_t max_batch;        /* keys per request, <= 65536 (0: 65536) */
     uint32_t max_requests;     /* open requests (0: 65536) */

@@ -444,7 +444,7 @@ static uint32_t s_lookup_chain(sched_t *self, const sched_instance_t *in, const 
 {
     if (!request_id[0])
         return 0;
-    const sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), request_id);
+    sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), request_id);
     if (!q) {
         sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "request %s of instance %s is not open (request_begin first, or "
@@ -452,6 +452,7 @@ static uint32_t s_lookup_chain(sched_t *self, const sched_instance_t *in, const 
                           request_id, in->id);
         return SCHED_NONE;
     }
+    q->last_ms = sched_now(); /* in use (request_idle) */
     return q->chain;
 }
 

@@ -50,7 +50,7 @@ typedef struct {
     uint64_t evictions, expirations, dropped_by_tier;
     uint64_t pins_lapsed, reservations_lapsed, safety_net_windows;
     uint64_t tier_timeouts, tier_errors, deletes_sent, deletes_dropped;
-    uint64_t adopted, invalid_requests, busy_refusals;
+    uint64_t adopted, invalid_requests, busy_refusals, requests_lapsed;
     uint64_t gc_scans, gc_dropped;
     uint64_t reclaim_marked, reclaimed, reclaim_stale, reclaim_backpressure;
     uint64_t demote_submitted, demoted, demote_failed, demote_stale;
@@ -126,6 +126,7 @@ typedef struct {
     uint64_t ttl_ms;
     uint32_t total_blocks;
     uint32_t chain;
+    int64_t last_ms; /* begin or the last window call (request_idle_ms) */
     sched_window_t win[SCHED_WIN_KINDS];
 } sched_request_t;
 

@@ -184,8 +184,11 @@ static sched_request_t *s_req_get(sched_t *self, const char *inst_id, const char
     sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), req_id);
     if (!q)
         sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
-                          "request %s of instance %s is not open (request_begin first)", req_id,
-                          inst_id);
+                          "request %s of instance %s is not open (request_begin first, "
+                          "or it was ended after request_idle without a call)",
+                          req_id, inst_id);
+    else
+        q->last_ms = sched_now();
     *in_out = in;
     return q;
 }
@@ -230,6 +233,7 @@ void sched_on_begin(sched_t *self)
     q->ttl_ms = r->ctx.ttl_ms;
     q->total_blocks = r->ctx.total_blocks;
     q->chain = 0; /* routing by TTL or length comes with several chains */
+    q->last_ms = sched_now();
     for (int k = 0; k < SCHED_WIN_KINDS; k++)
         q->win[k].entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
     sched_map_insert(&self->req_map, q->hash, qi);
@@ -1146,6 +1150,17 @@ void sched_lease_scan(sched_t *self, int64_t now)
                      " ms: %u %s released",
                      self->inst[q->inst].id, q->id, s_kind_name[k], w->token_id, lease, n,
                      k == SCHED_WIN_PUT ? "reservations" : "pins");
+        }
+        /* a request nobody uses any more (its client died after request_begin, or
+         * never called request_end) would hold its entry for good: ended */
+        bool open = false;
+        for (int k = 0; k < SCHED_WIN_KINDS; k++)
+            open = open || q->win[k].open;
+        if (!open && now - q->last_ms >= (int64_t)self->cfg.request_idle_ms) {
+            bus_warn(S_LOG, "request %s/%s: no call for %" PRIu64 " ms (request_idle): ended",
+                     self->inst[q->inst].id, q->id, self->cfg.request_idle_ms);
+            self->g.requests_lapsed++;
+            s_request_free(self, q);
         }
     }
 }

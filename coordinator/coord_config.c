@@ -185,8 +185,9 @@ static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *e
 static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, char *err,
                               size_t errlen)
 {
-    static const char *const keys[] = {"endpoint",     "pin_lease",     "write_grace",  "max_batch",
-                                       "max_requests", "max_instances", "tier_timeout", NULL};
+    static const char *const keys[] = {"endpoint",      "pin_lease",    "write_grace",
+                                       "request_idle",  "max_batch",    "max_requests",
+                                       "max_instances", "tier_timeout", NULL};
     bus_config_node_t co;
     int rc = bus_config_get_object(root, "coordinator", 32, &co, err, errlen);
     if (rc == 0)
@@ -197,6 +198,8 @@ static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, 
         rc = s_duration(&co, "pin_lease", 1, &c->pin_lease_ms, err, errlen);
     if (rc == 0)
         rc = s_duration(&co, "write_grace", 1, &c->write_grace_ms, err, errlen);
+    if (rc == 0 && bus_config_has(&co, "request_idle"))
+        rc = s_duration(&co, "request_idle", 1, &c->request_idle_ms, err, errlen);
     if (rc == 0)
         rc = s_u32(&co, "max_batch", COORD_MAX_BATCH, &c->max_batch, err, errlen);
     if (rc == 0)

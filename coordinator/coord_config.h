@@ -89,9 +89,10 @@ typedef struct {
     char endpoint[BUS_ENDPOINT_MAX];
     uint64_t pin_lease_ms;
     uint64_t write_grace_ms;
-    uint32_t max_batch;     /* keys per request, 1..COORD_MAX_BATCH */
-    uint32_t max_requests;  /* open requests */
-    uint32_t max_instances; /* registered instances */
+    uint64_t request_idle_ms; /* 0: the scheduler's default (4 x the longer lease, >= 60 s) */
+    uint32_t max_batch;       /* keys per request, 1..COORD_MAX_BATCH */
+    uint32_t max_requests;    /* open requests */
+    uint32_t max_instances;   /* registered instances */
     uint64_t tier_timeout_ms;
 
     uint32_t n_tiers;

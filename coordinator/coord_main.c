@@ -121,6 +121,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     }
     sc->pin_lease_ms = c->pin_lease_ms;
     sc->write_grace_ms = c->write_grace_ms;
+    sc->request_idle_ms = c->request_idle_ms;
     sc->tier_timeout_ms = c->tier_timeout_ms;
     sc->max_batch = c->max_batch;
     sc->max_requests = c->max_requests;

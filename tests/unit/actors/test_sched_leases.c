@@ -213,6 +213,42 @@ static void test_write_grace_aborts_reservations(void **state)
     tk_env_stop(&e);
 }
 
+static void s_short_idle(sched_config_t *cfg)
+{
+    s_short_leases(cfg);
+    cfg->request_idle_ms = 300;
+}
+
+/* Bounded resources: a request whose client died after request_begin (no window
+ * open, no call) is ended after request_idle, so dead clients cannot fill
+ * max_requests; a request in use is not, and a call on an ended one is
+ * NOT_FOUND saying why. */
+static void test_idle_request_is_ended(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 8, s_short_idle);
+    tk_t *t = e.t;
+    assert_int_equal(tk_begin(t, TK_INST, "dead", 0), 0);
+    assert_int_equal(tk_begin(t, TK_INST, "live", 0), 0);
+    assert_int_equal(tk_stat(t, "open_requests"), 2);
+    /* "live" keeps calling (a put every few ms) while "dead" is forgotten */
+    uint32_t i = 0;
+    while (tk_stat(t, "requests_lapsed") < 1 && i < 2000) {
+        assert_int_equal(tk_put(t, "live", i % 4, 1), 0);
+        zclock_sleep(5);
+        i++;
+    }
+    assert_int_equal(tk_stat(t, "requests_lapsed"), 1);
+    assert_int_equal(tk_stat(t, "open_requests"), 1);
+    uint8_t keys[1][16];
+    tk_keys(9, 1, keys);
+    assert_int_equal(tk_prepare_put(t, "dead", keys, 1), kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_non_null(strstr(t->msg, "request_idle"));
+    assert_int_equal(tk_prepare_put(t, "live", keys, 1), 0);
+    tk_env_stop(&e);
+}
+
 static void s_fast_tier_timeout(sched_config_t *cfg)
 {
     cfg->tier_timeout_ms = 200;
@@ -322,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_ttl_expiry_and_touch),
         cmocka_unit_test(test_pin_lease_lapses),
         cmocka_unit_test(test_write_grace_aborts_reservations),
+        cmocka_unit_test(test_idle_request_is_ended),
         cmocka_unit_test(test_tier_timeout_fails_complete_put),
         cmocka_unit_test(test_pending_puts_are_bounded),
     };

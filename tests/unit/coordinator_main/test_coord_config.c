@@ -238,6 +238,10 @@ static void test_other_bad_values_are_rejected_with_path(void **state)
              "\"capacity\":2147483649}]}",
              "tiers[0].capacity", "out of range");
     s_reject("{\"etcd\":{\"lease_ttl\":\"500ms\"}}", "etcd.lease_ttl", "at least 1000ms");
+    s_reject("{\"coordinator\":{\"request_idle\":\"soon\"}}", "coordinator.request_idle",
+             "duration");
+    assert_int_equal(s_load("{\"coordinator\":{\"request_idle\":\"2m\"}}"), 0);
+    assert_int_equal(g_cfg.request_idle_ms, 120000);
     s_reject("{\"cluster\":\"\"}", "cluster", "a name is");
     s_reject("{\"cluster\":7}", "cluster", "string");
     s_reject("{\"etcd\":[]}", "etcd", "object");
