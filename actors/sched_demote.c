@@ -255,9 +255,16 @@ static int s_on_result(zloop_t *loop, zsock_t *sock, void *arg)
         bus_warn(S_LOG, "migrator: result for unknown job %" PRIu64, r.job_id);
         return 0;
     }
-    if (r.status != kvtier_StatusCode_STATUS_OK)
-        bus_info(S_LOG, "demotion job %" PRIu64 ": %u of %u copied: %s", r.job_id, r.copied, r.n,
-                 r.message);
+    uint32_t not_copied = 0;
+    for (uint32_t i = 0; i < job->n; i++)
+        not_copied += !(i < r.n && r.ok[i]);
+    if (r.status != kvtier_StatusCode_STATUS_OK || not_copied)
+        bus_info(S_LOG,
+                 "demotion job %" PRIu64 " %s -> %s: %u of %u blocks not copied (they keep "
+                 "serving from the source): %s",
+                 r.job_id, self->tiers[job->src].cfg.name, self->tiers[job->dst].cfg.name,
+                 not_copied, job->n,
+                 r.message[0] ? r.message : "the source tier actor reported them failed");
     int64_t now = sched_now();
     for (uint32_t i = 0; i < job->n; i++)
         s_result_one(self, job, i, i < r.n && r.ok[i], now);
