@@ -141,7 +141,8 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                             .dst = dst->idx,
                             .src_gen = t->gen,
                             .dst_gen = dst->gen,
-                            .number = number};
+                            .number = number,
+                            .submitted_ms = now};
     uint32_t k = 0;
     for (uint32_t i = 0; i < m; i++) {
         tier_resv_kind_t kind = self->resv[i].kind;
@@ -266,6 +267,9 @@ static int s_on_result(zloop_t *loop, zsock_t *sock, void *arg)
                  not_copied, job->n,
                  r.message[0] ? r.message : "the source tier actor reported them failed");
     int64_t now = sched_now();
+    if (now - job->submitted_ms > 2000) /* writes wait for it when the head is full */
+        bus_info(S_LOG, "demotion job %" PRIu64 " (%u blocks) took %" PRId64 " ms", r.job_id,
+                 job->n, now - job->submitted_ms);
     for (uint32_t i = 0; i < job->n; i++)
         s_result_one(self, job, i, i < r.n && r.ok[i], now);
     job->used = false;

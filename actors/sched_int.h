@@ -34,6 +34,7 @@
 #define SCHED_ENTRY_PIN 0x40u              /* sched_entry_t.kind flag: a pinned source (prefetch) */
 #define SCHED_DEMOTE_JOBS 16u              /* migrator jobs in flight (demotion) */
 #define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */
+#define SCHED_ROOM_HOLD_MS 1000            /* room kept for a BUSY write that stopped retrying */
 
 /* ---- counters (Stats) ---- */
 
@@ -182,6 +183,11 @@ typedef struct sched_tier {
     sched_deleting_t *deleting;
     uint32_t n_deleting;
     uint32_t reclaim_cursor; /* where the next candidate scan starts */
+    /* the largest write told BUSY lately (a keep tier): room is kept for it, so
+     * smaller writes cannot take every freed slot first and starve it */
+    uint32_t room_need;    /* its blocks; 0: none */
+    uint64_t room_waiter;  /* its request's hash */
+    int64_t room_asked_ms; /* its last try; forgotten SCHED_ROOM_HOLD_MS after */
 } sched_tier_t;
 
 /* A demotion job at the migrator: sources pinned, destinations reserved. */
@@ -192,6 +198,7 @@ typedef struct {
     uint16_t src_gen, dst_gen;
     uint32_t number; /* instance (one per job) */
     uint32_t n;
+    int64_t submitted_ms; /* a slow job is logged */
     uint32_t src_slots[MIGRATOR_MAX_JOB_SLOTS];
     uint32_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
     tier_key_t keys[MIGRATOR_MAX_JOB_SLOTS];

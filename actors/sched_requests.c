@@ -625,11 +625,18 @@ static bool s_put_tier_ready(sched_t *self, const sched_tier_t *t, const sched_i
  * or held ones (being written, pinned) will be released (by their client or a
  * lease) and can then be demoted. NO_SPACE only for a batch that cannot fit. */
 static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *t, int rc,
-                             uint32_t m, bool keep)
+                             uint32_t m, bool keep, const sched_request_t *q /* NULL ok */)
 {
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
     if (rc == TIER_SLOTS_ENOSPC && keep && m <= ts.capacity) {
+        int64_t now = sched_now();
+        if (q && (!t->room_need || now - t->room_asked_ms > SCHED_ROOM_HOLD_MS ||
+                  m > t->room_need || q->hash == t->room_waiter)) {
+            t->room_need = m; /* this write is the one room is kept for */
+            t->room_waiter = q->hash;
+            t->room_asked_ms = now;
+        }
         uint32_t going = sched_make_room(self, t, m);
         if (going > 0 || ts.reserved > 0 || ts.pinned > 0) {
             in->c.put_busy++;
@@ -670,6 +677,43 @@ static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *
     }
 }
 
+/* Room is being made on t for an earlier, larger write told BUSY (its request is
+ * the waiter): another request's M blocks may only take free slots beyond that
+ * write's need, else BUSY too (it retries like the waiter). The waiter's own
+ * success clears the hold; one that stopped retrying is forgotten after
+ * SCHED_ROOM_HOLD_MS. Only looks: s_room_busy answers. */
+static bool s_room_held(sched_tier_t *t, const sched_request_t *q, uint32_t m)
+{
+    if (!t->room_need)
+        return false;
+    if (sched_now() - t->room_asked_ms > SCHED_ROOM_HOLD_MS) {
+        t->room_need = 0;
+        return false;
+    }
+    if (q->hash == t->room_waiter)
+        return false;
+    tier_slots_stats_t ts;
+    tier_slots_stats(t->slots, &ts);
+    uint64_t free_slots = ts.capacity > ts.used ? ts.capacity - ts.used : 0;
+    return free_slots < (uint64_t)t->room_need + m;
+}
+
+/* BUSY for a write held back by s_room_held (sched_make_room reuses the
+ * request scratch arrays: call it after they are done with). */
+static void s_room_busy(sched_t *self, sched_instance_t *in, sched_tier_t *t, uint32_t m)
+{
+    tier_slots_stats_t ts;
+    tier_slots_stats(t->slots, &ts);
+    uint64_t free_slots = ts.capacity > ts.used ? ts.capacity - ts.used : 0;
+    (void)sched_make_room(self, t, t->room_need + m);
+    in->c.put_busy++;
+    self->c.put_busy++;
+    sched_reply_error(self, kvtier_StatusCode_STATUS_BUSY,
+                      "tier %s is full: room is being made for an earlier write of %u blocks "
+                      "first (%" PRIu64 " slots free); nothing reserved, retry shortly",
+                      t->cfg.name, t->room_need, free_slots);
+}
+
 void sched_on_prepare_put(sched_t *self)
 {
     const kvtier_PreparePutRequest *r = &self->req.env.body.prepare_put_req;
@@ -695,13 +739,19 @@ void sched_on_prepare_put(sched_t *self)
     /* a head tier with a next tier demotes its live blocks, never drops them */
     bool keep = sched_keeps_victims(self, t);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
+    if (m && keep && s_room_held(t, q, m)) {
+        s_room_busy(self, in, t, m);
+        return;
+    }
     int rc = m == 0 ? 0
                     : tier_slots_reserve(t->slots, in->number, self->keys, m, deadline,
                                          (uint64_t)now, flags, self->resv, self->victims, &nv);
     if (rc < 0) {
-        s_reserve_failed(self, in, t, rc, m, keep);
+        s_reserve_failed(self, in, t, rc, m, keep, q);
         return;
     }
+    if (t->room_need && q->hash == t->room_waiter)
+        t->room_need = 0; /* the write room was kept for got it */
     for (size_t v = 0; v < nv; v++) {
         sched_tier_queue_delete(t, self->victims[v].slot, &self->victims[v].key);
         if (self->victims[v].expired)
@@ -993,13 +1043,19 @@ void sched_on_prepare_prefetch(sched_t *self)
     size_t nv = 0;
     bool keep = sched_keeps_victims(self, head);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
+    if (m && keep && s_room_held(head, q, m)) {
+        for (uint32_t i = 0; i < m; i++)
+            (void)tier_slots_unpin(self->tiers[self->pos[i]].slots, in->number, &self->keys[i]);
+        s_room_busy(self, in, head, m);
+        return;
+    }
     int rc = m == 0 ? 0
                     : tier_slots_reserve(head->slots, in->number, self->keys, m, deadline,
                                          (uint64_t)now, flags, self->resv, self->victims, &nv);
     if (rc < 0) {
         for (uint32_t i = 0; i < m; i++)
             (void)tier_slots_unpin(self->tiers[self->pos[i]].slots, in->number, &self->keys[i]);
-        s_reserve_failed(self, in, head, rc, m, keep);
+        s_reserve_failed(self, in, head, rc, m, keep, NULL); /* not retried: no waiter */
         return;
     }
     for (size_t v = 0; v < nv; v++) {

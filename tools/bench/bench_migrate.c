@@ -563,7 +563,7 @@ static void s_usage(void)
             "  deadline per job 60000 ms (0: the service's, 5 s per copy); the nvme\n"
             "  tier's sync policy (default dsync, as the service). Like the data part it\n"
             "  sets mallopt(M_MMAP_THRESHOLD, 64 MiB) and (M_TRIM_THRESHOLD, 1 GiB) unless\n"
-            "  --default-malloc (the tier process keeps glibc's defaults).\n");
+            "  --default-malloc (as the kvtier executable does at start).\n");
 }
 
 static int s_parse(int argc, char **argv, struct s_args *a)

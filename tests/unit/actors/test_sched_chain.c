@@ -491,6 +491,75 @@ static void test_full_head_demotes_instead_of_dropping(void **state)
     s_stop(&e);
 }
 
+/* Fairness under pressure: the largest write told BUSY is the one room is kept
+ * for; a smaller write or a prefetch of another request may not take the slots
+ * being freed first (BUSY too), so a big write is not starved by small ones.
+ * Deterministic: the full head's blocks are all pinned, nothing can go until the
+ * get window closes; then the big write lands first, then the small one. */
+static void test_room_is_kept_for_the_largest_busy_write(void **state)
+{
+    (void)state;
+    enum { BIG = 8 };
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    ck_store(&e.nvme, 3, 900, 0); /* a block only below the head: prefetchable */
+    e.t = tk_new(&cfg);
+    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
+    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
+    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    assert_int_equal(tk_begin(e.t, CK_INST, "w", 0), 0);
+    uint8_t keys[CK_CAP][16];
+    for (uint32_t i = 0; i < CK_CAP; i++) {
+        ck_key(300 + i, keys[i]);
+        s_put_block(&e, 300 + i, buf);
+    }
+    assert_int_equal(tk_begin(e.t, CK_INST, "g", 0), 0);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", keys, CK_CAP), 0);
+    uint64_t gtok = e.t->rep->body.prepare_get_rep.token.token_id;
+    /* the big write: BUSY (blocks are held, they will be released) */
+    uint8_t big[BIG][16], small[1][16], lower[1][16];
+    for (uint32_t i = 0; i < BIG; i++)
+        ck_key(500 + i, big[i]);
+    ck_key(600, small[0]);
+    ck_key(900, lower[0]);
+    assert_int_equal(tk_begin(e.t, CK_INST, "big", 0), 0);
+    assert_int_equal(tk_begin(e.t, CK_INST, "small", 0), 0);
+    assert_int_equal(tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "big", big, BIG),
+                     kvtier_StatusCode_STATUS_BUSY);
+    /* room is kept for it: a smaller write and a prefetch of others wait too */
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "small", small, 1),
+        kvtier_StatusCode_STATUS_BUSY);
+    assert_non_null(strstr(e.t->msg, "earlier write of 8 blocks"));
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "small", lower, 1),
+        kvtier_StatusCode_STATUS_BUSY);
+    assert_int_equal(tk_stat(e.t, "pinned"), CK_CAP); /* the prefetch's source pin undone */
+    s_complete_get(&e, gtok);
+    /* the big write lands (once demotion made room), then the small one */
+    int rc;
+    for (int i = 0; (rc = tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "big", big,
+                                     BIG)) == kvtier_StatusCode_STATUS_BUSY &&
+                    i < 4000;
+         i++)
+        zclock_sleep(5);
+    assert_int_equal(rc, 0);
+    for (int i = 0; (rc = tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "small",
+                                     small, 1)) == kvtier_StatusCode_STATUS_BUSY &&
+                    i < 4000;
+         i++)
+        zclock_sleep(5);
+    assert_int_equal(rc, 0);
+    assert_int_equal(tk_stat(e.t, "evictions"), 0);
+    free(buf);
+    s_stop(&e);
+}
+
 static int s_setup(void **state)
 {
     (void)state;
@@ -513,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_window_closed_by_request_end),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),
+        cmocka_unit_test(test_room_is_kept_for_the_largest_busy_write),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);
     zsys_shutdown();
