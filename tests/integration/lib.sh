@@ -77,6 +77,44 @@ EOF
     "$KVTIER_BIN" deployment -c "$it_dir/deployment.json" | awk '$1 == "tier" && $5 != "-" { print $5 }')
 }
 
+# it_write_deployment < JSON: writes $it_dir/deployment.json from a partial deployment
+# on stdin: this test's cluster name and embedded etcd (lease 3 s), free loopback ports
+# for the coordinator and every tier, host tiers' shm names made unique (and removed at
+# cleanup), nvme tiers' files in the test dir ($it_dir/NAME.dat unless "path" is given),
+# one chain "default" of all tiers in file order unless "chains" is given. Keys given
+# in the JSON (write_grace, watermarks, reclaimer, quotas...) are kept.
+it_write_deployment() {
+  /usr/bin/python3 -c '
+import json, socket, sys
+dst, name, tdir = sys.argv[1:]
+d = json.load(sys.stdin)
+socks = []
+def port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)  # held until all are picked, so they differ
+    return "tcp://127.0.0.1:%d" % s.getsockname()[1]
+d["cluster"] = name
+d.setdefault("etcd", {})["endpoints"] = []
+d["etcd"].setdefault("lease_ttl", "3s")
+d.setdefault("coordinator", {})["endpoint"] = port()
+for t in d["tiers"]:
+    t["endpoint"] = port()
+    t.setdefault("policy", "lru")
+    if t.get("kind") == "host":
+        t["shm"] = "/kvtier-%s-%s" % (name, t["name"])
+        t.setdefault("prefault", False)
+    elif t.get("kind") == "nvme":
+        t.setdefault("path", "%s/%s.dat" % (tdir, t["name"]))
+d.setdefault("chains", [{"name": "default", "tiers": [t["name"] for t in d["tiers"]]}])
+with open(dst, "w") as f:
+    json.dump(d, f, indent=2)
+' "$it_dir/deployment.json" "$it_name" "$it_dir" || it_fail "cannot write the deployment"
+  local line
+  while read -r line; do it_shms+=("$line"); done < <(
+    "$KVTIER_BIN" deployment -c "$it_dir/deployment.json" | awk '$1 == "tier" && $5 != "-" { print $5 }')
+}
+
 it_dump_logs() {
   local f
   for f in "$it_dir/supervise.log" "$it_run"/logs/*.log; do

@@ -20,33 +20,12 @@ CHAIN_SLOT=64KiB
 CHAIN_REQUESTS=80    # 2,021 distinct blocks (traces/synthetic_trace.jsonl)
 nvme_file=$it_dir/nvme0.dat
 
-/usr/bin/python3 - "$it_dir/deployment.json" "$it_name" "$nvme_file" "$CHAIN_HOST" \
-  "$CHAIN_NVME" "$CHAIN_SLOT" <<'PY'
-import json, socket, sys
-dst, name, path, host, nvme, slot = sys.argv[1:]
-socks = []
-def port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)  # held until all are picked, so they differ
-    return s.getsockname()[1]
-d = {
-    "cluster": name,
-    "etcd": {"endpoints": [], "lease_ttl": "3s"},
-    "coordinator": {"endpoint": "tcp://127.0.0.1:%d" % port()},
-    "tiers": [
-        {"name": "host0", "kind": "host", "endpoint": "tcp://127.0.0.1:%d" % port(),
-         "capacity": int(host), "slot_size": slot, "policy": "lru",
-         "shm": "/kvtier-%s-host0" % name},
-        {"name": "nvme0", "kind": "nvme", "endpoint": "tcp://127.0.0.1:%d" % port(),
-         "capacity": int(nvme), "slot_size": slot, "policy": "lru", "path": path},
-    ],
-    "chains": [{"name": "default", "tiers": ["host0", "nvme0"]}],
-}
-with open(dst, "w") as f:
-    json.dump(d, f, indent=2)
-PY
-it_shms+=("/kvtier-$it_name-host0")
+it_write_deployment <<JSON
+{"tiers": [
+  {"name": "host0", "kind": "host", "capacity": $CHAIN_HOST, "slot_size": "$CHAIN_SLOT"},
+  {"name": "nvme0", "kind": "nvme", "capacity": $CHAIN_NVME, "slot_size": "$CHAIN_SLOT",
+   "path": "$nvme_file"}]}
+JSON
 
 # counter NAME: a scheduler counter from `kvtier status`.
 counter() { it_cli status | awk -v n="$1" '$1 == n { print $2; exit }'; }

@@ -23,28 +23,10 @@ NB=10        # held keys with nothing written
 GRACE=2s     # coordinator.write_grace
 : "${KVTIER_LIB:?KVTIER_LIB must name libkvtier.so}"
 
-/usr/bin/python3 - "$it_dir/deployment.json" "$it_name" "$CAPACITY" "$GRACE" <<'EOF'
-import json, socket, sys
-dst, name, capacity, grace = sys.argv[1:]
-socks = []
-def port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)  # held until all are picked, so they differ
-    return s.getsockname()[1]
-d = {
-    "cluster": name,
-    "etcd": {"endpoints": [], "lease_ttl": "3s"},
-    "coordinator": {"endpoint": "tcp://127.0.0.1:%d" % port(), "write_grace": grace},
-    "tiers": [{"name": "host0", "kind": "host", "endpoint": "tcp://127.0.0.1:%d" % port(),
-               "capacity": int(capacity), "slot_size": "64KiB", "policy": "lru",
-               "shm": "/kvtier-%s-host0" % name, "prefault": False}],
-    "chains": [{"name": "default", "tiers": ["host0"]}],
-}
-with open(dst, "w") as f:
-    json.dump(d, f, indent=2)
-EOF
-it_shms+=("/kvtier-$it_name-host0")
+it_write_deployment <<JSON
+{"coordinator": {"write_grace": "$GRACE"},
+ "tiers": [{"name": "host0", "kind": "host", "capacity": $CAPACITY, "slot_size": "64KiB"}]}
+JSON
 
 # it_client ARGS...: one client process (the Python binding) against this deployment.
 it_client() {

@@ -33,36 +33,14 @@ MAX_ROUNDS=40      # the writer stops at the end of the prefetcher, or after the
 nvme_file=$it_dir/nvme0.dat
 [ -z "$(it_python_env)" ] || ITERATIONS=75
 
-/usr/bin/python3 - "$it_dir/deployment.json" "$it_name" "$nvme_file" "$HOST_CAPACITY" \
-  "$NVME_CAPACITY" <<'EOF'
-import json, socket, sys
-dst, name, path, host_cap, nvme_cap = sys.argv[1:]
-socks = []
-def port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)  # held until all are picked, so they differ
-    return s.getsockname()[1]
-d = {
-    "cluster": name,
-    "etcd": {"endpoints": [], "lease_ttl": "3s"},
-    "coordinator": {"endpoint": "tcp://127.0.0.1:%d" % port()},
-    "tiers": [
-        {"name": "host0", "kind": "host", "endpoint": "tcp://127.0.0.1:%d" % port(),
-         "capacity": int(host_cap), "slot_size": "64KiB", "policy": "lru",
-         "shm": "/kvtier-%s-host0" % name, "prefault": False,
-         "high_watermark": "50%", "low_watermark": "25%"},
-        {"name": "nvme0", "kind": "nvme", "endpoint": "tcp://127.0.0.1:%d" % port(),
-         "capacity": int(nvme_cap), "slot_size": "64KiB", "policy": "lru", "path": path,
-         "high_watermark": "50%", "low_watermark": "25%"},
-    ],
-    "chains": [{"name": "default", "tiers": ["host0", "nvme0"]}],
-    "reclaimer": {"interval": "20ms", "delete_delay": "50ms"},
-}
-with open(dst, "w") as f:
-    json.dump(d, f, indent=2)
-EOF
-it_shms+=("/kvtier-$it_name-host0")
+it_write_deployment <<JSON
+{"tiers": [
+  {"name": "host0", "kind": "host", "capacity": $HOST_CAPACITY, "slot_size": "64KiB",
+   "high_watermark": "50%", "low_watermark": "25%"},
+  {"name": "nvme0", "kind": "nvme", "capacity": $NVME_CAPACITY, "slot_size": "64KiB",
+   "path": "$nvme_file", "high_watermark": "50%", "low_watermark": "25%"}],
+ "reclaimer": {"interval": "20ms", "delete_delay": "50ms"}}
+JSON
 
 client_py=$KVT_SOURCE_DIR/tests/integration/it_client.py
 it_client() { KVTIER_COORDINATOR=$KVTIER_COORDINATOR it_python "$client_py" "$@"; }

@@ -20,30 +20,11 @@ QUOTA=20
 KEEP=10 # QUOTA x quota_low
 : "${KVTIER_LIB:?KVTIER_LIB must name libkvtier.so}"
 
-/usr/bin/python3 - "$it_dir/deployment.json" "$it_name" "$CAPACITY" "$QUOTA" <<'EOF'
-import json, socket, sys
-dst, name, capacity, quota = sys.argv[1:]
-socks = []
-def port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)  # held until all are picked, so they differ
-    return s.getsockname()[1]
-d = {
-    "cluster": name,
-    "etcd": {"endpoints": [], "lease_ttl": "3s"},
-    "coordinator": {"endpoint": "tcp://127.0.0.1:%d" % port()},
-    "tiers": [{"name": "host0", "kind": "host", "endpoint": "tcp://127.0.0.1:%d" % port(),
-               "capacity": int(capacity), "slot_size": "64KiB", "policy": "lru",
-               "shm": "/kvtier-%s-host0" % name, "prefault": False}],
-    "chains": [{"name": "default", "tiers": ["host0"]}],
-    "reclaimer": {"interval": "50ms", "delete_delay": "100ms", "quota_low": 0.5},
-    "quotas": [{"instance": "it-quota", "max_blocks": int(quota)}],
-}
-with open(dst, "w") as f:
-    json.dump(d, f, indent=2)
-EOF
-it_shms+=("/kvtier-$it_name-host0")
+it_write_deployment <<JSON
+{"tiers": [{"name": "host0", "kind": "host", "capacity": $CAPACITY, "slot_size": "64KiB"}],
+ "reclaimer": {"interval": "50ms", "delete_delay": "100ms", "quota_low": 0.5},
+ "quotas": [{"instance": "it-quota", "max_blocks": $QUOTA}]}
+JSON
 
 # it_client INSTANCE ARGS...: one client process (the Python binding) as INSTANCE.
 it_client() {

@@ -331,6 +331,35 @@ static void s_complete_get(s_env_t *e, uint64_t token)
     assert_int_equal(tk_call(e->t, NULL), 0);
 }
 
+/* The scheduler of a demote config with both tier actors up and request "w" open. */
+static void s_demote_up(s_env_t *e, const sched_config_t *cfg)
+{
+    e->t = tk_new(cfg);
+    assert_int_equal(tk_register(e->t, CK_INST, CK_SLOT), 0);
+    tk_tier_up(e->t, 1, e->host.ep, tier_actor_epoch(e->host.actor), CK_CAP, CK_SLOT);
+    tk_tier_up(e->t, 2, e->nvme.ep, tier_actor_epoch(e->nvme.actor), CK_CAP, CK_SLOT);
+    assert_int_equal(tk_begin(e->t, CK_INST, "w", 0), 0);
+}
+
+/* A get of KEY (request "g") through the tier its token names, which must be
+ * tier_id; its bytes must be SEED's. */
+static void s_get_exact(s_env_t *e, const uint8_t key[16], uint32_t tier_id, uint32_t seed,
+                        uint8_t *buf)
+{
+    uint8_t k[1][16];
+    memcpy(k[0], key, 16);
+    assert_int_equal(tk_prepare(e->t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", k, 1), 0);
+    uint64_t tok = e->t->rep->body.prepare_get_rep.token.token_id;
+    uint8_t tb[512];
+    bus_token_view_t v;
+    s_token(e, &v, tb, sizeof tb);
+    bus_token_entry_t en;
+    bus_token_entry_at(&v, 0, &en);
+    assert_int_equal(v.tiers[en.tier].tier_id, tier_id);
+    s_read_exact(tier_id == 2 ? &e->nvme : &e->host, en.slot, seed, buf);
+    s_complete_get(e, tok);
+}
+
 typedef struct {
     uint64_t demoted;
 } s_demote_want_t;
@@ -354,13 +383,9 @@ static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
     memset(&e, 0, sizeof e);
     sched_config_t cfg;
     s_demote_cfg(&e, &cfg);
-    e.t = tk_new(&cfg);
-    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
-    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
-    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    s_demote_up(&e, &cfg);
     uint8_t *buf = malloc(CK_SLOT);
     assert_non_null(buf);
-    assert_int_equal(tk_begin(e.t, CK_INST, "w", 0), 0);
     for (uint32_t i = 0; i < S_PUTS; i++)
         s_put_block(&e, 100 + i, buf);
     /* the oldest (coldest) blocks are pinned by an open get window */
@@ -409,17 +434,7 @@ static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
 
     /* gets: the token names each block's tier; every load is byte-exact */
     for (uint32_t i = 0; i < S_PUTS; i++) {
-        assert_int_equal(
-            tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", &keys[i], 1), 0);
-        uint64_t tok = e.t->rep->body.prepare_get_rep.token.token_id;
-        uint8_t tb[512];
-        bus_token_view_t v;
-        s_token(&e, &v, tb, sizeof tb);
-        bus_token_entry_t en;
-        bus_token_entry_at(&v, 0, &en);
-        assert_int_equal(v.tiers[en.tier].tier_id, tiers[i]);
-        s_read_exact(tiers[i] == 2 ? &e.nvme : &e.host, en.slot, 100 + i, buf);
-        s_complete_get(&e, tok);
+        s_get_exact(&e, keys[i], tiers[i], 100 + i, buf);
     }
     free(buf);
     s_stop(&e);
@@ -438,13 +453,9 @@ static void test_full_head_demotes_instead_of_dropping(void **state)
     memset(&e, 0, sizeof e);
     sched_config_t cfg;
     s_demote_cfg(&e, &cfg);
-    e.t = tk_new(&cfg);
-    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
-    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
-    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    s_demote_up(&e, &cfg);
     uint8_t *buf = malloc(CK_SLOT);
     assert_non_null(buf);
-    assert_int_equal(tk_begin(e.t, CK_INST, "w", 0), 0);
     uint8_t keys[N][16];
     for (uint32_t i = 0; i < N; i++)
         ck_key(200 + i, keys[i]);
@@ -475,17 +486,7 @@ static void test_full_head_demotes_instead_of_dropping(void **state)
         assert_int_equal(tiers[i], 1);
     s_complete_get(&e, gtok);
     for (uint32_t i = 0; i < N; i++) {
-        assert_int_equal(
-            tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", &keys[i], 1), 0);
-        uint64_t tok = e.t->rep->body.prepare_get_rep.token.token_id;
-        uint8_t tb[512];
-        bus_token_view_t v;
-        s_token(&e, &v, tb, sizeof tb);
-        bus_token_entry_t en;
-        bus_token_entry_at(&v, 0, &en);
-        assert_int_equal(v.tiers[en.tier].tier_id, tiers[i]);
-        s_read_exact(tiers[i] == 2 ? &e.nvme : &e.host, en.slot, 200 + i, buf);
-        s_complete_get(&e, tok);
+        s_get_exact(&e, keys[i], tiers[i], 200 + i, buf);
     }
     free(buf);
     s_stop(&e);
@@ -505,13 +506,9 @@ static void test_room_is_kept_for_the_largest_busy_write(void **state)
     sched_config_t cfg;
     s_demote_cfg(&e, &cfg);
     ck_store(&e.nvme, 3, 900, 0); /* a block only below the head: prefetchable */
-    e.t = tk_new(&cfg);
-    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
-    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
-    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    s_demote_up(&e, &cfg);
     uint8_t *buf = malloc(CK_SLOT);
     assert_non_null(buf);
-    assert_int_equal(tk_begin(e.t, CK_INST, "w", 0), 0);
     uint8_t keys[CK_CAP][16];
     for (uint32_t i = 0; i < CK_CAP; i++) {
         ck_key(300 + i, keys[i]);
