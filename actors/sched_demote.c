@@ -96,6 +96,9 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     uint32_t max_m = by_bytes < 1                        ? 1
                      : by_bytes < MIGRATOR_MAX_JOB_SLOTS ? (uint32_t)by_bytes
                                                          : MIGRATOR_MAX_JOB_SLOTS;
+    /* and at most max_batch: the request scratch arrays it uses are that long */
+    if (max_m > self->cfg.max_batch)
+        max_m = self->cfg.max_batch;
     /* pin the sources: one instance per job (a reservation is per instance) */
     for (uint32_t i = 0; i < n && m < max_m; i++) {
         tier_slot_info_t info;
@@ -118,11 +121,17 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     if (dst->n_deleting)
         sched_deleting_settle(self, dst, number, self->keys, m);
     size_t nv = 0;
-    int rc = tier_slots_reserve(dst->slots, number, self->keys, m, 0, (uint64_t)now,
-                                TIER_RESERVE_SKIP_SERVING, self->resv, self->victims, &nv);
+    /* a destination that itself has a next tier keeps its live blocks too */
+    bool keep = sched_keeps_victims(self, dst);
+    unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
+    int rc = tier_slots_reserve(dst->slots, number, self->keys, m, 0, (uint64_t)now, flags,
+                                self->resv, self->victims, &nv);
     if (rc < 0) {
         for (uint32_t i = 0; i < m; i++)
             (void)tier_slots_unpin(t->slots, number, &self->keys[i]);
+        /* after the unpins: sched_make_room reuses the scratch arrays */
+        if (keep && rc == TIER_SLOTS_ENOSPC)
+            (void)sched_make_room(self, dst, m);
         *backpressure = true; /* the next tier is full of held blocks: later */
         return 0;
     }

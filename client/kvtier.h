@@ -24,7 +24,8 @@
  * more timeout_ms, so a call takes at most 2 x timeout_ms.
  * BUSY (a full head tier is demoting its coldest blocks to the next tier to make
  * room; nothing was reserved) is retried by prepare_put itself, backing off
- * 1 .. 32 ms, until timeout_ms has passed; then it returns -KVT_BUSY.
+ * 1 .. 32 ms, until timeout_ms has passed; then it returns -KVT_BUSY (so a
+ * prepare_put takes at most timeout_ms of retries plus its last call's bound).
  * prepare_prefetch returns -KVT_BUSY at once (load the blocks from the lower tier
  * meanwhile, or prefetch later).
  *

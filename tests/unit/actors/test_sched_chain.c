@@ -440,6 +440,42 @@ static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
     s_stop(&e);
 }
 
+/* A max_batch below a migrator job's 64 blocks: demotion jobs stay within it
+ * (the scheduler's scratch arrays are max_batch long; ASan checks) and the
+ * reclaimer still drains the tier to its low watermark. */
+static void test_demotion_respects_max_batch(void **state)
+{
+    (void)state;
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    cfg.max_batch = 8;
+    s_demote_up(&e, &cfg);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    for (uint32_t i = 0; i < S_PUTS; i++)
+        s_put_block(&e, 700 + i, buf);
+    reclaimer_config_t rc;
+    memset(&rc, 0, sizeof rc);
+    assert_int_equal(
+        sched_actor_internal_endpoint(e.t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint), 0);
+    rc.interval_ms = 10;
+    rc.n_tiers = 2;
+    rc.tiers[0] = (reclaimer_tier_t){1, 500, 250};
+    rc.tiers[1] = (reclaimer_tier_t){2, 900, 800};
+    zactor_t *rec = reclaimer_actor_new(&rc);
+    assert_non_null(rec);
+    s_demote_want_t w = {S_PUTS - CK_CAP / 4};
+    assert_true(tk_poll(s_demoted, e.t, &w));
+    zactor_destroy(&rec);
+    assert_int_equal(tk_stat(e.t, "demoted"), S_PUTS - CK_CAP / 4);
+    assert_int_equal(tk_stat(e.t, "demote_failed"), 0);
+    assert_int_equal(tk_stat(e.t, "tier.nvme0.used"), S_PUTS - CK_CAP / 4);
+    free(buf);
+    s_stop(&e);
+}
+
 /* issue 4 §6 "nothing is lost while the NVMe tier has room": a write that finds
  * the head tier full (no reclaimer running here) is answered BUSY while the
  * scheduler demotes the head's coldest blocks at once; retried, it lands, and no
@@ -578,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_failed_prefetch_rolls_back),
         cmocka_unit_test(test_prefetch_window_closed_by_request_end),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
+        cmocka_unit_test(test_demotion_respects_max_batch),
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),
         cmocka_unit_test(test_room_is_kept_for_the_largest_busy_write),
     };
