@@ -1434,6 +1434,18 @@ int tier_nvme_put_batch(tier_t *t, tier_nvme_put_t *items, size_t n)
     return first;
 }
 
+/* The write and commit batches stop where a one-by-one loop would: the items
+ * after the first one refused before any I/O are not tried (-ECANCELED). */
+static void s_cancel_after_first(struct s_blk *b, size_t n)
+{
+    size_t j = 0;
+    while (j < n && b[j].rc == 0)
+        j++;
+    for (j++; j < n; j++)
+        if (b[j].rc == 0)
+            b[j].rc = -ECANCELED;
+}
+
 int tier_nvme_write_batch(tier_t *t, tier_nvme_write_t *items, size_t n)
 {
     if (!t || t->ops != &tier_nvme_ops || !t->priv || (n && !items))
@@ -1454,11 +1466,17 @@ int tier_nvme_write_batch(tier_t *t, tier_nvme_write_t *items, size_t n)
             if (b[j].rc == 0)
                 b[j].len = s_iov_total(it->iov, it->n);
         }
+        s_cancel_after_first(b, k);
         s_write_group(nv, b, k);
         for (size_t j = 0; j < k; j++) {
             items[i + j].rc = b[j].rc;
             if (b[j].rc < 0 && !first)
                 first = b[j].rc;
+        }
+        if (first) { /* the items of later groups are not tried */
+            for (size_t j = i + k; j < n; j++)
+                items[j].rc = -ECANCELED;
+            break;
         }
     }
     return first;
@@ -1488,6 +1506,7 @@ int tier_nvme_commit_batch(tier_t *t, tier_nvme_commit_t *items, size_t n)
             if (b[j].rc == 0)
                 nv->slots[it->slot].mark = nv->epoch;
         }
+        s_cancel_after_first(b, k);
         s_commit_group(nv, b, k);
         for (size_t j = 0; j < k; j++) {
             items[i + j].rc = b[j].rc;
@@ -1495,6 +1514,11 @@ int tier_nvme_commit_batch(tier_t *t, tier_nvme_commit_t *items, size_t n)
                 items[i + j].hdr = b[j].h;
             else if (!first)
                 first = b[j].rc;
+        }
+        if (first) {
+            for (size_t j = i + k; j < n; j++)
+                items[j].rc = -ECANCELED;
+            break;
         }
     }
     return first;

@@ -197,7 +197,10 @@ typedef struct tier_nvme_write {
 
 /* tier_write for each item (bytes only, pending until a SERVING header; a slot
  * whose header said SERVING is rewritten WRITING first), with the I/O of all
- * items overlapped. Items fail alone; returns 0 or the first item error. */
+ * items overlapped. Like a one-by-one loop that stops at the first error: the
+ * items after the first refused one (bad slot, size, a slot repeated in the
+ * batch) are not tried (-ECANCELED); an I/O error fails its item alone within its
+ * group of 64, and the later groups are not tried. Returns 0 or the first error. */
 int tier_nvme_write_batch(tier_t *t, tier_nvme_write_t *items, size_t n);
 
 typedef struct tier_nvme_commit {
@@ -208,7 +211,8 @@ typedef struct tier_nvme_commit {
 
 /* tier_put_header(SERVING) for each item (bytes written before, through this
  * tier), with one barrier pair and the header writes of all items overlapped.
- * Items fail alone; returns 0 or the first item error. */
+ * Stops like tier_nvme_write_batch (later items -ECANCELED). Returns 0 or the
+ * first error. */
 int tier_nvme_commit_batch(tier_t *t, tier_nvme_commit_t *items, size_t n);
 
 /* tier_put_header(EMPTY) for each of slots[0..n) (a delete), the header writes

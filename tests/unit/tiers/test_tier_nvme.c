@@ -437,11 +437,15 @@ static void test_write_and_commit_batches_match_one_by_one(void **state)
         assert_int_equal(h.state, TIER_SLOT_WRITING); /* not served before its commit */
         cm[2].hdr.size += 1;                          /* not the size written */
         assert_int_equal(tier_nvme_commit_batch(t, cm, CAP - 1), -EINVAL);
+        for (unsigned i = 0; i < CAP - 1; i++) /* stopped at slot 2, as one by one */
+            assert_int_equal(cm[i].rc, i < 2 ? 0 : i == 2 ? -EINVAL : -ECANCELED);
+        assert_int_equal(tier_get_header(t, 3, &h), 0);
+        assert_int_not_equal(h.state, TIER_SLOT_SERVING); /* not committed */
+        cm[2].hdr.size -= 1;
+        assert_int_equal(tier_nvme_commit_batch(t, &cm[2], CAP - 3), 0);
         for (unsigned i = 0; i < CAP - 1; i++) {
-            assert_int_equal(cm[i].rc, i == 2 ? -EINVAL : 0);
+            assert_int_equal(cm[i].rc, 0);
             assert_int_equal(tier_get_header(t, i, &h), 0);
-            if (i == 2)
-                continue;
             assert_int_equal(h.state, TIER_SLOT_SERVING);
             assert_int_equal(h.size, SLOT - i * 700);
             assert_int_equal(h.checksum, tier_checksum(&wv[i], 1));
@@ -449,9 +453,6 @@ static void test_write_and_commit_batches_match_one_by_one(void **state)
             assert_int_equal(tier_read(t, i, &rv[i], 1), 0);
             assert_memory_equal(r + (size_t)i * SLOT, w + (size_t)i * SLOT, SLOT - i * 700);
         }
-        /* slot 2's bytes stay committable with the right size */
-        cm[2].hdr.size -= 1;
-        assert_int_equal(tier_nvme_commit_batch(t, &cm[2], 1), 0);
         /* a repeat within one batch, and a commit without bytes written */
         tier_nvme_commit_t bad[2] = {{.slot = 3}, {.slot = 3}};
         bad[0].hdr = cm[3].hdr;
@@ -465,6 +466,15 @@ static void test_write_and_commit_batches_match_one_by_one(void **state)
         assert_int_equal(tier_nvme_write_batch(t, rep, 2), -EINVAL);
         assert_int_equal(rep[0].rc, 0);
         assert_int_equal(rep[1].rc, -EINVAL);
+        /* a refused item stops the batch: the ones after it are not written */
+        tier_nvme_write_t stop[3] = {{.slot = 6, .iov = &wv[6], .n = 1},
+                                     {.slot = CAP + 1, .iov = &wv[7], .n = 1},
+                                     {.slot = 7, .iov = &wv[7], .n = 1}};
+        assert_int_equal(tier_nvme_write_batch(t, stop, 3), -ERANGE);
+        assert_int_equal(stop[0].rc, 0);
+        assert_int_equal(stop[2].rc, -ECANCELED);
+        assert_int_equal(tier_get_header(t, 7, &h), 0);
+        assert_int_equal(h.state, TIER_SLOT_SERVING); /* untouched */
         /* deletes: EMPTY headers, overlapped; an out-of-range slot fails alone */
         uint64_t del[3] = {3, CAP + 5, 4};
         int drc[3];
