@@ -682,7 +682,8 @@ static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *
  * write's need, else BUSY too (it retries like the waiter). The waiter's own
  * success clears the hold; one that stopped retrying is forgotten after
  * SCHED_ROOM_HOLD_MS. Only looks: s_room_busy answers. */
-static bool s_room_held(sched_tier_t *t, const sched_request_t *q, uint32_t m)
+static bool s_room_held(sched_t *self, sched_tier_t *t, const sched_request_t *q, uint32_t number,
+                        uint32_t m)
 {
     if (!t->room_need)
         return false;
@@ -691,6 +692,16 @@ static bool s_room_held(sched_tier_t *t, const sched_request_t *q, uint32_t m)
         return false;
     }
     if (q->hash == t->room_waiter)
+        return false;
+    /* keys already on t take no slot (a re-put of a cached prefix): not held */
+    uint32_t fresh = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        tier_slot_info_t info;
+        fresh += tier_slots_peek(t->slots, number, &self->keys[i], &info) != 0 ||
+                 info.state != TIER_SLOT_COMMITTED;
+    }
+    m = fresh;
+    if (m == 0)
         return false;
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
@@ -739,7 +750,7 @@ void sched_on_prepare_put(sched_t *self)
     /* a head tier with a next tier demotes its live blocks, never drops them */
     bool keep = sched_keeps_victims(self, t);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
-    if (m && keep && s_room_held(t, q, m)) {
+    if (m && keep && s_room_held(self, t, q, in->number, m)) {
         s_room_busy(self, in, t, m);
         return;
     }
@@ -1043,7 +1054,7 @@ void sched_on_prepare_prefetch(sched_t *self)
     size_t nv = 0;
     bool keep = sched_keeps_victims(self, head);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
-    if (m && keep && s_room_held(head, q, m)) {
+    if (m && keep && s_room_held(self, head, q, in->number, m)) {
         for (uint32_t i = 0; i < m; i++)
             (void)tier_slots_unpin(self->tiers[self->pos[i]].slots, in->number, &self->keys[i]);
         s_room_busy(self, in, head, m);

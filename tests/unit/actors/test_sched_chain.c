@@ -569,6 +569,11 @@ static void test_room_is_kept_for_the_largest_busy_write(void **state)
         tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "small", small, 1),
         kvtier_StatusCode_STATUS_BUSY);
     assert_non_null(strstr(e.t->msg, "earlier write of 8 blocks"));
+    /* a re-put of blocks already on the head takes no slot: not held back */
+    assert_int_equal(tk_begin(e.t, CK_INST, "again", 0), 0);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "again", keys, 2), 0);
+    assert_int_equal(e.t->rep->body.prepare_put_rep.skipped, 2);
     assert_int_equal(
         tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "small", lower, 1),
         kvtier_StatusCode_STATUS_BUSY);
