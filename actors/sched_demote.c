@@ -96,7 +96,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     uint32_t max_m = by_bytes < 1                        ? 1
                      : by_bytes < MIGRATOR_MAX_JOB_SLOTS ? (uint32_t)by_bytes
                                                          : MIGRATOR_MAX_JOB_SLOTS;
-    /* and at most max_batch: the request scratch arrays it uses are that long */
+    /* and at most max_batch: the slot engines take no longer batch */
     if (max_m > self->cfg.max_batch)
         max_m = self->cfg.max_batch;
     /* pin the sources: one instance per job (a reservation is per instance) */
@@ -113,31 +113,31 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
             continue;
         }
         number = info.instance;
-        self->keys[m] = info.key;
-        self->pos[m++] = slot;
+        self->dm.keys[m] = info.key;
+        self->dm.pos[m++] = slot;
     }
     if (m == 0)
         return 0;
     if (dst->n_deleting)
-        sched_deleting_settle(self, dst, number, self->keys, m);
+        sched_deleting_settle(self, dst, number, self->dm.keys, m);
     size_t nv = 0;
     /* a destination that itself has a next tier keeps its live blocks too */
     bool keep = sched_keeps_victims(self, dst);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
-    int rc = tier_slots_reserve(dst->slots, number, self->keys, m, 0, (uint64_t)now, flags,
-                                self->resv, self->victims, &nv);
+    int rc = tier_slots_reserve(dst->slots, number, self->dm.keys, m, 0, (uint64_t)now, flags,
+                                self->dm.resv, self->dm.victims, &nv);
     if (rc < 0) {
         for (uint32_t i = 0; i < m; i++)
-            (void)tier_slots_unpin(t->slots, number, &self->keys[i]);
-        /* after the unpins: sched_make_room reuses the scratch arrays */
+            (void)tier_slots_unpin(t->slots, number, &self->dm.keys[i]);
+        /* its own demotion (after the unpins: it reuses self->dm) */
         if (keep && rc == TIER_SLOTS_ENOSPC)
             (void)sched_make_room(self, dst, m);
         *backpressure = true; /* the next tier is full of held blocks: later */
         return 0;
     }
     for (size_t v = 0; v < nv; v++) {
-        sched_tier_queue_delete(dst, self->victims[v].slot, &self->victims[v].key);
-        if (self->victims[v].expired)
+        sched_tier_queue_delete(dst, self->dm.victims[v].slot, &self->dm.victims[v].key);
+        if (self->dm.victims[v].expired)
             self->g.expirations++;
         else
             self->g.evictions++;
@@ -154,27 +154,27 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                             .submitted_ms = now};
     uint32_t k = 0;
     for (uint32_t i = 0; i < m; i++) {
-        tier_resv_kind_t kind = self->resv[i].kind;
+        tier_resv_kind_t kind = self->dm.resv[i].kind;
         if (kind == TIER_RESV_NEW || kind == TIER_RESV_EVICTED) { /* stays pinned */
-            job->src_slots[job->n] = self->pos[i];
-            job->dst_slots[job->n] = self->resv[i].slot;
-            job->keys[job->n] = self->keys[i];
-            mj.src_slots[job->n] = self->pos[i];
-            mj.dst_slots[job->n] = self->resv[i].slot;
-            memcpy(mj.keys[job->n], self->keys[i].b, TIER_KEY_BYTES);
+            job->src_slots[job->n] = self->dm.pos[i];
+            job->dst_slots[job->n] = self->dm.resv[i].slot;
+            job->keys[job->n] = self->dm.keys[i];
+            mj.src_slots[job->n] = self->dm.pos[i];
+            mj.dst_slots[job->n] = self->dm.resv[i].slot;
+            memcpy(mj.keys[job->n], self->dm.keys[i].b, TIER_KEY_BYTES);
             job->n++;
             continue;
         }
-        (void)tier_slots_unpin(t->slots, number, &self->keys[i]);
+        (void)tier_slots_unpin(t->slots, number, &self->dm.keys[i]);
         if (kind == TIER_RESV_SERVING) {
             /* already stored below (a promoted block keeps its lower copy): only
              * the source goes */
-            if (sched_deleting_mark(self, t, number, &self->keys[i], self->pos[i], now))
-                taken[k++] = self->pos[i];
+            if (sched_deleting_mark(self, t, number, &self->dm.keys[i], self->dm.pos[i], now))
+                taken[k++] = self->dm.pos[i];
             continue;
         }
         /* a reservation in flight on dst: concluded at once, retried later */
-        (void)tier_slots_commit(dst->slots, number, &self->keys[i], false, (uint64_t)now, NULL);
+        (void)tier_slots_commit(dst->slots, number, &self->dm.keys[i], false, (uint64_t)now, NULL);
     }
     if (job->n == 0) {
         job->used = false;

@@ -286,6 +286,14 @@ typedef struct sched {
     zsock_t *mig_pull;
     uint64_t next_job_id;
     sched_demote_t demotes[SCHED_DEMOTE_JOBS];
+    /* sched_demote's own scratch: a demotion started in the middle of a request
+     * (sched_make_room) never touches the request's keys / pos / resv / victims */
+    struct {
+        tier_key_t keys[MIGRATOR_MAX_JOB_SLOTS];
+        uint32_t pos[MIGRATOR_MAX_JOB_SLOTS];
+        tier_resv_t resv[MIGRATOR_MAX_JOB_SLOTS];
+        tier_victim_t victims[MIGRATOR_MAX_JOB_SLOTS];
+    } dm;
 
     uint32_t n_tiers;
     sched_tier_t tiers[SCHED_MAX_TIERS];

@@ -709,8 +709,7 @@ static bool s_room_held(sched_t *self, sched_tier_t *t, const sched_request_t *q
     return free_slots < (uint64_t)t->room_need + m;
 }
 
-/* BUSY for a write held back by s_room_held (sched_make_room reuses the
- * request scratch arrays: call it after they are done with). */
+/* BUSY for a write held back by s_room_held. */
 static void s_room_busy(sched_t *self, sched_instance_t *in, sched_tier_t *t, uint32_t m)
 {
     tier_slots_stats_t ts;
