@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bus_client.h"
+#include "bus_actor.h"
 #include "bus_log.h"
 #include "gc.h"
 
@@ -345,18 +346,7 @@ static int s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 {
     (void)loop;
     gc_t *self = arg;
-    char *cmd = zstr_recv(pipe);
-    if (!cmd)
-        return -1;
-    int rc = 0;
-    if (streq(cmd, "$TERM"))
-        rc = -1;
-    else if (streq(cmd, "STATS"))
-        zsock_send(pipe, "b", &self->st, sizeof self->st);
-    else
-        bus_warn(S_LOG, "unknown pipe command '%s' ignored", cmd);
-    zstr_free(&cmd);
-    return rc;
+    return bus_actor_pipe(pipe, S_LOG, &self->st, sizeof self->st);
 }
 
 static void s_destroy(gc_t **self_p)
@@ -445,14 +435,5 @@ zactor_t *gc_actor_new(const gc_config_t *cfg)
 
 int gc_actor_stats(zactor_t *actor, gc_stats_t *out)
 {
-    if (!actor || !out || zstr_send(actor, "STATS") < 0)
-        return -1;
-    zframe_t *f = zframe_recv(actor);
-    int rc = -1;
-    if (f && zframe_size(f) == sizeof *out) {
-        memcpy(out, zframe_data(f), sizeof *out);
-        rc = 0;
-    }
-    zframe_destroy(&f);
-    return rc;
+    return bus_actor_stats(actor, out, sizeof *out);
 }

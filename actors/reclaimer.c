@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bus_client.h"
+#include "bus_actor.h"
 #include "bus_log.h"
 #include "reclaimer.h"
 
@@ -248,18 +249,7 @@ static int s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 {
     (void)loop;
     s_self_t *self = arg;
-    char *cmd = zstr_recv(pipe);
-    if (!cmd)
-        return -1;
-    int rc = 0;
-    if (streq(cmd, "$TERM"))
-        rc = -1;
-    else if (streq(cmd, "STATS"))
-        zsock_send(pipe, "b", &self->st, sizeof self->st);
-    else
-        bus_warn(S_LOG, "unknown pipe command '%s' ignored", cmd);
-    zstr_free(&cmd);
-    return rc;
+    return bus_actor_pipe(pipe, S_LOG, &self->st, sizeof self->st);
 }
 
 static void s_destroy(s_self_t **self_p)
@@ -342,14 +332,5 @@ zactor_t *reclaimer_actor_new(const reclaimer_config_t *cfg)
 
 int reclaimer_actor_stats(zactor_t *actor, reclaimer_stats_t *out)
 {
-    if (!actor || !out || zstr_send(actor, "STATS") < 0)
-        return -1;
-    zframe_t *f = zframe_recv(actor);
-    int rc = -1;
-    if (f && zframe_size(f) == sizeof *out) {
-        memcpy(out, zframe_data(f), sizeof *out);
-        rc = 0;
-    }
-    zframe_destroy(&f);
-    return rc;
+    return bus_actor_stats(actor, out, sizeof *out);
 }

@@ -806,6 +806,35 @@ void sched_on_prepare_put(sched_t *self)
     sched_reply(self);
 }
 
+/* A complete_put / complete_prefetch that waits on tier t's PutHeader: a free op
+ * takes window w's entries (and a prefetch's source pins) and closes the window.
+ * NULL after answering UNAVAILABLE at max_pending_puts (the window stays open). */
+static sched_put_op_t *s_op_take(sched_t *self, const sched_instance_t *in, const sched_tier_t *t,
+                                 sched_window_t *w, bool prefetch)
+{
+    if (self->n_op_free == 0) {
+        self->g.busy_refusals++;
+        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "%u puts are waiting for tier confirmation (max_pending_puts): retry "
+                          "%s; the window stays open",
+                          self->cfg.max_pending_puts,
+                          prefetch ? "complete_prefetch" : "complete_put");
+        return NULL;
+    }
+    sched_put_op_t *op = &self->ops[self->op_free[--self->n_op_free]];
+    *op = (sched_put_op_t){.used = true,
+                           .self = self,
+                           .corr_id = self->req.env.corr_id,
+                           .inst = (uint32_t)(in - self->inst),
+                           .tier = t->idx,
+                           .gen = t->gen,
+                           .prefetch = prefetch,
+                           .entries = w->entries};
+    w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
+    w->open = false;
+    return op;
+}
+
 static void s_op_free(sched_t *self, sched_put_op_t *op)
 {
     sched_list_free(self, &op->entries);
@@ -945,25 +974,10 @@ void sched_on_complete_put(sched_t *self)
     sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_PUT, r->token_id);
     if (!w || !s_put_arrays_ok(self, w->entries.n))
         return;
-    if (self->n_op_free == 0) {
-        self->g.busy_refusals++;
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
-                          "%u puts are waiting for tier confirmation (max_pending_puts): retry "
-                          "complete_put; the window stays open",
-                          self->cfg.max_pending_puts);
-        return;
-    }
     sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    sched_put_op_t *op = &self->ops[self->op_free[--self->n_op_free]];
-    *op = (sched_put_op_t){.used = true,
-                           .self = self,
-                           .corr_id = self->req.env.corr_id,
-                           .inst = (uint32_t)(in - self->inst),
-                           .tier = t->idx,
-                           .gen = t->gen,
-                           .entries = w->entries};
-    w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
-    w->open = false; /* the op owns the entries now */
+    sched_put_op_t *op = s_op_take(self, in, t, w, false);
+    if (!op)
+        return;
     int64_t now = sched_now();
     uint32_t i = 0;
     bool wanted = false;
@@ -1132,26 +1146,10 @@ void sched_on_complete_prefetch(sched_t *self)
     sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_PREFETCH, r->token_id);
     if (!w || !s_mask_ok(self, w->entries.n / 2))
         return;
-    if (self->n_op_free == 0) {
-        self->g.busy_refusals++;
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
-                          "%u puts are waiting for tier confirmation (max_pending_puts): retry "
-                          "complete_prefetch; the window stays open",
-                          self->cfg.max_pending_puts);
-        return;
-    }
     sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    sched_put_op_t *op = &self->ops[self->op_free[--self->n_op_free]];
-    *op = (sched_put_op_t){.used = true,
-                           .self = self,
-                           .corr_id = self->req.env.corr_id,
-                           .inst = (uint32_t)(in - self->inst),
-                           .tier = t->idx,
-                           .gen = t->gen,
-                           .prefetch = true,
-                           .entries = w->entries};
-    w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
-    w->open = false; /* the op owns the entries (and the source pins) now */
+    sched_put_op_t *op = s_op_take(self, in, t, w, true);
+    if (!op)
+        return;
     int64_t now = sched_now();
     uint32_t i = 0;
     sched_iter_t it;
