@@ -186,7 +186,8 @@ typedef struct {
     int64_t ttl_s;
     int retry_ms;
     int backoff_ms;
-    int retry_timer; /* zloop timer id, -1 when none */
+    int retry_timer;       /* zloop timer id, -1 when none */
+    int64_t holdoff_until; /* zclock_mono: no campaign before (after losing our lease) */
 
     int64_t lease;
     int64_t lease_ttl_ms; /* as granted */
@@ -230,7 +231,10 @@ static void s_schedule_retry(self_t *self)
 {
     if (self->retry_timer >= 0)
         return;
-    self->retry_timer = zloop_timer(self->loop, (size_t)self->backoff_ms, 1, s_on_retry, self);
+    int64_t wait = self->backoff_ms, hold = self->holdoff_until - zclock_mono();
+    if (hold > wait)
+        wait = hold;
+    self->retry_timer = zloop_timer(self->loop, (size_t)wait, 1, s_on_retry, self);
     self->backoff_ms =
         self->backoff_ms * 2 > S_BACKOFF_MAX_MS ? S_BACKOFF_MAX_MS : self->backoff_ms * 2;
 }
@@ -411,8 +415,22 @@ static void s_follow(self_t *self, const uint8_t *value, size_t len, uint64_t ep
     s_report(self, COORD_ELECTOR_FOLLOWER, epoch, ep, name);
 }
 
+/* A coordinator whose lease lapsed (or was revoked) was likely the sick one:
+ * it waits a quarter of its lease TTL before campaigning again, so a healthy
+ * standby that saw the leader key go takes over first. */
+static void s_hold_off(self_t *self)
+{
+    int64_t ttl = self->lease_ttl_ms > 0 ? self->lease_ttl_ms : self->ttl_s * 1000;
+    int64_t hold = ttl / 4 > self->retry_ms ? ttl / 4 : self->retry_ms;
+    self->holdoff_until = zclock_mono() + hold;
+}
+
 static int s_campaign(self_t *self)
 {
+    if (zclock_mono() < self->holdoff_until) {
+        s_schedule_retry(self);
+        return -1;
+    }
     if (!self->lease && s_take_lease(self) < 0) {
         s_schedule_retry(self);
         return -1;
@@ -428,6 +446,7 @@ static int s_campaign(self_t *self)
         bus_warn(S_COMP, "campaign: %s", coord_etcd_last_error(self->etcd));
         if (rc == -ENOENT) { /* our lease is gone: nothing attached to it counts any more */
             s_lose_leadership(self);
+            s_hold_off(self);
             s_drop_lease(self);
         }
         s_schedule_retry(self);
@@ -451,6 +470,7 @@ static void s_on_lease_lost(self_t *self, uint64_t lease, const char *why)
         return; /* an older lease's thread */
     bus_warn(S_COMP, "%s: lease %" PRIx64 " lost: %s", self->name, lease, why);
     s_lose_leadership(self);
+    s_hold_off(self);
     s_drop_lease(self);
     s_campaign(self);
 }
