@@ -25,6 +25,7 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "tier.h"
 
 #define S_LOG "sched"
 
@@ -538,19 +539,6 @@ void sched_tiers_tick(sched_t *self, int64_t now)
 
 /* ---- identity ---- */
 
-static kvtier_TierKind s_kind(const char *k)
-{
-    if (strcmp(k, "host") == 0)
-        return kvtier_TierKind_TIER_KIND_HOST;
-    if (strcmp(k, "nvme") == 0)
-        return kvtier_TierKind_TIER_KIND_NVME;
-    if (strcmp(k, "gpu") == 0)
-        return kvtier_TierKind_TIER_KIND_GPU;
-    if (strcmp(k, "remote") == 0)
-        return kvtier_TierKind_TIER_KIND_REMOTE;
-    return kvtier_TierKind_TIER_KIND_UNSPECIFIED;
-}
-
 void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
 {
     (void)self;
@@ -559,7 +547,8 @@ void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
     tier_slots_stats(t->slots, &ts);
     out->tier_id = t->cfg.tier_id;
     sched_strcpy(out->name, sizeof out->name, t->cfg.name);
-    out->kind = s_kind(t->cfg.kind);
+    out->kind = (kvtier_TierKind)tier_kind_wire(t->cfg.kind);
+    sched_strcpy(out->kind_name, sizeof out->kind_name, t->cfg.kind);
     sched_strcpy(out->endpoint, sizeof out->endpoint, t->endpoint);
     sched_strcpy(out->host, sizeof out->host, t->host);
     sched_strcpy(out->shm, sizeof out->shm, t->shm);

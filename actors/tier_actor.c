@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -90,40 +89,20 @@ static int s_check_config(const tier_actor_config_t *cfg, char *why, size_t len)
     return 0;
 }
 
-static tier_t *s_open_tier(const tier_actor_config_t *cfg, char *why, size_t len)
+/* The backend's description gives the epoch clients compare against (a host
+ * tier's is its segment's) and the same-host access descriptor. */
+static int s_describe(self_t *self, char *why, size_t len)
 {
-    if (strcmp(cfg->tier.kind, "nvme") == 0)
-        return tier_nvme_open(&cfg->tier, cfg->nvme_opts, why, len);
-    if (strcmp(cfg->tier.kind, "host") == 0 && tier_host_name_check(cfg->tier.path) < 0) {
+    tier_describe(self->tier, &self->desc);
+    self->epoch = self->desc.epoch;
+    size_t wire = sizeof((kvtier_TierInfo *)0)->shm;
+    if (self->desc.access_kind == TIER_ACCESS_SHM && strlen(self->desc.access) >= wire) {
         snprintf(why, len,
-                 "tier %s: shm name \"%s\" must start with '/', hold no other '/' and be 2..%d "
-                 "bytes",
-                 cfg->tier.name, cfg->tier.path, TIER_HOST_SHM_NAME_MAX);
-        return NULL;
-    }
-    return tier_open(&cfg->tier, why, len);
-}
-
-/* Host tiers: the segment as a same-host client sees it gives the epoch clients
- * compare against and direct pointers to slot bytes for ReadSlots replies. */
-static int s_attach_host(self_t *self, char *why, size_t len)
-{
-    if (strcmp(self->tier->cfg.kind, "host") != 0) {
-        uint64_t e = 0;
-        while (e == 0)
-            if (getrandom(&e, sizeof e, 0) != (ssize_t)sizeof e)
-                e = (uint64_t)zclock_usecs() ^ ((uint64_t)getpid() << 40);
-        self->epoch = e;
-        return 0;
-    }
-    char err[256];
-    const tier_config_t *c = &self->tier->cfg;
-    int rc = tier_host_attach(c->path, c->slot_size, c->capacity, &self->seg, err, sizeof err);
-    if (rc < 0) {
-        snprintf(why, len, "tier %s: cannot map its own segment: %s", self->name, err);
+                 "tier %s: its shm name \"%.64s...\" is longer than the %zu bytes a TierInfo "
+                 "carries: set a shorter one",
+                 self->name, self->desc.access, wire - 1);
         return -1;
     }
-    self->epoch = tier_host_seg_epoch(self->seg);
     return 0;
 }
 
@@ -155,7 +134,6 @@ static void s_self_destroy(self_t **self_p)
     bus_request_reset(&self->req);
     tier_actor_copy_destroy(self);
     bus_server_destroy(&self->server);
-    tier_host_detach(&self->seg);
     tier_close(&self->tier);
     bus_arrays_destroy(&self->arr);
     free(self->rep_sizes);
@@ -209,7 +187,6 @@ static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *w
     self->pipe = pipe;
     self->tier_id = cfg->tier_id;
     snprintf(self->name, sizeof self->name, "%s", cfg->tier.name[0] ? cfg->tier.name : "?");
-    self->is_nvme = strcmp(cfg->tier.kind, "nvme") == 0;
     if (cfg->host)
         snprintf(self->host, sizeof self->host, "%s", cfg->host);
     else
@@ -219,10 +196,10 @@ static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *w
         snprintf(why, len, "tier %s: out of memory for request scratch", self->name);
         goto out_fail;
     }
-    self->tier = s_open_tier(cfg, why, len);
+    self->tier = tier_open(&cfg->tier, why, len);
     if (!self->tier)
         goto out_fail;
-    if (s_attach_host(self, why, len) < 0 || s_bind(self, cfg, why, len) < 0)
+    if (s_describe(self, why, len) < 0 || s_bind(self, cfg, why, len) < 0)
         goto out_fail;
     if (tier_actor_copy_new(self, cfg, why, len) < 0)
         goto out_fail;
@@ -253,6 +230,8 @@ static void s_on_pipe(self_t *self)
         zstr_send(self->pipe, bus_server_endpoint(self->server));
     } else if (streq(cmd, "EPOCH")) {
         zsock_send(self->pipe, "8", self->epoch);
+    } else if (streq(cmd, "DESCRIBE")) {
+        zsock_send(self->pipe, "b", &self->desc, sizeof self->desc);
     } else if (streq(cmd, "STATS")) {
         bus_server_stats_t ss;
         bus_server_stats(self->server, &ss);
@@ -387,6 +366,18 @@ uint64_t tier_actor_epoch(zactor_t *actor)
     if (!s_ask(actor, "EPOCH") || zsock_recv(actor, "8", &e) < 0)
         return 0;
     return e;
+}
+
+int tier_actor_describe(zactor_t *actor, tier_desc_t *out)
+{
+    zframe_t *f = s_ask(actor, "DESCRIBE") ? zframe_recv(actor) : NULL;
+    int rc = -1;
+    if (f && zframe_size(f) == sizeof *out) {
+        memcpy(out, zframe_data(f), sizeof *out);
+        rc = 0;
+    }
+    zframe_destroy(&f);
+    return rc;
 }
 
 int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out)

@@ -1,5 +1,6 @@
 /* tier_actor.h — the tier actor (DESIGN.md §3, §4, §7): a czmq actor that owns one
- * tier (tiers/tier.h, kinds "host" and "nvme") and serves the tier plane
+ * tier of any registered kind (tiers/tier.h: it reaches the medium only through the
+ * ops table) and serves the tier plane
  * (schemas/tier.proto) on a ROUTER (bus/bus_server.h): write and read slot bytes as
  * payload frames, put slot headers, delete, probe, inventory. It holds the bytes and
  * the slot headers and nothing else: it never knows etcd, the scheduler's index or
@@ -31,15 +32,16 @@
  * - WriteSlots: slot i gets frames i*segments .. i*segments+segments-1 gathered in
  *   order (one block = one iovec). Before the bytes, the slot's header becomes
  *   WRITING (key zero), so a block evicted for this write is never served again
- *   (host: written by the actor; nvme: the backend does it, tier_nvme.h).
+ *   (the backend's write op does it, tier.h).
  * - ReadSlots: only SERVING slots are read; a slot that is not, or whose key differs
  *   from keys[i] when keys are given, makes the request NOT_FOUND. Without sizes
  *   each slot is one frame of its stored size (segments must then be 0 or 1); with
  *   sizes (one per frame) a slot's sizes must add up to its stored size. An nvme
  *   checksum failure is INTERNAL (the slot is dropped by the backend; no bytes are
  *   sent).
- * - PutHeader: keys and sizes one per slot; checksums one per slot or none (host:
- *   the actor computes them from the slot bytes; nvme: the backend's own). state
+ * - PutHeader: keys and sizes one per slot; checksums one per slot or none (a tier
+ *   whose slots are mapped, tier_slot_data: the actor computes them from the
+ *   mapped bytes; others: the backend's own). state
  *   must be WRITING, SERVING or DELETING (NONE is refused: use DeleteSlots). nvme
  *   accepts SERVING only for bytes written through this actor since it started,
  *   with the same size (NOT_FOUND / INVALID_ARGUMENT otherwise), and a given
@@ -51,8 +53,9 @@
  * - Inventory: SERVING slots from `cursor` in slot order, at most max_entries (0 or
  *   more than 128 means 128) and at most TIER_ACTOR_INVENTORY_SCAN slots scanned per
  *   page; pass next_cursor back until done. tier (TierInfo) carries id, name, kind,
- *   endpoint, host, capacity, slot size, shm name (host tiers), epoch and up = true;
- *   its used_slots is counted on the page with cursor 0 and repeated on later pages.
+ *   endpoint, host, capacity, slot size, shm name (tiers with shm access, from tier_describe),
+ * epoch and up = true; its used_slots is counted on the page with cursor 0 and repeated on later
+ * pages.
  * - CopySlots (issue 4 §2; the migrator's request): copies SERVING blocks of this
  *   tier, bytes and headers, to another tier actor (dst_endpoint), tier to tier.
  *   keys and dst_slots are required, one per slot; dst_state is WRITING, SERVING or
@@ -87,8 +90,9 @@
  * that hash as given (how a copy carries an instance whose string it lacks).
  *
  * Pipe protocol (besides "$TERM"): "ENDPOINT" -> one string frame, the bound
- * endpoint; "EPOCH" -> picture "8", the tier epoch; "STATS" -> picture "b", a
- * tier_actor_stats_t (same process only). The wrappers below speak it. */
+ * endpoint; "EPOCH" -> picture "8", the tier epoch; "DESCRIBE" -> picture "b", a
+ * tier_desc_t; "STATS" -> picture "b", a tier_actor_stats_t (same process only). The wrappers below
+ * speak it. */
 #ifndef KVT_TIER_ACTOR_H
 #define KVT_TIER_ACTOR_H
 
@@ -97,7 +101,6 @@
 #include <stdint.h>
 
 #include "tier.h"
-#include "tier_nvme.h"
 
 #define TIER_ACTOR_DEFAULT_MAX_SLOTS 4096u
 #define TIER_ACTOR_DEFAULT_MAX_BYTES (256ull << 20)
@@ -111,7 +114,7 @@
 #define TIER_ACTOR_DEFAULT_COPY_TIMEOUT_MS 5000u
 
 typedef struct {
-    tier_config_t tier; /* what to open (kind "host" or "nvme", or a registered one) */
+    tier_config_t tier; /* what to open: any registered kind, its options included */
     uint32_t tier_id;   /* 1 + index in the deployment's "tiers"; 0 is refused */
     /* ROUTER bind: tcp://ADDR:PORT (tcp://127.0.0.1:* picks a port), ipc://PATH,
      * inproc://NAME. Read the bound one back with tier_actor_endpoint. */
@@ -119,11 +122,10 @@ typedef struct {
     uint32_t max_slots;     /* per request; 0: default; at most BUS_MAX_ARRAY */
     uint64_t max_bytes;     /* payload bytes per request; 0: default */
     uint32_t max_instances; /* instance id strings remembered; 0: default */
-    /* host: recompute each block's checksum at PutHeader(SERVING) and refuse a
+    /* mapped tiers (host): recompute each block's checksum at PutHeader(SERVING) and refuse a
      * mismatch (CONFLICT). Costs one pass over the bytes; off by default. */
     bool verify_put;
-    const tier_nvme_opts_t *nvme_opts; /* kind "nvme": NULL means tier_nvme_opts_default */
-    const char *host;                  /* TierInfo.host; NULL: bus_host_id() */
+    const char *host; /* TierInfo.host; NULL: bus_host_id() */
     /* CopySlots bounds; 0: the TIER_ACTOR_DEFAULT_COPY_* values. copy_max_slots is
      * at most max_slots. copy_timeout_ms bounds a whole copy (every destination
      * round trip of it). */
@@ -161,10 +163,15 @@ zactor_t *tier_actor_new(const tier_actor_config_t *cfg);
 /* The bound endpoint into buf. 0, or -1 when the actor does not answer. */
 int tier_actor_endpoint(zactor_t *actor, char *buf, size_t len);
 
-/* The tier epoch: host tiers report the shm segment's epoch (what a same-host
- * client reads with tier_host_seg_epoch); other kinds a random u64 drawn at start.
- * A restarted actor has a new one. 0 when the actor does not answer. */
+/* The tier epoch: the backend's (tier_describe: a host tier reports its shm
+ * segment's epoch, what a same-host client reads with tier_seg_epoch); a backend
+ * without one gets a random u64 drawn at open. A restarted actor has a new one.
+ * 0 when the actor does not answer. */
 uint64_t tier_actor_epoch(zactor_t *actor);
+
+/* The backend's description (epoch, same-host access descriptor, detail) into
+ * out. 0, or -1 when the actor does not answer. */
+int tier_actor_describe(zactor_t *actor, tier_desc_t *out);
 
 /* Counters (see tier_actor_stats_t). 0, or -1 when the actor does not answer. */
 int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out);

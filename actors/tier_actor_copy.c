@@ -89,7 +89,7 @@ struct tier_actor_copy {
     bool *mask;
     bus_payload_t *payload;
     tier_actor_rbuf_t **bufs;
-    tier_nvme_get_t *gets;
+    tier_io_t *gets;
     struct iovec *iov;
 };
 
@@ -394,27 +394,22 @@ static void s_read(s_copy_t *c)
         const tier_slot_header_t *h = &c->hdr[c->idx[k]];
         cp->bufs[k] = tier_actor_rbuf_new(h->size);
         cp->iov[k] = (struct iovec){cp->bufs[k] ? cp->bufs[k]->data : NULL, h->size};
-        cp->gets[k] = (tier_nvme_get_t){.slot = c->src[c->idx[k]], .iov = &cp->iov[k], .n = 1};
+        cp->gets[k] = (tier_io_t){.slot = c->src[c->idx[k]], .iov = &cp->iov[k], .n = 1};
         cp->gets[k].rc = cp->bufs[k] ? 0 : -ENOMEM;
     }
-    if (self->is_nvme) {
-        /* only the slots that got a buffer are read; the others keep -ENOMEM */
-        uint32_t m = 0;
-        for (uint32_t k = 0; k < c->nidx; k++)
-            if (cp->bufs[k])
-                cp->gets[m++] = cp->gets[k];
-        (void)tier_nvme_get_batch(self->tier, cp->gets, m);
-        for (uint32_t k = c->nidx; k-- > 0;) /* spread back, keeping order */
-            cp->gets[k] = cp->bufs[k] ? cp->gets[--m] : (tier_nvme_get_t){.rc = -ENOMEM};
-    } else {
-        for (uint32_t k = 0; k < c->nidx; k++) {
-            if (!cp->bufs[k])
-                continue;
-            cp->gets[k].rc = tier_read(self->tier, cp->gets[k].slot, &cp->iov[k], 1);
-            if (cp->gets[k].rc == 0 && tier_checksum(&cp->iov[k], 1) != c->hdr[c->idx[k]].checksum)
-                cp->gets[k].rc = -EBADMSG;
-        }
-    }
+    /* only the slots that got a buffer are read; the others keep -ENOMEM */
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < c->nidx; k++)
+        if (cp->bufs[k])
+            cp->gets[m++] = cp->gets[k];
+    (void)tier_read_batch(self->tier, cp->gets, m);
+    for (uint32_t k = c->nidx; k-- > 0;) /* spread back, keeping order */
+        cp->gets[k] = cp->bufs[k] ? cp->gets[--m] : (tier_io_t){.rc = -ENOMEM};
+    /* The unchanged-source check: the bytes read are the header's (a backend that
+     * verifies its own reads has refused a mismatch already). */
+    for (uint32_t k = 0; k < c->nidx; k++)
+        if (cp->gets[k].rc == 0 && tier_checksum(&cp->iov[k], 1) != c->hdr[c->idx[k]].checksum)
+            cp->gets[k].rc = -EBADMSG;
     for (uint32_t k = 0; k < c->nidx; k++) {
         if (cp->gets[k].rc == 0)
             continue;

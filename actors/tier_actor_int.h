@@ -8,14 +8,13 @@
 
 #include "bus_server.h"
 #include "tier_actor.h"
-#include "tier_host.h"
 
 typedef struct {
     uint32_t hash;
     char id[64]; /* PutHeaderRequest.instance_id bound */
 } tier_actor_instance_t;
 
-/* A reply buffer for tiers that are not mapped (nvme): the bytes of one block,
+/* A reply buffer for tiers whose slots are not mapped (no slot_data op): the bytes of one block,
  * referenced by one payload frame per segment; freed by the last frame's free_fn,
  * which may run on a ZeroMQ I/O thread (hence the atomic count). */
 typedef struct {
@@ -30,7 +29,6 @@ typedef struct tier_actor_copy tier_actor_copy_t;
 typedef struct tier_actor_self {
     zsock_t *pipe;
     tier_t *tier;
-    tier_host_seg_t *seg; /* host: the segment as clients map it (epoch, slot bytes) */
     bus_server_t *server;
     bool terminated;
 
@@ -39,7 +37,7 @@ typedef struct tier_actor_self {
     char name[TIER_NAME_MAX];
     char host[64];
     uint64_t epoch;
-    bool is_nvme;
+    tier_desc_t desc; /* the backend's (tier_describe at start) */
 
     /* bounds */
     uint32_t max_slots;
@@ -57,7 +55,7 @@ typedef struct tier_actor_self {
     bus_payload_t *payload;   /* max_frames */
     uint64_t *block_size;     /* max_slots: bytes per slot of the current request */
     tier_actor_rbuf_t **bufs; /* max_slots */
-    tier_nvme_get_t *gets;    /* max_slots */
+    tier_io_t *gets;          /* max_slots */
     struct iovec *get_iov;    /* max_slots */
 
     /* instance ids seen in PutHeader */

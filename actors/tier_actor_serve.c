@@ -180,27 +180,19 @@ static int s_write_check(self_t *self, const kvtier_WriteSlotsRequest *w, kvtier
     return rc;
 }
 
-/* The old header stops being served before new bytes go over it (host: here; nvme:
- * the backend rewrites a SERVING header as WRITING itself, tier_nvme.h). */
-static int s_mark_writing(self_t *self, uint64_t slot, uint64_t size)
-{
-    if (self->is_nvme)
-        return 0;
-    tier_slot_header_t h = {.state = TIER_SLOT_WRITING, .size = size};
-    return tier_put_header(self->tier, slot, &h);
-}
-
-/* nvme: the slots of a request go to the file S_BATCH at a time with their I/O
- * overlapped (tier_nvme_write_batch); the outcome is the one-by-one loop's: the
- * first failing slot is the error and `written` counts the slots before it. */
+/* The slots of a request go to the tier S_BATCH at a time (tier_write_batch: a
+ * backend with a batch op overlaps their I/O); the outcome is the one-by-one
+ * loop's: the first failing slot is the error and `written` counts the slots
+ * before it. Before the bytes, the backend stops serving the old block (tier.h). */
 #define S_BATCH 64u
 
-static int s_write_nvme(self_t *self, bus_request_t *req, uint32_t segs, uint32_t *written,
-                        kvtier_Status *st)
+static int s_write_apply(self_t *self, bus_request_t *req, const kvtier_WriteSlotsRequest *w,
+                         uint32_t *written, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
+    uint32_t segs = w->segments ? w->segments : 1;
     struct iovec iov[S_BATCH][TIER_MAX_IOV];
-    tier_nvme_write_t items[S_BATCH];
+    tier_io_t items[S_BATCH];
     zframe_t *f = zmsg_first(req->msg); /* frame 0; payload follows */
     for (uint32_t i = 0; i < a->slots.n; i += S_BATCH) {
         uint32_t k = a->slots.n - i < S_BATCH ? a->slots.n - i : S_BATCH;
@@ -209,10 +201,9 @@ static int s_write_nvme(self_t *self, bus_request_t *req, uint32_t segs, uint32_
                 f = zmsg_next(req->msg);
                 iov[j][s] = (struct iovec){.iov_base = zframe_data(f), .iov_len = zframe_size(f)};
             }
-            items[j] =
-                (tier_nvme_write_t){.slot = a->slots.v[i + j], .iov = iov[j], .n = (int)segs};
+            items[j] = (tier_io_t){.slot = a->slots.v[i + j], .iov = iov[j], .n = (int)segs};
         }
-        (void)tier_nvme_write_batch(self->tier, items, k);
+        (void)tier_write_batch(self->tier, items, k);
         for (uint32_t j = 0; j < k; j++) {
             if (items[j].rc < 0)
                 return s_tier_error(self, st, items[j].rc, items[j].slot, "write");
@@ -220,33 +211,6 @@ static int s_write_nvme(self_t *self, bus_request_t *req, uint32_t segs, uint32_
             self->stats.slots_written++;
             self->stats.bytes_written += self->block_size[i + j];
         }
-    }
-    return 0;
-}
-
-static int s_write_apply(self_t *self, bus_request_t *req, const kvtier_WriteSlotsRequest *w,
-                         uint32_t *written, kvtier_Status *st)
-{
-    const bus_arrays_t *a = self->arr;
-    uint32_t segs = w->segments ? w->segments : 1;
-    if (self->is_nvme)
-        return s_write_nvme(self, req, segs, written, st);
-    struct iovec iov[TIER_MAX_IOV];
-    zframe_t *f = zmsg_first(req->msg); /* frame 0; payload follows */
-    for (uint32_t i = 0; i < a->slots.n; i++) {
-        uint64_t slot = a->slots.v[i];
-        for (uint32_t s = 0; s < segs; s++) {
-            f = zmsg_next(req->msg);
-            iov[s] = (struct iovec){.iov_base = zframe_data(f), .iov_len = zframe_size(f)};
-        }
-        int rc = s_mark_writing(self, slot, self->block_size[i]);
-        if (rc == 0)
-            rc = tier_write(self->tier, slot, iov, (int)segs);
-        if (rc < 0)
-            return s_tier_error(self, st, rc, slot, "write");
-        (*written)++;
-        self->stats.slots_written++;
-        self->stats.bytes_written += self->block_size[i];
     }
     return 0;
 }
@@ -359,15 +323,16 @@ static uint64_t s_frame_len(self_t *self, uint32_t i, uint32_t s, uint32_t segs)
     return self->arr->sizes.n ? self->arr->sizes.v[i * segs + s] : self->block_size[i];
 }
 
-/* Host: frames point into the segment and are copied into ZeroMQ messages when the
- * reply is sent, still inside this handler (free_fn NULL), so a later rewrite of the
- * slot cannot change bytes already replied. */
+/* Mapped tiers (tier_slot_data, the host tier): frames point into the mapping and
+ * are copied into ZeroMQ messages when the reply is sent, still inside this handler
+ * (free_fn NULL), so a later rewrite of the slot cannot change bytes already
+ * replied. */
 static uint32_t s_read_mapped(self_t *self, uint32_t segs)
 {
     const bus_arrays_t *a = self->arr;
     uint32_t f = 0;
     for (uint32_t i = 0; i < a->slots.n; i++) {
-        uint8_t *base = tier_host_seg_slot(self->seg, a->slots.v[i]);
+        uint8_t *base = tier_slot_data(self->tier, a->slots.v[i]);
         uint64_t off = 0;
         for (uint32_t s = 0; s < segs; s++, f++) {
             uint64_t len = s_frame_len(self, i, s, segs);
@@ -419,33 +384,24 @@ static int s_read_error(self_t *self, int rc, uint64_t slot, kvtier_Status *st)
                            slot);
 }
 
-/* Reads every slot into its buffer (nvme: one overlapped batch). */
+/* Reads every slot into its buffer, in one batch (overlapped where the backend
+ * has a batch op). */
 static int s_read_into(self_t *self, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     uint32_t n = a->slots.n;
-    if (self->is_nvme) {
-        for (uint32_t i = 0; i < n; i++) {
-            self->get_iov[i] = (struct iovec){self->bufs[i]->data, self->block_size[i]};
-            self->gets[i] =
-                (tier_nvme_get_t){.slot = a->slots.v[i], .iov = &self->get_iov[i], .n = 1};
-        }
-        (void)tier_nvme_get_batch(self->tier, self->gets, n);
-        for (uint32_t i = 0; i < n; i++)
-            if (self->gets[i].rc < 0)
-                return s_read_error(self, self->gets[i].rc, a->slots.v[i], st);
-        return 0;
-    }
     for (uint32_t i = 0; i < n; i++) {
-        struct iovec iov = {self->bufs[i]->data, self->block_size[i]};
-        int rc = tier_read(self->tier, a->slots.v[i], &iov, 1);
-        if (rc < 0)
-            return s_read_error(self, rc, a->slots.v[i], st);
+        self->get_iov[i] = (struct iovec){self->bufs[i]->data, self->block_size[i]};
+        self->gets[i] = (tier_io_t){.slot = a->slots.v[i], .iov = &self->get_iov[i], .n = 1};
     }
+    (void)tier_read_batch(self->tier, self->gets, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (self->gets[i].rc < 0)
+            return s_read_error(self, self->gets[i].rc, a->slots.v[i], st);
     return 0;
 }
 
-/* Other tiers: read into a buffer per block; its frames go out zero-copy and the
+/* Unmapped tiers: read into a buffer per block; its frames go out zero-copy and the
  * last one sent frees it. */
 static int s_read_copied(self_t *self, uint32_t segs, uint32_t *nframes, kvtier_Status *st)
 {
@@ -488,7 +444,7 @@ static void s_on_read(self_t *self, bus_request_t *req)
     uint32_t nframes = 0;
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_read_slots_rep_tag, self->name);
     int rc = s_read_check(self, r, &st);
-    if (rc == 0 && self->seg)
+    if (rc == 0 && self->arr->slots.n && tier_slot_data(self->tier, self->arr->slots.v[0]))
         nframes = s_read_mapped(self, segs);
     else if (rc == 0)
         rc = s_read_copied(self, segs, &nframes, &st);
@@ -596,15 +552,17 @@ static int s_put_check(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t 
     return rc;
 }
 
-/* Host SERVING headers: the checksum of the bytes in the segment, when the writer
- * gave none or verify_put asks for a check. */
-static int s_host_checksum(self_t *self, uint32_t i, tier_slot_header_t *h, kvtier_Status *st)
+/* SERVING headers of a mapped tier: the checksum of the mapped bytes, when the
+ * writer gave none or verify_put asks for a check (an unmapped backend checks
+ * its own, tier.h). */
+static int s_mapped_checksum(self_t *self, uint32_t i, tier_slot_header_t *h, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     bool given = a->checksums.n != 0;
-    if (!self->seg || h->state != TIER_SLOT_SERVING || (given && !self->verify_put))
+    void *bytes = tier_slot_data(self->tier, a->slots.v[i]);
+    if (!bytes || h->state != TIER_SLOT_SERVING || (given && !self->verify_put))
         return 0;
-    struct iovec iov = {tier_host_seg_slot(self->seg, a->slots.v[i]), h->size};
+    struct iovec iov = {bytes, h->size};
     uint64_t sum = tier_checksum(&iov, 1);
     if (given && sum != h->checksum)
         return tier_actor_fail(self, st, S_CONFLICT,
@@ -625,7 +583,7 @@ static int s_put_error(self_t *self, int rc, uint32_t i, kvtier_Status *st)
                                "slot %" PRIu64 ": no bytes were written to it through this tier "
                                "actor since it started (send WriteSlots first)",
                                slot);
-    if (rc == -EINVAL && self->is_nvme)
+    if (rc == -EINVAL) /* the request was checked: the tier refused this header */
         return tier_actor_fail(self, st, S_INVALID,
                                "slot %" PRIu64 ": header size %" PRIu64
                                " differs from the bytes written to the slot",
@@ -638,28 +596,48 @@ static int s_put_error(self_t *self, int rc, uint32_t i, kvtier_Status *st)
     return s_tier_error(self, st, rc, slot, "put header of");
 }
 
-/* nvme SERVING headers: S_BATCH per tier_nvme_commit_batch (one barrier pair,
- * header writes overlapped); outcome as the one-by-one loop's. */
-static int s_put_nvme(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t instance,
-                      uint32_t *written, kvtier_Status *st)
+static tier_slot_header_t s_header(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t state,
+                                   uint32_t instance, uint32_t i)
 {
     const bus_arrays_t *a = self->arr;
-    tier_nvme_commit_t items[S_BATCH];
+    tier_slot_header_t h = {
+        .instance = instance,
+        .state = state,
+        .size = a->sizes.v[i],
+        .checksum = a->checksums.n ? a->checksums.v[i] : 0,
+        .deadline_ms = p->ttl_deadline_ms,
+    };
+    memcpy(h.key.b, a->keys.keys[i], TIER_KEY_BYTES);
+    return h;
+}
+
+/* SERVING headers: S_BATCH per tier_commit_batch (a backend with a batch op
+ * writes them with one barrier pair, overlapped); outcome as the one-by-one
+ * loop's. */
+static int s_put_serving(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t instance,
+                         uint32_t *written, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    tier_io_t items[S_BATCH];
     for (uint32_t i = 0; i < a->slots.n; i += S_BATCH) {
         uint32_t k = a->slots.n - i < S_BATCH ? a->slots.n - i : S_BATCH;
         for (uint32_t j = 0; j < k; j++) {
-            tier_nvme_commit_t *it = &items[j];
-            *it = (tier_nvme_commit_t){.slot = a->slots.v[i + j]};
-            it->hdr = (tier_slot_header_t){
-                .instance = instance,
-                .state = TIER_SLOT_SERVING,
-                .size = a->sizes.v[i + j],
-                .checksum = a->checksums.n ? a->checksums.v[i + j] : 0,
-                .deadline_ms = p->ttl_deadline_ms,
-            };
-            memcpy(it->hdr.key.b, a->keys.keys[i + j], TIER_KEY_BYTES);
+            items[j] = (tier_io_t){.slot = a->slots.v[i + j]};
+            items[j].hdr = s_header(self, p, TIER_SLOT_SERVING, instance, i + j);
+            int rc = s_mapped_checksum(self, i + j, &items[j].hdr, st);
+            if (rc < 0) {
+                k = j; /* the slots before it are still committed, as one by one */
+                (void)tier_commit_batch(self->tier, items, k);
+                for (uint32_t m = 0; m < k; m++) {
+                    if (items[m].rc < 0)
+                        return s_put_error(self, items[m].rc, i + m, st);
+                    (*written)++;
+                    self->stats.headers_put++;
+                }
+                return rc;
+            }
         }
-        (void)tier_nvme_commit_batch(self->tier, items, k);
+        (void)tier_commit_batch(self->tier, items, k);
         for (uint32_t j = 0; j < k; j++) {
             if (items[j].rc < 0)
                 return s_put_error(self, items[j].rc, i + j, st);
@@ -674,21 +652,11 @@ static int s_put_apply(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t 
                        uint32_t instance, uint32_t *written, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
-    if (self->is_nvme && state == TIER_SLOT_SERVING)
-        return s_put_nvme(self, p, instance, written, st);
+    if (state == TIER_SLOT_SERVING)
+        return s_put_serving(self, p, instance, written, st);
     for (uint32_t i = 0; i < a->slots.n; i++) {
-        tier_slot_header_t h = {
-            .instance = instance,
-            .state = state,
-            .size = a->sizes.v[i],
-            .checksum = a->checksums.n ? a->checksums.v[i] : 0,
-            .deadline_ms = p->ttl_deadline_ms,
-        };
-        memcpy(h.key.b, a->keys.keys[i], TIER_KEY_BYTES);
-        int rc = s_host_checksum(self, i, &h, st);
-        if (rc < 0)
-            return rc;
-        rc = tier_put_header(self->tier, a->slots.v[i], &h);
+        tier_slot_header_t h = s_header(self, p, state, instance, i);
+        int rc = tier_put_header(self->tier, a->slots.v[i], &h);
         if (rc < 0)
             return s_put_error(self, rc, i, st);
         (*written)++;
@@ -723,56 +691,35 @@ static bool s_delete_wanted(const tier_slot_header_t *h, const bus_keys_t *keys,
            s_key_is(h, keys->keys[i]);
 }
 
-/* nvme: the slots to clear are gathered S_BATCH at a time and their EMPTY
- * headers written overlapped (tier_nvme_clear_batch); outcome as one by one. */
-static int s_delete_nvme(self_t *self, uint32_t *deleted, kvtier_Status *st)
+/* The slots to clear are gathered S_BATCH at a time and emptied with
+ * tier_clear_batch (overlapped where the backend has a batch op); the outcome is
+ * the one-by-one loop's. */
+static int s_delete_apply(self_t *self, uint32_t *deleted, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
-    uint64_t slots[S_BATCH];
-    int rcs[S_BATCH];
+    tier_io_t items[S_BATCH];
     for (uint32_t i = 0; i < a->slots.n; i += S_BATCH) {
         uint32_t k = a->slots.n - i < S_BATCH ? a->slots.n - i : S_BATCH, m = 0;
         for (uint32_t j = 0; j < k; j++) {
             tier_slot_header_t h;
-            int rc = tier_get_header(self->tier, a->slots.v[i + j], &h);
-            if (rc < 0)
-                return s_tier_error(self, st, rc, a->slots.v[i + j], "delete");
+            uint64_t slot = a->slots.v[i + j];
+            int rc = tier_get_header(self->tier, slot, &h);
+            /* A header left mid-write by a dead same-host writer cannot be read, but
+             * an unconditional delete rewrites it whole: that is the repair. */
+            if (rc == -EAGAIN && !a->keys.n)
+                h.state = TIER_SLOT_WRITING;
+            else if (rc < 0)
+                return s_tier_error(self, st, rc, slot, "delete");
             if (s_delete_wanted(&h, &a->keys, i + j))
-                slots[m++] = a->slots.v[i + j];
+                items[m++] = (tier_io_t){.slot = slot};
         }
-        (void)tier_nvme_clear_batch(self->tier, slots, rcs, m);
+        (void)tier_clear_batch(self->tier, items, m);
         for (uint32_t j = 0; j < m; j++) {
-            if (rcs[j] < 0)
-                return s_tier_error(self, st, rcs[j], slots[j], "delete");
+            if (items[j].rc < 0)
+                return s_tier_error(self, st, items[j].rc, items[j].slot, "delete");
             (*deleted)++;
             self->stats.slots_deleted++;
         }
-    }
-    return 0;
-}
-
-static int s_delete_apply(self_t *self, uint32_t *deleted, kvtier_Status *st)
-{
-    const bus_arrays_t *a = self->arr;
-    if (self->is_nvme)
-        return s_delete_nvme(self, deleted, st);
-    for (uint32_t i = 0; i < a->slots.n; i++) {
-        tier_slot_header_t h;
-        int rc = tier_get_header(self->tier, a->slots.v[i], &h);
-        /* A header left mid-write by a dead same-host writer cannot be read, but an
-         * unconditional delete rewrites it whole: that is the repair. */
-        if (rc == -EAGAIN && !a->keys.n)
-            h.state = TIER_SLOT_WRITING;
-        else if (rc < 0)
-            return s_tier_error(self, st, rc, a->slots.v[i], "delete");
-        if (!s_delete_wanted(&h, &a->keys, i))
-            continue;
-        tier_slot_header_t empty = {.state = TIER_SLOT_EMPTY};
-        rc = tier_put_header(self->tier, a->slots.v[i], &empty);
-        if (rc < 0)
-            return s_tier_error(self, st, rc, a->slots.v[i], "delete");
-        (*deleted)++;
-        self->stats.slots_deleted++;
     }
     return 0;
 }
@@ -826,17 +773,16 @@ static void s_tier_info(self_t *self, kvtier_TierInfo *ti)
     const tier_config_t *c = &self->tier->cfg;
     ti->tier_id = self->tier_id;
     snprintf(ti->name, sizeof ti->name, "%.*s", (int)sizeof ti->name - 1, self->name);
-    ti->kind = strcmp(c->kind, "host") == 0   ? kvtier_TierKind_TIER_KIND_HOST
-               : strcmp(c->kind, "nvme") == 0 ? kvtier_TierKind_TIER_KIND_NVME
-                                              : kvtier_TierKind_TIER_KIND_UNSPECIFIED;
+    ti->kind = (kvtier_TierKind)tier_kind_wire(c->kind);
+    snprintf(ti->kind_name, sizeof ti->kind_name, "%.*s", (int)sizeof ti->kind_name - 1, c->kind);
     snprintf(ti->endpoint, sizeof ti->endpoint, "%.*s", (int)sizeof ti->endpoint - 1,
              bus_server_endpoint(self->server));
     snprintf(ti->host, sizeof ti->host, "%.*s", (int)sizeof ti->host - 1, self->host);
     ti->capacity_slots = c->capacity;
     ti->slot_bytes = c->slot_size;
     ti->used_slots = self->used_slots;
-    if (self->seg)
-        snprintf(ti->shm, sizeof ti->shm, "%.*s", (int)sizeof ti->shm - 1, c->path);
+    if (self->desc.access_kind == TIER_ACCESS_SHM)
+        snprintf(ti->shm, sizeof ti->shm, "%.*s", (int)sizeof ti->shm - 1, self->desc.access);
     ti->epoch = self->epoch;
     ti->up = true;
 }

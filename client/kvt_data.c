@@ -32,7 +32,7 @@
 #include "bus_log.h"
 #include "kvt_internal.h"
 #include "tier_checksum.h"
-#include "tier_host.h"
+#include "tier_seg.h"
 
 #define S_CHUNK_SLOTS 128u                     /* slots per tier-plane message */
 #define S_CHUNK_BYTES (32u << 20)              /* payload bytes per tier-plane message */
@@ -90,7 +90,7 @@ typedef struct {
 typedef struct {
     char shm[BUS_TOKEN_NAME_MAX];
     uint64_t epoch; /* the token epoch this entry was checked against */
-    tier_host_seg_t *seg;
+    tier_seg_t *seg;
     uint8_t *mapped; /* bit per slot: its pages are in this process's page tables */
     uint64_t used;   /* d->submits when last used (eviction: least recent) */
 } s_attach_t;
@@ -148,7 +148,7 @@ void kvt_data_destroy(struct kvt_data **dp)
     for (uint32_t i = 0; i < d->n_conns; i++)
         bus_client_destroy(&d->conns[i].cl);
     for (uint32_t i = 0; i < d->n_att; i++) {
-        tier_host_detach(&d->att[i].seg);
+        tier_seg_detach(&d->att[i].seg);
         free(d->att[i].mapped);
     }
     for (uint32_t i = 0; d->jobs && i < d->cap; i++) {
@@ -268,7 +268,7 @@ static s_attach_t *s_shm(struct kvt_data *d, const bus_token_tier_t *t)
         for (uint32_t i = 1; i < d->n_att; i++)
             if (d->att[i].used < a->used)
                 a = &d->att[i];
-        tier_host_detach(&a->seg);
+        tier_seg_detach(&a->seg);
         free(a->mapped);
     }
     if (strcmp(a->shm, t->shm) != 0) {
@@ -277,27 +277,27 @@ static s_attach_t *s_shm(struct kvt_data *d, const bus_token_tier_t *t)
     }
     a->used = d->submits;
     /* A new epoch: the segment may have been replaced under the same name. */
-    tier_host_detach(&a->seg);
+    tier_seg_detach(&a->seg);
     free(a->mapped);
     a->mapped = NULL;
     a->epoch = t->epoch;
     char err[256];
-    int rc = tier_host_attach(t->shm, t->slot_size, 0, &a->seg, err, sizeof err);
+    int rc = tier_seg_attach(t->shm, t->slot_size, 0, &a->seg, err, sizeof err);
     if (rc < 0) {
         bus_debug("client", "%s: tier %u: shared memory %s not used (%s); using frames", c->name,
                   t->tier_id, t->shm, err);
         return NULL;
     }
-    if (tier_host_seg_epoch(a->seg) != t->epoch || !tier_host_seg_live(a->seg)) {
+    if (tier_seg_epoch(a->seg) != t->epoch || !tier_seg_live(a->seg)) {
         bus_debug("client",
                   "%s: tier %u: segment %s has epoch %" PRIu64 ", token %" PRIu64 "; using frames",
-                  c->name, t->tier_id, t->shm, tier_host_seg_epoch(a->seg), t->epoch);
-        tier_host_detach(&a->seg);
+                  c->name, t->tier_id, t->shm, tier_seg_epoch(a->seg), t->epoch);
+        tier_seg_detach(&a->seg);
     }
     if (a->seg) {
-        a->mapped = calloc(tier_host_seg_capacity(a->seg) / 8 + 1, 1);
+        a->mapped = calloc(tier_seg_capacity(a->seg) / 8 + 1, 1);
         if (!a->mapped)
-            tier_host_detach(&a->seg);
+            tier_seg_detach(&a->seg);
     }
     return a->seg ? a : NULL;
 }
@@ -308,9 +308,9 @@ static s_attach_t *s_shm(struct kvt_data *d, const bus_token_tier_t *t)
  * MADV_POPULATE_WRITE; the copy then faults the pages in). */
 static void *s_slot(s_attach_t *a, uint64_t slot)
 {
-    uint8_t *p = tier_host_seg_slot(a->seg, slot);
+    uint8_t *p = tier_seg_slot(a->seg, slot);
     if (p && !(a->mapped[slot / 8] & (1u << (slot % 8)))) {
-        size_t len = (tier_host_seg_slot_size(a->seg) + 4095) & ~(size_t)4095;
+        size_t len = (tier_seg_slot_size(a->seg) + 4095) & ~(size_t)4095;
         (void)madvise(p, len, S_MADV_POPULATE_WRITE);
         a->mapped[slot / 8] |= (uint8_t)(1u << (slot % 8));
     }
@@ -333,16 +333,16 @@ static uint64_t s_copy_hash(struct kvt_data *d, void *dst, const void *src, size
 static int s_shm_put(struct kvt_data *d, s_job_t *j, s_attach_t *a, uint32_t i,
                      const bus_token_entry_t *e)
 {
-    tier_host_seg_t *seg = a->seg;
+    tier_seg_t *seg = a->seg;
     const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
     tier_slot_header_t h = {.state = TIER_SLOT_WRITING};
     void *dst = s_slot(a, e->slot);
-    if (!dst || e->size > tier_host_seg_slot_size(seg)) {
+    if (!dst || e->size > tier_seg_slot_size(seg)) {
         s_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 " (%u bytes) outside segment %s",
                     t->tier_id, e->slot, e->size, t->shm);
         return -1;
     }
-    int rc = tier_host_seg_put_header(seg, e->slot, &h);
+    int rc = tier_seg_put_header(seg, e->slot, &h);
     if (rc < 0) {
         s_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 ": marking WRITING failed: %s",
                     t->tier_id, e->slot, strerror(-rc));
@@ -353,16 +353,16 @@ static int s_shm_put(struct kvt_data *d, s_job_t *j, s_attach_t *a, uint32_t i,
     return 0;
 }
 
-static bool s_header_matches(tier_host_seg_t *seg, uint64_t slot, const kvt_key_t *key,
-                             uint32_t size, tier_slot_header_t *h)
+static bool s_header_matches(tier_seg_t *seg, uint64_t slot, const kvt_key_t *key, uint32_t size,
+                             tier_slot_header_t *h)
 {
-    return tier_host_seg_get_header(seg, slot, h) == 0 && h->state == TIER_SLOT_SERVING &&
+    return tier_seg_get_header(seg, slot, h) == 0 && h->state == TIER_SLOT_SERVING &&
            memcmp(h->key.b, key->b, KVT_KEY_BYTES) == 0 && h->size == size;
 }
 
 static int s_shm_get(s_job_t *j, s_attach_t *a, uint32_t i, const bus_token_entry_t *e)
 {
-    tier_host_seg_t *seg = a->seg;
+    tier_seg_t *seg = a->seg;
     const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
     const kvt_key_t *key = &j->tok->keys[i];
     tier_slot_header_t h;

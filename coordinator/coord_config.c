@@ -32,16 +32,9 @@ static const char s_defaults[] =
     "                 \"max_pending\": 4096, \"quota_low\": 0.9 }\n"
     "}\n";
 
-static const char *const s_kind_names[] = {"host", "nvme", NULL};
-
 const char *coord_config_defaults(void)
 {
     return s_defaults;
-}
-
-const char *coord_tier_kind_name(coord_tier_kind_t kind)
-{
-    return kind == COORD_TIER_HOST ? "host" : kind == COORD_TIER_NVME ? "nvme" : "?";
 }
 
 int coord_cluster_key(char *buf, size_t len, const char *cluster, const char *suffix)
@@ -226,46 +219,132 @@ static int s_policy_error(const bus_config_node_t *tn, const char *name, char *e
                             known);
 }
 
-static int s_read_host_fields(const bus_config_node_t *tn, const coord_config_t *c,
-                              coord_tier_config_t *t, char *err, size_t errlen)
+/* The keys of a tier entry read here; every other key goes to the backend. */
+static const char *const s_tier_keys[] = {"name",      "kind",   "plugin",         "endpoint",
+                                          "capacity",  "policy", "high_watermark", "low_watermark",
+                                          "slot_size", NULL};
+
+static bool s_generic_key(const char *key)
 {
-    static const char *const keys[] = {"name",           "kind",          "endpoint", "capacity",
-                                       "slot_size",      "policy",        "shm",      "prefault",
-                                       "high_watermark", "low_watermark", NULL};
-    char dflt[COORD_SHM_MAX * 2];
-    snprintf(dflt, sizeof dflt, "/kvtier-%s-%s", c->cluster, t->name);
-    int rc = bus_config_check_keys(tn, "", keys, err, errlen);
-    if (rc == 0 && !bus_config_has(tn, "shm") && strlen(dflt) >= sizeof t->shm)
-        return bus_config_error(tn, "shm", err, errlen,
-                                "the default name \"%s\" is longer than %zu bytes: set \"shm\"",
-                                dflt, sizeof t->shm - 1);
-    if (rc == 0)
-        rc = bus_config_opt_string(tn, "shm", dflt, t->shm, sizeof t->shm, err, errlen);
-    if (rc == 0 && tier_host_name_check(t->shm) < 0)
-        rc = bus_config_error(tn, "shm", err, errlen,
-                              "\"%s\": a shared-memory name is '/' then 1+ characters, no other "
-                              "'/'",
-                              t->shm);
-    if (rc == 0)
-        rc = bus_config_opt_bool(tn, "prefault", true, &t->prefault, err, errlen);
-    return rc;
+    for (size_t i = 0; s_tier_keys[i]; i++)
+        if (strcmp(s_tier_keys[i], key) == 0)
+            return true;
+    return false;
 }
 
-static int s_read_nvme_fields(const bus_config_node_t *tn, coord_tier_config_t *t, char *err,
-                              size_t errlen)
+/* The kind: a registered one, or the one "plugin" loads (tier_load). */
+static int s_read_kind(const bus_config_node_t *tn, coord_tier_config_t *t,
+                       const struct tier_ops **ops, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"name",           "kind",          "endpoint", "capacity",
-                                       "slot_size",      "policy",        "path",     "queue_depth",
-                                       "high_watermark", "low_watermark", NULL};
-    uint64_t qd = 0;
-    int rc = bus_config_check_keys(tn, "", keys, err, errlen);
+    int rc = bus_config_get_string(tn, "kind", t->kind_name, sizeof t->kind_name, err, errlen);
     if (rc == 0)
-        rc = bus_config_get_string(tn, "path", t->path, sizeof t->path, err, errlen);
-    if (rc == 0 && !t->path[0])
-        rc = bus_config_error(tn, "path", err, errlen, "an nvme tier needs a file path");
-    if (rc == 0)
-        rc = bus_config_opt_u64(tn, "queue_depth", 0, 4096, 0, &qd, err, errlen);
-    t->queue_depth = (uint32_t)qd;
+        rc = bus_config_opt_string(tn, "plugin", "", t->plugin, sizeof t->plugin, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (t->plugin[0]) {
+        char why[BUS_CONFIG_ERR_MAX];
+        const struct tier_ops *p = tier_load(t->plugin, why, sizeof why);
+        if (!p)
+            return bus_config_error(tn, "plugin", err, errlen, "%s", why);
+        if (strcmp(p->kind, t->kind_name) != 0)
+            return bus_config_error(tn, "kind", err, errlen,
+                                    "\"%s\", but the plugin %s serves kind \"%s\"", t->kind_name,
+                                    t->plugin, p->kind);
+    }
+    *ops = tier_find(t->kind_name);
+    if (!*ops)
+        return bus_config_error(tn, "kind", err, errlen,
+                                "unknown kind \"%s\" (built in: \"host\", \"nvme\"; others "
+                                "come from a \"plugin\")",
+                                t->kind_name);
+    return 0;
+}
+
+/* The entry's keys are this file's and the backend's (its address key, its
+ * option keys); anything else is a typo, reported before any value. */
+static int s_check_tier_keys(const bus_config_node_t *tn, const struct tier_ops *ops, char *err,
+                             size_t errlen)
+{
+    const char *allowed[sizeof s_tier_keys / sizeof s_tier_keys[0] + TIER_MAX_OPTIONS + 2];
+    size_t na = 0;
+    for (size_t i = 0; s_tier_keys[i]; i++)
+        allowed[na++] = s_tier_keys[i];
+    if (ops->path_key)
+        allowed[na++] = ops->path_key;
+    for (size_t i = 0; ops->option_keys && ops->option_keys[i] && na < TIER_MAX_OPTIONS + 8; i++)
+        allowed[na++] = ops->option_keys[i];
+    allowed[na] = NULL;
+    return bus_config_check_keys(tn, "", allowed, err, errlen);
+}
+
+/* One backend key as text: a string as is, true/false, an integer. */
+static int s_backend_value(const bus_config_node_t *tn, const char *key, char *out, size_t len,
+                           char *err, size_t errlen)
+{
+    char scratch[BUS_CONFIG_ERR_MAX];
+    bool b;
+    uint64_t u;
+    if (bus_config_get_string(tn, key, out, len, scratch, sizeof scratch) == 0)
+        return 0;
+    if (bus_config_get_bool(tn, key, &b, scratch, sizeof scratch) == 0) {
+        snprintf(out, len, "%s", b ? "true" : "false");
+        return 0;
+    }
+    if (bus_config_get_u64(tn, key, 0, UINT64_MAX, &u, scratch, sizeof scratch) == 0) {
+        snprintf(out, len, "%llu", (unsigned long long)u);
+        return 0;
+    }
+    return bus_config_error(tn, key, err, errlen,
+                            "expected a string, true/false or a non-negative integer (at most "
+                            "%zu bytes)",
+                            len - 1);
+}
+
+/* The backend's part of a tier entry: its address key into backend.path, the
+ * other keys as options, then the backend's own checks (tier_configure). */
+static int s_read_backend(const bus_config_node_t *tn, const coord_config_t *c,
+                          const struct tier_ops *ops, coord_tier_config_t *t, char *err,
+                          size_t errlen)
+{
+    tier_config_t *b = &t->backend;
+    snprintf(b->name, sizeof b->name, "%s", t->name);
+    snprintf(b->kind, sizeof b->kind, "%s", t->kind_name);
+    snprintf(b->scope, sizeof b->scope, "kvtier-%s-%s", c->cluster, t->name);
+    b->capacity = t->capacity;
+    b->slot_size = t->slot_size;
+    bus_config_node_t obj, child;
+    int rc = bus_config_get_object(tn, "", SIZE_MAX, &obj, err, errlen);
+    void *it = NULL;
+    const char *key;
+    while (rc == 0 && bus_config_object_next(&obj, &it, &key, &child)) {
+        if (s_generic_key(key))
+            continue;
+        if (ops->path_key && strcmp(key, ops->path_key) == 0) {
+            rc = s_backend_value(tn, key, b->path, sizeof b->path, err, errlen);
+            continue;
+        }
+        char value[TIER_OPTION_VALUE_MAX];
+        rc = s_backend_value(tn, key, value, sizeof value, err, errlen);
+        if (rc == 0 && tier_config_set(b, key, value) < 0)
+            rc = bus_config_error(tn, key, err, errlen, "too long (at most %d bytes)",
+                                  TIER_OPTION_VALUE_MAX - 1);
+    }
+    char why[BUS_CONFIG_ERR_MAX];
+    if (rc == 0 && tier_configure(b, why, sizeof why) < 0) {
+        /* "KEY: why" names the key when the backend's message starts with one */
+        const char *colon = strchr(why, ':');
+        char bad[TIER_OPTION_KEY_MAX] = "";
+        if (colon && (size_t)(colon - why) < sizeof bad)
+            snprintf(bad, sizeof bad, "%.*s", (int)(colon - why), why);
+        bool named = bad[0] && (bus_config_has(tn, bad) ||
+                                (ops->path_key && strcmp(bad, ops->path_key) == 0));
+        rc = named
+                 ? bus_config_error(tn, bad, err, errlen, "%s", colon + 2)
+                 : bus_config_error(
+                       tn,
+                       ops->path_key && !bus_config_has(tn, ops->path_key) ? ops->path_key : "kind",
+                       err, errlen, "%s", why);
+    }
     return rc;
 }
 
@@ -297,17 +376,13 @@ static int s_watermark(const bus_config_node_t *tn, const char *path, double dfl
 static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uint32_t index,
                        coord_tier_config_t *t, char *err, size_t errlen)
 {
-    int kind = 0;
+    const struct tier_ops *ops = NULL;
     t->id = index + 1;
     int rc = s_get_name(tn, "name", t->name, sizeof t->name, err, errlen);
     if (rc == 0)
-        rc = bus_config_get_enum(tn, "kind", s_kind_names, &kind, err, errlen);
-    if (rc < 0)
-        return rc;
-    t->kind = (coord_tier_kind_t)kind;
-    snprintf(t->kind_name, sizeof t->kind_name, "%s", s_kind_names[kind]);
-    rc = t->kind == COORD_TIER_HOST ? s_read_host_fields(tn, c, t, err, errlen)
-                                    : s_read_nvme_fields(tn, t, err, errlen);
+        rc = s_read_kind(tn, t, &ops, err, errlen);
+    if (rc == 0)
+        rc = s_check_tier_keys(tn, ops, err, errlen);
     if (rc == 0)
         rc = s_endpoint(tn, "endpoint", t->endpoint, sizeof t->endpoint, err, errlen);
     if (rc == 0)
@@ -331,6 +406,8 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
         rc = bus_config_error(tn, "low_watermark", err, errlen,
                               "must be below high_watermark (%g), got %g", t->high_watermark,
                               t->low_watermark);
+    if (rc == 0)
+        rc = s_read_backend(tn, c, ops, t, err, errlen);
     return rc;
 }
 
@@ -363,17 +440,13 @@ static int s_check_tier_unique(const bus_config_node_t *arr, const coord_config_
             return bus_config_error(arr, path, err, errlen, "endpoint %s is also tiers[%u]'s (%s)",
                                     t->endpoint, j, o->name);
         }
-        if (t->kind == COORD_TIER_HOST && o->kind == COORD_TIER_HOST &&
-            strcmp(o->shm, t->shm) == 0) {
-            snprintf(path, sizeof path, "[%u].shm", i);
-            return bus_config_error(arr, path, err, errlen, "shm %s is also tiers[%u]'s (%s)",
-                                    t->shm, j, o->name);
-        }
-        if (t->kind == COORD_TIER_NVME && o->kind == COORD_TIER_NVME &&
-            strcmp(o->path, t->path) == 0) {
-            snprintf(path, sizeof path, "[%u].path", i);
-            return bus_config_error(arr, path, err, errlen, "path %s is also tiers[%u]'s (%s)",
-                                    t->path, j, o->name);
+        /* two tiers of one kind on one address would share the medium */
+        const struct tier_ops *ops = tier_find(t->kind_name);
+        if (ops && ops->path_key && t->backend.path[0] && strcmp(o->kind_name, t->kind_name) == 0 &&
+            strcmp(o->backend.path, t->backend.path) == 0) {
+            snprintf(path, sizeof path, "[%u].%s", i, ops->path_key);
+            return bus_config_error(arr, path, err, errlen, "%s %s is also tiers[%u]'s (%s)",
+                                    ops->path_key, t->backend.path, j, o->name);
         }
     }
     if (s_same_endpoint(c->endpoint, t->endpoint)) {

@@ -20,13 +20,13 @@
 
 #include "bus_endpoint.h"
 #include "coord_etcd.h"
+#include "tier.h"
 
 #define COORD_CLUSTER_MAX 64    /* bytes of the cluster name, NUL included */
 #define COORD_TIER_NAME_MAX 32  /* bytes of a tier or chain name, NUL included (TierInfo.name) */
 #define COORD_TIER_KIND_MAX 16  /* bytes of a kind name, NUL included */
 #define COORD_POLICY_MAX 16     /* bytes of a policy name, NUL included */
-#define COORD_SHM_MAX 64        /* bytes of a host tier's shm name, NUL included (TierInfo.shm) */
-#define COORD_PATH_MAX 256      /* bytes of an nvme tier's file path, NUL included */
+#define COORD_PATH_MAX 256      /* bytes of a file path, NUL included */
 #define COORD_MAX_TIERS 32      /* tiers per deployment (ClusterInfoReply.tiers) */
 #define COORD_MAX_CHAINS 8      /* chains per deployment */
 #define COORD_CHAIN_MAX_TIERS 8 /* tiers per chain */
@@ -37,26 +37,20 @@
 #define COORD_MAX_QUOTAS 64              /* entries of "quotas" (SCHED_MAX_QUOTAS) */
 #define COORD_INSTANCE_MAX 64            /* bytes of an instance id, NUL included */
 
-typedef enum {
-    COORD_TIER_HOST = 0, /* "host": POSIX shm segment */
-    COORD_TIER_NVME = 1, /* "nvme": preallocated O_DIRECT file */
-} coord_tier_kind_t;
-
 typedef struct {
     uint32_t id; /* 1 + index in "tiers" */
     char name[COORD_TIER_NAME_MAX];
-    coord_tier_kind_t kind;
-    char kind_name[COORD_TIER_KIND_MAX]; /* "host" / "nvme" (tier_open's kind) */
+    char kind_name[COORD_TIER_KIND_MAX]; /* a registered kind (tiers/tier.h): "host", "nvme"... */
+    char plugin[COORD_PATH_MAX];         /* "plugin": the shared object the kind comes from */
     char endpoint[BUS_ENDPOINT_MAX];     /* where the tier actor binds (tier plane) */
     uint64_t capacity;                   /* slots, 1..COORD_MAX_CAPACITY */
     uint64_t slot_size;                  /* bytes, 1..COORD_MAX_SLOT_SIZE (default 256 KiB) */
     char policy[COORD_POLICY_MAX];       /* replacement policy (tier_policy_find), default "lru" */
-    /* host */
-    char shm[COORD_SHM_MAX]; /* default "/kvtier-<cluster>-<name>" */
-    bool prefault;           /* default true */
-    /* nvme */
-    char path[COORD_PATH_MAX]; /* required for nvme */
-    uint32_t queue_depth;      /* io_uring depth, 0: the backend's default */
+    /* What the tier process opens: name, kind and geometry as above; the address
+     * (the backend's path_key: "shm" for host, "path" for nvme) and every other key
+     * of the entry as the backend's options, checked by its configure (defaults
+     * filled in: a host tier's shm name is "/kvtier-<cluster>-<name>"). */
+    tier_config_t backend;
     /* reclaim (DESIGN §6): fractions of capacity, 0 < low < high <= 1. The file
      * takes a number (0.9) or a percent string ("90%"); defaults 0.9 / 0.8. */
     double high_watermark;
@@ -137,9 +131,6 @@ int coord_config_set_etcd(coord_config_t *cfg, const char *urls, char *err, size
 const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const char *name);
 /* The tier with id ID (1-based), or NULL. */
 const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id);
-
-/* "host", "nvme"; "?" outside the enum. */
-const char *coord_tier_kind_name(coord_tier_kind_t kind);
 
 /* etcd lease TTL in whole seconds (lease_ttl_ms rounded up, at least 1). */
 int64_t coord_config_lease_ttl_s(const coord_config_t *cfg);

@@ -268,16 +268,16 @@ static int s_on_elector(s_proc_t *p)
 static const coord_tier_config_t *s_check_tier(const s_proc_t *p, const kvtier_TierInfo *t)
 {
     const coord_tier_config_t *ct = coord_config_tier(&p->cfg, t->name);
-    const char *kind = coord_tier_kind_to_name(t->kind);
+    const char *kind = t->kind_name;
     if (!ct)
         bus_warn(S_COMP, "tier %s registered in etcd is not in the deployment file: ignored",
                  t->name);
     else if (ct->id != t->tier_id)
         bus_warn(S_COMP, "tier %s registered with id %u, the deployment file says %u: ignored",
                  t->name, t->tier_id, ct->id);
-    else if (!kind || strcmp(kind, ct->kind_name) != 0)
+    else if (strcmp(kind, ct->kind_name) != 0)
         bus_warn(S_COMP, "tier %s registered as kind %s, the deployment file says %s: ignored",
-                 t->name, kind ? kind : "?", ct->kind_name);
+                 t->name, kind[0] ? kind : "?", ct->kind_name);
     else
         return ct;
     return NULL;

@@ -7,6 +7,7 @@
  * is joined; messages carry the watch generation so a finished watch's leftovers
  * are ignored. */
 #include "coord_membership.h"
+#include "tier.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -36,33 +37,10 @@
 
 /* ---- tier record codec ----------------------------------------------------- */
 
-static const struct {
-    kvtier_TierKind kind;
-    const char *name;
-} s_kinds[] = {{kvtier_TierKind_TIER_KIND_HOST, "host"},
-               {kvtier_TierKind_TIER_KIND_NVME, "nvme"},
-               {kvtier_TierKind_TIER_KIND_GPU, "gpu"},
-               {kvtier_TierKind_TIER_KIND_REMOTE, "remote"}};
-
-const char *coord_tier_kind_to_name(kvtier_TierKind kind)
-{
-    for (size_t i = 0; i < sizeof s_kinds / sizeof s_kinds[0]; i++)
-        if (s_kinds[i].kind == kind)
-            return s_kinds[i].name;
-    return NULL;
-}
-
-kvtier_TierKind coord_tier_kind_from_name(const char *name)
-{
-    for (size_t i = 0; name && i < sizeof s_kinds / sizeof s_kinds[0]; i++)
-        if (strcmp(s_kinds[i].name, name) == 0)
-            return s_kinds[i].kind;
-    return kvtier_TierKind_TIER_KIND_UNSPECIFIED;
-}
-
 int coord_tier_value_encode(const kvtier_TierInfo *t, char *buf, size_t cap, size_t *len)
 {
-    const char *kind = coord_tier_kind_to_name(t->kind);
+    /* "kind" is the registered name (a plug-in's kind has no wire number) */
+    const char *kind = t->kind_name[0] ? t->kind_name : tier_kind_name((uint32_t)t->kind);
     if (!kind)
         return -EINVAL;
     char epoch[24];
@@ -157,14 +135,15 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
             snprintf(err, errlen, "not a JSON object");
         return -EBADMSG;
     }
-    char kind[16] = "";
     uint64_t id = 0;
     int rc = s_str(v, "name", out->name, sizeof out->name, true, err, errlen);
     if (rc == 0)
-        rc = s_str(v, "kind", kind, sizeof kind, true, err, errlen);
-    if (rc == 0 &&
-        (out->kind = coord_tier_kind_from_name(kind)) == kvtier_TierKind_TIER_KIND_UNSPECIFIED)
-        rc = s_bad(err, errlen, "unknown kind \"%s\"", kind);
+        rc = s_str(v, "kind", out->kind_name, sizeof out->kind_name, true, err, errlen);
+    /* a kind this process has not registered (built in, or a plug-in the
+     * deployment file loads) cannot be served by it */
+    if (rc == 0 && !tier_find(out->kind_name))
+        rc = s_bad(err, errlen, "unknown kind \"%s\"", out->kind_name);
+    out->kind = (kvtier_TierKind)tier_kind_wire(out->kind_name);
     if (rc == 0)
         rc = s_uint(v, "tier_id", 1, UINT32_MAX, &id, err, errlen);
     out->tier_id = (uint32_t)id;

@@ -59,8 +59,4 @@ int coord_tier_value_encode(const kvtier_TierInfo *t, char *buf, size_t cap, siz
 int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, char *err,
                             size_t errlen);
 
-/* "host" <-> kvtier_TierKind_TIER_KIND_HOST, ...; NULL / UNSPECIFIED if unknown. */
-const char *coord_tier_kind_to_name(kvtier_TierKind kind);
-kvtier_TierKind coord_tier_kind_from_name(const char *name);
-
 #endif

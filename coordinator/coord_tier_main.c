@@ -88,15 +88,7 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
 static int s_start_actor(s_proc_t *p)
 {
     const coord_tier_config_t *t = p->tier;
-    tier_actor_config_t ac = {.tier_id = t->id, .endpoint = t->endpoint};
-    snprintf(ac.tier.name, sizeof ac.tier.name, "%s", t->name);
-    snprintf(ac.tier.kind, sizeof ac.tier.kind, "%s", t->kind_name);
-    ac.tier.capacity = t->capacity;
-    ac.tier.slot_size = t->slot_size;
-    snprintf(ac.tier.path, sizeof ac.tier.path, "%s",
-             t->kind == COORD_TIER_HOST ? t->shm : t->path);
-    ac.tier.queue_depth = t->queue_depth;
-    ac.tier.prefault = t->prefault;
+    tier_actor_config_t ac = {.tier_id = t->id, .endpoint = t->endpoint, .tier = t->backend};
     coord_proc_block_signals(true);
     p->actor = tier_actor_new(&ac);
     coord_proc_block_signals(false);
@@ -110,14 +102,17 @@ static int s_build_record(s_proc_t *p)
     kvtier_TierInfo info = kvtier_TierInfo_init_zero;
     info.tier_id = t->id;
     snprintf(info.name, sizeof info.name, "%s", t->name);
-    info.kind = coord_tier_kind_from_name(t->kind_name);
-    if (tier_actor_endpoint(p->actor, info.endpoint, sizeof info.endpoint) < 0)
+    info.kind = (kvtier_TierKind)tier_kind_wire(t->kind_name);
+    snprintf(info.kind_name, sizeof info.kind_name, "%s", t->kind_name);
+    tier_desc_t d;
+    if (tier_actor_endpoint(p->actor, info.endpoint, sizeof info.endpoint) < 0 ||
+        tier_actor_describe(p->actor, &d) < 0)
         return -1;
-    if (t->kind == COORD_TIER_HOST)
-        snprintf(info.shm, sizeof info.shm, "%s", t->shm);
+    if (d.access_kind == TIER_ACCESS_SHM)
+        snprintf(info.shm, sizeof info.shm, "%.*s", (int)sizeof info.shm - 1, d.access);
     if (bus_host_id(info.host, sizeof info.host) < 0)
         bus_warn(S_COMP, "tier %s: no host id: same-host clients will use the frame path", t->name);
-    info.epoch = tier_actor_epoch(p->actor);
+    info.epoch = d.epoch;
     info.capacity_slots = t->capacity;
     info.slot_bytes = t->slot_size;
     info.up = true;

@@ -1,47 +1,79 @@
-/* tier.c — backend registry and checked dispatch for tier ops tables. Holds no
- * per-tier state of its own; the registry is process-wide and small (bounded). */
+/* tier.c — the one kind registry (name ↔ wire kind ↔ ops), the plug-in loader,
+ * option helpers and checked dispatch with fallbacks for optional ops. Holds no
+ * per-tier state of its own; the registry is process-wide and bounded
+ * (TIER_MAX_BACKENDS). */
 #include "tier.h"
 #include "tier_host.h"
 #include "tier_nvme.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-#define S_MAX_BACKENDS 16
-
-/* Built-in backends, registered on first use. */
-static const struct tier_ops *const s_builtin[] = {
-    &tier_host_ops,
-    &tier_nvme_ops,
-    NULL,
+/* The registry's built-in lines: adding a kind is its file plus one line here.
+ * The numbers are schemas/common.proto TierKind's. */
+static const struct {
+    const struct tier_ops *ops;
+    uint32_t wire;
+} s_builtin[] = {
+    {&tier_host_ops, 1},
+    {&tier_nvme_ops, 2},
 };
 
-static const struct tier_ops *s_backends[S_MAX_BACKENDS];
+typedef struct {
+    const struct tier_ops *ops;
+    uint32_t wire;
+    char path[TIER_PATH_MAX]; /* loaded from, "" for a built-in or registered one */
+} s_entry_t;
+
+static s_entry_t s_backends[TIER_MAX_BACKENDS];
 static size_t s_nbackends;
 static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 
-static int s_register_locked(const struct tier_ops *ops)
+static bool s_ops_valid(const struct tier_ops *ops)
 {
-    if (!ops || ops->version != TIER_OPS_VERSION || !ops->kind || !ops->open || !ops->close)
-        return -EINVAL;
+    return ops && ops->version == TIER_OPS_VERSION && ops->kind && ops->kind[0] &&
+           strlen(ops->kind) < TIER_KIND_MAX && ops->open && ops->close && ops->write &&
+           ops->read && ops->put_header && ops->get_header;
+}
+
+static s_entry_t *s_lookup_locked(const char *kind)
+{
     for (size_t i = 0; i < s_nbackends; i++)
-        if (strcmp(s_backends[i]->kind, ops->kind) == 0)
-            return -EEXIST;
-    if (s_nbackends == S_MAX_BACKENDS)
+        if (strcmp(s_backends[i].ops->kind, kind) == 0)
+            return &s_backends[i];
+    return NULL;
+}
+
+static int s_register_locked(const struct tier_ops *ops, uint32_t wire, const char *path)
+{
+    if (!s_ops_valid(ops))
+        return -EINVAL;
+    if (s_lookup_locked(ops->kind))
+        return -EEXIST;
+    if (s_nbackends == TIER_MAX_BACKENDS)
         return -ENOSPC;
-    s_backends[s_nbackends++] = ops;
+    s_entry_t *e = &s_backends[s_nbackends++];
+    e->ops = ops;
+    e->wire = wire;
+    snprintf(e->path, sizeof e->path, "%s", path ? path : "");
     return 0;
 }
 
 static void s_register_builtins(void)
 {
     pthread_mutex_lock(&s_lock);
-    for (size_t i = 0; s_builtin[i]; i++)
-        s_register_locked(s_builtin[i]);
+    for (size_t i = 0; i < sizeof s_builtin / sizeof s_builtin[0]; i++)
+        (void)s_register_locked(s_builtin[i].ops, s_builtin[i].wire, NULL);
     pthread_mutex_unlock(&s_lock);
 }
 
@@ -49,47 +81,325 @@ int tier_register(const struct tier_ops *ops)
 {
     pthread_once(&s_once, s_register_builtins);
     pthread_mutex_lock(&s_lock);
-    int rc = s_register_locked(ops);
+    int rc = s_register_locked(ops, 0, NULL);
     pthread_mutex_unlock(&s_lock);
     return rc;
 }
 
 const struct tier_ops *tier_find(const char *kind)
 {
-    const struct tier_ops *found = NULL;
     pthread_once(&s_once, s_register_builtins);
     if (!kind)
         return NULL;
     pthread_mutex_lock(&s_lock);
-    for (size_t i = 0; i < s_nbackends && !found; i++)
-        if (strcmp(s_backends[i]->kind, kind) == 0)
-            found = s_backends[i];
+    s_entry_t *e = s_lookup_locked(kind);
+    const struct tier_ops *ops = e ? e->ops : NULL;
     pthread_mutex_unlock(&s_lock);
-    return found;
+    return ops;
+}
+
+uint32_t tier_kind_wire(const char *kind)
+{
+    pthread_once(&s_once, s_register_builtins);
+    if (!kind)
+        return 0;
+    pthread_mutex_lock(&s_lock);
+    s_entry_t *e = s_lookup_locked(kind);
+    uint32_t wire = e ? e->wire : 0;
+    pthread_mutex_unlock(&s_lock);
+    return wire;
+}
+
+const char *tier_kind_name(uint32_t wire)
+{
+    pthread_once(&s_once, s_register_builtins);
+    const char *name = NULL;
+    pthread_mutex_lock(&s_lock);
+    for (size_t i = 0; wire && i < s_nbackends && !name; i++)
+        if (s_backends[i].wire == wire)
+            name = s_backends[i].ops->kind;
+    pthread_mutex_unlock(&s_lock);
+    return name;
+}
+
+/* ---- plug-ins ---- */
+
+typedef const struct tier_ops *(*s_entry_fn)(uint32_t host_version);
+
+static const struct tier_ops *s_loaded_locked(const char *path)
+{
+    for (size_t i = 0; i < s_nbackends; i++)
+        if (s_backends[i].path[0] && strcmp(s_backends[i].path, path) == 0)
+            return s_backends[i].ops;
+    return NULL;
+}
+
+static const struct tier_ops *s_load_locked(const char *path, char *err, size_t errlen)
+{
+    const struct tier_ops *ops = s_loaded_locked(path);
+    if (ops)
+        return ops;
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        snprintf(err, errlen, "tier plug-in %s: file not found (%s)", path, strerror(errno));
+        return NULL;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        snprintf(err, errlen, "tier plug-in %s: cannot load: %s", path, why ? why : "?");
+        return NULL;
+    }
+    s_entry_fn entry;
+    *(void **)&entry = dlsym(h, TIER_PLUGIN_ENTRY);
+    if (!entry) {
+        snprintf(err, errlen, "tier plug-in %s: symbol missing: it does not export %s()", path,
+                 TIER_PLUGIN_ENTRY);
+        goto out_close;
+    }
+    ops = entry(TIER_OPS_VERSION);
+    if (ops && ops->version != TIER_OPS_VERSION) {
+        snprintf(err, errlen,
+                 "tier plug-in %s: version mismatch: its ops table is version %" PRIu32
+                 ", this kvtier needs version %d (rebuild it against this tier.h)",
+                 path, ops->version, TIER_OPS_VERSION);
+        goto out_close;
+    }
+    if (!ops) {
+        snprintf(err, errlen, "tier plug-in %s: version mismatch: %s() refused tier ops version %d",
+                 path, TIER_PLUGIN_ENTRY, TIER_OPS_VERSION);
+        goto out_close;
+    }
+    int rc = s_register_locked(ops, 0, path);
+    if (rc == -EEXIST)
+        snprintf(err, errlen, "tier plug-in %s: kind already registered: \"%s\"", path, ops->kind);
+    else if (rc == -ENOSPC)
+        snprintf(err, errlen, "tier plug-in %s: registry full (%d kinds)", path, TIER_MAX_BACKENDS);
+    else if (rc < 0)
+        snprintf(err, errlen,
+                 "tier plug-in %s: invalid ops table (a kind of 1..%d bytes and open, close, "
+                 "write, read, put_header, get_header are required)",
+                 path, TIER_KIND_MAX - 1);
+    if (rc == 0)
+        return ops; /* stays loaded: the registry points into it */
+out_close:
+    dlclose(h);
+    return NULL;
+}
+
+const struct tier_ops *tier_load(const char *path, char *err, size_t errlen)
+{
+    char scratch[8];
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (!path || !path[0] || strlen(path) >= TIER_PATH_MAX) {
+        snprintf(err, errlen, "tier plug-in: a path of 1..%d bytes is needed", TIER_PATH_MAX - 1);
+        return NULL;
+    }
+    pthread_once(&s_once, s_register_builtins);
+    pthread_mutex_lock(&s_lock);
+    const struct tier_ops *ops = s_load_locked(path, err, errlen);
+    pthread_mutex_unlock(&s_lock);
+    return ops;
+}
+
+/* ---- options ---- */
+
+static tier_option_t *s_option(const tier_config_t *cfg, const char *key)
+{
+    for (uint32_t i = 0; i < cfg->n_options && i < TIER_MAX_OPTIONS; i++)
+        if (strcmp(cfg->options[i].key, key) == 0)
+            return (tier_option_t *)&cfg->options[i];
+    return NULL;
+}
+
+int tier_config_set(tier_config_t *cfg, const char *key, const char *value)
+{
+    if (!cfg || !key || !key[0] || !value)
+        return -EINVAL;
+    if (strlen(key) >= TIER_OPTION_KEY_MAX || strlen(value) >= TIER_OPTION_VALUE_MAX)
+        return -ENAMETOOLONG;
+    tier_option_t *o = s_option(cfg, key);
+    if (!o) {
+        if (cfg->n_options >= TIER_MAX_OPTIONS)
+            return -ENOSPC;
+        o = &cfg->options[cfg->n_options++];
+        snprintf(o->key, sizeof o->key, "%s", key);
+    }
+    snprintf(o->value, sizeof o->value, "%s", value);
+    return 0;
+}
+
+const char *tier_config_get(const tier_config_t *cfg, const char *key)
+{
+    const tier_option_t *o = cfg && key ? s_option(cfg, key) : NULL;
+    return o ? o->value : NULL;
+}
+
+static int s_opt_err(char *err, size_t errlen, const char *key, const char *value, const char *want)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s: \"%s\" is not %s", key, value, want);
+    return -EINVAL;
+}
+
+int tier_option_u64(const tier_config_t *cfg, const char *key, uint64_t min, uint64_t max,
+                    uint64_t dflt, uint64_t *out, char *err, size_t errlen)
+{
+    const char *v = tier_config_get(cfg, key);
+    *out = dflt;
+    if (!v)
+        return 0;
+    char *end = NULL, want[96];
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    snprintf(want, sizeof want, "an integer in %" PRIu64 "..%" PRIu64, min, max);
+    if (!v[0] || v[0] == '-' || errno || !end || *end || x < min || x > max)
+        return s_opt_err(err, errlen, key, v, want);
+    *out = x;
+    return 0;
+}
+
+int tier_option_bool(const tier_config_t *cfg, const char *key, bool dflt, bool *out, char *err,
+                     size_t errlen)
+{
+    const char *v = tier_config_get(cfg, key);
+    *out = dflt;
+    if (!v)
+        return 0;
+    if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0) {
+        *out = v[0] == 't';
+        return 0;
+    }
+    return s_opt_err(err, errlen, key, v, "true or false");
+}
+
+int tier_option_enum(const tier_config_t *cfg, const char *key, const char *const *names, int dflt,
+                     int *out, char *err, size_t errlen)
+{
+    const char *v = tier_config_get(cfg, key);
+    *out = dflt;
+    if (!v)
+        return 0;
+    char want[TIER_OPTION_VALUE_MAX] = "one of";
+    size_t off = strlen(want);
+    for (int i = 0; names[i]; i++) {
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+        int k = snprintf(want + off, sizeof want - off, "%s \"%s\"", i ? "," : "", names[i]);
+        if (k > 0 && (size_t)k < sizeof want - off)
+            off += (size_t)k;
+    }
+    return s_opt_err(err, errlen, key, v, want);
+}
+
+static int s_check_keys(const struct tier_ops *ops, const tier_config_t *cfg, char *err,
+                        size_t errlen)
+{
+    for (uint32_t i = 0; i < cfg->n_options; i++) {
+        const char *key = cfg->options[i].key;
+        bool known = false;
+        for (size_t k = 0; ops->option_keys && ops->option_keys[k] && !known; k++)
+            known = strcmp(ops->option_keys[k], key) == 0;
+        if (known)
+            continue;
+        char list[TIER_OPTION_VALUE_MAX] = "";
+        size_t off = 0;
+        for (size_t k = 0; ops->option_keys && ops->option_keys[k]; k++) {
+            int w = snprintf(list + off, sizeof list - off, "%s\"%s\"", k ? ", " : "",
+                             ops->option_keys[k]);
+            if (w > 0 && (size_t)w < sizeof list - off)
+                off += (size_t)w;
+        }
+        snprintf(err, errlen, "%s: not an option of kind \"%s\" (it takes %s)", key, ops->kind,
+                 off ? list : "none");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int tier_configure(tier_config_t *cfg, char *err, size_t errlen)
+{
+    char scratch[8];
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (!cfg) {
+        snprintf(err, errlen, "tier ?: no config");
+        return -EINVAL;
+    }
+    if (cfg->capacity == 0 || cfg->slot_size == 0) {
+        snprintf(err, errlen, "capacity and slot size must be positive");
+        return -EINVAL;
+    }
+    if (cfg->n_options > TIER_MAX_OPTIONS) {
+        snprintf(err, errlen, "%u options, at most %d", cfg->n_options, TIER_MAX_OPTIONS);
+        return -EINVAL;
+    }
+    const struct tier_ops *ops = tier_find(cfg->kind);
+    if (!ops) {
+        snprintf(err, errlen, "unknown kind \"%.*s\"", TIER_KIND_MAX, cfg->kind);
+        return -EINVAL;
+    }
+    int rc = s_check_keys(ops, cfg, err, errlen);
+    if (rc == 0 && ops->configure)
+        rc = ops->configure(cfg, err, errlen);
+    return rc;
+}
+
+/* ---- lifecycle ---- */
+
+static uint64_t s_random_epoch(void)
+{
+    uint64_t e = 0;
+    while (e == 0) {
+        if (getrandom(&e, sizeof e, 0) != (ssize_t)sizeof e) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            e = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                ((uint64_t)getpid() << 40);
+        }
+    }
+    return e;
 }
 
 tier_t *tier_open(const tier_config_t *cfg, char *err, size_t errlen)
 {
-    if (!cfg || cfg->capacity == 0 || cfg->slot_size == 0) {
-        snprintf(err, errlen, "tier %s: capacity and slot size must be positive",
-                 cfg ? cfg->name : "?");
-        return NULL;
+    char scratch[8], why[384];
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof scratch;
     }
-    const struct tier_ops *ops = tier_find(cfg->kind);
-    if (!ops) {
-        snprintf(err, errlen, "tier %s: unknown kind \"%s\"", cfg->name, cfg->kind);
-        return NULL;
-    }
+    const char *name = cfg && cfg->name[0] ? cfg->name : "?";
     tier_t *t = calloc(1, sizeof *t);
     if (!t) {
-        snprintf(err, errlen, "tier %s: out of memory", cfg->name);
+        snprintf(err, errlen, "tier %s: out of memory", name);
         return NULL;
     }
-    t->ops = ops;
-    t->cfg = *cfg;
-    int rc = ops->open(t, cfg);
+    if (cfg)
+        t->cfg = *cfg;
+    why[0] = '\0';
+    if (tier_configure(cfg ? &t->cfg : NULL, why, sizeof why) < 0) {
+        snprintf(err, errlen, "tier %s: %s", name, why);
+        free(t);
+        return NULL;
+    }
+    t->ops = tier_find(t->cfg.kind);
+    t->epoch = s_random_epoch();
+    int rc = t->ops->open(t, &t->cfg, why, sizeof why);
     if (rc < 0) {
-        snprintf(err, errlen, "tier %s: open (%s) failed: %s", cfg->name, cfg->kind, strerror(-rc));
+        if (why[0])
+            snprintf(err, errlen, "tier %s: %s", name, why);
+        else
+            snprintf(err, errlen, "tier %s: open (%s) failed: %s", name, t->cfg.kind,
+                     strerror(-rc));
         free(t);
         return NULL;
     }
@@ -106,6 +416,8 @@ void tier_close(tier_t **tp)
     *tp = NULL;
 }
 
+/* ---- single-slot dispatch ---- */
+
 static int s_check_iov(const tier_t *t, uint64_t slot, const struct iovec *iov, int n)
 {
     if (slot >= t->cfg.capacity)
@@ -121,26 +433,22 @@ static int s_check_iov(const tier_t *t, uint64_t slot, const struct iovec *iov, 
 int tier_write(tier_t *t, uint64_t slot, const struct iovec *iov, int n)
 {
     int rc = s_check_iov(t, slot, iov, n);
-    if (rc < 0)
-        return rc;
-    return t->ops->write ? t->ops->write(t, slot, iov, n) : -ENOTSUP;
+    return rc < 0 ? rc : t->ops->write(t, slot, iov, n);
 }
 
 int tier_read(tier_t *t, uint64_t slot, struct iovec *iov, int n)
 {
     int rc = s_check_iov(t, slot, iov, n);
-    if (rc < 0)
-        return rc;
-    return t->ops->read ? t->ops->read(t, slot, iov, n) : -ENOTSUP;
+    return rc < 0 ? rc : t->ops->read(t, slot, iov, n);
 }
 
 int tier_put_header(tier_t *t, uint64_t slot, const tier_slot_header_t *h)
 {
     if (slot >= t->cfg.capacity)
         return -ERANGE;
-    if (!h || h->size > t->cfg.slot_size)
+    if (!h || h->size > t->cfg.slot_size || h->state > TIER_SLOT_DELETING)
         return -EINVAL;
-    return t->ops->put_header ? t->ops->put_header(t, slot, h) : -ENOTSUP;
+    return t->ops->put_header(t, slot, h);
 }
 
 int tier_get_header(tier_t *t, uint64_t slot, tier_slot_header_t *h)
@@ -149,16 +457,28 @@ int tier_get_header(tier_t *t, uint64_t slot, tier_slot_header_t *h)
         return -ERANGE;
     if (!h)
         return -EINVAL;
-    return t->ops->get_header ? t->ops->get_header(t, slot, h) : -ENOTSUP;
+    return t->ops->get_header(t, slot, h);
 }
 
+/* Without an inventory op: every slot's header, in slot order. */
 int tier_inventory(tier_t *t, tier_inventory_fn fn, void *arg)
 {
     if (!fn)
         return -EINVAL;
-    return t->ops->inventory ? t->ops->inventory(t, fn, arg) : -ENOTSUP;
+    if (t->ops->inventory)
+        return t->ops->inventory(t, fn, arg);
+    for (uint64_t i = 0; i < t->cfg.capacity; i++) {
+        tier_slot_header_t h;
+        if (t->ops->get_header(t, i, &h) < 0 || h.state != TIER_SLOT_SERVING)
+            continue;
+        int rc = fn(arg, i, &h);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
+/* Without a probe op: present = the header says SERVING. */
 int tier_probe(tier_t *t, const uint64_t *slots, size_t n, bool *present)
 {
     if (n && (!slots || !present))
@@ -166,10 +486,125 @@ int tier_probe(tier_t *t, const uint64_t *slots, size_t n, bool *present)
     for (size_t i = 0; i < n; i++)
         if (slots[i] >= t->cfg.capacity)
             return -ERANGE;
-    return t->ops->probe ? t->ops->probe(t, slots, n, present) : -ENOTSUP;
+    if (t->ops->probe)
+        return t->ops->probe(t, slots, n, present);
+    for (size_t i = 0; i < n; i++) {
+        tier_slot_header_t h;
+        present[i] = t->ops->get_header(t, slots[i], &h) == 0 && h.state == TIER_SLOT_SERVING;
+    }
+    return 0;
 }
 
 void *tier_map(tier_t *t, size_t *len)
 {
     return t->ops->map ? t->ops->map(t, len) : NULL;
+}
+
+/* ---- batches: the backend's op, or the one-by-one loop it must match ---- */
+
+static int s_cancel_rest(tier_io_t *items, size_t from, size_t n)
+{
+    for (size_t i = from; i < n; i++)
+        items[i].rc = -ECANCELED;
+    return 0;
+}
+
+int tier_write_batch(tier_t *t, tier_io_t *items, size_t n)
+{
+    if (n && !items)
+        return -EINVAL;
+    if (t->ops->write_batch)
+        return t->ops->write_batch(t, items, n);
+    for (size_t i = 0; i < n; i++) {
+        items[i].rc = tier_write(t, items[i].slot, items[i].iov, items[i].n);
+        if (items[i].rc < 0)
+            return s_cancel_rest(items, i + 1, n), items[i].rc;
+    }
+    return 0;
+}
+
+int tier_read_batch(tier_t *t, tier_io_t *items, size_t n)
+{
+    if (n && !items)
+        return -EINVAL;
+    if (t->ops->read_batch)
+        return t->ops->read_batch(t, items, n);
+    int first = 0;
+    for (size_t i = 0; i < n; i++) {
+        tier_slot_header_t h;
+        tier_io_t *it = &items[i];
+        it->size = 0;
+        it->rc = tier_get_header(t, it->slot, &h);
+        if (it->rc == 0 && h.state != TIER_SLOT_SERVING)
+            it->rc = -ENODATA;
+        if (it->rc == 0)
+            it->rc = tier_read(t, it->slot, (struct iovec *)it->iov, it->n);
+        if (it->rc == 0)
+            it->size = h.size;
+        if (it->rc < 0 && !first)
+            first = it->rc;
+    }
+    return first;
+}
+
+int tier_commit_batch(tier_t *t, tier_io_t *items, size_t n)
+{
+    if (n && !items)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        items[i].hdr.state = TIER_SLOT_SERVING;
+    if (t->ops->commit_batch)
+        return t->ops->commit_batch(t, items, n);
+    for (size_t i = 0; i < n; i++) {
+        items[i].rc = tier_put_header(t, items[i].slot, &items[i].hdr);
+        if (items[i].rc == 0)
+            (void)tier_get_header(t, items[i].slot, &items[i].hdr);
+        if (items[i].rc < 0)
+            return s_cancel_rest(items, i + 1, n), items[i].rc;
+    }
+    return 0;
+}
+
+int tier_clear_batch(tier_t *t, tier_io_t *items, size_t n)
+{
+    if (n && !items)
+        return -EINVAL;
+    if (t->ops->clear_batch)
+        return t->ops->clear_batch(t, items, n);
+    int first = 0;
+    const tier_slot_header_t empty = {.state = TIER_SLOT_EMPTY};
+    for (size_t i = 0; i < n; i++) {
+        items[i].rc = tier_put_header(t, items[i].slot, &empty);
+        if (items[i].rc < 0 && !first)
+            first = items[i].rc;
+    }
+    return first;
+}
+
+/* ---- description, views, counters ---- */
+
+void tier_describe(tier_t *t, tier_desc_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!t->ops->describe || t->ops->describe(t, out) < 0) {
+        memset(out, 0, sizeof *out);
+        out->access_kind = TIER_ACCESS_NONE;
+    }
+    if (out->epoch == 0 && t->epoch == 0)
+        t->epoch = s_random_epoch(); /* a tier opened by a backend's own constructor */
+    if (out->epoch == 0)
+        out->epoch = t->epoch;
+}
+
+void *tier_slot_data(tier_t *t, uint64_t slot)
+{
+    if (slot >= t->cfg.capacity || !t->ops->slot_data)
+        return NULL;
+    return t->ops->slot_data(t, slot);
+}
+
+void tier_counters(tier_t *t, tier_counter_fn fn, void *arg)
+{
+    if (fn && t->ops->counters)
+        t->ops->counters(t, fn, arg);
 }

@@ -1160,7 +1160,7 @@ static int s_check_cfg(s_nvme_t *nv, const tier_config_t *cfg, char *err, size_t
         return s_fail(nv, err, errlen, -EINVAL, "no file path configured");
     if (cfg->capacity == 0 || cfg->slot_size == 0)
         return s_fail(nv, err, errlen, -EINVAL, "capacity and slot size must be positive");
-    nv->depth = cfg->queue_depth ? cfg->queue_depth : TIER_NVME_DEFAULT_DEPTH;
+    nv->depth = nv->opts.queue_depth ? nv->opts.queue_depth : TIER_NVME_DEFAULT_DEPTH;
     if (nv->depth > TIER_URING_DEPTH_MAX)
         return s_fail(nv, err, errlen, -EINVAL, "queue depth %u above the limit %u", nv->depth,
                       TIER_URING_DEPTH_MAX);
@@ -1256,11 +1256,69 @@ void tier_nvme_opts_default(tier_nvme_opts_t *opts)
     opts->lock_wait_ms = TIER_NVME_DEFAULT_LOCK_WAIT_MS;
 }
 
-static int s_op_open(tier_t *t, const tier_config_t *cfg)
+static const char *const s_option_keys[] = {
+    "queue_depth",    "engine",      "sync",         "format",
+    "verify_on_open", "chunk_bytes", "lock_wait_ms", NULL};
+static const char *const s_engines[] = {"auto", "uring", "sync", NULL};
+static const char *const s_syncs[] = {"dsync", "fdatasync", "none", NULL};
+
+/* The options of tier_nvme_opts_t from cfg's key/value options (tier.h). */
+static int s_opts_from_config(const tier_config_t *cfg, tier_nvme_opts_t *o, char *err,
+                              size_t errlen)
+{
+    uint64_t qd, chunk, wait;
+    int engine, sync;
+    tier_nvme_opts_default(o);
+    int rc = tier_option_u64(cfg, "queue_depth", 1, TIER_URING_DEPTH_MAX, TIER_NVME_DEFAULT_DEPTH,
+                             &qd, err, errlen);
+    if (rc == 0)
+        rc = tier_option_enum(cfg, "engine", s_engines, TIER_URING_AUTO, &engine, err, errlen);
+    if (rc == 0)
+        rc = tier_option_enum(cfg, "sync", s_syncs, TIER_NVME_SYNC_DSYNC, &sync, err, errlen);
+    if (rc == 0)
+        rc = tier_option_bool(cfg, "format", false, &o->format, err, errlen);
+    if (rc == 0)
+        rc = tier_option_bool(cfg, "verify_on_open", false, &o->verify_on_open, err, errlen);
+    if (rc == 0)
+        rc = tier_option_u64(cfg, "chunk_bytes", S_PAGE, S_CHUNK_MAX, TIER_NVME_DEFAULT_CHUNK,
+                             &chunk, err, errlen);
+    if (rc == 0 && chunk % S_PAGE) {
+        snprintf(err, errlen, "chunk_bytes: %llu is not a multiple of %u",
+                 (unsigned long long)chunk, S_PAGE);
+        rc = -EINVAL;
+    }
+    if (rc == 0)
+        rc = tier_option_u64(cfg, "lock_wait_ms", 0, 3600000, TIER_NVME_DEFAULT_LOCK_WAIT_MS, &wait,
+                             err, errlen);
+    if (rc < 0)
+        return rc;
+    o->queue_depth = (uint32_t)qd;
+    o->engine = tier_config_get(cfg, "engine") ? (enum tier_uring_kind)engine : TIER_URING_AUTO;
+    o->sync = (enum tier_nvme_sync)sync;
+    o->chunk_bytes = (uint32_t)chunk;
+    o->lock_wait_ms = (uint32_t)wait;
+    o->log = cfg->log;
+    o->log_arg = cfg->log_arg;
+    return 0;
+}
+
+static int s_op_configure(tier_config_t *cfg, char *err, size_t errlen)
+{
+    tier_nvme_opts_t o;
+    if (!cfg->path[0]) {
+        snprintf(err, errlen, "path: missing (an nvme tier needs a file path)");
+        return -EINVAL;
+    }
+    return s_opts_from_config(cfg, &o, err, errlen);
+}
+
+static int s_op_clear_batch(tier_t *t, tier_io_t *items, size_t n);
+
+static int s_op_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
 {
     tier_nvme_opts_t opts;
-    tier_nvme_opts_default(&opts);
-    return s_open_impl(t, cfg, &opts, NULL, 0);
+    int rc = s_opts_from_config(cfg, &opts, err, errlen);
+    return rc < 0 ? rc : s_open_impl(t, cfg, &opts, err, errlen);
 }
 
 static void s_op_close(tier_t *t)
@@ -1360,19 +1418,6 @@ static int s_op_probe(tier_t *t, const uint64_t *slots, size_t n, bool *present)
     }
     return 0;
 }
-
-const struct tier_ops tier_nvme_ops = {
-    .version = TIER_OPS_VERSION,
-    .kind = "nvme",
-    .open = s_op_open,
-    .close = s_op_close,
-    .write = s_op_write,
-    .read = s_op_read,
-    .put_header = s_op_put_header,
-    .get_header = s_op_get_header,
-    .inventory = s_op_inventory,
-    .probe = s_op_probe,
-};
 
 tier_t *tier_nvme_open(const tier_config_t *cfg, const tier_nvme_opts_t *opts, char *err,
                        size_t errlen)
@@ -1524,9 +1569,9 @@ int tier_nvme_commit_batch(tier_t *t, tier_nvme_commit_t *items, size_t n)
     return first;
 }
 
-int tier_nvme_clear_batch(tier_t *t, const uint64_t *slots, int *rcs, size_t n)
+static int s_op_clear_batch(tier_t *t, tier_io_t *items, size_t n)
 {
-    if (!t || t->ops != &tier_nvme_ops || !t->priv || (n && (!slots || !rcs)))
+    if (!t || t->ops != &tier_nvme_ops || !t->priv || (n && !items))
         return -EINVAL;
     s_nvme_t *nv = t->priv;
     int first = 0;
@@ -1535,19 +1580,38 @@ int tier_nvme_clear_batch(tier_t *t, const uint64_t *slots, int *rcs, size_t n)
         struct s_blk *b = nv->blk;
         for (size_t j = 0; j < k; j++) {
             memset(&b[j], 0, sizeof b[j]);
-            b[j].slot = slots[i + j];
+            b[j].slot = items[i + j].slot;
             b[j].h.state = TIER_SLOT_EMPTY;
-            if (slots[i + j] >= nv->capacity)
+            if (b[j].slot >= nv->capacity)
                 b[j].rc = -ERANGE;
         }
         s_hdr_run(nv, b, k);
         for (size_t j = 0; j < k; j++) {
-            rcs[i + j] = b[j].rc;
+            items[i + j].rc = b[j].rc;
             if (b[j].rc == 0)
                 nv->slots[b[j].slot].pending = false;
             else if (!first)
                 first = b[j].rc;
         }
+    }
+    return first;
+}
+
+int tier_nvme_clear_batch(tier_t *t, const uint64_t *slots, int *rcs, size_t n)
+{
+    if (n && (!slots || !rcs))
+        return -EINVAL;
+    tier_io_t items[S_GROUP];
+    int first = 0;
+    for (size_t i = 0; i < n; i += S_GROUP) {
+        size_t k = n - i < S_GROUP ? n - i : S_GROUP;
+        for (size_t j = 0; j < k; j++)
+            items[j] = (tier_io_t){.slot = slots[i + j]};
+        int rc = s_op_clear_batch(t, items, k);
+        for (size_t j = 0; j < k; j++)
+            rcs[i + j] = items[j].rc;
+        if (rc < 0 && !first)
+            first = rc;
     }
     return first;
 }
@@ -1565,3 +1629,53 @@ int tier_nvme_get_batch(tier_t *t, tier_nvme_get_t *items, size_t n)
     }
     return first;
 }
+
+static int s_op_describe(tier_t *t, tier_desc_t *out)
+{
+    const s_nvme_t *nv = t->priv;
+    out->access_kind = TIER_ACCESS_NONE;
+    snprintf(out->detail, sizeof out->detail, "%s, queue depth %u%s", tier_uring_name(nv->io),
+             nv->depth, tier_uring_fixed_buffers(nv->io) ? ", fixed buffers" : "");
+    return 0;
+}
+
+static void s_op_counters(tier_t *t, tier_counter_fn fn, void *arg)
+{
+    const s_nvme_t *nv = t->priv;
+    const tier_nvme_stats_t *st = &nv->st;
+    fn(arg, "reads", st->reads);
+    fn(arg, "writes", st->writes);
+    fn(arg, "headers", st->headers);
+    fn(arg, "bytes_read", st->bytes_read);
+    fn(arg, "bytes_written", st->bytes_written);
+    fn(arg, "direct_blocks", st->direct_blocks);
+    fn(arg, "bounced_blocks", st->bounced_blocks);
+    fn(arg, "checksum_failures", st->checksum_failures);
+    fn(arg, "torn_headers", st->torn_headers);
+    fn(arg, "dropped_slots", st->dropped_slots);
+    fn(arg, "io_errors", st->io_errors);
+    fn(arg, "recovered", st->recovered);
+    fn(arg, "serving", st->serving);
+}
+
+const struct tier_ops tier_nvme_ops = {
+    .version = TIER_OPS_VERSION,
+    .kind = "nvme",
+    .option_keys = s_option_keys,
+    .path_key = "path",
+    .configure = s_op_configure,
+    .open = s_op_open,
+    .close = s_op_close,
+    .write = s_op_write,
+    .read = s_op_read,
+    .put_header = s_op_put_header,
+    .get_header = s_op_get_header,
+    .inventory = s_op_inventory,
+    .probe = s_op_probe,
+    .write_batch = tier_nvme_write_batch,
+    .read_batch = tier_nvme_get_batch,
+    .commit_batch = tier_nvme_commit_batch,
+    .clear_batch = s_op_clear_batch,
+    .describe = s_op_describe,
+    .counters = s_op_counters,
+};

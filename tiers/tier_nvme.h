@@ -1,6 +1,6 @@
 /* tier_nvme.h — the `nvme` tier backend (DESIGN.md §4, §7): one preallocated
  * file per tier at cfg.path, slots aligned for O_DIRECT, I/O through io_uring
- * with cfg.queue_depth ops in flight (pread/pwrite when io_uring cannot be set
+ * with queue_depth ops in flight (pread/pwrite when io_uring cannot be set
  * up: chosen automatically and logged once). Each slot's header (key,
  * instance, size, xxh3-64 checksum of the bytes, TTL deadline, state) is
  * persisted after its bytes, so a restarted process rebuilds the inventory
@@ -102,6 +102,7 @@ enum tier_nvme_sync {
 typedef void (*tier_nvme_log_fn)(void *arg, const char *line);
 
 typedef struct tier_nvme_opts {
+    uint32_t queue_depth; /* I/Os in flight, 1..TIER_URING_DEPTH_MAX; 0: 32 */
     /* TIER_URING_AUTO honours $KVT_NVME_ENGINE (auto|uring|sync) when set. */
     enum tier_uring_kind engine;
     enum tier_nvme_sync sync;
@@ -170,15 +171,10 @@ int tier_nvme_stats(const tier_t *t, tier_nvme_stats_t *out);
 
 /* ---- batches: many slots per call, up to queue_depth I/Os in flight ----- */
 
-typedef struct tier_nvme_put {
-    uint64_t slot;
-    const struct iovec *iov; /* 1..TIER_MAX_IOV segments, total <= slot size */
-    int n;
-    /* in: key, instance, deadline_ms (checksum 0, or the expected value);
-     * out: size, checksum and state SERVING once committed */
-    tier_slot_header_t hdr;
-    int rc; /* out: 0 or a negative errno for this item */
-} tier_nvme_put_t;
+/* Batch items are tier.h's tier_io_t. put: slot, iov (1..TIER_MAX_IOV segments,
+ * total <= slot size), n; hdr in: key, instance, deadline_ms (checksum 0, or the
+ * expected value); out: size, checksum and state SERVING once committed; rc. */
+typedef tier_io_t tier_nvme_put_t;
 
 /* Writes each item's bytes, then (per the sync policy) its SERVING header:
  * the same result as write() + put_header() per item, with the I/O of all
@@ -188,12 +184,8 @@ typedef struct tier_nvme_put {
  * by the caller's array. */
 int tier_nvme_put_batch(tier_t *t, tier_nvme_put_t *items, size_t n);
 
-typedef struct tier_nvme_write {
-    uint64_t slot;
-    const struct iovec *iov; /* 1..TIER_MAX_IOV segments, total <= slot size */
-    int n;
-    int rc; /* out: 0 or a negative errno for this item */
-} tier_nvme_write_t;
+/* write: slot, iov, n in; rc out. */
+typedef tier_io_t tier_nvme_write_t;
 
 /* tier_write for each item (bytes only, pending until a SERVING header; a slot
  * whose header said SERVING is rewritten WRITING first), with the I/O of all
@@ -203,11 +195,8 @@ typedef struct tier_nvme_write {
  * group of 64, and the later groups are not tried. Returns 0 or the first error. */
 int tier_nvme_write_batch(tier_t *t, tier_nvme_write_t *items, size_t n);
 
-typedef struct tier_nvme_commit {
-    uint64_t slot;
-    tier_slot_header_t hdr; /* in: as for put_header(SERVING); out: as persisted */
-    int rc;                 /* out: 0 or as tier_put_header */
-} tier_nvme_commit_t;
+/* commit: slot, hdr in (as for put_header(SERVING)) and out (as persisted); rc. */
+typedef tier_io_t tier_nvme_commit_t;
 
 /* tier_put_header(SERVING) for each item (bytes written before, through this
  * tier), with one barrier pair and the header writes of all items overlapped.
@@ -220,13 +209,9 @@ int tier_nvme_commit_batch(tier_t *t, tier_nvme_commit_t *items, size_t n);
  * first error. */
 int tier_nvme_clear_batch(tier_t *t, const uint64_t *slots, int *rcs, size_t n);
 
-typedef struct tier_nvme_get {
-    uint64_t slot;
-    struct iovec *iov; /* at least the block's size */
-    int n;
-    uint64_t size; /* out: bytes read (the header's size) */
-    int rc;        /* out: as tier_read */
-} tier_nvme_get_t;
+/* get: slot, iov (at least the block's size), n in; size (bytes read, the
+ * header's size) and rc (as tier_read) out. */
+typedef tier_io_t tier_nvme_get_t;
 
 /* Reads and verifies each item's slot like tier_read, overlapped. */
 int tier_nvme_get_batch(tier_t *t, tier_nvme_get_t *items, size_t n);

@@ -32,7 +32,7 @@
 #include "migrator.h"
 #include "tier_actor.h"
 #include "tier_checksum.h"
-#include "tier_nvme.h"
+#include "tier_uring.h"
 
 #define S_HOST_ID 1u
 #define S_NVME_ID 2u
@@ -51,7 +51,7 @@ struct s_args {
     uint64_t block; /* 0: every default size */
     uint32_t qd, job_slots, in_flight, per_source, rounds;
     uint32_t copy_ms; /* tier actors' copy_timeout_ms; 0: the service's defaults */
-    enum tier_nvme_sync sync;
+    const char *sync; /* the nvme tier's "sync" option: dsync, fdatasync, none */
     bool default_malloc;
 };
 
@@ -63,9 +63,8 @@ typedef struct {
     char host_ep[TIER_ACTOR_ENDPOINT_MAX], nvme_ep[TIER_ACTOR_ENDPOINT_MAX];
     bus_client_t *hc; /* to the host tier actor: fill, delete, verify */
     zsock_t *pull;    /* migrator results */
-    tier_nvme_opts_t nvme_opts;
-    uint32_t batch; /* slots per fill / delete / verify request */
-    uint8_t *buf;   /* batch * block */
+    uint32_t batch;   /* slots per fill / delete / verify request */
+    uint8_t *buf;     /* batch * block */
     uint64_t *slots, *sizes, *sums;
     uint8_t (*keys)[16];
     kvtier_Envelope req, rep;
@@ -127,24 +126,36 @@ static uint64_t s_slot(const s_env_t *e, uint64_t id, uint32_t r)
 
 /* ---- setup ---- */
 
-static zactor_t *s_tier_start(s_env_t *e, const char *kind, uint32_t id, char *ep, size_t eplen)
+/* The two tiers of the bench: a pre-faulted host tier and a fresh nvme file. */
+static tier_config_t s_tier_cfg(s_env_t *e, bool host)
 {
     static unsigned s_seq;
+    char qd[16];
+    tier_config_t t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "%s0", host ? "host" : "nvme");
+    snprintf(t.kind, sizeof t.kind, "%s", host ? "host" : "nvme");
+    t.capacity = e->n;
+    t.slot_size = e->block;
+    snprintf(qd, sizeof qd, "%u", e->a->qd);
+    if (host) {
+        snprintf(t.path, sizeof t.path, "/kvt-bench-migrate-%d-%u", (int)getpid(), s_seq++);
+        (void)tier_config_set(&t, "prefault", "true");
+    } else {
+        snprintf(t.path, sizeof t.path, "%s/nvme0.dat", e->dir);
+        (void)tier_config_set(&t, "queue_depth", qd);
+        (void)tier_config_set(&t, "sync", e->a->sync);
+        (void)tier_config_set(&t, "format", "true");
+    }
+    return t;
+}
+
+static zactor_t *s_tier_start(s_env_t *e, const tier_config_t *tc, uint32_t id, char *ep,
+                              size_t eplen)
+{
     tier_actor_config_t c;
     memset(&c, 0, sizeof c);
-    snprintf(c.tier.name, sizeof c.tier.name, "%s0", kind);
-    snprintf(c.tier.kind, sizeof c.tier.kind, "%s", kind);
-    c.tier.capacity = e->n;
-    c.tier.slot_size = e->block;
-    c.tier.queue_depth = e->a->qd;
-    if (strcmp(kind, "host") == 0) {
-        snprintf(c.tier.path, sizeof c.tier.path, "/kvt-bench-migrate-%d-%u", (int)getpid(),
-                 s_seq++);
-        c.tier.prefault = true;
-    } else {
-        snprintf(c.tier.path, sizeof c.tier.path, "%s/nvme0.dat", e->dir);
-        c.nvme_opts = &e->nvme_opts;
-    }
+    c.tier = *tc;
     c.tier_id = id;
     c.endpoint = "tcp://127.0.0.1:*";
     c.copy_timeout_ms = e->a->copy_ms;
@@ -155,7 +166,7 @@ static zactor_t *s_tier_start(s_env_t *e, const char *kind, uint32_t id, char *e
     if (!t || tier_actor_endpoint(t, ep, eplen) != 0) {
         fprintf(stderr,
                 "migrate bench: cannot start the %s tier actor (%s, %" PRIu64 " x %" PRIu64 " B)\n",
-                kind, c.tier.path, e->n, e->block);
+                tc->kind, c.tier.path, e->n, e->block);
         zactor_destroy(&t);
     }
     return t;
@@ -164,9 +175,6 @@ static zactor_t *s_tier_start(s_env_t *e, const char *kind, uint32_t id, char *e
 static int s_env_start(s_env_t *e)
 {
     static unsigned s_seq;
-    tier_nvme_opts_default(&e->nvme_opts);
-    e->nvme_opts.sync = e->a->sync;
-    e->nvme_opts.format = true;
     e->batch = (uint32_t)(S_BATCH_BYTES / e->block);
     e->batch = e->batch < 1 ? 1 : e->batch > S_BATCH_SLOTS ? S_BATCH_SLOTS : e->batch;
     e->buf = malloc((size_t)e->batch * e->block);
@@ -177,8 +185,9 @@ static int s_env_start(s_env_t *e)
     e->sent_at = calloc(e->n / e->a->job_slots + 1, sizeof *e->sent_at);
     if (!e->buf || !e->slots || !e->sizes || !e->sums || !e->keys || !e->sent_at)
         return -1;
-    e->host = s_tier_start(e, "host", S_HOST_ID, e->host_ep, sizeof e->host_ep);
-    e->nvme = s_tier_start(e, "nvme", S_NVME_ID, e->nvme_ep, sizeof e->nvme_ep);
+    tier_config_t host = s_tier_cfg(e, true), nvme = s_tier_cfg(e, false);
+    e->host = s_tier_start(e, &host, S_HOST_ID, e->host_ep, sizeof e->host_ep);
+    e->nvme = s_tier_start(e, &nvme, S_NVME_ID, e->nvme_ep, sizeof e->nvme_ep);
     if (!e->host || !e->nvme)
         return -1;
     bus_client_config_t cc = {.name = "bench-migrate", .default_timeout_ms = S_CALL_MS};
@@ -448,7 +457,7 @@ static void s_ratio(double gbps, double base, const char *name)
 static int s_round(s_env_t *e, const s_raw_t *raw)
 {
     uint64_t bytes = e->n * e->block;
-    bool fresh = e->round == 0, dsync = e->a->sync == TIER_NVME_SYNC_DSYNC;
+    bool fresh = e->round == 0, dsync = strcmp(e->a->sync, "dsync") == 0;
     double w = fresh ? raw->w_fresh : raw->w, wd = fresh ? raw->wd_fresh : raw->wd;
     char what[64];
     double dt = s_migrate(e, true);
@@ -540,13 +549,6 @@ static int s_block_size(const struct s_args *a, const char *dir, uint64_t block)
 
 /* ---- options ---- */
 
-static const char *s_sync_name(enum tier_nvme_sync s)
-{
-    return s == TIER_NVME_SYNC_DSYNC       ? "dsync"
-           : s == TIER_NVME_SYNC_FDATASYNC ? "fdatasync"
-                                           : "none";
-}
-
 static void s_usage(void)
 {
     fprintf(stderr,
@@ -596,12 +598,10 @@ static int s_parse(int argc, char **argv, struct s_args *a)
             a->rounds = (uint32_t)v;
         else if (strcmp(opt, "--copy-timeout-ms") == 0)
             a->copy_ms = (uint32_t)v;
-        else if (strcmp(opt, "--sync") == 0 && strcmp(val, "dsync") == 0)
-            a->sync = TIER_NVME_SYNC_DSYNC;
-        else if (strcmp(opt, "--sync") == 0 && strcmp(val, "fdatasync") == 0)
-            a->sync = TIER_NVME_SYNC_FDATASYNC;
-        else if (strcmp(opt, "--sync") == 0 && strcmp(val, "none") == 0)
-            a->sync = TIER_NVME_SYNC_NONE;
+        else if (strcmp(opt, "--sync") == 0 &&
+                 (strcmp(val, "dsync") == 0 || strcmp(val, "fdatasync") == 0 ||
+                  strcmp(val, "none") == 0))
+            a->sync = val;
         else
             return -1;
     }
@@ -643,7 +643,7 @@ int bench_migrate(int argc, char **argv)
                        .per_source = MIGRATOR_DEFAULT_PER_SOURCE,
                        .copy_ms = S_DEFAULT_COPY_MS,
                        .rounds = 2,
-                       .sync = TIER_NVME_SYNC_DSYNC};
+                       .sync = "dsync"};
     if (s_parse(argc, argv, &a) < 0) {
         s_usage();
         return 2;
@@ -675,7 +675,7 @@ int bench_migrate(int argc, char **argv)
            "scratch directory %s (%s, device %u:%u)\n"
            "migrator %u in flight, %u per source; copy deadline %u ms%s; ratios against the "
            "same run\n",
-           s_sync_name(a.sync), a.qd, real, s_fs_name(real), maj, min, a.in_flight, a.per_source,
+           a.sync, a.qd, real, s_fs_name(real), maj, min, a.in_flight, a.per_source,
            a.copy_ms ? a.copy_ms : TIER_ACTOR_DEFAULT_COPY_TIMEOUT_MS,
            a.copy_ms ? "" : " (the service's defaults)");
     static const uint64_t blocks[] = {256u << 10, 2u << 20};

@@ -16,7 +16,6 @@
 
 #include "bench.h"
 #include "tier.h"
-#include "tier_nvme.h"
 #include "tier_uring.h"
 
 #define S_BATCH 32
@@ -26,10 +25,20 @@ struct s_args {
     const char *dir;
     uint64_t total;
     uint32_t qd;
-    uint32_t chunk; /* bytes, 0 = the tier's default */
-    enum tier_uring_kind engine;
-    enum tier_nvme_sync sync;
+    uint32_t chunk;     /* bytes, 0 = the tier's default */
+    const char *engine; /* the nvme tier's options (tier_nvme.h): auto|uring|sync */
+    const char *sync;   /* dsync|fdatasync|none */
 };
+
+static const char *const s_syncs[] = {"dsync", "fdatasync", "none", NULL};
+
+/* The raw baseline runs on the engine the tier is told to use. */
+static enum tier_uring_kind s_engine(const struct s_args *a)
+{
+    return strcmp(a->engine, "sync") == 0    ? TIER_URING_SYNC
+           : strcmp(a->engine, "uring") == 0 ? TIER_URING_RING
+                                             : TIER_URING_AUTO;
+}
 
 static double s_now(void)
 {
@@ -95,7 +104,7 @@ static double s_raw_pass(const struct s_args *a, uint64_t block, bool write, boo
         mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     char why[200];
     tier_uring_t *io =
-        r.buf == MAP_FAILED ? NULL : tier_uring_new(fd, a->qd, a->engine, NULL, why, sizeof why);
+        r.buf == MAP_FAILED ? NULL : tier_uring_new(fd, a->qd, s_engine(a), NULL, why, sizeof why);
     double gbps = -1;
     if (io) {
         memset(r.buf, 0x5a, len);
@@ -134,8 +143,9 @@ struct s_tier_run {
 };
 
 static tier_t *s_tier_open(const struct s_args *a, uint64_t block, uint64_t nblocks,
-                           enum tier_nvme_sync sync, bool fresh)
+                           const char *sync, bool fresh)
 {
+    char num[24];
     tier_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     snprintf(cfg.name, sizeof cfg.name, "bench");
@@ -143,21 +153,36 @@ static tier_t *s_tier_open(const struct s_args *a, uint64_t block, uint64_t nblo
     snprintf(cfg.path, sizeof cfg.path, "%s/kvt-bench-tier.dat", a->dir);
     cfg.capacity = nblocks;
     cfg.slot_size = block;
-    cfg.queue_depth = a->qd;
-    tier_nvme_opts_t o;
-    tier_nvme_opts_default(&o);
-    o.engine = a->engine;
-    o.sync = sync;
-    o.format = true;
-    if (a->chunk)
-        o.chunk_bytes = a->chunk;
+    snprintf(num, sizeof num, "%u", a->qd);
+    (void)tier_config_set(&cfg, "queue_depth", num);
+    (void)tier_config_set(&cfg, "engine", a->engine);
+    (void)tier_config_set(&cfg, "sync", sync);
+    (void)tier_config_set(&cfg, "format", "true");
+    if (a->chunk) {
+        snprintf(num, sizeof num, "%u", a->chunk);
+        (void)tier_config_set(&cfg, "chunk_bytes", num);
+    }
     if (fresh) /* a new file: its extents are still unwritten */
         unlink(cfg.path);
     char err[512];
-    tier_t *t = tier_nvme_open(&cfg, &o, err, sizeof err);
+    tier_t *t = tier_open(&cfg, err, sizeof err);
     if (!t)
         fprintf(stderr, "nvme bench: %s\n", err);
     return t;
+}
+
+/* The tier's counters the bench checks after a run. */
+struct s_counts {
+    uint64_t checksum_failures, io_errors;
+};
+
+static void s_count(void *arg, const char *name, uint64_t value)
+{
+    struct s_counts *c = arg;
+    if (strcmp(name, "checksum_failures") == 0)
+        c->checksum_failures = value;
+    else if (strcmp(name, "io_errors") == 0)
+        c->io_errors = value;
 }
 
 static uint8_t *s_at(const struct s_tier_run *r, uint64_t i, size_t skew)
@@ -187,17 +212,18 @@ static double s_put(struct s_tier_run *r, enum s_mode mode, size_t skew)
             if (tier_write(r->t, i, &v, 1) < 0 || tier_put_header(r->t, i, &h) < 0)
                 return -1;
         }
-    } else {
+    } else { /* as the tier actor does it: WriteSlots, then PutHeader(SERVING) */
         struct iovec v[S_BATCH];
-        tier_nvme_put_t items[S_BATCH];
+        tier_io_t items[S_BATCH];
         for (uint64_t i = 0; i < r->nblocks; i += S_BATCH) {
             size_t k = 0;
             for (; k < S_BATCH && i + k < r->nblocks; k++) {
                 v[k] = (struct iovec){s_at(r, i + k, skew), r->block};
-                items[k] = (tier_nvme_put_t){.slot = i + k, .iov = &v[k], .n = 1};
+                items[k] = (tier_io_t){.slot = i + k, .iov = &v[k], .n = 1};
+                items[k].hdr.size = r->block;
                 memcpy(items[k].hdr.key.b, &(uint64_t){i + k}, sizeof(uint64_t));
             }
-            if (tier_nvme_put_batch(r->t, items, k) < 0)
+            if (tier_write_batch(r->t, items, k) < 0 || tier_commit_batch(r->t, items, k) < 0)
                 return -1;
         }
     }
@@ -215,25 +241,18 @@ static double s_get(struct s_tier_run *r, enum s_mode mode, size_t skew)
         }
     } else {
         struct iovec v[S_BATCH];
-        tier_nvme_get_t items[S_BATCH];
+        tier_io_t items[S_BATCH];
         for (uint64_t i = 0; i < r->nblocks; i += S_BATCH) {
             size_t k = 0;
             for (; k < S_BATCH && i + k < r->nblocks; k++) {
                 v[k] = (struct iovec){s_at(r, i + k, skew), r->block};
-                items[k] = (tier_nvme_get_t){.slot = i + k, .iov = &v[k], .n = 1};
+                items[k] = (tier_io_t){.slot = i + k, .iov = &v[k], .n = 1};
             }
-            if (tier_nvme_get_batch(r->t, items, k) < 0)
+            if (tier_read_batch(r->t, items, k) < 0)
                 return -1;
         }
     }
     return s_gbps(r->nblocks * r->block, s_now() - t0);
-}
-
-static const char *s_sync_name(enum tier_nvme_sync s)
-{
-    return s == TIER_NVME_SYNC_DSYNC       ? "dsync"
-           : s == TIER_NVME_SYNC_FDATASYNC ? "fdatasync"
-                                           : "none";
 }
 
 static void s_row(const char *what, double gbps, double base, const char *base_name)
@@ -269,18 +288,17 @@ static int s_block_size(const struct s_args *a, uint64_t block, uint8_t *src)
     struct s_tier_run r = {.src = src, .block = block, .nblocks = nblocks};
     if (!(r.t = s_tier_open(a, block, nblocks, a->sync, true)))
         return -1;
-    tier_nvme_stats_t st;
-    tier_nvme_stats(r.t, &st);
-    double wbase = a->sync == TIER_NVME_SYNC_DSYNC ? raw_wd : raw_w;
-    const char *wname = a->sync == TIER_NVME_SYNC_DSYNC ? "raw dsync write" : "raw write";
+    tier_desc_t d;
+    tier_describe(r.t, &d);
+    bool dsync = strcmp(a->sync, "dsync") == 0;
+    double wbase = dsync ? raw_wd : raw_w;
+    const char *wname = dsync ? "raw dsync write" : "raw write";
     char what[96];
-    printf("  tier: %s, sync %s, chunk %u KiB%s\n", st.engine, s_sync_name(a->sync),
-           (a->chunk ? a->chunk : TIER_NVME_DEFAULT_CHUNK) >> 10,
-           st.fixed_buffers ? ", registered bounce buffers" : "");
-    double fbase = a->sync == TIER_NVME_SYNC_DSYNC ? raw_fresh_d : raw_fresh;
+    printf("  tier: %s, sync %s, chunk %u KiB\n", d.detail, a->sync,
+           (a->chunk ? a->chunk : 1024u << 10) >> 10);
+    double fbase = dsync ? raw_fresh_d : raw_fresh;
     snprintf(what, sizeof what, "tier put, batch %d, fresh file", S_BATCH);
-    s_row(what, s_put(&r, S_BATCH_MODE, 0), fbase,
-          a->sync == TIER_NVME_SYNC_DSYNC ? "raw dsync fresh" : "raw fresh");
+    s_row(what, s_put(&r, S_BATCH_MODE, 0), fbase, dsync ? "raw dsync fresh" : "raw fresh");
     s_delete_all(&r);
     s_row("tier put, op (write + put_header)", s_put(&r, S_OP, 0), wbase, wname);
     s_row("tier get, op", s_get(&r, S_OP, 0), raw_r, "raw read");
@@ -293,24 +311,23 @@ static int s_block_size(const struct s_args *a, uint64_t block, uint8_t *src)
     s_row("tier put, batch, overwrite SERVING", s_put(&r, S_BATCH_MODE, 0), wbase, wname);
     s_delete_all(&r);
     s_row("tier put, batch, unaligned (bounce)", s_put(&r, S_BATCH_MODE, 1), wbase, wname);
-    tier_nvme_stats(r.t, &st);
+    struct s_counts st = {0};
+    tier_counters(r.t, s_count, &st);
     tier_close(&r.t);
     if (st.checksum_failures || st.io_errors) {
         fprintf(stderr, "nvme bench: %llu checksum failures, %llu I/O errors\n",
                 (unsigned long long)st.checksum_failures, (unsigned long long)st.io_errors);
         return -1;
     }
-    for (int s = TIER_NVME_SYNC_DSYNC; s <= TIER_NVME_SYNC_NONE; s++) {
-        if (s == (int)a->sync)
+    for (int s = 0; s_syncs[s]; s++) {
+        if (strcmp(s_syncs[s], a->sync) == 0)
             continue;
-        if (!(r.t = s_tier_open(a, block, nblocks, (enum tier_nvme_sync)s, true)))
+        if (!(r.t = s_tier_open(a, block, nblocks, s_syncs[s], true)))
             return -1;
-        snprintf(what, sizeof what, "tier put, batch %d, %s, fresh file", S_BATCH,
-                 s_sync_name((enum tier_nvme_sync)s));
+        snprintf(what, sizeof what, "tier put, batch %d, %s, fresh file", S_BATCH, s_syncs[s]);
         s_row(what, s_put(&r, S_BATCH_MODE, 0), raw_fresh, "raw fresh");
         s_delete_all(&r);
-        snprintf(what, sizeof what, "tier put, batch %d, %s", S_BATCH,
-                 s_sync_name((enum tier_nvme_sync)s));
+        snprintf(what, sizeof what, "tier put, batch %d, %s", S_BATCH, s_syncs[s]);
         s_row(what, s_put(&r, S_BATCH_MODE, 0), raw_w, "raw write");
         tier_close(&r.t);
     }
@@ -342,13 +359,9 @@ static int s_parse(int argc, char **argv, struct s_args *a)
         else if (strcmp(opt, "--qd") == 0)
             a->qd = (uint32_t)strtoul(val, NULL, 10);
         else if (strcmp(opt, "--engine") == 0)
-            a->engine = strcmp(val, "sync") == 0    ? TIER_URING_SYNC
-                        : strcmp(val, "uring") == 0 ? TIER_URING_RING
-                                                    : TIER_URING_AUTO;
+            a->engine = val; /* the tier refuses a value it does not know */
         else if (strcmp(opt, "--sync") == 0)
-            a->sync = strcmp(val, "none") == 0        ? TIER_NVME_SYNC_NONE
-                      : strcmp(val, "fdatasync") == 0 ? TIER_NVME_SYNC_FDATASYNC
-                                                      : TIER_NVME_SYNC_DSYNC;
+            a->sync = val;
         else
             return -1;
     }
@@ -357,7 +370,8 @@ static int s_parse(int argc, char **argv, struct s_args *a)
 
 int bench_nvme(int argc, char **argv)
 {
-    struct s_args a = {.dir = ".", .total = 512ull << 20, .qd = 32};
+    struct s_args a = {
+        .dir = ".", .total = 512ull << 20, .qd = 32, .engine = "auto", .sync = "dsync"};
     if (s_parse(argc, argv, &a) < 0) {
         s_usage();
         return 2;

@@ -47,7 +47,7 @@ static zactor_t *s_tier_new(bench_svc_t *s, uint64_t slot_size, uint64_t capacit
     snprintf(tc.tier.path, sizeof tc.tier.path, "%s", s->shm);
     tc.tier.capacity = capacity;
     tc.tier.slot_size = slot_size;
-    tc.tier.prefault = true;
+    (void)tier_config_set(&tc.tier, "prefault", "true");
     /* a whole batch of blocks in one WriteSlots / ReadSlots */
     tc.max_bytes = (uint64_t)1 << 30;
     double t0 = s_now_s();

@@ -576,8 +576,10 @@ int cli_cmd_deployment(int argc, char **argv)
         printf("etcd %s\n", cfg->etcd[i]);
     for (uint32_t i = 0; i < cfg->n_tiers; i++) {
         const coord_tier_config_t *t = &cfg->tiers[i];
+        const struct tier_ops *ops = tier_find(t->kind_name);
+        bool shm = ops && ops->path_access == TIER_ACCESS_SHM && t->backend.path[0];
         printf("tier %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
-               t->kind == COORD_TIER_HOST && t->shm[0] ? t->shm : "-");
+               shm ? t->backend.path : "-");
     }
     status = CLI_EXIT_OK;
 out:

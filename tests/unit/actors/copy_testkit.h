@@ -69,9 +69,10 @@ static inline tier_actor_config_t ck_cfg(const char *kind, uint32_t tier_id, con
     c.tier.slot_size = CK_SLOT;
     if (strcmp(kind, "host") == 0)
         snprintf(c.tier.path, sizeof c.tier.path, "/kvt-ck-%d-%d", (int)getpid(), seq);
-    else
+    else {
         snprintf(c.tier.path, sizeof c.tier.path, "%s/nvme-%d.dat", dir, seq);
-    c.tier.queue_depth = 8;
+        (void)tier_config_set(&c.tier, "queue_depth", "8");
+    }
     c.tier_id = tier_id;
     c.endpoint = "tcp://127.0.0.1:*";
     return c;

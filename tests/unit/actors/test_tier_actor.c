@@ -70,9 +70,10 @@ static tier_actor_config_t s_cfg(const char *kind)
     c.tier.slot_size = SLOT;
     if (strcmp(kind, "host") == 0)
         snprintf(c.tier.path, sizeof c.tier.path, "/kvt-ta-%d-%d", (int)getpid(), seq);
-    else
+    else {
         snprintf(c.tier.path, sizeof c.tier.path, "%s/nvme-%d.dat", s_dir, seq);
-    c.tier.queue_depth = 8;
+        (void)tier_config_set(&c.tier, "queue_depth", "8");
+    }
     c.tier_id = 3;
     c.endpoint = "tcp://127.0.0.1:*";
     return c;
@@ -1102,7 +1103,7 @@ static int s_cmp_u64(const void *a, const void *b)
 }
 
 /* Leaves slot `slot`'s header seqlock odd, as a same-host writer killed inside
- * tier_host_seg_put_header would (layout: tier_host.h). */
+ * tier_seg_put_header would (layout: tier_host.h). */
 static void s_break_header(const char *shm, uint64_t slot)
 {
     int fd = shm_open(shm, O_RDWR, 0);
@@ -1209,21 +1210,21 @@ static void test_pipe_endpoint_epoch_and_stats(void **state)
     assert_true(strncmp(fx.ep, "tcp://127.0.0.1:", 16) == 0);
     assert_null(strchr(fx.ep, '*'));
     assert_true(atoi(fx.ep + 16) > 0);
-    tier_host_seg_t *seg = NULL;
+    tier_seg_t *seg = NULL;
     char err[256];
-    assert_int_equal(tier_host_attach(cfg.tier.path, SLOT, CAP, &seg, err, sizeof err), 0);
-    assert_int_equal(tier_actor_epoch(fx.actor), tier_host_seg_epoch(seg));
+    assert_int_equal(tier_seg_attach(cfg.tier.path, SLOT, CAP, &seg, err, sizeof err), 0);
+    assert_int_equal(tier_actor_epoch(fx.actor), tier_seg_epoch(seg));
     /* a same-host client sees what the actor wrote, in place */
     blk_t b;
     s_blk(&b, 12, 2048, 1300);
     s_store(&fx, &b, 1, false);
-    assert_true(tier_host_seg_serving(seg, 12));
+    assert_true(tier_seg_serving(seg, 12));
     tier_slot_header_t h;
-    assert_int_equal(tier_host_seg_get_header(seg, 12, &h), 0);
+    assert_int_equal(tier_seg_get_header(seg, 12, &h), 0);
     assert_int_equal(h.checksum, b.sum); /* computed by the actor: none was given */
     assert_int_equal(h.instance, tier_actor_instance_hash(INST));
-    assert_memory_equal(tier_host_seg_slot(seg, 12), b.bytes, b.size);
-    tier_host_detach(&seg);
+    assert_memory_equal(tier_seg_slot(seg, 12), b.bytes, b.size);
+    tier_seg_detach(&seg);
     s_expect_intact(&fx, &b, 1);
     tier_actor_stats_t st;
     assert_int_equal(tier_actor_stats(fx.actor, &st), 0);

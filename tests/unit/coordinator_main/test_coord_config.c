@@ -65,19 +65,19 @@ static void test_default_file_parses(void **state)
     const coord_tier_config_t *t = coord_config_tier(&g_cfg, "host0");
     assert_non_null(t);
     assert_int_equal(t->id, 1);
-    assert_int_equal(t->kind, COORD_TIER_HOST);
+    assert_string_equal(t->kind_name, "host");
     assert_string_equal(t->endpoint, "tcp://127.0.0.1:7710");
     assert_int_equal(t->capacity, 2048);
     assert_int_equal(t->slot_size, 256 * 1024);
-    assert_string_equal(t->shm, "/kvtier-kvtier-host0");
+    assert_string_equal(t->backend.path, "/kvtier-kvtier-host0");
     /* issue 4: the default chain goes on to an nvme tier */
     t = coord_config_tier(&g_cfg, "nvme0");
     assert_non_null(t);
     assert_int_equal(t->id, 2);
-    assert_int_equal(t->kind, COORD_TIER_NVME);
+    assert_string_equal(t->kind_name, "nvme");
     assert_int_equal(t->capacity, 16384);
     assert_int_equal(t->slot_size, 64 * 1024);
-    assert_string_equal(t->path, "run/nvme0.dat");
+    assert_string_equal(t->backend.path, "run/nvme0.dat");
     assert_int_equal(g_cfg.n_chains, 1);
     assert_int_equal(g_cfg.chains[0].n_tiers, 2);
     assert_int_equal(g_cfg.chains[0].tier_ids[0], 1);
@@ -100,13 +100,13 @@ static void test_empty_file_is_the_embedded_default(void **state)
     assert_int_equal(g_cfg.n_tiers, 1);
     assert_string_equal(g_cfg.tiers[0].name, "host0");
     assert_string_equal(g_cfg.tiers[0].policy, "lru");
-    assert_true(g_cfg.tiers[0].prefault);
+    assert_string_equal(tier_config_get(&g_cfg.tiers[0].backend, "prefault"), "true");
     assert_string_equal(g_cfg.chains[0].name, "default");
     /* A partial section keeps the other defaults. */
     assert_int_equal(s_load("{\"coordinator\":{\"max_batch\":128},\"cluster\":\"c2\"}"), 0);
     assert_int_equal(g_cfg.max_batch, 128);
     assert_int_equal(g_cfg.pin_lease_ms, 30000);
-    assert_string_equal(g_cfg.tiers[0].shm, "/kvtier-c2-host0");
+    assert_string_equal(g_cfg.tiers[0].backend.path, "/kvtier-c2-host0");
 }
 
 /* wave-2: tier ids are 1 + the index in "tiers"; absent chains = one over all. */
@@ -129,11 +129,12 @@ static void test_tier_ids_follow_file_order_and_default_chain_covers_all(void **
     assert_null(coord_config_tier_by_id(&g_cfg, 3));
     assert_null(coord_config_tier(&g_cfg, "x"));
     const coord_tier_config_t *n = coord_config_tier(&g_cfg, "n");
-    assert_int_equal(n->kind, COORD_TIER_NVME);
-    assert_string_equal(n->path, "/tmp/n.dat");
-    assert_int_equal(n->queue_depth, 32);
+    assert_string_equal(n->kind_name, "nvme");
+    assert_string_equal(n->backend.path, "/tmp/n.dat");
+    assert_string_equal(tier_config_get(&n->backend, "queue_depth"), "32");
     assert_int_equal(n->slot_size, 1u << 20);
-    assert_false(coord_config_tier(&g_cfg, "h")->prefault);
+    assert_string_equal(tier_config_get(&coord_config_tier(&g_cfg, "h")->backend, "prefault"),
+                        "false");
     assert_int_equal(g_cfg.n_chains, 1);
     assert_int_equal(g_cfg.chains[0].n_tiers, 2);
     assert_int_equal(g_cfg.chains[0].tier_ids[0], 1);

@@ -47,7 +47,7 @@ static tier_config_t s_cfg(uint64_t capacity, uint64_t slot_size, bool prefault)
     snprintf(cfg.path, sizeof cfg.path, "%s", s_name);
     cfg.capacity = capacity;
     cfg.slot_size = slot_size;
-    cfg.prefault = prefault;
+    assert_int_equal(tier_config_set(&cfg, "prefault", prefault ? "true" : "false"), 0);
     return cfg;
 }
 
@@ -137,21 +137,21 @@ static void test_slot_data_aligned_for_dma(void **state)
     size_t len = 0;
     uint8_t *base = tier_map(t, &len);
     char err[256];
-    tier_host_seg_t *seg = NULL;
-    assert_int_equal(tier_host_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
-    assert_int_equal(tier_host_seg_capacity(seg), CAPACITY);
-    assert_int_equal(tier_host_seg_slot_size(seg), SLOT_SIZE);
-    assert_true(tier_host_seg_live(seg));
-    assert_int_equal(*(uint64_t *)base, TIER_HOST_MAGIC);
+    tier_seg_t *seg = NULL;
+    assert_int_equal(tier_seg_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
+    assert_int_equal(tier_seg_capacity(seg), CAPACITY);
+    assert_int_equal(tier_seg_slot_size(seg), SLOT_SIZE);
+    assert_true(tier_seg_live(seg));
+    assert_int_equal(*(uint64_t *)base, TIER_SEG_MAGIC);
     for (uint64_t i = 0; i < CAPACITY; i++) {
-        uint8_t *p = tier_host_seg_slot(seg, i);
+        uint8_t *p = tier_seg_slot(seg, i);
         assert_non_null(p);
-        assert_int_equal((uintptr_t)p % TIER_HOST_ALIGN, 0);
+        assert_int_equal((uintptr_t)p % TIER_SEG_ALIGN, 0);
     }
-    assert_null(tier_host_seg_slot(seg, CAPACITY));
-    tier_host_detach(&seg);
+    assert_null(tier_seg_slot(seg, CAPACITY));
+    tier_seg_detach(&seg);
     assert_null(seg);
-    tier_host_detach(&seg);
+    tier_seg_detach(&seg);
     tier_close(&t);
 }
 
@@ -260,27 +260,27 @@ static int s_client_child(const char *name)
 {
     static uint8_t buf[SLOT_SIZE], want[SLOT_SIZE];
     char err[256];
-    tier_host_seg_t *seg = NULL;
-    if (tier_host_attach(name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err) != 0)
+    tier_seg_t *seg = NULL;
+    if (tier_seg_attach(name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err) != 0)
         return 10;
     s_fill(want, 5000, 40);
     tier_slot_header_t h;
-    if (!tier_host_seg_serving(seg, 0) || tier_host_seg_get_header(seg, 0, &h) != 0 ||
-        h.size != 5000 || memcmp(tier_host_seg_slot(seg, 0), want, 5000) != 0)
+    if (!tier_seg_serving(seg, 0) || tier_seg_get_header(seg, 0, &h) != 0 || h.size != 5000 ||
+        memcmp(tier_seg_slot(seg, 0), want, 5000) != 0)
         return 11;
     s_fill(buf, SLOT_SIZE, 41);
-    memcpy(tier_host_seg_slot(seg, 4), buf, SLOT_SIZE);
+    memcpy(tier_seg_slot(seg, 4), buf, SLOT_SIZE);
     struct iovec iov = {buf, SLOT_SIZE};
     h = s_header(4, TIER_SLOT_SERVING, SLOT_SIZE);
     h.checksum = tier_checksum(&iov, 1);
-    if (tier_host_seg_put_header(seg, 4, &h) != 0)
+    if (tier_seg_put_header(seg, 4, &h) != 0)
         return 12;
     /* The iovec path too, into slot 5. */
     struct iovec two[2] = {{buf, 10}, {buf + 10, 90}};
     h = s_header(5, TIER_SLOT_SERVING, 100);
-    if (tier_host_seg_write(seg, 5, two, 2) != 0 || tier_host_seg_put_header(seg, 5, &h) != 0)
+    if (tier_seg_write(seg, 5, two, 2) != 0 || tier_seg_put_header(seg, 5, &h) != 0)
         return 13;
-    tier_host_detach(&seg);
+    tier_seg_detach(&seg);
     return 0;
 }
 
@@ -340,8 +340,8 @@ static void s_expect_attach(const char *name, uint64_t slot_size, uint64_t capac
                             const char *needle)
 {
     char err[256] = "";
-    tier_host_seg_t *seg = (tier_host_seg_t *)&err; /* must be reset to NULL */
-    assert_int_equal(tier_host_attach(name, slot_size, capacity, &seg, err, sizeof err), rc);
+    tier_seg_t *seg = (tier_seg_t *)&err; /* must be reset to NULL */
+    assert_int_equal(tier_seg_attach(name, slot_size, capacity, &seg, err, sizeof err), rc);
     assert_null(seg);
     if (!strstr(err, needle))
         fail_msg("error \"%s\" lacks \"%s\"", err, needle);
@@ -380,7 +380,7 @@ static void test_attach_rejects_bad_segments(void **state)
     tier_t *t = s_open("real", CAPACITY, SLOT_SIZE);
     char real[sizeof s_name];
     memcpy(real, s_name, sizeof real);
-    static uint8_t sb[TIER_HOST_SUPER_SIZE];
+    static uint8_t sb[TIER_SEG_SUPER_SIZE];
     memcpy(sb, tier_map(t, NULL), sizeof sb);
     s_expect_attach(real, SLOT_SIZE + 1, CAPACITY, -EPROTO, "geometry");
     s_expect_attach(real, SLOT_SIZE, CAPACITY + 1, -EPROTO, "geometry");
@@ -396,7 +396,7 @@ static void test_attach_rejects_bad_segments(void **state)
     s_expect_attach(s_name, 0, 0, -EPROTO, "version");
     shm_unlink(s_name);
 
-    sb[8] = TIER_HOST_VERSION;
+    sb[8] = TIER_SEG_VERSION;
     sb[48] ^= 0x10; /* data_off */
     s_make_name("layout");
     s_make_shm(s_name, sb, sizeof sb, 1 << 20);
@@ -453,20 +453,20 @@ static void test_bounds_rejected(void **state)
     assert_int_equal(tier_put_header(t, 0, &h), -EINVAL);
 
     char err[256];
-    tier_host_seg_t *seg = NULL;
-    assert_int_equal(tier_host_attach(s_name, 0, 0, &seg, err, sizeof err), 0);
-    assert_int_equal(tier_host_seg_write(seg, CAPACITY, &ok, 1), -ERANGE);
-    assert_int_equal(tier_host_seg_read(seg, 0, &big, 1), -EMSGSIZE);
-    assert_int_equal(tier_host_seg_write(seg, 0, many, TIER_MAX_IOV + 1), -EINVAL);
+    tier_seg_t *seg = NULL;
+    assert_int_equal(tier_seg_attach(s_name, 0, 0, &seg, err, sizeof err), 0);
+    assert_int_equal(tier_seg_write(seg, CAPACITY, &ok, 1), -ERANGE);
+    assert_int_equal(tier_seg_read(seg, 0, &big, 1), -EMSGSIZE);
+    assert_int_equal(tier_seg_write(seg, 0, many, TIER_MAX_IOV + 1), -EINVAL);
     struct iovec nullbase = {NULL, 4};
-    assert_int_equal(tier_host_seg_write(seg, 0, &nullbase, 1), -EINVAL);
-    assert_int_equal(tier_host_seg_put_header(seg, 0, &h), -EINVAL);
+    assert_int_equal(tier_seg_write(seg, 0, &nullbase, 1), -EINVAL);
+    assert_int_equal(tier_seg_put_header(seg, 0, &h), -EINVAL);
     h.size = 1;
     h.state = 42;
-    assert_int_equal(tier_host_seg_put_header(seg, 0, &h), -EINVAL);
-    assert_int_equal(tier_host_seg_get_header(seg, CAPACITY, &h), -ERANGE);
-    assert_false(tier_host_seg_serving(seg, CAPACITY));
-    tier_host_detach(&seg);
+    assert_int_equal(tier_seg_put_header(seg, 0, &h), -EINVAL);
+    assert_int_equal(tier_seg_get_header(seg, CAPACITY, &h), -ERANGE);
+    assert_false(tier_seg_serving(seg, CAPACITY));
+    tier_seg_detach(&seg);
     tier_close(&t);
 }
 
@@ -481,13 +481,13 @@ static void test_open_rejects_bad_config(void **state)
         tier_config_t cfg = s_cfg(CAPACITY, SLOT_SIZE, false);
         snprintf(cfg.path, sizeof cfg.path, "%s", names[i]);
         assert_null(tier_open(&cfg, err, sizeof err));
-        assert_int_equal(tier_host_name_check(names[i]), -EINVAL);
+        assert_int_equal(tier_seg_name_check(names[i]), -EINVAL);
     }
-    char longname[TIER_HOST_SHM_NAME_MAX + 2];
+    char longname[TIER_SEG_SHM_NAME_MAX + 2];
     memset(longname, 'x', sizeof longname - 1);
     longname[0] = '/';
     longname[sizeof longname - 1] = '\0';
-    assert_int_equal(tier_host_name_check(longname), -EINVAL);
+    assert_int_equal(tier_seg_name_check(longname), -EINVAL);
     tier_config_t cfg = s_cfg(CAPACITY, SLOT_SIZE, false);
     memset(cfg.path, 'x', sizeof cfg.path); /* no NUL at all */
     cfg.path[0] = '/';
@@ -533,8 +533,8 @@ static void test_reopen_replaces_stale_segment(void **state)
     assert_true(s_shm_exists(s_name));
 
     char err[256];
-    tier_host_seg_t *old = NULL;
-    assert_int_equal(tier_host_attach(s_name, 4096, 2, &old, err, sizeof err), 0);
+    tier_seg_t *old = NULL;
+    assert_int_equal(tier_seg_attach(s_name, 4096, 2, &old, err, sizeof err), 0);
     tier_config_t cfg = s_cfg(CAPACITY, SLOT_SIZE, false);
     tier_t *t = tier_open(&cfg, err, sizeof err);
     if (!t)
@@ -542,11 +542,11 @@ static void test_reopen_replaces_stale_segment(void **state)
     struct inv inv = {0};
     assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
     assert_int_equal(inv.n, 0);
-    tier_host_seg_t *seg = NULL;
-    assert_int_equal(tier_host_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
-    assert_int_not_equal(tier_host_seg_epoch(seg), tier_host_seg_epoch(old));
-    tier_host_detach(&seg);
-    tier_host_detach(&old);
+    tier_seg_t *seg = NULL;
+    assert_int_equal(tier_seg_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
+    assert_int_not_equal(tier_seg_epoch(seg), tier_seg_epoch(old));
+    tier_seg_detach(&seg);
+    tier_seg_detach(&old);
     tier_close(&t);
 
     /* A leftover object that is not a kvtier segment at all. */
@@ -568,9 +568,9 @@ static void test_open_refuses_live_owner(void **state)
     tier_config_t cfg = s_cfg(CAPACITY, SLOT_SIZE, false);
     assert_null(tier_open(&cfg, err, sizeof err));
     assert_non_null(strstr(err, strerror(EBUSY)));
-    tier_host_seg_t *seg = NULL;
-    assert_int_equal(tier_host_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
-    tier_host_detach(&seg);
+    tier_seg_t *seg = NULL;
+    assert_int_equal(tier_seg_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
+    tier_seg_detach(&seg);
     tier_close(&t);
 }
 
@@ -581,13 +581,13 @@ static void test_client_sees_owner_close(void **state)
     (void)state;
     tier_t *t = s_open("orphan", CAPACITY, SLOT_SIZE);
     char err[256];
-    tier_host_seg_t *seg = NULL;
-    assert_int_equal(tier_host_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
-    assert_true(tier_host_seg_live(seg));
+    tier_seg_t *seg = NULL;
+    assert_int_equal(tier_seg_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
+    assert_true(tier_seg_live(seg));
     tier_close(&t);
-    assert_false(tier_host_seg_live(seg));
-    memset(tier_host_seg_slot(seg, CAPACITY - 1), 1, SLOT_SIZE);
-    tier_host_detach(&seg);
+    assert_false(tier_seg_live(seg));
+    memset(tier_seg_slot(seg, CAPACITY - 1), 1, SLOT_SIZE);
+    tier_seg_detach(&seg);
 }
 
 /* Issue: cfg.prefault touches every page at open and the time is measured;
@@ -614,7 +614,7 @@ static void test_prefault_measured(void **state)
 }
 
 struct race {
-    tier_host_seg_t *seg;
+    tier_seg_t *seg;
     int stop; /* set by the reader when done (atomic) */
 };
 
@@ -626,7 +626,7 @@ static void *s_header_writer(void *arg)
         h.checksum = i;
         h.deadline_ms = i * 3;
         h.instance = (uint32_t)i;
-        tier_host_seg_put_header(r->seg, 1, &h);
+        tier_seg_put_header(r->seg, 1, &h);
     }
     return NULL;
 }
@@ -651,13 +651,13 @@ static void test_header_reads_never_torn(void **state)
     tier_t *t = s_open("race", 2, 4096);
     char err[256];
     struct race r = {0};
-    assert_int_equal(tier_host_attach(s_name, 0, 0, &r.seg, err, sizeof err), 0);
+    assert_int_equal(tier_seg_attach(s_name, 0, 0, &r.seg, err, sizeof err), 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, s_header_writer, &r), 0);
     /* Start reading once the writer runs (bounded poll, no sleep). */
-    for (long spin = 0; spin < 100000000L && !tier_host_seg_serving(r.seg, 1); spin++)
+    for (long spin = 0; spin < 100000000L && !tier_seg_serving(r.seg, 1); spin++)
         sched_yield();
-    assert_true(tier_host_seg_serving(r.seg, 1));
+    assert_true(tier_seg_serving(r.seg, 1));
     int reads = 0, torn = 0;
     for (int i = 0; i < 300000; i++) {
         tier_slot_header_t h;
@@ -676,7 +676,7 @@ static void test_header_reads_never_torn(void **state)
     assert_true(s_header_consistent(&last));
     assert_true(reads > 0);
     assert_int_equal(torn, 0);
-    tier_host_detach(&r.seg);
+    tier_seg_detach(&r.seg);
     tier_close(&t);
 }
 

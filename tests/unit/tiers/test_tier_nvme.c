@@ -98,7 +98,7 @@ static tier_config_t s_cfg(const char *file, uint64_t cap, uint64_t slot_size)
     assert_true(k > 0 && (size_t)k < sizeof c.path);
     c.capacity = cap;
     c.slot_size = slot_size;
-    c.queue_depth = 8;
+    assert_int_equal(tier_config_set(&c, "queue_depth", "8"), 0);
     return c;
 }
 
@@ -107,6 +107,7 @@ static tier_nvme_opts_t s_opts(enum tier_uring_kind engine)
     tier_nvme_opts_t o;
     tier_nvme_opts_default(&o);
     o.engine = engine;
+    o.queue_depth = 8;
     o.log = s_cap_log;
     o.log_arg = &s_logs;
     o.chunk_bytes = 64u * 1024u; /* several chunks per 256 KiB slot */
