@@ -349,7 +349,7 @@ static int s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
     return bus_actor_pipe(pipe, S_LOG, &self->st, sizeof self->st);
 }
 
-static void s_destroy(gc_t **self_p)
+static void s_self_destroy(gc_t **self_p)
 {
     gc_t *self = *self_p;
     if (!self)
@@ -363,7 +363,7 @@ static void s_destroy(gc_t **self_p)
     *self_p = NULL;
 }
 
-static gc_t *s_new(zsock_t *pipe, const gc_config_t *cfg)
+static gc_t *s_self_new(zsock_t *pipe, const gc_config_t *cfg)
 {
     if (!cfg || !cfg->sched_endpoint[0] || cfg->page > GC_MAX_PAGE) {
         bus_error(S_LOG, "no scheduler endpoint, or page above %u", GC_MAX_PAGE);
@@ -397,7 +397,7 @@ static gc_t *s_new(zsock_t *pipe, const gc_config_t *cfg)
         zloop_reader(self->loop, bus_client_sock(self->sched), s_on_client, self->sched) < 0 ||
         zloop_timer(self->loop, tick, 0, s_on_tick, self) < 0) {
         bus_error(S_LOG, "cannot start (scheduler endpoint '%s')", self->cfg.sched_endpoint);
-        s_destroy(&self);
+        s_self_destroy(&self);
         return NULL;
     }
     zloop_set_nonstop(self->loop, true);
@@ -405,32 +405,20 @@ static gc_t *s_new(zsock_t *pipe, const gc_config_t *cfg)
     return self;
 }
 
-typedef struct {
-    const gc_config_t *cfg;
-    int rc;
-} s_start_t;
-
 static void s_actor(zsock_t *pipe, void *args)
 {
-    s_start_t *start = args;
-    gc_t *self = s_new(pipe, start->cfg);
-    start->rc = self ? 0 : -1;
-    zsock_signal(pipe, self ? 0 : 1);
-    if (!self)
+    gc_t *self = s_self_new(pipe, args);
+    if (bus_actor_ready(pipe, self != NULL) < 0)
         return;
     bus_info(S_LOG, "rounds of %u locations every %u ms (scheduler %s)", self->cfg.page,
              self->cfg.interval_ms, self->cfg.sched_endpoint);
     zloop_start(self->loop);
-    s_destroy(&self);
+    s_self_destroy(&self);
 }
 
 zactor_t *gc_actor_new(const gc_config_t *cfg)
 {
-    s_start_t start = {.cfg = cfg, .rc = -1};
-    zactor_t *actor = zactor_new(s_actor, &start);
-    if (actor && start.rc < 0)
-        zactor_destroy(&actor);
-    return actor;
+    return bus_actor_new(s_actor, (void *)cfg);
 }
 
 int gc_actor_stats(zactor_t *actor, gc_stats_t *out)

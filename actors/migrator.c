@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus_actor.h"
 #include "bus_client.h"
 #include "bus_log.h"
 
 #define S_LOG "migrator"
-#define S_PIPE_TIMEOUT_MS 5000
 #define S_DISPATCH_ROUNDS 8
 #define S_OK kvtier_StatusCode_STATUS_OK
 #define S_INVALID kvtier_StatusCode_STATUS_INVALID_ARGUMENT
@@ -491,23 +491,9 @@ static void s_run(self_t *self)
     }
 }
 
-static void s_wait_term(zsock_t *pipe)
-{
-    while (true) {
-        char *cmd = zstr_recv(pipe);
-        bool term = !cmd || streq(cmd, "$TERM");
-        zstr_free(&cmd);
-        if (term)
-            return;
-    }
-}
-
-/* As the tier actor: the handshake signal first (zactor_new consumes it), then
- * the start's outcome (0 running, 1 failed). */
 static void s_actor(zsock_t *pipe, void *args)
 {
     char why[512] = "";
-    zsock_signal(pipe, 0);
     self_t *self = s_self_new(pipe, args, why, sizeof why);
     if (self) {
         self->poller = zpoller_new(pipe, NULL);
@@ -517,12 +503,10 @@ static void s_actor(zsock_t *pipe, void *args)
     if (!self || !self->poller) {
         bus_error(S_LOG, "%s", why);
         s_self_destroy(&self);
-        zsock_signal(pipe, 1);
-        s_wait_term(pipe);
-        return;
     }
+    if (bus_actor_ready(pipe, self != NULL) < 0)
+        return;
     zpoller_set_nonstop(self->poller, true);
-    zsock_signal(pipe, 0);
     s_run(self);
     /* requests in flight are dropped with their clients; results stop here */
     for (uint32_t i = 0; i < self->max_sources; i++)
@@ -533,35 +517,17 @@ static void s_actor(zsock_t *pipe, void *args)
 
 zactor_t *migrator_new(const migrator_config_t *cfg)
 {
-    zactor_t *actor = zactor_new(s_actor, (void *)cfg);
-    if (!actor)
-        return NULL;
-    if (zsock_wait(actor) != 0) {
-        zactor_destroy(&actor);
-        return NULL;
-    }
-    return actor;
+    return bus_actor_new(s_actor, (void *)cfg);
 }
 
 /* ---- wrappers ---- */
-
-static bool s_answered(zactor_t *actor)
-{
-    zpoller_t *p = zpoller_new(actor, NULL);
-    if (!p)
-        return false;
-    zpoller_set_nonstop(p, true);
-    bool ready = zpoller_wait(p, S_PIPE_TIMEOUT_MS) == actor;
-    zpoller_destroy(&p);
-    return ready;
-}
 
 int migrator_submit(zactor_t *migrator, const migrator_job_t *job, char *why, size_t len)
 {
     int code = S_UNAVAILABLE;
     char *msg = NULL;
-    if (migrator && job && zsock_send(migrator, "sb", "JOB", job, sizeof *job) == 0 &&
-        s_answered(migrator) && zsock_recv(migrator, "is", &code, &msg) == 0) {
+    if (job && bus_actor_ask(migrator, BUS_ACTOR_ASK_MS, "sb", "JOB", job, sizeof *job) == 0 &&
+        zsock_recv(migrator, "is", &code, &msg) == 0) {
         if (why && len)
             snprintf(why, len, "%s", msg ? msg : "");
     } else {
@@ -575,16 +541,7 @@ int migrator_submit(zactor_t *migrator, const migrator_job_t *job, char *why, si
 
 int migrator_stats(zactor_t *migrator, migrator_stats_t *out)
 {
-    if (!migrator || zstr_send(migrator, "STATS") < 0 || !s_answered(migrator))
-        return -1;
-    zframe_t *f = zframe_recv(migrator);
-    int rc = -1;
-    if (f && zframe_size(f) == sizeof *out) {
-        memcpy(out, zframe_data(f), sizeof *out);
-        rc = 0;
-    }
-    zframe_destroy(&f);
-    return rc;
+    return bus_actor_stats(migrator, out, sizeof *out);
 }
 
 int migrator_result_recv(zsock_t *pull, migrator_result_t *out)

@@ -252,7 +252,7 @@ static int s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
     return bus_actor_pipe(pipe, S_LOG, &self->st, sizeof self->st);
 }
 
-static void s_destroy(s_self_t **self_p)
+static void s_self_destroy(s_self_t **self_p)
 {
     s_self_t *self = *self_p;
     if (!self)
@@ -264,7 +264,7 @@ static void s_destroy(s_self_t **self_p)
     *self_p = NULL;
 }
 
-static s_self_t *s_new(zsock_t *pipe, const reclaimer_config_t *cfg)
+static s_self_t *s_self_new(zsock_t *pipe, const reclaimer_config_t *cfg)
 {
     char err[256];
     if (reclaimer_config_check(cfg, err, sizeof err) < 0) {
@@ -294,40 +294,28 @@ static s_self_t *s_new(zsock_t *pipe, const reclaimer_config_t *cfg)
         zloop_reader(self->loop, bus_client_sock(self->sched), s_on_client, self) < 0 ||
         zloop_timer(self->loop, self->cfg.interval_ms, 0, s_on_tick, self) < 0) {
         bus_error(S_LOG, "cannot start (scheduler endpoint '%s')", self->cfg.sched_endpoint);
-        s_destroy(&self);
+        s_self_destroy(&self);
         return NULL;
     }
     zloop_set_nonstop(self->loop, true);
     return self;
 }
 
-typedef struct {
-    const reclaimer_config_t *cfg;
-    int rc;
-} s_start_t;
-
 static void s_actor(zsock_t *pipe, void *args)
 {
-    s_start_t *start = args;
-    s_self_t *self = s_new(pipe, start->cfg);
-    start->rc = self ? 0 : -1;
-    zsock_signal(pipe, self ? 0 : 1);
-    if (!self)
+    s_self_t *self = s_self_new(pipe, args);
+    if (bus_actor_ready(pipe, self != NULL) < 0)
         return;
     bus_info(S_LOG, "watching %u tiers%s every %u ms (scheduler %s)", self->cfg.n_tiers,
              self->cfg.quota_low_permille ? " and the quotas" : "", self->cfg.interval_ms,
              self->cfg.sched_endpoint);
     zloop_start(self->loop);
-    s_destroy(&self);
+    s_self_destroy(&self);
 }
 
 zactor_t *reclaimer_actor_new(const reclaimer_config_t *cfg)
 {
-    s_start_t start = {.cfg = cfg, .rc = -1};
-    zactor_t *actor = zactor_new(s_actor, &start);
-    if (actor && start.rc < 0)
-        zactor_destroy(&actor);
-    return actor;
+    return bus_actor_new(s_actor, (void *)cfg);
 }
 
 int reclaimer_actor_stats(zactor_t *actor, reclaimer_stats_t *out)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus_actor.h"
 #include "bus_log.h"
 #include "sched_int.h"
 #include "tier_policy.h"
@@ -685,18 +686,10 @@ out_fail:
     return NULL;
 }
 
-typedef struct {
-    const sched_config_t *cfg;
-    int rc;
-} s_start_t;
-
 static void s_actor(zsock_t *pipe, void *args)
 {
-    s_start_t *start = args;
-    sched_t *self = s_self_new(pipe, start->cfg);
-    start->rc = self ? 0 : -1;
-    zsock_signal(pipe, self ? 0 : 1);
-    if (!self)
+    sched_t *self = s_self_new(pipe, args);
+    if (bus_actor_ready(pipe, self != NULL) < 0)
         return;
     bus_info(S_LOG, "scheduler %s serving cluster '%s' on %s (epoch %" PRIu64 ", %u tiers)",
              self->cfg.node_name, self->cfg.cluster, self->endpoint, self->cfg.leader_epoch,
@@ -708,39 +701,30 @@ static void s_actor(zsock_t *pipe, void *args)
 
 zactor_t *sched_actor_new(const sched_config_t *cfg)
 {
-    s_start_t start = {.cfg = cfg, .rc = -1};
-    zactor_t *actor = zactor_new(s_actor, &start);
-    if (actor && start.rc < 0)
-        zactor_destroy(&actor);
-    return actor;
+    return bus_actor_new(s_actor, (void *)cfg);
+}
+
+/* CMD ("ENDPOINT", "INTERNAL") is answered with one string. */
+static int s_ask_endpoint(zactor_t *actor, const char *cmd, char *buf, size_t len)
+{
+    if (!buf || len == 0 || bus_actor_ask(actor, BUS_ACTOR_ASK_MS, "s", cmd) < 0)
+        return -1;
+    char *ep = zstr_recv(actor);
+    if (!ep)
+        return -1;
+    snprintf(buf, len, "%s", ep);
+    zstr_free(&ep);
+    return 0;
 }
 
 int sched_actor_endpoint(zactor_t *actor, char *buf, size_t len)
 {
-    if (!actor || !buf || len == 0)
-        return -1;
-    if (zstr_send(actor, "ENDPOINT") < 0)
-        return -1;
-    char *ep = zstr_recv(actor);
-    if (!ep)
-        return -1;
-    snprintf(buf, len, "%s", ep);
-    zstr_free(&ep);
-    return 0;
+    return s_ask_endpoint(actor, "ENDPOINT", buf, len);
 }
 
 int sched_actor_internal_endpoint(zactor_t *actor, char *buf, size_t len)
 {
-    if (!actor || !buf || len == 0)
-        return -1;
-    if (zstr_send(actor, "INTERNAL") < 0)
-        return -1;
-    char *ep = zstr_recv(actor);
-    if (!ep)
-        return -1;
-    snprintf(buf, len, "%s", ep);
-    zstr_free(&ep);
-    return 0;
+    return s_ask_endpoint(actor, "INTERNAL", buf, len);
 }
 
 int sched_actor_tier_change(zactor_t *actor, bool up, const kvtier_TierInfo *info)

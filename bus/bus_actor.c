@@ -1,9 +1,60 @@
 /* bus_actor.c — see bus_actor.h. */
 #include "bus_actor.h"
 
+#include <stdarg.h>
 #include <string.h>
 
 #include "bus_log.h"
+
+zactor_t *bus_actor_new(zactor_fn *fn, void *args)
+{
+    zactor_t *actor = zactor_new(fn, args); /* takes the handshake signal */
+    if (!actor)
+        return NULL;
+    /* The start's outcome. EINTR is not one: taken for a failed start, it would
+     * destroy a started actor whose args the caller then frees. */
+    int status;
+    do
+        status = zsock_wait(actor);
+    while (status == -1 && zmq_errno() == EINTR);
+    if (status != 0)
+        zactor_destroy(&actor);
+    return actor;
+}
+
+int bus_actor_ready(zsock_t *pipe, bool ok)
+{
+    zsock_signal(pipe, 0);
+    zsock_signal(pipe, ok ? 0 : 1);
+    if (ok)
+        return 0;
+    while (true) {
+        char *cmd = zstr_recv(pipe);
+        bool term = !cmd || streq(cmd, "$TERM");
+        zstr_free(&cmd);
+        if (term)
+            return -1;
+    }
+}
+
+int bus_actor_ask(zactor_t *actor, int timeout_ms, const char *picture, ...)
+{
+    if (!actor || !picture)
+        return -1;
+    va_list ap;
+    va_start(ap, picture);
+    int rc = zsock_vsend(actor, picture, ap);
+    va_end(ap);
+    if (rc < 0)
+        return -1;
+    zpoller_t *p = zpoller_new(actor, NULL);
+    if (!p)
+        return -1;
+    zpoller_set_nonstop(p, true); /* a signal to the process is not the answer */
+    bool ready = zpoller_wait(p, timeout_ms) == actor;
+    zpoller_destroy(&p);
+    return ready ? 0 : -1;
+}
 
 int bus_actor_pipe(zsock_t *pipe, const char *log, const void *stats, size_t len)
 {
@@ -23,7 +74,7 @@ int bus_actor_pipe(zsock_t *pipe, const char *log, const void *stats, size_t len
 
 int bus_actor_stats(zactor_t *actor, void *out, size_t len)
 {
-    if (!actor || !out || zstr_send(actor, "STATS") < 0)
+    if (!out || bus_actor_ask(actor, BUS_ACTOR_ASK_MS, "s", "STATS") < 0)
         return -1;
     zframe_t *f = zframe_recv(actor);
     int rc = -1;

@@ -61,8 +61,9 @@ typedef struct {
 } coord_elector_event_t;
 
 /* Starts the elector; it campaigns at once. NULL on a bad config (no endpoints,
- * names or endpoint too long, lease_ttl_s < 1) or when out of memory; etcd being
- * unreachable is not an error (it retries). */
+ * names or endpoint too long, lease_ttl_s < 1) or when its start fails (no etcd
+ * handle: an empty endpoint, out of memory; logged); etcd being unreachable is
+ * not an error (it retries). */
 zactor_t *coord_elector_new(const coord_elector_config_t *cfg);
 
 /* Stops the elector: ends the watch and the keepalive, revokes the lease.

@@ -140,21 +140,24 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
 }
 
 /* The background actors of the leader (DESIGN §3): they reach the scheduler over
- * its internal plane. 0, or -1 (logged) when one cannot start. */
-static int s_start_background(s_proc_t *p)
+ * its internal plane. 0, or -1 with *what naming the actor that did not start. */
+static int s_start_background(s_proc_t *p, const char **what)
 {
     const coord_config_t *c = &p->cfg;
     gc_config_t gc;
     memset(&gc, 0, sizeof gc);
+    *what = "scheduler"; /* it does not answer */
     if (sched_actor_internal_endpoint(p->sched, gc.sched_endpoint, sizeof gc.sched_endpoint) < 0)
         return -1;
     gc.interval_ms = (uint32_t)c->gc_interval_ms;
     gc.page = c->gc_page;
     gc.probe_timeout_ms = (uint32_t)c->gc_probe_timeout_ms;
+    *what = "gc";
     p->gc = gc_actor_new(&gc);
     if (!p->gc)
         return -1;
 
+    *what = "reclaimer";
     reclaimer_config_t *rc = calloc(1, sizeof *rc);
     if (!rc)
         return -1;
@@ -186,8 +189,10 @@ static void s_stop_sched(s_proc_t *p)
     zactor_destroy(&p->sched);
 }
 
-static int s_start_sched(s_proc_t *p)
+/* 0, or -1 with *what naming the actor that did not start. */
+static int s_start_sched(s_proc_t *p, const char **what)
 {
+    *what = "scheduler";
     sched_config_t *sc = malloc(sizeof *sc);
     if (!sc)
         return -1;
@@ -202,7 +207,7 @@ static int s_start_sched(s_proc_t *p)
             break;
         s_nap_ms(S_SCHED_RETRY_MS);
     }
-    if (p->sched && s_start_background(p) < 0)
+    if (p->sched && s_start_background(p, what) < 0)
         s_stop_sched(p);
     coord_proc_block_signals(false);
     free(sc);
@@ -231,11 +236,12 @@ static int s_on_elector(s_proc_t *p)
         s_stop_sched(p);
         p->leader = true;
         p->epoch = ev.epoch;
-        if (s_start_sched(p) < 0) {
-            bus_error(S_COMP,
-                      "%s: elected (epoch %" PRIu64 ") but the scheduler cannot start "
-                      "on %s: exiting",
-                      p->name, ev.epoch, p->endpoint);
+        const char *what = NULL;
+        if (s_start_sched(p, &what) < 0) {
+            fprintf(stderr,
+                    "kvtier coordinator: %s: elected (epoch %" PRIu64 ") but the %s actor did "
+                    "not start (meta endpoint %s): exiting\n",
+                    p->name, ev.epoch, what, p->endpoint);
             return -1;
         }
         bus_info(S_COMP, "%s: leader, epoch %" PRIu64 ", scheduler on %s", p->name, ev.epoch,
@@ -248,7 +254,10 @@ static int s_on_elector(s_proc_t *p)
         s_stop_sched(p);
         bus_warn(S_COMP, "%s: leadership lost (epoch %" PRIu64 "): standby", p->name, ev.epoch);
         if (!p->standby && s_start_standby(p) < 0) {
-            bus_error(S_COMP, "%s: cannot bind %s as standby: exiting", p->name, p->endpoint);
+            fprintf(stderr,
+                    "kvtier coordinator: %s: the standby actor did not start (cannot bind %s?): "
+                    "exiting\n",
+                    p->name, p->endpoint);
             return -1;
         }
         return 0;
@@ -368,15 +377,21 @@ static int s_setup_names(s_proc_t *p, const char *name, const char *endpoint)
     return 0;
 }
 
+/* 0, or -1 after a stderr line naming the actor that did not start. */
 static int s_start_actors(s_proc_t *p)
 {
     if (s_start_standby(p) < 0) {
-        fprintf(stderr, "kvtier coordinator: cannot bind the meta endpoint %s\n", p->endpoint);
+        fprintf(stderr,
+                "kvtier coordinator: the standby actor did not start (cannot bind the meta "
+                "endpoint %s?)\n",
+                p->endpoint);
         return -1;
     }
     /* An ephemeral port is resolved now and stays ours: the scheduler binds it too. */
-    if (coord_standby_endpoint(p->standby, p->endpoint, sizeof p->endpoint) < 0)
+    if (coord_standby_endpoint(p->standby, p->endpoint, sizeof p->endpoint) < 0) {
+        fprintf(stderr, "kvtier coordinator: the standby actor does not answer\n");
         return -1;
+    }
     const char *eps[COORD_ETCD_MAX_ENDPOINTS];
     for (uint32_t i = 0; i < p->cfg.n_etcd; i++)
         eps[i] = p->cfg.etcd[i];
@@ -388,9 +403,17 @@ static int s_start_actors(s_proc_t *p)
                                  .name = p->name,
                                  .endpoint = p->endpoint,
                                  .lease_ttl_s = coord_config_lease_ttl_s(&p->cfg)};
+    /* Signals wait for the main loop: one during a start would cut its handshake short. */
+    coord_proc_block_signals(true);
     p->membership = coord_membership_new(&mc);
     p->elector = p->membership ? coord_elector_new(&ec) : NULL;
-    return p->elector ? 0 : -1;
+    coord_proc_block_signals(false);
+    if (!p->membership || !p->elector) {
+        fprintf(stderr, "kvtier coordinator: the %s actor did not start (see the log above)\n",
+                p->membership ? "elector" : "membership");
+        return -1;
+    }
+    return 0;
 }
 
 static int s_run(s_proc_t *p)

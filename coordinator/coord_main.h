@@ -4,8 +4,9 @@
  * ARGV starts at the subcommand: argv[0] is "coordinator" / "tier", options follow.
  * Both run until SIGINT or SIGTERM, then leave etcd clean (their lease revoked, so
  * their keys vanish at once) and return 0. Exit codes: 0 clean stop (or --help),
- * 1 a runtime failure (cannot bind, tier does not open, ...), 2 bad usage or a
- * bad deployment file (the message names the key path). */
+ * 1 a runtime failure (cannot bind, tier does not open, an actor does not start:
+ * stderr names it, ...), 2 bad usage or a bad deployment file (the message names
+ * the key path). */
 #ifndef KVT_COORD_MAIN_H
 #define KVT_COORD_MAIN_H
 

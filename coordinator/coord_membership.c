@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus_actor.h"
 #include "bus_log.h"
 #include "coord_config.h"
 #include "coord_etcd.h"
@@ -487,12 +488,16 @@ static void s_actor(zsock_t *pipe, void *arg)
     self->inbox = zsock_new_pull(self->inbox_ep);
     self->loop = zloop_new();
     self->etcd = coord_etcd_new(&self->ecfg);
-    bool ok = self->inbox && self->loop && self->etcd;
-    zsock_signal(pipe, ok ? 0 : 1);
-    if (ok) {
+    bool ok = self->inbox && self->loop && self->etcd &&
+              zloop_reader(self->loop, pipe, s_on_pipe, self) == 0 &&
+              zloop_reader(self->loop, self->inbox, s_on_inbox, self) == 0;
+    if (!ok)
+        bus_error(S_COMP, "cannot start: %s",
+                  !self->inbox || !self->loop
+                      ? "no inbox socket or loop"
+                      : "no etcd handle (an etcd endpoint is empty, or curl could not start)");
+    if (bus_actor_ready(pipe, ok) == 0) {
         zloop_set_nonstop(self->loop, true); /* stop on $TERM only: the owner decides */
-        zloop_reader(self->loop, pipe, s_on_pipe, self);
-        zloop_reader(self->loop, self->inbox, s_on_inbox, self);
         s_relist(self);
         zloop_start(self->loop);
     }
@@ -500,7 +505,8 @@ static void s_actor(zsock_t *pipe, void *arg)
     coord_etcd_destroy(&self->etcd);
     zloop_destroy(&self->loop);
     zsock_destroy(&self->inbox);
-    free(self);
+    if (ok) /* a failed start leaves self to coord_membership_new */
+        free(self);
 }
 
 zactor_t *coord_membership_new(const coord_membership_config_t *cfg)
@@ -525,9 +531,9 @@ zactor_t *coord_membership_new(const coord_membership_config_t *cfg)
                                        .timeout_ms = call_ms,
                                        .range_limit = COORD_MEMBERSHIP_MAX};
     self->retry_ms = cfg->retry_ms > 0 ? cfg->retry_ms : 100;
-    zactor_t *actor = zactor_new(s_actor, self);
+    zactor_t *actor = bus_actor_new(s_actor, self);
     if (!actor)
-        goto out_free;
+        goto out_free; /* the actor has ended, or never ran */
     return actor;
 out_free:
     free(self);

@@ -42,7 +42,8 @@ typedef struct {
     kvtier_TierInfo tier; /* DOWN: the last record known for that tier */
 } coord_tier_change_t;
 
-/* NULL on a bad config or out of memory; etcd unreachable is retried. */
+/* NULL on a bad config or when its start fails (no etcd handle: an empty
+ * endpoint, out of memory; logged); etcd unreachable is retried. */
 zactor_t *coord_membership_new(const coord_membership_config_t *cfg);
 /* Ends the watch and the actor. NULL-safe, idempotent, nulls *pa. */
 void coord_membership_destroy(zactor_t **pa);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bus_actor.h"
 #include "bus_envelope.h"
 #include "bus_log.h"
 #include "bus_server.h"
@@ -150,6 +151,18 @@ static void s_on_request(self_t *self)
     bus_request_reset(&self->req);
 }
 
+static void s_self_destroy(self_t **self_p)
+{
+    self_t *self = *self_p;
+    if (!self)
+        return;
+    bus_request_reset(&self->req);
+    bus_server_destroy(&self->server);
+    bus_arrays_destroy(&self->arr);
+    free(self);
+    *self_p = NULL;
+}
+
 /* SIGINT/SIGTERM go to the process main (which stops the actors): a signal
  * landing here would only cut a poll short (zloop ends on EINTR). Threads this
  * actor starts inherit the mask. */
@@ -158,12 +171,14 @@ static void s_actor(zsock_t *pipe, void *arg)
     self_t *self = arg;
     coord_proc_block_signals(true);
     self->pipe = pipe;
-    zsock_signal(pipe, self->server ? 0 : 1);
-    zpoller_t *poller =
-        self->server ? zpoller_new(pipe, bus_server_sock(self->server), NULL) : NULL;
-    if (poller) /* the owner decides when to stop (a signal reaches it, then $TERM us) */
-        zpoller_set_nonstop(poller, true);
-    while (poller) {
+    zpoller_t *poller = zpoller_new(pipe, bus_server_sock(self->server), NULL);
+    if (!poller)
+        bus_error(S_COMP, "%s: cannot start: no poller", self->name);
+    if (bus_actor_ready(pipe, poller != NULL) < 0)
+        return; /* self is left to coord_standby_new */
+    /* the owner decides when to stop (a signal reaches it, then $TERM us) */
+    zpoller_set_nonstop(poller, true);
+    while (true) {
         void *which = zpoller_wait(poller, -1);
         if (which == pipe) {
             if (s_on_pipe(self) < 0)
@@ -173,10 +188,7 @@ static void s_actor(zsock_t *pipe, void *arg)
         }
     }
     zpoller_destroy(&poller);
-    bus_request_reset(&self->req);
-    bus_server_destroy(&self->server);
-    bus_arrays_destroy(&self->arr);
-    free(self);
+    s_self_destroy(&self);
 }
 
 zactor_t *coord_standby_new(const coord_standby_config_t *cfg)
@@ -192,7 +204,7 @@ zactor_t *coord_standby_new(const coord_standby_config_t *cfg)
     self->arr = bus_arrays_new(BUS_MAX_ARRAY, BUS_MAX_BLOB);
     int attempts = cfg->bind_attempts > 0 ? cfg->bind_attempts : 100;
     int nap = cfg->bind_retry_ms > 0 ? cfg->bind_retry_ms : 20;
-    /* The socket is made here and handed to the actor thread (zactor_new is a
+    /* The socket is made here and handed to the actor thread (bus_actor_new is a
      * full barrier): a bind failure is then known before the actor exists. A
      * socket closed just before in this process releases its address in
      * ZeroMQ's I/O thread, a moment later: hence the bounded retries. */
@@ -204,17 +216,15 @@ zactor_t *coord_standby_new(const coord_standby_config_t *cfg)
     if (!self->server) {
         bus_error(S_COMP, "%s: cannot bind %s (%s)", self->name, cfg->endpoint,
                   self->arr ? zmq_strerror(zmq_errno()) : "out of memory");
-        bus_arrays_destroy(&self->arr);
-        free(self);
+        s_self_destroy(&self);
+        return NULL;
+    }
+    zactor_t *actor = bus_actor_new(s_actor, self);
+    if (!actor) { /* the actor has ended, or never ran */
+        s_self_destroy(&self);
         return NULL;
     }
     bus_info(S_COMP, "%s: standby responder on %s", self->name, bus_server_endpoint(self->server));
-    zactor_t *actor = zactor_new(s_actor, self);
-    if (!actor) {
-        bus_server_destroy(&self->server);
-        bus_arrays_destroy(&self->arr);
-        free(self);
-    }
     return actor;
 }
 
@@ -225,7 +235,7 @@ void coord_standby_destroy(zactor_t **pa)
 
 int coord_standby_endpoint(zactor_t *standby, char *buf, size_t len)
 {
-    if (!standby || zstr_send(standby, "ENDPOINT") < 0)
+    if (bus_actor_ask(standby, BUS_ACTOR_ASK_MS, "s", "ENDPOINT") < 0)
         return -1;
     char *ep = zstr_recv(standby);
     if (!ep)
@@ -239,7 +249,8 @@ int coord_standby_set_leader(zactor_t *standby, const char *endpoint, uint64_t e
 {
     char num[24];
     snprintf(num, sizeof num, "%" PRIu64, epoch);
-    if (!standby || zsock_send(standby, "sss", "LEADER", endpoint ? endpoint : "", num) < 0)
+    const char *ep = endpoint ? endpoint : "";
+    if (bus_actor_ask(standby, BUS_ACTOR_ASK_MS, "sss", "LEADER", ep, num) < 0)
         return -1;
     return zsock_wait(standby) == 0 ? 0 : -1;
 }
@@ -248,15 +259,10 @@ int coord_standby_tier(zactor_t *standby, bool up, const kvtier_TierInfo *tier)
 {
     uint8_t buf[kvtier_TierInfo_size];
     pb_ostream_t os = pb_ostream_from_buffer(buf, sizeof buf);
-    if (!standby || !pb_encode(&os, kvtier_TierInfo_fields, tier))
+    if (!tier || !pb_encode(&os, kvtier_TierInfo_fields, tier))
         return -1;
-    zmsg_t *msg = zmsg_new();
-    zmsg_addstr(msg, "TIER");
-    zmsg_addstr(msg, up ? "1" : "0");
-    zmsg_addmem(msg, buf, os.bytes_written);
-    if (zmsg_send(&msg, standby) < 0) {
-        zmsg_destroy(&msg);
+    if (bus_actor_ask(standby, BUS_ACTOR_ASK_MS, "ssb", "TIER", up ? "1" : "0", buf,
+                      os.bytes_written) < 0)
         return -1;
-    }
     return zsock_wait(standby) == 0 ? 0 : -1;
 }

@@ -32,9 +32,12 @@ typedef struct {
 } coord_standby_config_t;
 
 /* Binds and starts answering. NULL (and a log line) when the endpoint cannot be
- * bound after bind_attempts tries. */
+ * bound after bind_attempts tries, or the actor does not start. */
 zactor_t *coord_standby_new(const coord_standby_config_t *cfg);
 void coord_standby_destroy(zactor_t **pa);
+
+/* The calls below wait at most BUS_ACTOR_ASK_MS for the actor: -1 when it does
+ * not answer in time. */
 
 /* The endpoint actually bound (ephemeral port resolved) into buf. 0 or -1. */
 int coord_standby_endpoint(zactor_t *standby, char *buf, size_t len);

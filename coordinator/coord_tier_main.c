@@ -229,8 +229,13 @@ int coord_tier_main(int argc, char **argv)
                               .timeout_ms = call_ms,
                               .connect_timeout_ms = call_ms};
     p->etcd = coord_etcd_new(&ec);
-    if (!p->etcd || s_start_actor(p) < 0) {
-        fprintf(stderr, "kvtier tier: tier %s could not start (see the log above)\n", name);
+    if (!p->etcd) {
+        fprintf(stderr, "kvtier tier: tier %s: no etcd handle (curl did not start)\n", name);
+        goto out_stop;
+    }
+    if (s_start_actor(p) < 0) {
+        fprintf(stderr, "kvtier tier: tier %s: the tier actor did not start (see the log above)\n",
+                name);
         goto out_stop;
     }
     if (s_build_record(p) < 0) {

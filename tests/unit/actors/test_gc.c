@@ -283,6 +283,21 @@ static void test_gc_requests_only_on_internal_plane(void **state)
     tk_destroy(&t);
 }
 
+/* Issue "actor start": a start the gc refuses (page above GC_MAX_PAGE, no scheduler
+ * endpoint) is NULL from gc_actor_new, not a live actor that never runs. */
+static void test_gc_refused_start_is_null(void **state)
+{
+    (void)state;
+    gc_config_t gc;
+    memset(&gc, 0, sizeof gc);
+    snprintf(gc.sched_endpoint, sizeof gc.sched_endpoint, "inproc://nowhere");
+    gc.page = GC_MAX_PAGE + 1;
+    assert_null(gc_actor_new(&gc));
+    gc.page = 0;
+    gc.sched_endpoint[0] = '\0';
+    assert_null(gc_actor_new(&gc));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_gc_dead_tier_actor_drops_nothing),
         cmocka_unit_test(test_gc_other_incarnation_at_same_endpoint_drops_nothing),
         cmocka_unit_test(test_gc_requests_only_on_internal_plane),
+        cmocka_unit_test(test_gc_refused_start_is_null),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();

@@ -321,10 +321,23 @@ static void test_watch_end_relists_and_reports_the_difference(void **state)
     assert_true(s_quiet(fx));
 }
 
+/* Issue "actor start": the config passes coord_membership_new's checks but the
+ * actor's start fails (an etcd endpoint that is empty once its trailing '/' are
+ * cut gets no etcd handle): NULL, where zactor_new alone returned an actor that
+ * never lists. */
+static void test_failed_start_is_null(void **state)
+{
+    (void)state;
+    const char *eps[] = {"//"};
+    coord_membership_config_t cfg = {.etcd_endpoints = eps, .n_etcd = 1, .cluster = "mbx"};
+    assert_null(coord_membership_new(&cfg));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tier_record_codec),
+        cmocka_unit_test(test_failed_start_is_null),
         cmocka_unit_test_setup_teardown(test_tier_key_under_lease_is_up_then_down_on_revoke,
                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_reregistered_tier_is_up_with_new_epoch, s_setup,

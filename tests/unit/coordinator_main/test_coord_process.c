@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 #include <czmq.h>
 
 #include "bus_client.h"
@@ -187,13 +189,62 @@ static uint16_t s_fixed_port(void)
     return 0;
 }
 
-static pid_t s_coord(const char *name)
+static pid_t s_coord_run(s_main_fn main_fn, const char *name)
 {
     char log[64], ep[64];
     snprintf(log, sizeof log, "coord-%s.log", name);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%u", (unsigned)s_fixed_port());
     char *argv[] = {"coordinator", "-c", g_conf, "--name", (char *)name, "--endpoint", ep, NULL};
-    return s_spawn(coord_main, log, argv);
+    return s_spawn(main_fn, log, argv);
+}
+
+static pid_t s_coord(const char *name)
+{
+    return s_coord_run(coord_main, name);
+}
+
+/* This test is linked with -Wl,--wrap=curl_easy_init (tests/CMakeLists.txt): in a
+ * forked coordinator the g_curl_fail_from-th handle and every later one are not
+ * made, so the actor that makes them (each etcd handle takes one) fails its
+ * start. 0: never (the test process itself). */
+static int g_curl_fail_from;
+static atomic_int g_curl_calls;
+CURL *__real_curl_easy_init(void);
+CURL *__wrap_curl_easy_init(void);
+CURL *__wrap_curl_easy_init(void)
+{
+    int n = atomic_fetch_add(&g_curl_calls, 1) + 1;
+    if (g_curl_fail_from > 0 && n >= g_curl_fail_from)
+        return NULL;
+    return __real_curl_easy_init();
+}
+
+/* The first etcd handle of coord_main is the membership actor's (started first),
+ * the second the elector's. */
+static int s_main_no_membership(int argc, char **argv)
+{
+    atomic_store(&g_curl_calls, 0);
+    g_curl_fail_from = 1;
+    return coord_main(argc, argv);
+}
+
+static int s_main_no_elector(int argc, char **argv)
+{
+    atomic_store(&g_curl_calls, 0);
+    g_curl_fail_from = 2;
+    return coord_main(argc, argv);
+}
+
+/* The log of the child started by s_coord_run(.., NAME) into buf. */
+static void s_read_log(const char *name, char *buf, size_t len)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/coord-%s.log", g_dir, name);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
 }
 
 /* Waits for PID to exit; returns its exit status (or 128 + signal). */
@@ -454,6 +505,24 @@ static void test_bad_usage_and_bad_file_exit_2(void **state)
     assert_non_null(strstr(text, "no tier named \"nosuch\""));
 }
 
+/* Issue "actor start": a coordinator whose membership or elector actor fails its
+ * start reports it on stderr, naming the actor, and exits 1 (coord_main.h), rather
+ * than running on without ever campaigning (what zactor_new alone gave). It never
+ * touches etcd: no key is left. */
+static void test_coordinator_exits_1_when_an_actor_does_not_start(void **state)
+{
+    (void)state;
+    char text[8192];
+    assert_int_equal(s_reap(s_coord_run(s_main_no_membership, "nomember")), 1);
+    s_read_log("nomember", text, sizeof text);
+    assert_non_null(strstr(text, "kvtier coordinator: the membership actor did not start"));
+    assert_int_equal(s_reap(s_coord_run(s_main_no_elector, "noelector")), 1);
+    s_read_log("noelector", text, sizeof text);
+    assert_non_null(strstr(text, "kvtier coordinator: the elector actor did not start"));
+    assert_false(s_get("coordinators/noelector").present);
+    assert_false(s_get("leader").present);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +534,8 @@ int main(void)
                                   s_teardown),
         cmocka_unit_test_teardown(test_second_coordinator_takes_over_when_leader_stops, s_teardown),
         cmocka_unit_test_teardown(test_bad_usage_and_bad_file_exit_2, s_teardown),
+        cmocka_unit_test_teardown(test_coordinator_exits_1_when_an_actor_does_not_start,
+                                  s_teardown),
     };
     return cmocka_run_group_tests_name("coord_process", tests, s_group_setup, s_group_teardown);
 }
