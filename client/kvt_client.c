@@ -23,7 +23,7 @@
 
 /* ---- errors --------------------------------------------------------------- */
 
-int kvt_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)
+int kvti_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)
 {
     if (code < 0)
         code = -code;
@@ -38,7 +38,7 @@ int kvt_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)
     return -code;
 }
 
-void kvt_clear_error(kvt_client_t *c)
+void kvti_clear_error(kvt_client_t *c)
 {
     c->err[0] = '\0';
 }
@@ -48,20 +48,20 @@ const char *kvt_last_error(const kvt_client_t *c)
     return c ? c->err : "no client handle (kvt_connect failed or the handle was closed)";
 }
 
-int kvt_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
-                 bool optional)
+int kvti_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
+                  bool optional)
 {
     if (!id) {
         if (optional)
             return 0;
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%s is NULL", field);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "%s is NULL", field);
     }
     size_t len = strnlen(id, KVT_ID_MAX + 1);
     if (len > KVT_ID_MAX)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%s is longer than %d bytes", field,
-                        KVT_ID_MAX);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "%s is longer than %d bytes", field,
+                         KVT_ID_MAX);
     if (len == 0 && !optional)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%s is empty", field);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "%s is empty", field);
     return 0;
 }
 
@@ -120,57 +120,57 @@ static int s_options(kvt_client_t *c, const kvt_options_t *o)
     bool have_coord = o->coordinators && o->coordinators[0];
     bool have_etcd = o->etcd_endpoints && o->etcd_endpoints[0];
     if (!have_coord && !have_etcd)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
-                        "no coordinators and no etcd_endpoints: set kvt_options.coordinators "
-                        "(\"tcp://host:7700,...\") or kvt_options.etcd_endpoints "
-                        "(\"http://host:2379,...\")");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "no coordinators and no etcd_endpoints: set kvt_options.coordinators "
+                         "(\"tcp://host:7700,...\") or kvt_options.etcd_endpoints "
+                         "(\"http://host:2379,...\")");
     if (have_coord) {
         int n = s_split(o->coordinators, &c->coordinators[0][0], BUS_ENDPOINT_MAX,
                         KVT_MAX_COORDINATORS, why, sizeof why);
         if (n < 0)
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators: %s", why);
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators: %s", why);
         if (n == 0)
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators lists no endpoint");
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators lists no endpoint");
         c->n_coordinators = (uint32_t)n;
         for (uint32_t i = 0; i < c->n_coordinators; i++) {
             char e[BUS_ENDPOINT_MAX + 64];
             if (bus_endpoint_check(c->coordinators[i], BUS_ENDPOINT_CONNECT, e, sizeof e) < 0)
-                return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators: %s", e);
+                return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "coordinators: %s", e);
         }
     }
     if (have_etcd) {
         int n = s_split(o->etcd_endpoints, &c->etcd_urls[0][0], COORD_ETCD_ENDPOINT_MAX,
                         COORD_ETCD_MAX_ENDPOINTS, why, sizeof why);
         if (n < 0)
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "etcd_endpoints: %s", why);
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "etcd_endpoints: %s", why);
         if (n == 0)
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "etcd_endpoints lists no URL");
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "etcd_endpoints lists no URL");
         c->n_etcd = (uint32_t)n;
         for (uint32_t i = 0; i < c->n_etcd; i++)
             if (strncmp(c->etcd_urls[i], "http://", 7) != 0 &&
                 strncmp(c->etcd_urls[i], "https://", 8) != 0)
-                return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
-                                "etcd_endpoints: '%s' is not an http:// or https:// URL",
-                                c->etcd_urls[i]);
+                return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                                 "etcd_endpoints: '%s' is not an http:// or https:// URL",
+                                 c->etcd_urls[i]);
     }
     const char *cluster = o->cluster && o->cluster[0] ? o->cluster : "kvtier";
     if (!s_cluster_name_ok(cluster))
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
-                        "cluster '%.64s' must be 1..63 characters of [A-Za-z0-9._-]", cluster);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "cluster '%.64s' must be 1..63 characters of [A-Za-z0-9._-]", cluster);
     snprintf(c->cluster, sizeof c->cluster, "%s", cluster);
     const char *name = o->name && o->name[0] ? o->name : "client";
     if (strlen(name) >= sizeof c->name)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "name is longer than %zu bytes",
-                        sizeof c->name - 1);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "name is longer than %zu bytes",
+                         sizeof c->name - 1);
     snprintf(c->name, sizeof c->name, "%s", name);
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : KVT_DEFAULT_TIMEOUT_MS;
     if (c->timeout_ms > KVT_MAX_TIMEOUT_MS)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "timeout_ms %u is above the limit %u",
-                        c->timeout_ms, KVT_MAX_TIMEOUT_MS);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "timeout_ms %u is above the limit %u",
+                         c->timeout_ms, KVT_MAX_TIMEOUT_MS);
     c->max_in_flight = o->max_in_flight ? o->max_in_flight : KVT_DEFAULT_IN_FLIGHT;
     if (c->max_in_flight > BUS_CLIENT_MAX_IN_FLIGHT)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "max_in_flight %u is above the limit %u",
-                        c->max_in_flight, BUS_CLIENT_MAX_IN_FLIGHT);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "max_in_flight %u is above the limit %u",
+                         c->max_in_flight, BUS_CLIENT_MAX_IN_FLIGHT);
     c->disable_shm = o->disable_shm;
     return 0;
 }
@@ -189,12 +189,13 @@ static int s_connect_meta(kvt_client_t *c, const char *what, const char *endpoin
 {
     char e[BUS_ENDPOINT_MAX + 64];
     if (bus_endpoint_check(endpoint, BUS_ENDPOINT_CONNECT, e, sizeof e) < 0)
-        return kvt_fail(c, KVT_UNAVAILABLE, what, "the leader's endpoint is unusable: %s", e);
+        return kvti_fail(c, KVT_UNAVAILABLE, what, "the leader's endpoint is unusable: %s", e);
     bus_client_config_t cfg = {
         .name = c->name, .max_in_flight = 16, .default_timeout_ms = c->timeout_ms};
     bus_client_t *m = bus_client_new(endpoint, &cfg);
     if (!m)
-        return kvt_fail(c, KVT_UNAVAILABLE, what, "cannot connect a socket to leader %s", endpoint);
+        return kvti_fail(c, KVT_UNAVAILABLE, what, "cannot connect a socket to leader %s",
+                         endpoint);
     bus_client_destroy(&c->meta);
     c->meta = m;
     snprintf(c->leader, sizeof c->leader, "%s", endpoint);
@@ -293,7 +294,7 @@ static int s_discover_static(kvt_client_t *c, const char *what, int64_t deadline
                              c->coordinators[i], bus_status_name((int)pr[i].code), pr[i].msg);
             off += w > 0 ? (size_t)w : 0;
         }
-        rc = kvt_fail(c, (int)code, what, "no coordinator named a leader (%s)", sum);
+        rc = kvti_fail(c, (int)code, what, "no coordinator named a leader (%s)", sum);
     }
     for (uint32_t i = 0; i < n; i++)
         bus_client_destroy(&cl[i]);
@@ -309,11 +310,11 @@ static int s_discover_etcd(kvt_client_t *c, const char *what)
     size_t len = 0;
     int rc = coord_etcd_get(c->etcd, key, buf, sizeof buf - 1, &len, NULL);
     if (rc == -ENOENT)
-        return kvt_fail(c, KVT_UNAVAILABLE, what, "no leader in etcd (%s is absent)", key);
+        return kvti_fail(c, KVT_UNAVAILABLE, what, "no leader in etcd (%s is absent)", key);
     if (rc == -ETIMEDOUT)
-        return kvt_fail(c, KVT_TIMEOUT, what, "%s", coord_etcd_last_error(c->etcd));
+        return kvti_fail(c, KVT_TIMEOUT, what, "%s", coord_etcd_last_error(c->etcd));
     if (rc < 0)
-        return kvt_fail(c, KVT_UNAVAILABLE, what, "%s", coord_etcd_last_error(c->etcd));
+        return kvti_fail(c, KVT_UNAVAILABLE, what, "%s", coord_etcd_last_error(c->etcd));
     buf[len] = '\0';
     json_error_t jerr;
     json_t *root = json_loadb(buf, len, 0, &jerr);
@@ -321,8 +322,8 @@ static int s_discover_etcd(kvt_client_t *c, const char *what)
     json_t *jepoch = root ? json_object_get(root, "epoch") : NULL;
     uint64_t epoch = json_is_integer(jepoch) ? (uint64_t)json_integer_value(jepoch) : 0;
     if (!ep || !ep[0]) {
-        rc = kvt_fail(c, KVT_UNAVAILABLE, what,
-                      "etcd %s is not {\"name\",\"endpoint\",\"epoch\"}: '%.100s'", key, buf);
+        rc = kvti_fail(c, KVT_UNAVAILABLE, what,
+                       "etcd %s is not {\"name\",\"endpoint\",\"epoch\"}: '%.100s'", key, buf);
     } else {
         rc = s_connect_meta(c, what, ep, epoch);
     }
@@ -344,8 +345,8 @@ static bool s_transient(kvtier_StatusCode code)
     return code == kvtier_StatusCode_STATUS_UNAVAILABLE || code == kvtier_StatusCode_STATUS_TIMEOUT;
 }
 
-int kvt_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
-                  bus_arrays_t *rep_arr)
+int kvti_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
+                   bus_arrays_t *rep_arr)
 {
     uint32_t timeout = c->timeout_ms;
     for (int attempt = 0;; attempt++) {
@@ -356,7 +357,7 @@ int kvt_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays
         int rc =
             bus_client_call(c->meta, c->req, req_arr, NULL, 0, timeout, c->rep, rep_arr, NULL, &st);
         if (rc == 0) {
-            kvt_clear_error(c);
+            kvti_clear_error(c);
             return 0;
         }
         kvtier_StatusCode code = st.code;
@@ -365,7 +366,7 @@ int kvt_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays
          * still the leader: only a missing reply sends us looking for another. */
         bool replied = c->rep->corr_id != 0;
         if (attempt > 0 || (!not_leader && (replied || !s_transient(code))))
-            return kvt_fail(c, (int)code, what, "%s", st.message);
+            return kvti_fail(c, (int)code, what, "%s", st.message);
 
         /* One more timeout_ms for finding the leader and sending again. */
         char first[sizeof st.message];
@@ -380,14 +381,14 @@ int kvt_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays
         if (drc < 0) {
             char again[KVT_ERR_MAX];
             snprintf(again, sizeof again, "%s", c->err);
-            return kvt_fail(c, (int)code, what, "%s (finding the leader again failed: %s)", first,
-                            again);
+            return kvti_fail(c, (int)code, what, "%s (finding the leader again failed: %s)", first,
+                             again);
         }
         if (!not_leader && !idempotent)
-            return kvt_fail(c, (int)code, what,
-                            "%s (not retried: the request may have been applied; reconnected "
-                            "to leader %s)",
-                            first, c->leader);
+            return kvti_fail(c, (int)code, what,
+                             "%s (not retried: the request may have been applied; reconnected "
+                             "to leader %s)",
+                             first, c->leader);
         int left = s_remaining_ms(deadline);
         timeout = left > 0 ? (uint32_t)left : 1;
     }
@@ -404,7 +405,7 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
     c->rep = calloc(1, sizeof *c->rep);
     c->probe = calloc(1, sizeof *c->probe);
     if (!c->req || !c->rep || !c->probe)
-        return kvt_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory");
+        return kvti_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory");
     if (bus_host_id(c->host_id, sizeof c->host_id) < 0)
         c->host_id[0] = '\0'; /* no shared-memory path without a host id */
     if (c->n_etcd > 0) {
@@ -417,18 +418,18 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
                                     .max_response = 64 * 1024};
         c->etcd = coord_etcd_new(&ecfg);
         if (!c->etcd)
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, "kvt_connect",
-                            "etcd_endpoints not accepted by the etcd client");
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, "kvt_connect",
+                             "etcd_endpoints not accepted by the etcd client");
     }
-    c->data = kvt_data_new(c);
+    c->data = kvti_data_new(c);
     if (!c->data)
-        return kvt_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory (data role)");
+        return kvti_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory (data role)");
     rc = s_discover(c, "kvt_connect", zclock_mono() + c->timeout_ms);
     if (rc < 0)
         return rc;
     /* The leader answers for itself: a stale etcd key or a moved leader shows here. */
     bus_env_init(c->req, kvtier_Envelope_cluster_info_req_tag, c->name);
-    rc = kvt_meta_call(c, "kvt_connect", true, NULL, NULL);
+    rc = kvti_meta_call(c, "kvt_connect", true, NULL, NULL);
     if (rc < 0)
         return rc;
     if (c->rep->which_body == kvtier_Envelope_cluster_info_rep_tag)
@@ -467,8 +468,8 @@ void kvt_close(kvt_client_t **cp)
     if (!cp || !*cp)
         return;
     kvt_client_t *c = *cp;
-    kvt_data_destroy(&c->data);
-    kvt_tokens_free_all(c);
+    kvti_data_destroy(&c->data);
+    kvti_tokens_free_all(c);
     bus_client_destroy(&c->meta);
     coord_etcd_destroy(&c->etcd);
     free(c->scratch_hit);

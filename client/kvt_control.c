@@ -53,7 +53,7 @@ static int s_token_grow(struct kvt_token *t, uint32_t cap)
     return 0;
 }
 
-struct kvt_token *kvt_token_acquire(kvt_client_t *c, uint32_t cap)
+struct kvt_token *kvti_token_acquire(kvt_client_t *c, uint32_t cap)
 {
     struct kvt_token *t = c->free_tokens;
     if (t) {
@@ -81,7 +81,7 @@ struct kvt_token *kvt_token_acquire(kvt_client_t *c, uint32_t cap)
     return t;
 }
 
-void kvt_token_release(kvt_client_t *c, struct kvt_token *t)
+void kvti_token_release(kvt_client_t *c, struct kvt_token *t)
 {
     if (t->prev)
         t->prev->next = t->next;
@@ -109,7 +109,7 @@ static void s_free_list(struct kvt_token *t)
     }
 }
 
-void kvt_tokens_free_all(kvt_client_t *c)
+void kvti_tokens_free_all(kvt_client_t *c)
 {
     s_free_list(c->live_tokens);
     s_free_list(c->free_tokens);
@@ -141,10 +141,10 @@ uint32_t kvt_token_tier(const kvt_token_t *tok, uint32_t i)
 static int s_check_keys(kvt_client_t *c, const char *what, const kvt_key_t *keys, uint32_t n)
 {
     if (n > KVT_MAX_KEYS)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "%u keys, at most %u per call", n,
-                        KVT_MAX_KEYS);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "%u keys, at most %u per call", n,
+                         KVT_MAX_KEYS);
     if (n > 0 && !keys)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "keys is NULL with n = %u", n);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "keys is NULL with n = %u", n);
     return 0;
 }
 
@@ -166,29 +166,29 @@ int kvt_register_instance(kvt_client_t *c, const kvt_instance_t *spec)
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!spec)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "spec is NULL");
-    int rc = kvt_check_id(c, W, "instance_id", spec->instance_id, false);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "spec is NULL");
+    int rc = kvti_check_id(c, W, "instance_id", spec->instance_id, false);
     if (rc < 0)
         return rc;
     bus_env_init(c->req, kvtier_Envelope_register_instance_req_tag, c->name);
     kvtier_InstanceSpec *s = &c->req->body.register_instance_req.spec;
     c->req->body.register_instance_req.has_spec = true;
     if (spec->model && strlen(spec->model) >= sizeof s->model)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "model is longer than %zu bytes",
-                        sizeof s->model - 1);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "model is longer than %zu bytes",
+                         sizeof s->model - 1);
     if (spec->dtype && strlen(spec->dtype) >= sizeof s->dtype)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "dtype is longer than %zu bytes",
-                        sizeof s->dtype - 1);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "dtype is longer than %zu bytes",
+                         sizeof s->dtype - 1);
     if (spec->tokens_per_block == 0 || spec->bytes_per_block == 0)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
-                        "tokens_per_block (%u) and bytes_per_block (%llu) must be > 0",
-                        spec->tokens_per_block, (unsigned long long)spec->bytes_per_block);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "tokens_per_block (%u) and bytes_per_block (%llu) must be > 0",
+                         spec->tokens_per_block, (unsigned long long)spec->bytes_per_block);
     snprintf(s->instance_id, sizeof s->instance_id, "%s", spec->instance_id);
     snprintf(s->model, sizeof s->model, "%s", spec->model ? spec->model : "");
     snprintf(s->dtype, sizeof s->dtype, "%s", spec->dtype ? spec->dtype : "");
     s->tokens_per_block = spec->tokens_per_block;
     s->bytes_per_block = spec->bytes_per_block;
-    return kvt_meta_call(c, W, true, NULL, NULL);
+    return kvti_meta_call(c, W, true, NULL, NULL);
 }
 
 int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
@@ -197,10 +197,10 @@ int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!req)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "req is NULL");
-    int rc = kvt_check_id(c, W, "instance_id", req->instance_id, false);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "req is NULL");
+    int rc = kvti_check_id(c, W, "instance_id", req->instance_id, false);
     if (rc == 0)
-        rc = kvt_check_id(c, W, "request_id", req->request_id, false);
+        rc = kvti_check_id(c, W, "request_id", req->request_id, false);
     if (rc < 0)
         return rc;
     bus_env_init(c->req, kvtier_Envelope_request_begin_req_tag, c->name);
@@ -210,7 +210,7 @@ int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
     snprintf(b->ctx.request_id, sizeof b->ctx.request_id, "%s", req->request_id);
     b->ctx.ttl_ms = req->ttl_ms;
     b->ctx.total_blocks = req->total_blocks;
-    return kvt_meta_call(c, W, false, NULL, NULL);
+    return kvti_meta_call(c, W, false, NULL, NULL);
 }
 
 int kvt_request_end(kvt_client_t *c, const char *instance_id, const char *request_id,
@@ -221,16 +221,16 @@ int kvt_request_end(kvt_client_t *c, const char *instance_id, const char *reques
         return -KVT_INVALID_ARGUMENT;
     if (info)
         memset(info, 0, sizeof *info);
-    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    int rc = kvti_check_id(c, W, "instance_id", instance_id, false);
     if (rc == 0)
-        rc = kvt_check_id(c, W, "request_id", request_id, false);
+        rc = kvti_check_id(c, W, "request_id", request_id, false);
     if (rc < 0)
         return rc;
     bus_env_init(c->req, kvtier_Envelope_request_end_req_tag, c->name);
     kvtier_RequestEndRequest *e = &c->req->body.request_end_req;
     snprintf(e->instance_id, sizeof e->instance_id, "%s", instance_id);
     snprintf(e->request_id, sizeof e->request_id, "%s", request_id);
-    rc = kvt_meta_call(c, W, false, NULL, NULL);
+    rc = kvti_meta_call(c, W, false, NULL, NULL);
     if (rc == 0 && info && c->rep->which_body == kvtier_Envelope_request_end_rep_tag) {
         const kvtier_RequestEndReply *r = &c->rep->body.request_end_rep;
         info->closed_windows = r->closed_windows_count;
@@ -250,18 +250,18 @@ int kvt_lookup(kvt_client_t *c, const char *instance_id, const char *request_id,
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!out)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "out is NULL");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "out is NULL");
     out->hit_count = 0;
     out->prefetch_advised = false;
-    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    int rc = kvti_check_id(c, W, "instance_id", instance_id, false);
     if (rc == 0)
-        rc = kvt_check_id(c, W, "request_id", request_id, true);
+        rc = kvti_check_id(c, W, "request_id", request_id, true);
     if (rc == 0)
         rc = s_check_keys(c, W, keys, n);
     if (rc < 0)
         return rc;
     if (mode != KVT_LOOKUP_PREFIX && mode != KVT_LOOKUP_REVERSE && mode != KVT_LOOKUP_PER_KEY)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "unknown lookup mode %d", (int)mode);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "unknown lookup mode %d", (int)mode);
     bool *hit = out->hit;
     uint32_t *tiers = out->tier_ids;
     if (!hit || !tiers) {
@@ -270,7 +270,7 @@ int kvt_lookup(kvt_client_t *c, const char *instance_id, const char *request_id,
         if (!c->scratch_tiers)
             c->scratch_tiers = calloc(KVT_MAX_KEYS, sizeof *c->scratch_tiers);
         if (!c->scratch_hit || !c->scratch_tiers)
-            return kvt_fail(c, KVT_INTERNAL, W, "out of memory");
+            return kvti_fail(c, KVT_INTERNAL, W, "out of memory");
         hit = hit ? hit : c->scratch_hit;
         tiers = tiers ? tiers : c->scratch_tiers;
     }
@@ -284,7 +284,7 @@ int kvt_lookup(kvt_client_t *c, const char *instance_id, const char *request_id,
     s_bind_keys(&req_arr, keys, n);
     rep_arr.mask = (bus_bools_t){.v = hit, .cap = n};
     rep_arr.tier_ids = (bus_u32s_t){.v = tiers, .cap = n};
-    rc = kvt_meta_call(c, W, true, &req_arr, &rep_arr);
+    rc = kvti_meta_call(c, W, true, &req_arr, &rep_arr);
     if (rc < 0)
         return rc;
     /* Keys past the ones the scheduler examined (a prefix stops at its first miss)
@@ -357,7 +357,7 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         break;
     }
     }
-    return kvt_meta_call(c, what, false, &req_arr, NULL);
+    return kvti_meta_call(c, what, false, &req_arr, NULL);
 }
 
 /* Reads the Token of a prepare reply into t; 0 or -code with the message set. */
@@ -393,13 +393,13 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
         return 0;
     char err[256];
     if (bus_token_decode(t->payload, t->payload_len, &t->view, err, sizeof err) < 0)
-        return kvt_fail(c, KVT_INTERNAL, what, "the scheduler's token does not decode: %s", err);
+        return kvti_fail(c, KVT_INTERNAL, what, "the scheduler's token does not decode: %s", err);
     if (t->view.kind != t->kind)
-        return kvt_fail(c, KVT_INTERNAL, what, "the scheduler's token is of kind %d, not %d",
-                        (int)t->view.kind, (int)t->kind);
+        return kvti_fail(c, KVT_INTERNAL, what, "the scheduler's token is of kind %d, not %d",
+                         (int)t->view.kind, (int)t->kind);
     if (t->view.n_entries != t->n)
-        return kvt_fail(c, KVT_INTERNAL, what, "the scheduler's token has %u entries for %u keys",
-                        t->view.n_entries, t->n);
+        return kvti_fail(c, KVT_INTERNAL, what, "the scheduler's token has %u entries for %u keys",
+                         t->view.n_entries, t->n);
     return 0;
 }
 
@@ -410,18 +410,18 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!tok)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->prepare, "tok is NULL");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, w->prepare, "tok is NULL");
     *tok = NULL;
-    int rc = kvt_check_id(c, w->prepare, "instance_id", instance_id, false);
+    int rc = kvti_check_id(c, w->prepare, "instance_id", instance_id, false);
     if (rc == 0)
-        rc = kvt_check_id(c, w->prepare, "request_id", request_id, false);
+        rc = kvti_check_id(c, w->prepare, "request_id", request_id, false);
     if (rc == 0)
         rc = s_check_keys(c, w->prepare, keys, n);
     if (rc < 0)
         return rc;
-    struct kvt_token *t = kvt_token_acquire(c, n);
+    struct kvt_token *t = kvti_token_acquire(c, n);
     if (!t)
-        return kvt_fail(c, KVT_INTERNAL, w->prepare, "out of memory for a token of %u keys", n);
+        return kvti_fail(c, KVT_INTERNAL, w->prepare, "out of memory for a token of %u keys", n);
     t->kind = kind;
     snprintf(t->instance_id, sizeof t->instance_id, "%s", instance_id);
     snprintf(t->request_id, sizeof t->request_id, "%s", request_id);
@@ -446,7 +446,7 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
      * they are meanwhile, which beats waiting for room. */
     int64_t give_up = zclock_mono() + c->timeout_ms;
     for (int pause = 1;; pause = pause < 32 ? 2 * pause : 32) {
-        rc = kvt_meta_call(c, w->prepare, false, &req_arr, &rep_arr);
+        rc = kvti_meta_call(c, w->prepare, false, &req_arr, &rep_arr);
         if (rc != -KVT_BUSY || kind != BUS_TOKEN_PUT || zclock_mono() + pause > give_up)
             break;
         zclock_sleep(pause);
@@ -454,7 +454,7 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
         rep_arr.payload.len = 0;
     }
     if (rc == 0 && c->rep->which_body != w->prep_rep_tag)
-        rc = kvt_fail(c, KVT_INTERNAL, w->prepare, "reply without a body");
+        rc = kvti_fail(c, KVT_INTERNAL, w->prepare, "reply without a body");
     if (rc == 0)
         rc = s_take_token(c, t, w->prepare, &rep_arr);
     if (rc < 0) {
@@ -469,7 +469,7 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
             (void)s_send_complete(c, t, t->ok, w->complete);
             snprintf(c->err, sizeof c->err, "%s", keep);
         }
-        kvt_token_release(c, t);
+        kvti_token_release(c, t);
         return rc;
     }
     *tok = t;
@@ -483,20 +483,20 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!tokp || !*tokp)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete, "no token");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete, "no token");
     struct kvt_token *t = *tokp;
     if (t->owner != c || !t->live)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete,
-                        "the token belongs to another handle or was already completed");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete,
+                         "the token belongs to another handle or was already completed");
     if (t->kind != kind)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete, "the token comes from %s",
-                        s_windows[t->kind].prepare);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete, "the token comes from %s",
+                         s_windows[t->kind].prepare);
     if (t->jobs > 0)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, w->complete,
-                        "a job on this token is still in flight: collect it with "
-                        "kvt_get_finished or kvt_wait first (the token is kept)");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete,
+                         "a job on this token is still in flight: collect it with "
+                         "kvt_get_finished or kvt_wait first (the token is kept)");
     int rc = s_send_complete(c, t, success ? success : t->ok, w->complete);
-    kvt_token_release(c, t);
+    kvti_token_release(c, t);
     *tokp = NULL;
     return rc;
 }
@@ -544,7 +544,7 @@ int kvt_touch(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, u
         return -KVT_INVALID_ARGUMENT;
     if (touched)
         *touched = 0;
-    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    int rc = kvti_check_id(c, W, "instance_id", instance_id, false);
     if (rc == 0)
         rc = s_check_keys(c, W, keys, n);
     if (rc < 0)
@@ -555,7 +555,7 @@ int kvt_touch(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, u
     t->ttl_ms = ttl_ms;
     bus_arrays_t req_arr = {0};
     s_bind_keys(&req_arr, keys, n);
-    rc = kvt_meta_call(c, W, true, &req_arr, NULL);
+    rc = kvti_meta_call(c, W, true, &req_arr, NULL);
     if (rc == 0 && touched && c->rep->which_body == kvtier_Envelope_touch_rep_tag)
         *touched = c->rep->body.touch_rep.touched;
     return rc;
@@ -569,7 +569,7 @@ int kvt_remove(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, 
         return -KVT_INVALID_ARGUMENT;
     if (removed)
         *removed = 0;
-    int rc = kvt_check_id(c, W, "instance_id", instance_id, false);
+    int rc = kvti_check_id(c, W, "instance_id", instance_id, false);
     if (rc == 0)
         rc = s_check_keys(c, W, keys, n);
     if (rc < 0)
@@ -579,7 +579,7 @@ int kvt_remove(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, 
     snprintf(r->instance_id, sizeof r->instance_id, "%s", instance_id);
     bus_arrays_t req_arr = {0};
     s_bind_keys(&req_arr, keys, n);
-    rc = kvt_meta_call(c, W, false, &req_arr, NULL);
+    rc = kvti_meta_call(c, W, false, &req_arr, NULL);
     if (rc == 0 && removed && c->rep->which_body == kvtier_Envelope_remove_rep_tag)
         *removed = c->rep->body.remove_rep.removed;
     return rc;
@@ -607,14 +607,14 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!out)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "out is NULL");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "out is NULL");
     memset(out, 0, sizeof *out);
     bus_env_init(c->req, kvtier_Envelope_cluster_info_req_tag, c->name);
-    int rc = kvt_meta_call(c, W, true, NULL, NULL);
+    int rc = kvti_meta_call(c, W, true, NULL, NULL);
     if (rc < 0)
         return rc;
     if (c->rep->which_body != kvtier_Envelope_cluster_info_rep_tag)
-        return kvt_fail(c, KVT_INTERNAL, W, "reply without a body");
+        return kvti_fail(c, KVT_INTERNAL, W, "reply without a body");
     const kvtier_ClusterInfoReply *r = &c->rep->body.cluster_info_rep;
     snprintf(out->cluster, sizeof out->cluster, "%s", r->cluster);
     snprintf(out->leader_endpoint, sizeof out->leader_endpoint, "%s", r->leader_endpoint);
@@ -647,18 +647,18 @@ int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_
     if (n)
         *n = 0;
     if (!n || (!out && cap > 0))
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "%s is NULL", !n ? "n" : "out");
-    int rc = kvt_check_id(c, W, "instance_id", instance_id, true);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "%s is NULL", !n ? "n" : "out");
+    int rc = kvti_check_id(c, W, "instance_id", instance_id, true);
     if (rc < 0)
         return rc;
     bus_env_init(c->req, kvtier_Envelope_stats_req_tag, c->name);
     snprintf(c->req->body.stats_req.instance_id, sizeof c->req->body.stats_req.instance_id, "%s",
              instance_id ? instance_id : "");
-    rc = kvt_meta_call(c, W, true, NULL, NULL);
+    rc = kvti_meta_call(c, W, true, NULL, NULL);
     if (rc < 0)
         return rc;
     if (c->rep->which_body != kvtier_Envelope_stats_rep_tag)
-        return kvt_fail(c, KVT_INTERNAL, W, "reply without a body");
+        return kvti_fail(c, KVT_INTERNAL, W, "reply without a body");
     const kvtier_StatsReply *r = &c->rep->body.stats_rep;
     uint32_t m = r->counters_count < cap ? r->counters_count : cap;
     for (uint32_t i = 0; i < m; i++) {

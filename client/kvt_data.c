@@ -119,7 +119,7 @@ struct kvt_data {
 
 /* ---- lifetime ------------------------------------------------------------------ */
 
-struct kvt_data *kvt_data_new(kvt_client_t *c)
+struct kvt_data *kvti_data_new(kvt_client_t *c)
 {
     struct kvt_data *d = calloc(1, sizeof *d);
     if (!d)
@@ -130,7 +130,7 @@ struct kvt_data *kvt_data_new(kvt_client_t *c)
     d->env = calloc(1, sizeof *d->env);
     d->hash = XXH3_createState();
     if (!d->jobs || !d->env || !d->hash) {
-        kvt_data_destroy(&d);
+        kvti_data_destroy(&d);
         return NULL;
     }
     d->fin_head = d->fin_tail = -1;
@@ -139,7 +139,7 @@ struct kvt_data *kvt_data_new(kvt_client_t *c)
     return d;
 }
 
-void kvt_data_destroy(struct kvt_data **dp)
+void kvti_data_destroy(struct kvt_data **dp)
 {
     if (!dp || !*dp)
         return;
@@ -711,22 +711,22 @@ static int s_check_entries(kvt_client_t *c, const char *what, struct kvt_token *
         bus_token_entry_at(&tok->view, i, &e);
         if (tok->kind == BUS_TOKEN_PREFETCH) {
             if (e.src_tier >= tok->view.n_tiers)
-                return kvt_fail(c, KVT_INTERNAL, what, "token key %u has no source tier", i);
+                return kvti_fail(c, KVT_INTERNAL, what, "token key %u has no source tier", i);
             continue;
         }
         if (!bufs[i])
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "bufs[%u] is NULL", i);
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "bufs[%u] is NULL", i);
         if (e.size != len)
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, what,
-                            "block size mismatch: token key %u is %u bytes on tier %u, the "
-                            "buffers are %zu bytes (the instance's bytes_per_block)",
-                            i, e.size, tok->view.tiers[e.tier].tier_id, len);
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                             "block size mismatch: token key %u is %u bytes on tier %u, the "
+                             "buffers are %zu bytes (the instance's bytes_per_block)",
+                             i, e.size, tok->view.tiers[e.tier].tier_id, len);
         if (e.size > tok->view.tiers[e.tier].slot_size)
-            return kvt_fail(c, KVT_INTERNAL, what,
-                            "token key %u: %u bytes exceed tier %u's slot "
-                            "size %" PRIu64,
-                            i, e.size, tok->view.tiers[e.tier].tier_id,
-                            tok->view.tiers[e.tier].slot_size);
+            return kvti_fail(c, KVT_INTERNAL, what,
+                             "token key %u: %u bytes exceed tier %u's slot "
+                             "size %" PRIu64,
+                             i, e.size, tok->view.tiers[e.tier].tier_id,
+                             tok->view.tiers[e.tier].slot_size);
     }
     return 0;
 }
@@ -741,14 +741,14 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
         return -KVT_INVALID_ARGUMENT;
     struct kvt_data *d = c->data;
     if (!tok || tok->owner != c || !tok->live)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what,
-                        "no token, or the token belongs to another handle or was completed");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "no token, or the token belongs to another handle or was completed");
     if (tok->kind != kind)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "the token is not from prepare_%s",
-                        s_kind_name(kind));
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "the token is not from prepare_%s",
+                         s_kind_name(kind));
     if (tok->jobs > 0)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what,
-                        "the token already has a job in flight: collect it first");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "the token already has a job in flight: collect it first");
     /* The scheduler closes a window whose lease lapsed and may hand its slots to
      * someone else: a transfer started that late could overwrite another block.
      * Leave a tenth of the lease (at least 1 s) for the transfer itself. */
@@ -756,21 +756,21 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
         int64_t margin = (int64_t)(tok->lease_ms / 10 > 1000 ? tok->lease_ms / 10 : 1000);
         int64_t age = zclock_mono() - tok->minted_ms;
         if (age > (int64_t)tok->lease_ms - margin)
-            return kvt_fail(c, KVT_EXPIRED, what,
-                            "the token is %" PRId64 " ms old and its lease is %" PRIu64
-                            " ms: complete it and prepare again",
-                            age, tok->lease_ms);
+            return kvti_fail(c, KVT_EXPIRED, what,
+                             "the token is %" PRId64 " ms old and its lease is %" PRIu64
+                             " ms: complete it and prepare again",
+                             age, tok->lease_ms);
     }
     if (kind != BUS_TOKEN_PREFETCH && tok->n > 0 && !bufs)
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what, "bufs is NULL");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "bufs is NULL");
     if (s_find(d, job_id))
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, what,
-                        "job id %" PRIu64 " is already in flight on this handle", job_id);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "job id %" PRIu64 " is already in flight on this handle", job_id);
     if (d->used == d->cap)
-        return kvt_fail(c, KVT_UNAVAILABLE, what,
-                        "%u jobs in flight (max_in_flight): collect completions with "
-                        "kvt_get_finished or kvt_wait first",
-                        d->cap);
+        return kvti_fail(c, KVT_UNAVAILABLE, what,
+                         "%u jobs in flight (max_in_flight): collect completions with "
+                         "kvt_get_finished or kvt_wait first",
+                         d->cap);
     int rc = s_check_entries(c, what, tok, bufs, len);
     if (rc < 0)
         return rc;
@@ -781,7 +781,7 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     if (s_grow((void **)&j->bufs, &j->bufs_cap, tok->n, sizeof *j->bufs) < 0 ||
         s_grow((void **)&j->order, &j->order_cap, tok->n, sizeof *j->order) < 0 ||
         s_grow((void **)&j->chunks, &j->chunks_cap, tok->n, sizeof *j->chunks) < 0)
-        return kvt_fail(c, KVT_INTERNAL, what, "out of memory for a job of %u keys", tok->n);
+        return kvti_fail(c, KVT_INTERNAL, what, "out of memory for a job of %u keys", tok->n);
     j->used = true;
     j->finished = false;
     j->id = job_id;
@@ -824,7 +824,7 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
         for (uint32_t k = 0; k < j->n_chunks; k++)
             if (j->chunks[k].state == S_UNSENT)
                 s_send_chunk(d, &j->chunks[k]);
-    kvt_clear_error(c);
+    kvti_clear_error(c);
     return 0;
 }
 
@@ -855,9 +855,9 @@ int kvt_get_finished(kvt_client_t *c, kvt_job_result_t *out, uint32_t cap, uint3
     if (n)
         *n = 0;
     if (!n || (!out && cap > 0))
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, "get_finished", "%s is NULL", !n ? "n" : "out");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, "get_finished", "%s is NULL", !n ? "n" : "out");
     struct kvt_data *d = c->data;
-    kvt_clear_error(c);
+    kvti_clear_error(c);
     s_pump(d, 0);
     uint32_t m = 0;
     while (m < cap && d->fin_head >= 0)
@@ -873,18 +873,19 @@ int kvt_wait(kvt_client_t *c, const uint64_t *job_ids, uint32_t n, int timeout_m
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (n > 0 && (!job_ids || !results))
-        return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "%s is NULL", !job_ids ? "job_ids" : "results");
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "%s is NULL",
+                         !job_ids ? "job_ids" : "results");
     struct kvt_data *d = c->data;
     for (uint32_t i = 0; i < n; i++) {
         if (!s_find(d, job_ids[i]))
-            return kvt_fail(c, KVT_INVALID_ARGUMENT, W,
-                            "job %" PRIu64 " is not in flight (never submitted, or already "
-                            "collected)",
-                            job_ids[i]);
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                             "job %" PRIu64 " is not in flight (never submitted, or already "
+                             "collected)",
+                             job_ids[i]);
         for (uint32_t k = 0; k < i; k++)
             if (job_ids[k] == job_ids[i])
-                return kvt_fail(c, KVT_INVALID_ARGUMENT, W, "job %" PRIu64 " is listed twice",
-                                job_ids[i]);
+                return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "job %" PRIu64 " is listed twice",
+                                 job_ids[i]);
     }
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : zclock_mono() + timeout_ms;
     s_pump(d, 0); /* a zero timeout still collects what has arrived */
@@ -896,13 +897,13 @@ int kvt_wait(kvt_client_t *c, const uint64_t *job_ids, uint32_t n, int timeout_m
             break;
         int64_t now = zclock_mono();
         if (now >= deadline)
-            return kvt_fail(c, KVT_TIMEOUT, W,
-                            "%u of %u jobs still running after %d ms (they stay in flight)",
-                            n - done, n, timeout_ms);
+            return kvti_fail(c, KVT_TIMEOUT, W,
+                             "%u of %u jobs still running after %d ms (they stay in flight)",
+                             n - done, n, timeout_ms);
         int64_t left = deadline - now;
         s_pump(d, left > 1000 ? 1000 : (int)left);
     }
-    kvt_clear_error(c);
+    kvti_clear_error(c);
     for (uint32_t i = 0; i < n; i++)
         s_collect(d, s_find(d, job_ids[i]), &results[i]);
     return 0;

@@ -1,6 +1,8 @@
 /* kvt_internal.h — what the files of libkvtier share and engines never see: the
  * handle, the token, the meta-plane call with its retry rule, and the data role's
- * entry points. Never installed, never included outside client/. */
+ * entry points. Never installed, never included outside client/. Functions shared
+ * between client/ files are kvti_*: kvt_* is the public API of kvtier.h alone, the
+ * names libkvtier.map exports (STYLE.md rule 17). */
 #ifndef KVT_INTERNAL_H
 #define KVT_INTERNAL_H
 
@@ -89,15 +91,15 @@ struct kvt_client {
 };
 
 /* Sets the handle's message ("what: CODE: detail") and returns -code. */
-int kvt_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)
+int kvti_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Clears the message (a call that succeeds leaves "" behind). */
-void kvt_clear_error(kvt_client_t *c);
+void kvti_clear_error(kvt_client_t *c);
 
 /* Checks an instance/request id: non-NULL (unless optional), at most KVT_ID_MAX
  * bytes. 0 or -KVT_INVALID_ARGUMENT with the message set. */
-int kvt_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
-                 bool optional);
+int kvti_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
+                  bool optional);
 
 /* One meta-plane request/reply on c->req / c->rep (the caller fills c->req with
  * bus_env_init and the body). NOT_LEADER: follow the named leader (or rediscover)
@@ -105,17 +107,17 @@ int kvt_check_id(kvt_client_t *c, const char *what, const char *field, const cha
  * UNAVAILABLE / TIMEOUT: rediscover; send again only when `idempotent`. The retry
  * and the rediscovery share one more timeout_ms. Returns 0 or -code with the
  * message set ("what: CODE: server message"). */
-int kvt_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
-                  bus_arrays_t *rep_arr);
+int kvti_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
+                   bus_arrays_t *rep_arr);
 
 /* Token pool (kvt_control.c). acquire: a token whose arrays hold cap keys, NULL
  * when out of memory. release: back to the pool (or freed past KVT_TOKEN_KEEP). */
-struct kvt_token *kvt_token_acquire(kvt_client_t *c, uint32_t cap);
-void kvt_token_release(kvt_client_t *c, struct kvt_token *tok);
-void kvt_tokens_free_all(kvt_client_t *c);
+struct kvt_token *kvti_token_acquire(kvt_client_t *c, uint32_t cap);
+void kvti_token_release(kvt_client_t *c, struct kvt_token *tok);
+void kvti_tokens_free_all(kvt_client_t *c);
 
 /* Data role (kvt_data.c). */
-struct kvt_data *kvt_data_new(kvt_client_t *c);
-void kvt_data_destroy(struct kvt_data **d);
+struct kvt_data *kvti_data_new(kvt_client_t *c);
+void kvti_data_destroy(struct kvt_data **d);
 
 #endif
