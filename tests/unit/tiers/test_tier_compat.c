@@ -1,0 +1,525 @@
+/* test_tier_compat.c — the tier layouts stay readable across the backend
+ * restructure (issue: "the nvme file and the host segment layouts stay
+ * readable (a fixture test: an nvme file written by the code before this
+ * issue is adopted after it)"). nvme: a committed file written before the
+ * restructure (fixtures/nvme_v1.bin.gz, layout v1 in tier_nvme.h) is opened
+ * through the generic tier API only, since the tier_nvme_* calls are about to
+ * change. host: a segment built byte by byte from the offsets documented in
+ * tier_host.h is read through the client calls. Expected values are the
+ * constants of fixtures/nvme_v1.h and this file, never a re-read of the
+ * fixture; the fixture is never regenerated here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+#include <zlib.h>
+
+#include "nvme_v1.h"
+#include "tier.h"
+#include "tier_host.h"
+
+#define S_FIXTURE KVT_TIER_FIXTURES "/nvme_v1.bin.gz"
+
+static char s_dir[128];
+static char s_path[256];
+
+/* ---- nvme: the committed v1 file ------------------------------------------ */
+
+static int s_gunzip(const char *src, const char *dst)
+{
+    static uint8_t buf[16384];
+    int rc = -1, k;
+    gzFile in = gzopen(src, "rb");
+    int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (!in || fd < 0)
+        goto out;
+    while ((k = gzread(in, buf, sizeof buf)) > 0)
+        if (write(fd, buf, (size_t)k) != k)
+            goto out;
+    rc = k == 0 && fsync(fd) == 0 ? 0 : -1;
+out:
+    if (rc < 0)
+        print_error("gunzip %s to %s failed\n", src, dst);
+    if (in)
+        gzclose(in);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static int s_group_setup(void **state)
+{
+    (void)state;
+    snprintf(s_dir, sizeof s_dir, "/tmp/kvt-compat-XXXXXX");
+    if (!mkdtemp(s_dir))
+        return -1;
+    snprintf(s_path, sizeof s_path, "%s/nvme_v1.bin", s_dir);
+    return 0;
+}
+
+static int s_group_teardown(void **state)
+{
+    (void)state;
+    unlink(s_path);
+    return rmdir(s_dir);
+}
+
+/* Each nvme test starts from the fixture as committed. */
+static int s_fresh_fixture(void **state)
+{
+    (void)state;
+    struct stat st;
+    unlink(s_path);
+    if (s_gunzip(S_FIXTURE, s_path) < 0 || stat(s_path, &st) < 0)
+        return -1;
+    return st.st_size == (off_t)NVME_V1_FILE_SIZE ? 0 : -1;
+}
+
+static tier_t *s_nvme_open(void)
+{
+    char err[512] = "";
+    tier_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.name, sizeof cfg.name, "nvme0"); /* the name at format is diagnostics only */
+    snprintf(cfg.kind, sizeof cfg.kind, "nvme");
+    snprintf(cfg.path, sizeof cfg.path, "%s", s_path);
+    cfg.capacity = NVME_V1_CAPACITY;
+    cfg.slot_size = NVME_V1_SLOT_SIZE;
+    cfg.queue_depth = 4;
+    tier_t *t = tier_open(&cfg, err, sizeof err);
+    if (!t)
+        fail_msg("tier_open of the v1 fixture: %s", err);
+    return t;
+}
+
+static void s_assert_header(const tier_slot_header_t *h, const struct nvme_v1_block *b,
+                            uint32_t state)
+{
+    assert_memory_equal(h->key.b, b->key, TIER_KEY_BYTES);
+    assert_int_equal(h->instance, b->instance);
+    assert_int_equal(h->state, state);
+    assert_int_equal(h->size, b->size);
+    assert_int_equal(h->checksum, b->checksum);
+    assert_int_equal(h->deadline_ms, b->deadline_ms);
+}
+
+/* The block reads back byte-exact (and its constants still describe its bytes). */
+static void s_assert_block(tier_t *t, const struct nvme_v1_block *b)
+{
+    static uint8_t got[NVME_V1_SLOT_SIZE], want[NVME_V1_SLOT_SIZE];
+    nvme_v1_fill(want, b->size, b->seed);
+    assert_int_equal(XXH3_64bits(want, b->size), b->checksum);
+    memset(got, 0, sizeof got);
+    struct iovec v = {.iov_base = got, .iov_len = sizeof got};
+    assert_int_equal(tier_read(t, b->slot, &v, 1), 0);
+    assert_memory_equal(got, want, b->size);
+}
+
+static void s_assert_not_served(tier_t *t, uint64_t slot)
+{
+    static uint8_t got[NVME_V1_SLOT_SIZE];
+    struct iovec v = {.iov_base = got, .iov_len = sizeof got};
+    bool present = true;
+    assert_int_equal(tier_read(t, slot, &v, 1), -ENODATA);
+    assert_int_equal(tier_probe(t, &slot, 1, &present), 0);
+    assert_false(present);
+}
+
+struct s_inv {
+    size_t n;
+    uint64_t slots[NVME_V1_CAPACITY];
+    tier_slot_header_t h[NVME_V1_CAPACITY];
+};
+
+static int s_inv_fn(void *arg, uint64_t slot, const tier_slot_header_t *h)
+{
+    struct s_inv *inv = arg;
+    if (inv->n == NVME_V1_CAPACITY)
+        return -ENOSPC;
+    inv->slots[inv->n] = slot;
+    inv->h[inv->n++] = *h;
+    return 0;
+}
+
+/* Issue: an nvme file written before the restructure is adopted after it:
+ * every SERVING block with its header (key, instance, size, checksum,
+ * deadline) and its bytes; the WRITING, deleted and never-written slots are
+ * not served. */
+static void test_nvme_v1_file_adopted_byte_exact(void **state)
+{
+    (void)state;
+    tier_t *t = s_nvme_open();
+    struct s_inv inv = {0};
+    assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
+    assert_int_equal(inv.n, NVME_V1_NSERVING);
+    for (size_t i = 0; i < NVME_V1_NSERVING; i++) {
+        const struct nvme_v1_block *b = &nvme_v1_serving[i];
+        tier_slot_header_t h;
+        assert_int_equal(inv.slots[i], b->slot);
+        s_assert_header(&inv.h[i], b, TIER_SLOT_SERVING);
+        assert_int_equal(tier_get_header(t, b->slot, &h), 0);
+        s_assert_header(&h, b, TIER_SLOT_SERVING);
+        s_assert_block(t, b);
+    }
+    /* The interrupted overwrite: its record keeps the old block's fields. */
+    tier_slot_header_t h;
+    assert_int_equal(tier_get_header(t, nvme_v1_writing.slot, &h), 0);
+    s_assert_header(&h, &nvme_v1_writing, TIER_SLOT_WRITING);
+    s_assert_not_served(t, nvme_v1_writing.slot);
+    const uint64_t empty[] = {nvme_v1_deleted.slot, NVME_V1_NEVER_WRITTEN};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(tier_get_header(t, empty[i], &h), 0);
+        assert_int_equal(h.state, TIER_SLOT_EMPTY);
+        s_assert_not_served(t, empty[i]);
+    }
+    tier_close(&t);
+}
+
+/* Blocks written after adoption: one into the never-written slot, one over
+ * the interrupted overwrite. */
+static const struct nvme_v1_block s_new[] = {
+    {4,
+     {0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04,
+      0x04},
+     4444u,
+     NVME_V1_SLOT_SIZE - 1,
+     2000000000000ull,
+     0x440u,
+     0},
+    {1,
+     {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01,
+      0x01},
+     1111u,
+     NVME_V1_SLOT_SIZE,
+     0u,
+     0x441u,
+     0},
+};
+#define S_NNEW (sizeof s_new / sizeof s_new[0])
+
+static struct nvme_v1_block s_new_block(size_t i)
+{
+    static uint8_t buf[NVME_V1_SLOT_SIZE];
+    struct nvme_v1_block b = s_new[i];
+    nvme_v1_fill(buf, b.size, b.seed);
+    b.checksum = XXH3_64bits(buf, b.size);
+    return b;
+}
+
+static void s_put(tier_t *t, const struct nvme_v1_block *b)
+{
+    static uint8_t buf[NVME_V1_SLOT_SIZE];
+    nvme_v1_fill(buf, b->size, b->seed);
+    struct iovec v = {.iov_base = buf, .iov_len = b->size};
+    tier_slot_header_t h = {.instance = b->instance,
+                            .state = TIER_SLOT_SERVING,
+                            .size = b->size,
+                            .deadline_ms = b->deadline_ms};
+    memcpy(h.key.b, b->key, sizeof h.key.b);
+    assert_int_equal(tier_write(t, b->slot, &v, 1), 0);
+    assert_int_equal(tier_put_header(t, b->slot, &h), 0);
+}
+
+static void s_pread(const char *path, uint64_t off, void *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+    close(fd);
+}
+
+static uint64_t s_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static uint32_t s_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The record and bytes of b as written into the adopted file: layout v1 at
+ * the offsets of the fixture's superblock (4096-byte records, whatever the
+ * local O_DIRECT alignment), with the fixture's uuid and a later seq. */
+static void s_assert_v1_record(const struct nvme_v1_block *b)
+{
+    static uint8_t rec[NVME_V1_RECORD_BYTES], zero[NVME_V1_RECORD_BYTES];
+    static uint8_t got[NVME_V1_SLOT_SIZE], want[NVME_V1_SLOT_SIZE];
+    const uint8_t uuid[16] = NVME_V1_UUID;
+    s_pread(s_path, NVME_V1_HEADERS_OFF + b->slot * NVME_V1_RECORD_BYTES, rec, sizeof rec);
+    assert_int_equal(s_u32(rec + 0), 0x4853564bu); /* "KVSH" */
+    assert_int_equal(s_u32(rec + 4), TIER_SLOT_SERVING);
+    assert_int_equal(s_u64(rec + 8), b->slot);
+    assert_true(s_u64(rec + 16) > NVME_V1_MAX_SEQ);
+    assert_memory_equal(rec + 24, uuid, 16);
+    assert_memory_equal(rec + 40, b->key, 16);
+    assert_int_equal(s_u32(rec + 56), b->instance);
+    assert_int_equal(s_u32(rec + 60), 0);
+    assert_int_equal(s_u64(rec + 64), b->size);
+    assert_int_equal(s_u64(rec + 72), b->checksum);
+    assert_int_equal(s_u64(rec + 80), b->deadline_ms);
+    assert_int_equal(s_u64(rec + 96), XXH3_64bits(rec, 96));
+    assert_memory_equal(rec + 104, zero, sizeof rec - 104);
+    s_pread(s_path, NVME_V1_DATA_OFF + b->slot * NVME_V1_STRIDE, got, b->size);
+    nvme_v1_fill(want, b->size, b->seed);
+    assert_memory_equal(got, want, b->size);
+}
+
+/* Issue: after adoption the tier takes new blocks (into a never-written slot
+ * and over an interrupted overwrite), they read back and survive a reopen
+ * beside the fixture's blocks, and they are persisted in layout v1. */
+static void test_nvme_v1_new_blocks_after_adoption(void **state)
+{
+    (void)state;
+    tier_t *t = s_nvme_open();
+    for (size_t i = 0; i < S_NNEW; i++) {
+        struct nvme_v1_block b = s_new_block(i);
+        tier_slot_header_t h;
+        s_put(t, &b);
+        assert_int_equal(tier_get_header(t, b.slot, &h), 0);
+        s_assert_header(&h, &b, TIER_SLOT_SERVING);
+        s_assert_block(t, &b);
+    }
+    tier_close(&t);
+
+    t = s_nvme_open();
+    struct s_inv inv = {0};
+    assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
+    assert_int_equal(inv.n, NVME_V1_NSERVING + S_NNEW);
+    for (size_t i = 0; i < NVME_V1_NSERVING; i++)
+        s_assert_block(t, &nvme_v1_serving[i]);
+    for (size_t i = 0; i < S_NNEW; i++) {
+        struct nvme_v1_block b = s_new_block(i);
+        tier_slot_header_t h;
+        assert_int_equal(tier_get_header(t, b.slot, &h), 0);
+        s_assert_header(&h, &b, TIER_SLOT_SERVING);
+        s_assert_block(t, &b);
+    }
+    s_assert_not_served(t, nvme_v1_deleted.slot);
+    tier_close(&t);
+
+    for (size_t i = 0; i < S_NNEW; i++) {
+        struct nvme_v1_block b = s_new_block(i);
+        s_assert_v1_record(&b);
+    }
+}
+
+/* ---- host: a segment built from the documented offsets ------------------- */
+
+#define H_CAP 65u /* 65 headers of 64 bytes: the last on a second page */
+#define H_SLOT_SIZE 5000u
+#define H_STRIDE 8192u
+#define H_HEADERS_OFF 4096u
+#define H_DATA_OFF 12288u /* 4096 + 65 * 64, rounded up to 4096 */
+#define H_TOTAL (H_DATA_OFF + H_CAP * H_STRIDE)
+#define H_EPOCH 0x1122334455667788ull
+#define H_ODD_SLOT 7u /* seq odd: a header write in progress */
+
+struct s_hslot {
+    uint64_t slot;
+    uint32_t seq;
+    uint32_t state;
+    uint8_t key[16];
+    uint32_t instance;
+    uint64_t size;
+    uint64_t deadline_ms;
+    uint64_t seed;
+};
+
+static const struct s_hslot s_hslots[] = {
+    {0,
+     2,
+     TIER_SLOT_SERVING,
+     {0xa0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+     500u,
+     H_SLOT_SIZE,
+     1893456000000ull,
+     0x200u},
+    {1,
+     4,
+     TIER_SLOT_WRITING,
+     {0xa1, 0xff, 0, 0xff, 0, 0xff, 0, 0xff, 0, 0xff, 0, 0xff, 0, 0xff, 0, 0xff},
+     501u,
+     1234u,
+     0u,
+     0x201u},
+    {64,
+     6,
+     TIER_SLOT_SERVING,
+     {0xa2, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab,
+      0xcd},
+     0xffffffffu,
+     1u,
+     0x0123456789abcdefull,
+     0x264u},
+};
+#define S_NHSLOTS (sizeof s_hslots / sizeof s_hslots[0])
+
+static char s_shm[64];
+static uint8_t *s_base;
+
+static void s_put64(uint64_t off, uint64_t v)
+{
+    memcpy(s_base + off, &v, sizeof v);
+}
+
+static void s_put32(uint64_t off, uint32_t v)
+{
+    memcpy(s_base + off, &v, sizeof v);
+}
+
+/* The segment an owner of layout v1 leaves, written field by field. */
+static void s_build_segment(void)
+{
+    snprintf(s_shm, sizeof s_shm, "/kvt-test-compat-%d", (int)getpid());
+    shm_unlink(s_shm);
+    int fd = shm_open(s_shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, H_TOTAL), 0);
+    s_base = mmap(NULL, H_TOTAL, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    assert_true(s_base != MAP_FAILED);
+    s_put32(8, TIER_HOST_VERSION);
+    s_put32(12, 64);
+    s_put64(16, H_SLOT_SIZE);
+    s_put64(24, H_CAP);
+    s_put64(32, H_STRIDE);
+    s_put64(40, H_HEADERS_OFF);
+    s_put64(48, H_DATA_OFF);
+    s_put64(56, H_TOTAL);
+    s_put64(64, H_EPOCH);
+    s_put32(72, (uint32_t)getpid());
+    s_put32(76, 1);
+    memcpy(s_base + 80, "host-fixture", sizeof "host-fixture");
+    for (size_t i = 0; i < S_NHSLOTS; i++) {
+        const struct s_hslot *s = &s_hslots[i];
+        uint64_t r = H_HEADERS_OFF + 64 * s->slot;
+        uint8_t *data = s_base + H_DATA_OFF + H_STRIDE * s->slot;
+        nvme_v1_fill(data, s->size, s->seed);
+        s_put32(r + 0, s->seq);
+        s_put32(r + 4, s->state);
+        memcpy(s_base + r + 8, s->key, 16);
+        s_put32(r + 24, s->instance);
+        s_put64(r + 32, s->size);
+        s_put64(r + 40, XXH3_64bits(data, s->size));
+        s_put64(r + 48, s->deadline_ms);
+    }
+    s_put32(H_HEADERS_OFF + 64 * H_ODD_SLOT, 3);
+    s_put32(H_HEADERS_OFF + 64 * H_ODD_SLOT + 4, TIER_SLOT_SERVING);
+    __atomic_store_n((uint64_t *)s_base, TIER_HOST_MAGIC, __ATOMIC_RELEASE); /* magic last */
+}
+
+static int s_host_teardown(void **state)
+{
+    (void)state;
+    if (s_base && s_base != MAP_FAILED)
+        munmap(s_base, H_TOTAL);
+    s_base = NULL;
+    shm_unlink(s_shm);
+    return 0;
+}
+
+static void s_assert_hslot(tier_host_seg_t *seg, const struct s_hslot *s)
+{
+    static uint8_t got[H_SLOT_SIZE], want[H_SLOT_SIZE];
+    tier_slot_header_t h;
+    nvme_v1_fill(want, s->size, s->seed);
+    assert_int_equal(tier_host_seg_get_header(seg, s->slot, &h), 0);
+    assert_memory_equal(h.key.b, s->key, 16);
+    assert_int_equal(h.instance, s->instance);
+    assert_int_equal(h.state, s->state);
+    assert_int_equal(h.size, s->size);
+    assert_int_equal(h.checksum, XXH3_64bits(want, s->size));
+    assert_int_equal(h.deadline_ms, s->deadline_ms);
+    assert_int_equal(tier_host_seg_serving(seg, s->slot), s->state == TIER_SLOT_SERVING);
+    struct iovec v = {.iov_base = got, .iov_len = s->size};
+    assert_int_equal(tier_host_seg_read(seg, s->slot, &v, 1), 0);
+    assert_memory_equal(got, want, s->size);
+}
+
+/* A client's header and bytes land at the documented offsets. */
+static void s_assert_client_write(tier_host_seg_t *seg)
+{
+    static uint8_t buf[H_SLOT_SIZE];
+    const uint64_t slot = 3, r = H_HEADERS_OFF + 64 * slot;
+    nvme_v1_fill(buf, sizeof buf, 0x203u);
+    tier_slot_header_t h = {.instance = 503u,
+                            .state = TIER_SLOT_SERVING,
+                            .size = 777u,
+                            .checksum = XXH3_64bits(buf, 777u),
+                            .deadline_ms = 1767225600000ull};
+    memset(h.key.b, 0xa3, sizeof h.key.b);
+    struct iovec v = {.iov_base = buf, .iov_len = 777u};
+    assert_int_equal(tier_host_seg_write(seg, slot, &v, 1), 0);
+    assert_int_equal(tier_host_seg_put_header(seg, slot, &h), 0);
+    uint32_t seq = s_u32(s_base + r);
+    assert_true(seq != 0 && seq % 2 == 0);
+    assert_int_equal(s_u32(s_base + r + 4), TIER_SLOT_SERVING);
+    assert_memory_equal(s_base + r + 8, h.key.b, 16);
+    assert_int_equal(s_u32(s_base + r + 24), 503u);
+    assert_int_equal(s_u32(s_base + r + 28), 0);
+    assert_int_equal(s_u64(s_base + r + 32), 777u);
+    assert_int_equal(s_u64(s_base + r + 40), h.checksum);
+    assert_int_equal(s_u64(s_base + r + 48), h.deadline_ms);
+    assert_int_equal(s_u64(s_base + r + 56), 0);
+    assert_memory_equal(s_base + H_DATA_OFF + H_STRIDE * slot, buf, 777u);
+}
+
+/* Issue: the host segment layout v1 stays readable: a client attaches to a
+ * segment laid out per tier_host.h, reads its geometry, headers (seqlock
+ * respected) and bytes, sees the owner's live flag, and writes at the
+ * documented offsets. The restructure renames the tier_host_attach /
+ * tier_host_seg_* calls: rename them here, keep the bytes. */
+static void test_host_v1_segment_read_by_attach(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    tier_host_seg_t *seg = NULL;
+    s_build_segment();
+    if (tier_host_attach(s_shm, H_SLOT_SIZE, H_CAP, &seg, err, sizeof err) < 0)
+        fail_msg("attach to a v1 segment: %s", err);
+    assert_int_equal(tier_host_seg_capacity(seg), H_CAP);
+    assert_int_equal(tier_host_seg_slot_size(seg), H_SLOT_SIZE);
+    assert_int_equal(tier_host_seg_epoch(seg), H_EPOCH);
+    assert_true(tier_host_seg_live(seg));
+    uint8_t *slot0 = tier_host_seg_slot(seg, 0);
+    assert_int_equal((uint8_t *)tier_host_seg_slot(seg, 64) - slot0, 64 * H_STRIDE);
+    assert_null(tier_host_seg_slot(seg, H_CAP));
+    for (size_t i = 0; i < S_NHSLOTS; i++)
+        s_assert_hslot(seg, &s_hslots[i]);
+    tier_slot_header_t h;
+    assert_int_equal(tier_host_seg_get_header(seg, 2, &h), 0);
+    assert_int_equal(h.state, TIER_SLOT_EMPTY);
+    assert_false(tier_host_seg_serving(seg, 2));
+    assert_int_equal(tier_host_seg_get_header(seg, H_ODD_SLOT, &h), -EAGAIN);
+    s_assert_client_write(seg);
+    s_put32(76, 0); /* the owner closed it */
+    assert_false(tier_host_seg_live(seg));
+    tier_host_detach(&seg);
+    assert_null(seg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_nvme_v1_file_adopted_byte_exact, s_fresh_fixture),
+        cmocka_unit_test_setup(test_nvme_v1_new_blocks_after_adoption, s_fresh_fixture),
+        cmocka_unit_test_teardown(test_host_v1_segment_read_by_attach, s_host_teardown),
+    };
+    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+}
