@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "bus_actor.h"
 #include "bus_host.h"
 #include "bus_log.h"
 #include "tier_actor_int.h"
@@ -24,8 +25,6 @@ typedef tier_actor_self_t self_t;
 #define S_LOG "tier"
 /* Requests served per wake-up before the pipe is looked at again. */
 #define S_BURST 32
-/* How long the pipe wrappers wait for the actor's answer. */
-#define S_PIPE_TIMEOUT_MS 5000
 
 /* ---- helpers shared with tier_actor_serve.c ---- */
 
@@ -287,67 +286,36 @@ static void s_run(self_t *self)
     zpoller_destroy(&poller);
 }
 
-/* Waits for $TERM after a failed start, so zactor_destroy finds us. */
-static void s_wait_term(zsock_t *pipe)
-{
-    while (true) {
-        char *cmd = zstr_recv(pipe);
-        bool term = !cmd || streq(cmd, "$TERM");
-        zstr_free(&cmd);
-        if (term)
-            return;
-    }
-}
-
-/* zactor_new consumes the first signal and ignores its status (czmq 4.2.1), so
- * the handshake goes first and the start's outcome is a second signal: 0 when
- * serving, 1 when the tier did not open or the endpoint did not bind. */
+/* The start's outcome goes to tier_actor_new through bus_actor_ready. */
 static void s_actor(zsock_t *pipe, void *args)
 {
     const tier_actor_config_t *cfg = args;
     char why[512] = "";
-    zsock_signal(pipe, 0);
     self_t *self = s_self_new(pipe, cfg, why, sizeof why);
     if (!self) {
         bus_error(S_LOG, "%s", why);
-        zsock_signal(pipe, 1);
-        s_wait_term(pipe);
+        (void)bus_actor_ready(pipe, false);
         return;
     }
-    bus_info(S_LOG, "tier %s (id %u, %s, %" PRIu64 " x %" PRIu64 " bytes) serving on %s",
+    bus_info(S_LOG, "tier %s (id %u, %s, %" PRIu64 " x %" PRIu64 " bytes; %s) serving on %s",
              self->name, self->tier_id, self->tier->cfg.kind, self->tier->cfg.capacity,
-             self->tier->cfg.slot_size, bus_server_endpoint(self->server));
-    zsock_signal(pipe, 0);
+             self->tier->cfg.slot_size, self->desc.detail[0] ? self->desc.detail : "-",
+             bus_server_endpoint(self->server));
+    (void)bus_actor_ready(pipe, true);
     s_run(self);
     s_self_destroy(&self);
 }
 
 zactor_t *tier_actor_new(const tier_actor_config_t *cfg)
 {
-    zactor_t *actor = zactor_new(s_actor, (void *)cfg);
-    if (!actor)
-        return NULL;
-    if (zsock_wait(actor) != 0) {
-        zactor_destroy(&actor);
-        return NULL;
-    }
-    return actor;
+    return bus_actor_new(s_actor, (void *)cfg);
 }
 
 /* ---- pipe wrappers ---- */
 
-/* Sends cmd and waits for the answer, bounded: a stuck actor is an error. */
 static bool s_ask(zactor_t *actor, const char *cmd)
 {
-    if (!actor || zstr_send(actor, cmd) < 0)
-        return false;
-    zpoller_t *p = zpoller_new(actor, NULL);
-    if (!p)
-        return false;
-    zpoller_set_nonstop(p, true);
-    bool ready = zpoller_wait(p, S_PIPE_TIMEOUT_MS) == actor;
-    zpoller_destroy(&p);
-    return ready;
+    return bus_actor_ask(actor, BUS_ACTOR_ASK_MS, "s", cmd) == 0;
 }
 
 int tier_actor_endpoint(zactor_t *actor, char *buf, size_t len)

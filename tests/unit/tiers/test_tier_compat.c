@@ -1,11 +1,10 @@
-/* test_tier_compat.c — the tier layouts stay readable across the backend
- * restructure (issue: "the nvme file and the host segment layouts stay
- * readable (a fixture test: an nvme file written by the code before this
- * issue is adopted after it)"). nvme: a committed file written before the
- * restructure (fixtures/nvme_v1.bin.gz, layout v1 in tier_nvme.h) is opened
- * through the generic tier API only, since the tier_nvme_* calls are about to
- * change. host: a segment built byte by byte from the offsets documented in
- * tier_host.h is read through the client calls. Expected values are the
+/* test_tier_compat.c — the on-medium layouts stay readable across code changes
+ * (docs/ARCHITECTURE.md "Tiers": the nvme file and the host segment are formats,
+ * versioned in their superblocks). nvme: a file written by the code before the
+ * tier ops table's version 2 (fixtures/nvme_v1.bin.gz, layout v1 in tier_nvme.h)
+ * is opened through the generic tier API only. host: a segment built byte by byte
+ * from the offsets documented in tier_seg.h is read through the segment library
+ * a client links. Expected values are the
  * constants of fixtures/nvme_v1.h and this file, never a re-read of the
  * fixture; the fixture is never regenerated here. */
 #include <errno.h>
@@ -27,7 +26,7 @@
 
 #include "nvme_v1.h"
 #include "tier.h"
-#include "tier_host.h"
+#include "tier_seg.h"
 
 #define S_FIXTURE KVT_TIER_FIXTURES "/nvme_v1.bin.gz"
 
@@ -96,7 +95,7 @@ static tier_t *s_nvme_open(void)
     snprintf(cfg.path, sizeof cfg.path, "%s", s_path);
     cfg.capacity = NVME_V1_CAPACITY;
     cfg.slot_size = NVME_V1_SLOT_SIZE;
-    cfg.queue_depth = 4;
+    (void)tier_config_set(&cfg, "queue_depth", "4");
     tier_t *t = tier_open(&cfg, err, sizeof err);
     if (!t)
         fail_msg("tier_open of the v1 fixture: %s", err);
@@ -152,7 +151,7 @@ static int s_inv_fn(void *arg, uint64_t slot, const tier_slot_header_t *h)
     return 0;
 }
 
-/* Issue: an nvme file written before the restructure is adopted after it:
+/* An nvme file written before the ops table's version 2 is adopted:
  * every SERVING block with its header (key, instance, size, checksum,
  * deadline) and its bytes; the WRITING, deleted and never-written slots are
  * not served. */
@@ -394,7 +393,7 @@ static void s_build_segment(void)
     s_base = mmap(NULL, H_TOTAL, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     assert_true(s_base != MAP_FAILED);
-    s_put32(8, TIER_HOST_VERSION);
+    s_put32(8, TIER_SEG_VERSION);
     s_put32(12, 64);
     s_put64(16, H_SLOT_SIZE);
     s_put64(24, H_CAP);
@@ -421,7 +420,7 @@ static void s_build_segment(void)
     }
     s_put32(H_HEADERS_OFF + 64 * H_ODD_SLOT, 3);
     s_put32(H_HEADERS_OFF + 64 * H_ODD_SLOT + 4, TIER_SLOT_SERVING);
-    __atomic_store_n((uint64_t *)s_base, TIER_HOST_MAGIC, __ATOMIC_RELEASE); /* magic last */
+    __atomic_store_n((uint64_t *)s_base, TIER_SEG_MAGIC, __ATOMIC_RELEASE); /* magic last */
 }
 
 static int s_host_teardown(void **state)
@@ -434,26 +433,26 @@ static int s_host_teardown(void **state)
     return 0;
 }
 
-static void s_assert_hslot(tier_host_seg_t *seg, const struct s_hslot *s)
+static void s_assert_hslot(tier_seg_t *seg, const struct s_hslot *s)
 {
     static uint8_t got[H_SLOT_SIZE], want[H_SLOT_SIZE];
     tier_slot_header_t h;
     nvme_v1_fill(want, s->size, s->seed);
-    assert_int_equal(tier_host_seg_get_header(seg, s->slot, &h), 0);
+    assert_int_equal(tier_seg_get_header(seg, s->slot, &h), 0);
     assert_memory_equal(h.key.b, s->key, 16);
     assert_int_equal(h.instance, s->instance);
     assert_int_equal(h.state, s->state);
     assert_int_equal(h.size, s->size);
     assert_int_equal(h.checksum, XXH3_64bits(want, s->size));
     assert_int_equal(h.deadline_ms, s->deadline_ms);
-    assert_int_equal(tier_host_seg_serving(seg, s->slot), s->state == TIER_SLOT_SERVING);
+    assert_int_equal(tier_seg_serving(seg, s->slot), s->state == TIER_SLOT_SERVING);
     struct iovec v = {.iov_base = got, .iov_len = s->size};
-    assert_int_equal(tier_host_seg_read(seg, s->slot, &v, 1), 0);
+    assert_int_equal(tier_seg_read(seg, s->slot, &v, 1), 0);
     assert_memory_equal(got, want, s->size);
 }
 
 /* A client's header and bytes land at the documented offsets. */
-static void s_assert_client_write(tier_host_seg_t *seg)
+static void s_assert_client_write(tier_seg_t *seg)
 {
     static uint8_t buf[H_SLOT_SIZE];
     const uint64_t slot = 3, r = H_HEADERS_OFF + 64 * slot;
@@ -465,8 +464,8 @@ static void s_assert_client_write(tier_host_seg_t *seg)
                             .deadline_ms = 1767225600000ull};
     memset(h.key.b, 0xa3, sizeof h.key.b);
     struct iovec v = {.iov_base = buf, .iov_len = 777u};
-    assert_int_equal(tier_host_seg_write(seg, slot, &v, 1), 0);
-    assert_int_equal(tier_host_seg_put_header(seg, slot, &h), 0);
+    assert_int_equal(tier_seg_write(seg, slot, &v, 1), 0);
+    assert_int_equal(tier_seg_put_header(seg, slot, &h), 0);
     uint32_t seq = s_u32(s_base + r);
     assert_true(seq != 0 && seq % 2 == 0);
     assert_int_equal(s_u32(s_base + r + 4), TIER_SLOT_SERVING);
@@ -480,37 +479,35 @@ static void s_assert_client_write(tier_host_seg_t *seg)
     assert_memory_equal(s_base + H_DATA_OFF + H_STRIDE * slot, buf, 777u);
 }
 
-/* Issue: the host segment layout v1 stays readable: a client attaches to a
- * segment laid out per tier_host.h, reads its geometry, headers (seqlock
- * respected) and bytes, sees the owner's live flag, and writes at the
- * documented offsets. The restructure renames the tier_host_attach /
- * tier_host_seg_* calls: rename them here, keep the bytes. */
+/* The host segment layout v1 stays readable: a client attaches to a segment laid
+ * out per tier_seg.h, reads its geometry, headers (seqlock respected) and bytes,
+ * sees the owner's live flag, and writes at the documented offsets. */
 static void test_host_v1_segment_read_by_attach(void **state)
 {
     (void)state;
     char err[256] = "";
-    tier_host_seg_t *seg = NULL;
+    tier_seg_t *seg = NULL;
     s_build_segment();
-    if (tier_host_attach(s_shm, H_SLOT_SIZE, H_CAP, &seg, err, sizeof err) < 0)
+    if (tier_seg_attach(s_shm, H_SLOT_SIZE, H_CAP, &seg, err, sizeof err) < 0)
         fail_msg("attach to a v1 segment: %s", err);
-    assert_int_equal(tier_host_seg_capacity(seg), H_CAP);
-    assert_int_equal(tier_host_seg_slot_size(seg), H_SLOT_SIZE);
-    assert_int_equal(tier_host_seg_epoch(seg), H_EPOCH);
-    assert_true(tier_host_seg_live(seg));
-    uint8_t *slot0 = tier_host_seg_slot(seg, 0);
-    assert_int_equal((uint8_t *)tier_host_seg_slot(seg, 64) - slot0, 64 * H_STRIDE);
-    assert_null(tier_host_seg_slot(seg, H_CAP));
+    assert_int_equal(tier_seg_capacity(seg), H_CAP);
+    assert_int_equal(tier_seg_slot_size(seg), H_SLOT_SIZE);
+    assert_int_equal(tier_seg_epoch(seg), H_EPOCH);
+    assert_true(tier_seg_live(seg));
+    uint8_t *slot0 = tier_seg_slot(seg, 0);
+    assert_int_equal((uint8_t *)tier_seg_slot(seg, 64) - slot0, 64 * H_STRIDE);
+    assert_null(tier_seg_slot(seg, H_CAP));
     for (size_t i = 0; i < S_NHSLOTS; i++)
         s_assert_hslot(seg, &s_hslots[i]);
     tier_slot_header_t h;
-    assert_int_equal(tier_host_seg_get_header(seg, 2, &h), 0);
+    assert_int_equal(tier_seg_get_header(seg, 2, &h), 0);
     assert_int_equal(h.state, TIER_SLOT_EMPTY);
-    assert_false(tier_host_seg_serving(seg, 2));
-    assert_int_equal(tier_host_seg_get_header(seg, H_ODD_SLOT, &h), -EAGAIN);
+    assert_false(tier_seg_serving(seg, 2));
+    assert_int_equal(tier_seg_get_header(seg, H_ODD_SLOT, &h), -EAGAIN);
     s_assert_client_write(seg);
     s_put32(76, 0); /* the owner closed it */
-    assert_false(tier_host_seg_live(seg));
-    tier_host_detach(&seg);
+    assert_false(tier_seg_live(seg));
+    tier_seg_detach(&seg);
     assert_null(seg);
 }
 
