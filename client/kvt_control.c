@@ -585,9 +585,13 @@ int kvt_remove(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, 
     return rc;
 }
 
-static const char *s_kind_name(kvtier_TierKind k)
+/* The kind's name: as the scheduler names it (a plug-in kind has no wire number),
+ * else from the wire enum (a scheduler from before TierInfo.kind_name). */
+static const char *s_kind_name(const kvtier_TierInfo *ti)
 {
-    switch (k) {
+    if (ti->kind_name[0])
+        return ti->kind_name;
+    switch (ti->kind) {
     case kvtier_TierKind_TIER_KIND_HOST:
         return "host";
     case kvtier_TierKind_TIER_KIND_NVME:
@@ -629,7 +633,7 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
         kvt_tier_info_t *o = &out->tiers[i];
         o->tier_id = ti->tier_id;
         snprintf(o->name, sizeof o->name, "%s", ti->name);
-        snprintf(o->kind, sizeof o->kind, "%s", s_kind_name(ti->kind));
+        snprintf(o->kind, sizeof o->kind, "%s", s_kind_name(ti));
         snprintf(o->endpoint, sizeof o->endpoint, "%s", ti->endpoint);
         o->capacity = ti->capacity_slots;
         o->slot_size = ti->slot_bytes;

@@ -23,6 +23,7 @@
 #include "bus_client.h"
 #include "tier_actor.h"
 #include "tier_checksum.h"
+#include "tier_fake.h"
 #include "tier_host.h"
 
 #define SLOT (64u * 1024u)
@@ -70,7 +71,7 @@ static tier_actor_config_t s_cfg(const char *kind)
     c.tier.slot_size = SLOT;
     if (strcmp(kind, "host") == 0)
         snprintf(c.tier.path, sizeof c.tier.path, "/kvt-ta-%d-%d", (int)getpid(), seq);
-    else {
+    else if (strcmp(kind, "nvme") == 0) {
         snprintf(c.tier.path, sizeof c.tier.path, "%s/nvme-%d.dat", s_dir, seq);
         (void)tier_config_set(&c.tier, "queue_depth", "8");
     }
@@ -561,8 +562,8 @@ static void s_inventory_exact(const char *kind)
     }
     assert_int_equal(info.tier_id, cfg.tier_id);
     assert_string_equal(info.name, cfg.tier.name);
-    assert_int_equal(info.kind, strcmp(kind, "host") == 0 ? kvtier_TierKind_TIER_KIND_HOST
-                                                          : kvtier_TierKind_TIER_KIND_NVME);
+    assert_int_equal(info.kind, tier_kind_wire(kind)); /* fake: UNSPECIFIED, named below */
+    assert_string_equal(info.kind_name, kind);
     assert_string_equal(info.endpoint, fx.ep);
     assert_int_equal(info.capacity_slots, CAP);
     assert_int_equal(info.slot_bytes, SLOT);
@@ -649,9 +650,9 @@ static void test_nvme_write_marks_slot_writing_until_new_header(void **state)
 /* DESIGN §6 GC: Probe says whether the tier still holds a block (key must match). */
 static void test_probe_reports_serving_blocks_with_matching_key(void **state)
 {
-    (void)state;
+    const char *kind = *state ? *state : "host";
     fx_t fx;
-    tier_actor_config_t cfg = s_cfg("host");
+    tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
     blk_t b[2];
     s_blk(&b[0], 1, 100, 400);
@@ -875,9 +876,9 @@ static void test_nvme_bad_input_gets_status_and_leaves_blocks_intact(void **stat
 /* STYLE §7: requests over the configured bounds are refused whole. */
 static void test_requests_over_bounds_are_refused_whole(void **state)
 {
-    (void)state;
+    const char *kind = *state ? *state : "host";
     fx_t fx;
-    tier_actor_config_t cfg = s_cfg("host");
+    tier_actor_config_t cfg = s_cfg(kind);
     cfg.max_slots = 4;
     cfg.max_bytes = 3 * SLOT;
     s_start(&fx, &cfg);
@@ -910,9 +911,9 @@ static void test_requests_over_bounds_are_refused_whole(void **state)
  * refused UNAVAILABLE and applies nothing; the actor's own epoch or 0 passes. */
 static void test_epoch_fence_refuses_requests_for_another_incarnation(void **state)
 {
-    (void)state;
+    const char *kind = *state ? *state : "host";
     fx_t fx;
-    tier_actor_config_t cfg = s_cfg("host");
+    tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
     uint64_t epoch = tier_actor_epoch(fx.actor);
     blk_t a, b;
@@ -1151,7 +1152,7 @@ static void test_host_delete_repairs_header_left_mid_write(void **state)
 /* Two instance ids with the same 32-bit hash are refused rather than confused. */
 static void test_instance_hash_collision_is_a_conflict(void **state)
 {
-    (void)state;
+    const char *kind = *state ? *state : "host";
     enum { N = 300000 };
     uint64_t *h = malloc(N * sizeof *h);
     assert_non_null(h);
@@ -1175,7 +1176,7 @@ static void test_instance_hash_collision_is_a_conflict(void **state)
     assert_int_equal(tier_actor_instance_hash(na), tier_actor_instance_hash(nb));
 
     fx_t fx;
-    tier_actor_config_t cfg = s_cfg("host");
+    tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
     blk_t blk;
     s_blk(&blk, 1, 100, 1200);
@@ -1322,11 +1323,53 @@ static void test_bad_config_fails_cleanly(void **state)
     assert_false(s_shm_exists(a.tier.path));
 }
 
+/* ---- the same rules on the fake tier (tests/support/tier_fake.c): it has no batch,
+ * inventory, probe, describe or slot_data op, so these run the actor through
+ * tier.c's fallbacks; they are the rules that are not about a medium ---- */
+
+static void test_fake_write_read_round_trip_through_frames(void **state)
+{
+    (void)state;
+    s_round_trip("fake");
+}
+
+static void test_fake_multi_segment_block_is_one_slot(void **state)
+{
+    (void)state;
+    s_multi_segment("fake");
+}
+
+static void test_fake_inventory_lists_exactly_the_committed_blocks(void **state)
+{
+    (void)state;
+    s_inventory_exact("fake");
+}
+
+static void test_fake_write_marks_slot_writing_until_new_header(void **state)
+{
+    (void)state;
+    s_writing_mark("fake");
+}
+
+static void test_fake_delete_empties_slots_matching_key(void **state)
+{
+    (void)state;
+    s_delete_rules("fake");
+}
+
+static void test_fake_bad_input_gets_status_and_leaves_blocks_intact(void **state)
+{
+    (void)state;
+    s_bad_input("fake");
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 static int s_group_setup(void **state)
 {
     (void)state;
+    if (tier_register(&tier_fake_ops) < 0)
+        return -1;
     snprintf(s_dir, sizeof s_dir, "/tmp/kvt-tier-actor-XXXXXX");
     return mkdtemp(s_dir) ? 0 : -1;
 }
@@ -1366,6 +1409,18 @@ int main(void)
         cmocka_unit_test(test_pipe_endpoint_epoch_and_stats),
         cmocka_unit_test(test_serves_over_inproc_and_ipc),
         cmocka_unit_test(test_bad_config_fails_cleanly),
+        cmocka_unit_test(test_fake_write_read_round_trip_through_frames),
+        cmocka_unit_test(test_fake_multi_segment_block_is_one_slot),
+        cmocka_unit_test(test_fake_inventory_lists_exactly_the_committed_blocks),
+        cmocka_unit_test(test_fake_write_marks_slot_writing_until_new_header),
+        cmocka_unit_test(test_fake_delete_empties_slots_matching_key),
+        cmocka_unit_test(test_fake_bad_input_gets_status_and_leaves_blocks_intact),
+        cmocka_unit_test_prestate(test_probe_reports_serving_blocks_with_matching_key,
+                                  (void *)"fake"),
+        cmocka_unit_test_prestate(test_requests_over_bounds_are_refused_whole, (void *)"fake"),
+        cmocka_unit_test_prestate(test_epoch_fence_refuses_requests_for_another_incarnation,
+                                  (void *)"fake"),
+        cmocka_unit_test_prestate(test_instance_hash_collision_is_a_conflict, (void *)"fake"),
     };
     int rc = cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
     zsys_shutdown();

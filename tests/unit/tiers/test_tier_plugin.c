@@ -1,0 +1,243 @@
+/* test_tier_plugin.c — the kind registry and the plug-in loader (tier.h): a tier
+ * kind outside the tree is one shared object loaded by path, refused with the
+ * reason a person needs ("file not found", "symbol missing", "version mismatch",
+ * "invalid ops table", "kind already registered"); and tier.c's fallbacks for the
+ * optional ops, run on the fake tier (tests/support/tier_fake.c), which
+ * implements only the required single-slot ops. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tier.h"
+#include "tier_checksum.h"
+
+#define CAP 8
+#define SLOT 4096
+
+static const struct tier_ops *g_fake;
+
+static void s_refused(const char *path, const char *why)
+{
+    char err[512] = "";
+    assert_null(tier_load(path, err, sizeof err));
+    if (!strstr(err, why))
+        fail_msg("loading %s: \"%s\" does not say \"%s\"", path, err, why);
+}
+
+static int s_setup(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    g_fake = tier_load(KVT_TIER_FAKE_SO, err, sizeof err);
+    if (!g_fake)
+        fprintf(stderr, "%s\n", err);
+    return g_fake ? 0 : -1;
+}
+
+/* Registry: one place maps name <-> wire kind <-> ops; a plug-in kind has no wire
+ * number (UNSPECIFIED) and is found by name. */
+static void test_registry_maps_names_wire_kinds_and_ops(void **state)
+{
+    (void)state;
+    assert_int_equal(tier_kind_wire("host"), 1);
+    assert_int_equal(tier_kind_wire("nvme"), 2);
+    assert_string_equal(tier_kind_name(1), "host");
+    assert_string_equal(tier_kind_name(2), "nvme");
+    assert_null(tier_kind_name(0));
+    assert_null(tier_kind_name(99));
+    assert_int_equal(tier_kind_wire("fake"), 0);
+    assert_int_equal(tier_kind_wire("nope"), 0);
+    assert_ptr_equal(tier_find("fake"), g_fake);
+    assert_string_equal(g_fake->kind, "fake");
+}
+
+/* The loader names what went wrong, and a refused object is not registered. */
+static void test_loader_says_which_failure(void **state)
+{
+    (void)state;
+    s_refused("/nonexistent/kvt-plugin.so", "file not found");
+    s_refused(KVT_TIER_BAD_NOSYM_SO, "symbol missing");
+    s_refused(KVT_TIER_BAD_OLDVERSION_SO, "version mismatch");
+    s_refused(KVT_TIER_BAD_REFUSES_SO, "version mismatch");
+    s_refused(KVT_TIER_BAD_NOOPEN_SO, "invalid ops table");
+    s_refused("/etc/hostname", "cannot load");
+    s_refused("", "a path");
+    assert_null(tier_find("bad"));
+}
+
+/* Loading the same path again returns the same table; another object serving a
+ * kind already registered is refused. */
+static void test_same_path_again_and_duplicate_kind(void **state)
+{
+    (void)state;
+    char err[512] = "", copy[] = "/tmp/kvt-plugin-copy-XXXXXX";
+    assert_ptr_equal(tier_load(KVT_TIER_FAKE_SO, err, sizeof err), g_fake);
+    int fd = mkstemp(copy);
+    assert_true(fd >= 0);
+    FILE *in = fopen(KVT_TIER_FAKE_SO, "rb");
+    assert_non_null(in);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(write(fd, buf, n), (ssize_t)n);
+    fclose(in);
+    close(fd);
+    s_refused(copy, "kind already registered");
+    unlink(copy);
+}
+
+static tier_config_t s_cfg(void)
+{
+    tier_config_t c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "fake0");
+    snprintf(c.kind, sizeof c.kind, "fake");
+    c.capacity = CAP;
+    c.slot_size = SLOT;
+    return c;
+}
+
+/* Options are the backend's: an undeclared key is refused before the backend sees
+ * it, a declared one is checked by the backend's configure. */
+static void test_options_are_checked_by_the_backend(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    tier_config_t c = s_cfg();
+    assert_int_equal(tier_config_set(&c, "queue_depth", "8"), 0);
+    assert_null(tier_open(&c, err, sizeof err));
+    assert_non_null(strstr(err, "queue_depth: not an option of kind \"fake\""));
+    c = s_cfg();
+    assert_int_equal(tier_config_set(&c, "max_bytes", "4096"), 0);
+    assert_null(tier_open(&c, err, sizeof err));
+    assert_non_null(strstr(err, "max_bytes:"));
+    assert_int_equal(tier_config_set(&c, "max_bytes", "x"), 0); /* replaces */
+    assert_int_equal(c.n_options, 1);
+    assert_int_equal(tier_configure(&c, err, sizeof err), -EINVAL);
+    assert_int_equal(tier_config_set(&c, "", "v"), -EINVAL);
+    char longkey[TIER_OPTION_KEY_MAX + 1];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    assert_int_equal(tier_config_set(&c, longkey, "v"), -ENAMETOOLONG);
+    c = s_cfg();
+    snprintf(c.kind, sizeof c.kind, "ssd");
+    assert_null(tier_open(&c, err, sizeof err));
+    assert_non_null(strstr(err, "unknown kind \"ssd\""));
+}
+
+static void s_fill(uint8_t *b, uint8_t seed)
+{
+    for (size_t i = 0; i < SLOT; i++)
+        b[i] = (uint8_t)(seed + i * 7);
+}
+
+/* write_batch without a backend op: a loop that stops at the first refused item,
+ * the rest -ECANCELED; commit_batch sets SERVING and the backend fills the
+ * checksum; read_batch refuses a slot that is not SERVING (-ENODATA); inventory,
+ * probe and describe have their fallbacks. */
+static void test_fallbacks_match_one_by_one(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    tier_config_t c = s_cfg();
+    tier_t *t = tier_open(&c, err, sizeof err);
+    assert_non_null(t);
+    static uint8_t in[3][SLOT], out[3][SLOT];
+    struct iovec iv[3], ov[3];
+    tier_io_t w[3];
+    for (int i = 0; i < 3; i++) {
+        s_fill(in[i], (uint8_t)(i + 1));
+        iv[i] = (struct iovec){in[i], SLOT};
+        w[i] = (tier_io_t){.slot = (uint64_t)i, .iov = &iv[i], .n = 1};
+    }
+    w[1].slot = CAP; /* out of range */
+    assert_int_equal(tier_write_batch(t, w, 3), -ERANGE);
+    assert_int_equal(w[0].rc, 0);
+    assert_int_equal(w[1].rc, -ERANGE);
+    assert_int_equal(w[2].rc, -ECANCELED);
+    w[1].slot = 1;
+    assert_int_equal(tier_write_batch(t, w, 3), 0);
+    for (int i = 0; i < 3; i++)
+        w[i].hdr = (tier_slot_header_t){.size = SLOT, .instance = 7};
+    assert_int_equal(tier_commit_batch(t, w, 2), 0); /* slots 0 and 1 */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(w[i].hdr.state, TIER_SLOT_SERVING);
+        assert_true(w[i].hdr.checksum == tier_checksum(&iv[i], 1));
+    }
+    tier_io_t r[3];
+    for (int i = 0; i < 3; i++) {
+        ov[i] = (struct iovec){out[i], SLOT};
+        r[i] = (tier_io_t){.slot = (uint64_t)i, .iov = &ov[i], .n = 1};
+    }
+    assert_int_equal(tier_read_batch(t, r, 3), -ENODATA); /* slot 2 is WRITING */
+    assert_int_equal(r[0].rc, 0);
+    assert_int_equal(r[1].rc, 0);
+    assert_int_equal(r[2].rc, -ENODATA);
+    assert_int_equal(r[0].size, SLOT);
+    assert_memory_equal(out[0], in[0], SLOT);
+    assert_memory_equal(out[1], in[1], SLOT);
+    uint64_t slots[3] = {0, 1, 2};
+    bool present[3];
+    assert_int_equal(tier_probe(t, slots, 3, present), 0);
+    assert_true(present[0] && present[1] && !present[2]);
+    tier_io_t clr[1] = {{.slot = 0}};
+    assert_int_equal(tier_clear_batch(t, clr, 1), 0);
+    assert_int_equal(tier_probe(t, slots, 3, present), 0);
+    assert_true(!present[0] && present[1]);
+    tier_desc_t d1, d2;
+    tier_describe(t, &d1);
+    tier_describe(t, &d2);
+    assert_true(d1.epoch != 0 && d1.epoch == d2.epoch);
+    assert_int_equal(d1.access_kind, TIER_ACCESS_NONE);
+    assert_null(tier_slot_data(t, 1));
+    tier_close(&t);
+    assert_null(t);
+}
+
+static int s_count_inventory(void *arg, uint64_t slot, const tier_slot_header_t *h)
+{
+    (void)slot;
+    (*(int *)arg) += h->state == TIER_SLOT_SERVING;
+    return 0;
+}
+
+static void test_inventory_fallback_walks_serving_slots(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    tier_config_t c = s_cfg();
+    tier_t *t = tier_open(&c, err, sizeof err);
+    assert_non_null(t);
+    static uint8_t b[SLOT];
+    struct iovec v = {b, 100};
+    for (uint64_t s = 0; s < CAP; s += 2) {
+        assert_int_equal(tier_write(t, s, &v, 1), 0);
+        tier_slot_header_t h = {.state = TIER_SLOT_SERVING, .size = 100};
+        assert_int_equal(tier_put_header(t, s, &h), 0);
+    }
+    int n = 0;
+    assert_int_equal(tier_inventory(t, s_count_inventory, &n), 0);
+    assert_int_equal(n, CAP / 2);
+    tier_close(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry_maps_names_wire_kinds_and_ops),
+        cmocka_unit_test(test_loader_says_which_failure),
+        cmocka_unit_test(test_same_path_again_and_duplicate_kind),
+        cmocka_unit_test(test_options_are_checked_by_the_backend),
+        cmocka_unit_test(test_fallbacks_match_one_by_one),
+        cmocka_unit_test(test_inventory_fallback_walks_serving_slots),
+    };
+    return cmocka_run_group_tests(tests, s_setup, NULL);
+}
