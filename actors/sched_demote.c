@@ -241,7 +241,6 @@ static void s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
     }
     if (info.deadline_ms)
         (void)tier_slots_touch(dst->slots, job->number, key, (uint64_t)now, info.deadline_ms);
-    sched_stamp(self, dst, ds, false);
     /* the source goes now, or once its readers let go; a full DELETING queue
      * leaves it in place (its reclaimer finds it again: already below) */
     sched_release_demoted(self, src, job->number, key, ss, now);

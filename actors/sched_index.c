@@ -421,8 +421,7 @@ void sched_on_lookup(sched_t *self)
         hits++;
         advise |= self->rep_tiers[k] != head;
         sched_tier_t *t = &self->tiers[self->rep_tiers[k] - 1];
-        if (tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, 0) == 0)
-            sched_stamp(self, t, self->pos[k], true);
+        (void)tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, 0);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;
     lr->hit_count = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? hits : end;
@@ -487,7 +486,6 @@ void sched_on_touch(sched_t *self)
             rc = tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, deadline);
             if (rc == 0) {
                 any = true;
-                sched_stamp(self, t, info.slot, true);
             } else if (rc == TIER_SLOTS_EXPIRED) {
                 self->g.expirations++;
                 sched_tier_queue_delete(t, info.slot, &self->keys[k]);

@@ -174,15 +174,10 @@ typedef struct sched_tier {
     uint64_t del_slots[SCHED_DEL_BATCH];
     uint8_t del_keys[SCHED_DEL_BATCH][16];
     uint64_t dropped; /* blocks dropped because the tier went down / changed epoch */
-    /* access order for reclaim candidates: per slot, the scheduler's stamp of the
-     * block's admission (fifo) or last hit (other policies) */
-    uint64_t *stamps;
-    bool stamp_on_hit;
     /* DELETING blocks (bounded by cfg.max_pending_deletes) */
     uint32_t *del_mark; /* per slot: 1 + index in deleting[], 0 = not deleting */
     sched_deleting_t *deleting;
     uint32_t n_deleting;
-    uint32_t reclaim_cursor; /* where the next candidate scan starts */
     /* the largest write told BUSY lately (a keep tier): room is kept for it, so
      * smaller writes cannot take every freed slot first and starve it */
     uint32_t room_need;    /* its blocks; 0: none */
@@ -228,7 +223,6 @@ typedef struct sched {
     bus_server_t *cur;      /* the server the current request came from (replies) */
     char endpoint[SCHED_ENDPOINT_MAX];
     char internal_ep[SCHED_ENDPOINT_MAX];
-    uint64_t stamp; /* access stamps (sched_tier_t.stamps) */
     uint64_t gc_cursor;
     uint64_t gc_seen_resv, gc_seen_pins; /* lapsed counters reported by the last GcScan */
     int64_t started_ms;
@@ -374,15 +368,9 @@ void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, ui
 
 /* ---- sched_internal.c ---- */
 void sched_on_internal(sched_t *self); /* one internal-plane request */
-/* Per-slot side arrays of a fresh engine (stamps, DELETING marks); 0 or -1. */
+/* Per-slot side arrays of a fresh engine (DELETING marks); 0 or -1. */
 int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity);
 void sched_internal_fini(sched_tier_t *t);
-/* A block became SERVING (commit, adopt) or was hit (lookup, touch). */
-static inline void sched_stamp(sched_t *self, sched_tier_t *t, uint32_t slot, bool hit)
-{
-    if (!hit || t->stamp_on_hit)
-        t->stamps[slot] = ++self->stamp;
-}
 /* Is (number, key) at slot marked DELETING (hidden from lookups and pins)? */
 bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key,
                        uint32_t slot);
@@ -393,17 +381,18 @@ void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, cons
 /* Frees DELETING blocks whose delay passed and that no reader holds. */
 void sched_deleting_tick(sched_t *self, int64_t now);
 uint32_t sched_deleting_count(const sched_t *self);
-/* Reclaim order (ReclaimCandidates, QuotaEnforce): a committed block nobody
+/* Reclaim order (ReclaimCandidates, QuotaEnforce, room): a committed block nobody
  * holds (no pin, no rewriter) and not DELETING ranks 0 when expired, else 1 + its
- * access stamp (lower = colder). false: not a candidate. */
+ * place in the tier policy's order (tier_slots_walk_coldest: lower = colder).
+ * false: not a candidate. */
 static inline bool sched_reclaim_rank(const sched_tier_t *t, const tier_slot_info_t *info,
-                                      uint32_t slot, int64_t now, uint64_t *rank)
+                                      uint32_t slot, int64_t now, uint64_t order, uint64_t *rank)
 {
     if (info->state != TIER_SLOT_COMMITTED || info->pins || info->refs ||
         (t->del_mark[slot] && sched_is_deleting(t, info->instance, &info->key, slot)))
         return false;
     bool expired = info->expired || (info->deadline_ms && info->deadline_ms <= (uint64_t)now);
-    *rank = expired ? 0 : t->stamps[slot] + 1;
+    *rank = expired ? 0 : order + 1;
     return true;
 }
 /* A BlockRef naming (number, key) at slot of t (the instance id, or "#xxxxxxxx"). */

@@ -4,17 +4,12 @@
  * delayed free of reclaimed blocks. The reclaimer's QuotaEnforce is dispatched here
  * and served by sched_quota.c.
  *
- * Owns: per tier, the access stamps that order reclaim candidates (per slot: the
- * scheduler's counter at the block's admission, and at each hit unless the policy
- * is fifo) and the bounded queue of DELETING blocks (cfg.max_pending_deletes).
+ * Owns: per tier, the bounded queue of DELETING blocks (cfg.max_pending_deletes).
  *
- * Candidate order: expired blocks first, then the oldest stamp among committed,
- * unpinned, not rewritten, not DELETING blocks. The slot engine does not expose
- * its policy order without evicting, so the scheduler keeps its own stamps: lru
- * order for lru and clock (clock's reference bits are not mirrored), admission order
- * for fifo. A call examines at most cfg.reclaim_scan slots (the whole tier when it
- * is smaller; otherwise a window that rotates over the tier, so the order is that of
- * a sample).
+ * Candidate order is the tier policy's own (tier_slots_walk_coldest: lru, clock or
+ * fifo order, coldest first): expired blocks first, then the coldest committed,
+ * unpinned, not rewritten, not DELETING blocks. A call walks at most
+ * cfg.reclaim_scan slots of that order from its coldest end.
  *
  * DELETING: the block stays in the slot engine (its slot is not reused) but is
  * hidden from lookups and pins; at or after its due time, once no reader holds it,
@@ -38,34 +33,26 @@
 
 int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
 {
-    uint64_t *stamps = calloc(capacity, sizeof *stamps);
     uint32_t *mark = calloc(capacity, sizeof *mark);
     sched_deleting_t *del =
         t->deleting ? t->deleting : calloc(self->cfg.max_pending_deletes, sizeof *del);
-    if (!stamps || !mark || !del) {
-        free(stamps);
+    if (!mark || !del) {
         free(mark);
         if (del != t->deleting)
             free(del);
         return -1;
     }
-    free(t->stamps);
     free(t->del_mark);
-    t->stamps = stamps;
     t->del_mark = mark;
     t->deleting = del;
     t->n_deleting = 0;
-    t->reclaim_cursor = 0;
-    t->stamp_on_hit = strcmp(t->cfg.policy, "fifo") != 0;
     return 0;
 }
 
 void sched_internal_fini(sched_tier_t *t)
 {
-    free(t->stamps);
     free(t->del_mark);
     free(t->deleting);
-    t->stamps = NULL;
     t->del_mark = NULL;
     t->deleting = NULL;
     t->n_deleting = 0;
@@ -227,33 +214,43 @@ typedef struct {
     uint32_t slot;
 } s_cand_t;
 
-/* The coldest reclaimable blocks among at most cfg.reclaim_scan slots, coldest
- * first, into best[0..max). Returns how many. */
+/* The walk of s_candidates: keeps the max lowest ranks, coldest first. */
+typedef struct {
+    const sched_tier_t *t;
+    int64_t now;
+    uint64_t order; /* place in the policy's order of the slot being looked at */
+    uint32_t n, max;
+    s_cand_t *best;
+} s_walk_t;
+
+static bool s_candidate(void *arg, uint32_t slot)
+{
+    s_walk_t *w = arg;
+    tier_slot_info_t info;
+    uint64_t rank = 0, order = w->order++;
+    if (tier_slots_slot_info(w->t->slots, slot, &info) < 0 ||
+        !sched_reclaim_rank(w->t, &info, slot, w->now, order, &rank))
+        return false;
+    if (w->n == w->max && rank >= w->best[w->n - 1].rank)
+        return false;
+    uint32_t j = w->n < w->max ? w->n++ : w->n - 1; /* drop the warmest when full */
+    while (j > 0 && w->best[j - 1].rank > rank) {
+        w->best[j] = w->best[j - 1];
+        j--;
+    }
+    w->best[j] = (s_cand_t){.rank = rank, .slot = slot};
+    return false; /* an expired block further on still ranks first */
+}
+
+/* The coldest reclaimable blocks among the first cfg.reclaim_scan slots of the
+ * tier policy's order, coldest first, into best[0..max). Returns how many. */
 static uint32_t s_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64_t now,
                              s_cand_t *best)
 {
-    uint32_t cap = (uint32_t)t->cfg.capacity;
-    uint32_t n_scan = cap <= self->cfg.reclaim_scan ? cap : self->cfg.reclaim_scan;
-    uint32_t start = cap <= self->cfg.reclaim_scan ? 0 : t->reclaim_cursor % cap;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < n_scan; i++) {
-        uint32_t slot = (uint32_t)(((uint64_t)start + i) % cap);
-        tier_slot_info_t info;
-        uint64_t rank = 0;
-        if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
-            !sched_reclaim_rank(t, &info, slot, now, &rank))
-            continue;
-        if (n == max && rank >= best[n - 1].rank)
-            continue;
-        uint32_t j = n < max ? n++ : n - 1; /* drop the warmest when full */
-        while (j > 0 && best[j - 1].rank > rank) {
-            best[j] = best[j - 1];
-            j--;
-        }
-        best[j] = (s_cand_t){.rank = rank, .slot = slot};
-    }
-    t->reclaim_cursor = (uint32_t)(((uint64_t)start + n_scan) % cap);
-    return n;
+    s_walk_t w = {.t = t, .now = now, .max = max, .best = best};
+    if (max > 0)
+        (void)tier_slots_walk_coldest(t->slots, self->cfg.reclaim_scan, s_candidate, &w);
+    return w.n;
 }
 
 static void s_on_reclaim(sched_t *self)

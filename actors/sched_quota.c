@@ -10,7 +10,7 @@
  * Each registered instance above its limit (its own cfg.quotas entry, else "*") has
  * its coldest unpinned SERVING blocks marked DELETING — the deepest tier of the
  * chains first (the coldest data), within a tier in reclaim order
- * (sched_reclaim_rank: expired first, then access stamps) — until its usage is at
+ * (sched_reclaim_rank: expired first, then the tier policy's order) — until its usage is at
  * most limit x low. The two-step DELETING path of sched_internal.c frees them after
  * the delete delay, once no reader holds them.
  *
@@ -195,32 +195,46 @@ static void s_tier_order(const sched_t *self, uint32_t *order)
     }
 }
 
-/* The k coldest candidates of each served instance on tier t (one pass). Returns
- * the slots read. */
+/* The walk of s_scan_tier over one tier's policy order. */
+typedef struct {
+    sched_t *self;
+    const sched_tier_t *t;
+    s_served_t *sv;
+    uint32_t n_sv;
+    int64_t now;
+    uint64_t order;
+} s_walk_t;
+
+static bool s_scan_slot(void *arg, uint32_t slot)
+{
+    s_walk_t *w = arg;
+    tier_slot_info_t info;
+    uint64_t rank = 0, order = w->order++;
+    if (tier_slots_slot_info(w->t->slots, slot, &info) < 0 ||
+        !sched_reclaim_rank(w->t, &info, slot, w->now, order, &rank))
+        return false;
+    s_served_t *s = NULL;
+    for (uint32_t i = 0; i < w->n_sv && !s; i++)
+        if (w->sv[i].k && w->self->inst[w->sv[i].inst].number == info.instance)
+            s = &w->sv[i];
+    if (!s || (s->n == s->k && rank >= s->best[s->n - 1].rank))
+        return false;
+    uint32_t j = s->n < s->k ? s->n++ : s->n - 1; /* drop the warmest when full */
+    while (j > 0 && s->best[j - 1].rank > rank) {
+        s->best[j] = s->best[j - 1];
+        j--;
+    }
+    s->best[j] = (s_cand_t){.rank = rank, .slot = slot};
+    return false;
+}
+
+/* The k coldest candidates of each served instance on tier t (one walk of the
+ * tier policy's whole order). Returns the slots read. */
 static uint32_t s_scan_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t n_sv,
                             int64_t now)
 {
-    uint32_t cap = s_capacity(t);
-    for (uint32_t slot = 0; slot < cap; slot++) {
-        tier_slot_info_t info;
-        uint64_t rank = 0;
-        if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
-            !sched_reclaim_rank(t, &info, slot, now, &rank))
-            continue;
-        s_served_t *s = NULL;
-        for (uint32_t i = 0; i < n_sv && !s; i++)
-            if (sv[i].k && self->inst[sv[i].inst].number == info.instance)
-                s = &sv[i];
-        if (!s || (s->n == s->k && rank >= s->best[s->n - 1].rank))
-            continue;
-        uint32_t j = s->n < s->k ? s->n++ : s->n - 1; /* drop the warmest when full */
-        while (j > 0 && s->best[j - 1].rank > rank) {
-            s->best[j] = s->best[j - 1];
-            j--;
-        }
-        s->best[j] = (s_cand_t){.rank = rank, .slot = slot};
-    }
-    return cap;
+    s_walk_t w = {.self = self, .t = t, .sv = sv, .n_sv = n_sv, .now = now};
+    return tier_slots_walk_coldest(t->slots, s_capacity(t), s_scan_slot, &w);
 }
 
 /* Marks the candidates found on t, instance by instance, within the budget.

@@ -908,7 +908,6 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
             continue;
         }
         if (tier_slots_commit(t->slots, in->number, &key, true, (uint64_t)now, NULL) == 0) {
-            sched_stamp(self, t, e->slot, false);
             committed++;
         } else
             failed++;

@@ -370,7 +370,6 @@ static void s_adopt(sched_t *self, sched_tier_t *t, const kvtier_InventoryEntry 
     if (rc == 0) {
         t->sizes[e->slot] = (uint32_t)e->size;
         t->checksums[e->slot] = e->checksum;
-        sched_stamp(self, t, (uint32_t)e->slot, false);
         t->inv_adopted++;
         self->g.adopted++;
     } else if (rc == TIER_SLOTS_EDUP) {

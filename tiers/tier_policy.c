@@ -41,7 +41,8 @@ const tier_policy_ops_t *tier_policy_find(const char *name)
 int tier_policy_register(const tier_policy_ops_t *ops)
 {
     if (!ops || !ops->name || !ops->name[0] || !ops->state_size || !ops->init || !ops->admitted ||
-        !ops->touched || !ops->released || !ops->position || !ops->restore || !ops->pick_victim)
+        !ops->touched || !ops->released || !ops->position || !ops->restore || !ops->pick_victim ||
+        !ops->next_coldest)
         return -EINVAL;
     if (tier_policy_find(ops->name))
         return -EEXIST;

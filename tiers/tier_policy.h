@@ -51,6 +51,12 @@ typedef struct tier_policy_ops {
      * false when there is none. May update the policy's own bookkeeping. */
     bool (*pick_victim)(void *st, tier_policy_evictable_fn evictable, const void *ctx,
                         uint32_t *slot);
+    /* The order itself, without changing it: the ordered slots from the next
+     * victim towards the newest (clock: from the hand, first the slots without
+     * their reference bit, then those with it). *cursor is 0 to start; each call
+     * sets *slot and returns true, false at the end. Valid while the order does
+     * not change (the engine walks it inside one call). */
+    bool (*next_coldest)(const void *st, uint64_t *cursor, uint32_t *slot);
 } tier_policy_ops_t;
 
 extern const tier_policy_ops_t tier_policy_lru;

@@ -78,6 +78,25 @@ static bool s_pick_victim(void *st, tier_policy_evictable_fn evictable, const vo
     return false;
 }
 
+/* Two laps from the hand: the slots a sweep would take first (no reference bit),
+ * then those with one. cursor: the next lap x capacity + step to look at. */
+static bool s_next_coldest(const void *st, uint64_t *cursor, uint32_t *slot)
+{
+    const s_clock_t *c = st;
+    for (uint64_t k = *cursor; k < 2 * (uint64_t)c->capacity; k++) {
+        uint32_t lap = (uint32_t)(k / c->capacity), step = (uint32_t)(k % c->capacity);
+        uint32_t i = (uint32_t)(((uint64_t)c->hand + step) % c->capacity);
+        bool ref = (c->bits[i] & S_REF) != 0;
+        if (!(c->bits[i] & S_PRESENT) || ref != (lap == 1))
+            continue;
+        *slot = i;
+        *cursor = k + 1;
+        return true;
+    }
+    *cursor = 2 * (uint64_t)c->capacity;
+    return false;
+}
+
 const tier_policy_ops_t tier_policy_clock = {
     .name = "clock",
     .state_size = s_size,
@@ -88,4 +107,5 @@ const tier_policy_ops_t tier_policy_clock = {
     .position = s_position,
     .restore = s_restore,
     .pick_victim = s_pick_victim,
+    .next_coldest = s_next_coldest,
 };

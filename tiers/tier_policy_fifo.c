@@ -12,4 +12,5 @@ const tier_policy_ops_t tier_policy_fifo = {
     .position = tier_policy_list_position,
     .restore = tier_policy_list_restore,
     .pick_victim = tier_policy_list_pick_oldest,
+    .next_coldest = tier_policy_list_next_oldest,
 };

@@ -107,3 +107,15 @@ bool tier_policy_list_pick_oldest(void *st, tier_policy_evictable_fn evictable, 
     }
     return false;
 }
+
+/* cursor: 0 before the first slot, else 1 + the slot returned last. */
+bool tier_policy_list_next_oldest(const void *st, uint64_t *cursor, uint32_t *slot)
+{
+    const s_list_t *l = st;
+    uint32_t s = *cursor == 0 ? l->oldest : S_NEWER(l, (uint32_t)(*cursor - 1));
+    if (s == S_NONE)
+        return false;
+    *slot = s;
+    *cursor = (uint64_t)s + 1;
+    return true;
+}

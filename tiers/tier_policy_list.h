@@ -23,4 +23,7 @@ void tier_policy_list_restore(void *st, uint32_t slot, uint64_t memo);
 bool tier_policy_list_pick_oldest(void *st, tier_policy_evictable_fn evictable, const void *ctx,
                                   uint32_t *slot);
 
+/* Oldest first, towards the newest (next_coldest). */
+bool tier_policy_list_next_oldest(const void *st, uint64_t *cursor, uint32_t *slot);
+
 #endif

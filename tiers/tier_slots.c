@@ -1000,6 +1000,19 @@ int tier_slots_slot_info(const tier_slots_t *self, uint32_t slot, tier_slot_info
     return 0;
 }
 
+uint32_t tier_slots_walk_coldest(const tier_slots_t *self, uint32_t max_steps,
+                                 tier_slots_walk_fn fn, void *arg)
+{
+    uint64_t cursor = 0;
+    uint32_t slot, n = 0;
+    while (n < max_steps && self->pol->next_coldest(self->pol_state, &cursor, &slot)) {
+        n++;
+        if (fn(arg, slot))
+            break;
+    }
+    return n;
+}
+
 void tier_slots_stats(const tier_slots_t *self, tier_slots_stats_t *st)
 {
     *st = (tier_slots_stats_t){

@@ -221,6 +221,16 @@ int tier_slots_peek(const tier_slots_t *self, uint32_t instance, const tier_key_
 /* By slot; a FREE slot reports state FREE. TIER_SLOTS_EINVAL out of range. */
 int tier_slots_slot_info(const tier_slots_t *self, uint32_t slot, tier_slot_info_t *info);
 
+/* Called per slot of the walk below; returning true stops it. */
+typedef bool (*tier_slots_walk_fn)(void *arg, uint32_t slot);
+
+/* The policy's order, coldest first (the next victim first), without changing
+ * it: fn for each ordered (committed) slot, at most max_steps of them, until fn
+ * returns true. Returns the slots visited. O(max_steps) for list policies,
+ * O(capacity) at worst for clock. The caller filters (pins, expiry) itself. */
+uint32_t tier_slots_walk_coldest(const tier_slots_t *self, uint32_t max_steps,
+                                 tier_slots_walk_fn fn, void *arg);
+
 typedef struct {
     uint32_t capacity;
     uint32_t used; /* reserved + committed */

@@ -152,6 +152,59 @@ static void test_reclaim_drains_last_tier_from_above_high_to_low(void **state)
     s_stop(&fx);
 }
 
+static void s_fifo(sched_config_t *c)
+{
+    c->delete_delay_ms = 600000;
+    snprintf(c->tiers[0].policy, sizeof c->tiers[0].policy, "fifo");
+}
+
+static void s_clock(sched_config_t *c)
+{
+    c->delete_delay_ms = 600000;
+    snprintf(c->tiers[0].policy, sizeof c->tiers[0].policy, "clock");
+}
+
+/* The first n candidates, as key numbers (tk_key), coldest first. */
+static void s_candidate_ids(fx_t *fx, uint32_t n, uint32_t *ids)
+{
+    assert_int_equal(s_candidates(fx, n, false, 0), 0);
+    const kvtier_ReclaimCandidatesReply *r = &fx->e.t->rep->body.reclaim_candidates_rep;
+    assert_int_equal(r->blocks_count, n);
+    for (uint32_t i = 0; i < n; i++) {
+        ids[i] = UINT32_MAX;
+        for (uint32_t k = 0; k < 32 && ids[i] == UINT32_MAX; k++) {
+            uint8_t key[16];
+            tk_key(k, key);
+            if (memcmp(r->blocks[i].key, key, 16) == 0)
+                ids[i] = k;
+        }
+    }
+}
+
+/* DESIGN §8: a policy orders slots, and reclaim takes the tier policy's order (not
+ * a second one kept beside it): after hits on the oldest blocks, an lru tier's
+ * coldest are the ones not hit, a fifo tier's are still the first admitted, and a
+ * clock tier's are those without a reference bit. */
+static void test_reclaim_order_is_the_tier_policy_order(void **state)
+{
+    (void)state;
+    void (*tweaks[3])(sched_config_t *) = {s_slow_delete, s_fifo, s_clock};
+    static const uint32_t want[3][4] = {{4, 5, 6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7}};
+    for (int p = 0; p < 3; p++) {
+        fx_t fx;
+        s_start(&fx, tweaks[p]);
+        assert_int_equal(tk_put(fx.e.t, "w", 0, 12), 0);
+        for (uint32_t i = 0; i < 4; i++)
+            assert_true(tk_cached(fx.e.t, i)); /* a hit */
+        uint32_t ids[4];
+        s_candidate_ids(&fx, 4, ids);
+        for (uint32_t i = 0; i < 4; i++)
+            if (ids[i] != want[p][i])
+                fail_msg("policy %d candidate %u: key %u, expected %u", p, i, ids[i], want[p][i]);
+        s_stop(&fx);
+    }
+}
+
 /* Issue 4 §4 / DESIGN §6: pinned blocks are never reclaimed; once unpinned they
  * are candidates like any other (freed by a later drain). */
 static void test_reclaim_never_removes_pinned_blocks(void **state)
@@ -327,6 +380,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reclaim_drains_last_tier_from_above_high_to_low),
         cmocka_unit_test(test_reclaim_never_removes_pinned_blocks),
+        cmocka_unit_test(test_reclaim_order_is_the_tier_policy_order),
         cmocka_unit_test(test_deleting_block_not_served_and_slot_kept_until_delay),
         cmocka_unit_test(test_reclaim_pending_bound_is_backpressure),
         cmocka_unit_test(test_reclaim_tier_with_next_tier_is_only_watched),

@@ -513,8 +513,56 @@ static void cmp_victims(const m_victim_t *mv, size_t mn, const tier_victim_t *ev
     }
 }
 
+/* The policy's order as the model keeps it, coldest first (tier_slots_walk_coldest):
+ * lru/fifo by logical time, clock from the hand, slots without their reference
+ * bit first. Returns how many. */
+static uint32_t m_order(const model_t *m, uint32_t *out)
+{
+    uint32_t n = 0;
+    if (m->pol == P_CLOCK) {
+        for (int lap = 0; lap < 2; lap++)
+            for (uint32_t k = 0; k < m->cap; k++) {
+                uint32_t i = (m->hand + k) % m->cap;
+                if (m->s[i].state == TIER_SLOT_COMMITTED && m->s[i].ref == (lap == 1))
+                    out[n++] = i;
+            }
+        return n;
+    }
+    for (uint32_t i = 0; i < m->cap; i++)
+        if (m->s[i].state == TIER_SLOT_COMMITTED) {
+            uint32_t j = n++;
+            while (j > 0 && m->s[out[j - 1]].order > m->s[i].order) {
+                out[j] = out[j - 1];
+                j--;
+            }
+            out[j] = i;
+        }
+    return n;
+}
+
+typedef struct {
+    uint32_t n, slots[MAXCAP];
+} walk_t;
+
+static bool walk_collect(void *arg, uint32_t slot)
+{
+    walk_t *w = arg;
+    w->slots[w->n++] = slot;
+    return w->n == MAXCAP;
+}
+
 static void cmp_state(const model_t *m, const tier_slots_t *s)
 {
+    /* the reclaim order is the policy's: the engine's walk is the model's order */
+    static uint32_t order[MAXCAP];
+    static walk_t w;
+    w.n = 0;
+    uint32_t no = m_order(m, order);
+    uint32_t steps = tier_slots_walk_coldest(s, MAXCAP, walk_collect, &w);
+    DIFF(steps == no && w.n == no, "walk: engine %u slots, model %u", w.n, no);
+    for (uint32_t i = 0; i < no; i++)
+        DIFF(w.slots[i] == order[i], "walk[%u]: engine slot %u, model slot %u", i, w.slots[i],
+             order[i]);
     for (uint32_t i = 0; i < m->cap; i++) {
         tier_slot_info_t info;
         DIFF(tier_slots_slot_info(s, i, &info) == 0, "slot_info %u", i);
