@@ -599,9 +599,7 @@ static int s_alloc_scratch(sched_t *self)
 {
     size_t n = self->cfg.max_batch;
     /* token: header, a full tier table with the longest strings, one entry per key */
-    self->payload_cap = 16 +
-                        SCHED_MAX_TIERS * (26 + BUS_TOKEN_ENDPOINT_MAX + 2 * BUS_TOKEN_NAME_MAX) +
-                        n * BUS_TOKEN_ENTRY_BYTES;
+    self->payload_cap = (size_t)BUS_TOKEN_MAX_BYTES(SCHED_MAX_TIERS, n);
     self->req_arr = bus_arrays_new((uint32_t)n, 0);
     self->rep = calloc(1, sizeof *self->rep);
     self->tier_env = calloc(1, sizeof *self->tier_env);

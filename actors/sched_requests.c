@@ -452,7 +452,8 @@ static int s_token_encode(sched_t *self, bus_token_kind_t kind, uint32_t n, size
         }
         self->tok[i].src_tier = map[st];
     }
-    return bus_token_encode(kind, tt, nt, self->tok, n, self->payload, self->payload_cap, len);
+    return bus_token_encode(kind, NULL, tt, nt, self->tok, n, self->payload, self->payload_cap,
+                            len);
 }
 
 static void s_token_reply(sched_t *self, kvtier_Token *tok, const sched_window_t *w,

@@ -89,7 +89,8 @@ static inline void fc_token(fc_state_t *s, bus_token_kind_t kind, kvtier_Token *
         k = kind == BUS_TOKEN_GET ? BUS_TOKEN_PUT : BUS_TOKEN_GET;
     uint32_t ne = s->token_mode == FC_TOKEN_SHORT && n > 0 ? n - 1 : n;
     size_t len = 0;
-    int rc = bus_token_encode(k, &s->tier, 1, e, ne, s->payload, BUS_MAX_BLOB, &len);
+    bus_token_meta_t meta = {.token_id = s->token_seq + 1};
+    int rc = bus_token_encode(k, &meta, &s->tier, 1, e, ne, s->payload, BUS_MAX_BLOB, &len);
     if (rc < 0)
         len = 0;
     if (s->token_mode == FC_TOKEN_GARBAGE) {
