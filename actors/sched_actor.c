@@ -639,6 +639,8 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     self->pipe = pipe;
     self->started_ms = sched_now();
     self->next_token_id = 1;
+    /* names this incarnation's tokens (bus_token.h issuer): never 0 */
+    self->token_issuer = (((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs()) | 1;
     self->hash_seed = ((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs();
     if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_quota_init(self) < 0 ||
         sched_requests_init(self) < 0) {
