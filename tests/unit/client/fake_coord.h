@@ -34,6 +34,7 @@ typedef enum {
     FC_TOKEN_GARBAGE = 1,    /* payload is not a token */
     FC_TOKEN_SHORT = 2,      /* one entry fewer than keys */
     FC_TOKEN_WRONG_KIND = 3, /* a PUT payload for a GET and vice versa */
+    FC_TOKEN_V1 = 4,         /* a version 1 payload (an older coordinator's) */
 } fc_token_mode_t;
 
 typedef struct {
@@ -96,6 +97,11 @@ static inline void fc_token(fc_state_t *s, bus_token_kind_t kind, kvtier_Token *
     if (s->token_mode == FC_TOKEN_GARBAGE) {
         memcpy(s->payload, "garbage!", 8);
         len = 8;
+    }
+    if (s->token_mode == FC_TOKEN_V1) { /* v1 header: no tiers, no entries */
+        const uint8_t v1[16] = {'K', 'V', 'T', '1', 1, 0, (uint8_t)k, 0};
+        memcpy(s->payload, v1, sizeof v1);
+        len = sizeof v1;
     }
     free(e);
     /* keys echo the request keys */
