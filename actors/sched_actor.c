@@ -599,9 +599,7 @@ static int s_alloc_scratch(sched_t *self)
 {
     size_t n = self->cfg.max_batch;
     /* token: header, a full tier table with the longest strings, one entry per key */
-    self->payload_cap = 16 +
-                        SCHED_MAX_TIERS * (26 + BUS_TOKEN_ENDPOINT_MAX + 2 * BUS_TOKEN_NAME_MAX) +
-                        n * BUS_TOKEN_ENTRY_BYTES;
+    self->payload_cap = (size_t)BUS_TOKEN_MAX_BYTES(SCHED_MAX_TIERS, n);
     self->req_arr = bus_arrays_new((uint32_t)n, 0);
     self->rep = calloc(1, sizeof *self->rep);
     self->tier_env = calloc(1, sizeof *self->tier_env);
@@ -641,6 +639,8 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     self->pipe = pipe;
     self->started_ms = sched_now();
     self->next_token_id = 1;
+    /* names this incarnation's tokens (bus_token.h issuer): never 0 */
+    self->token_issuer = (((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs()) | 1;
     self->hash_seed = ((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs();
     if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_quota_init(self) < 0 ||
         sched_requests_init(self) < 0) {

@@ -228,6 +228,7 @@ typedef struct sched {
     int64_t started_ms;
     uint64_t hash_seed;
     uint64_t next_token_id;
+    uint64_t token_issuer; /* bus_token_meta_t.issuer of the tokens this scheduler mints */
     bool terminated;
 
     /* one request at a time: decoded request, reply, their arrays */

@@ -427,9 +427,23 @@ static bool s_success(const sched_t *self, uint32_t i)
 
 /* ---- tokens ---- */
 
+/* What the token says about itself (bus_token.h): the window's token id, this
+ * scheduler's issuer and leader epoch, the instance, and the lease's end on the
+ * wall clock (the window itself lapses on the monotonic clock, sched_lease_scan). */
+static bus_token_meta_t s_token_meta(const sched_t *self, const sched_instance_t *in,
+                                     const sched_window_t *w, uint64_t lease_ms)
+{
+    return (bus_token_meta_t){.token_id = w->token_id,
+                              .issuer = self->token_issuer,
+                              .leader_epoch = self->cfg.leader_epoch,
+                              .expiry_ms = (uint64_t)sched_wall_ms() + lease_ms,
+                              .instance = in->number};
+}
+
 /* Encodes a token of `n` entries from self->tok whose `tier` fields are tier
  * indices; they are rewritten as indices into the token's own tier table. */
-static int s_token_encode(sched_t *self, bus_token_kind_t kind, uint32_t n, size_t *len)
+static int s_token_encode(sched_t *self, bus_token_kind_t kind, const bus_token_meta_t *meta,
+                          uint32_t n, size_t *len)
 {
     bus_token_tier_t tt[SCHED_MAX_TIERS];
     uint16_t map[SCHED_MAX_TIERS];
@@ -452,7 +466,8 @@ static int s_token_encode(sched_t *self, bus_token_kind_t kind, uint32_t n, size
         }
         self->tok[i].src_tier = map[st];
     }
-    return bus_token_encode(kind, tt, nt, self->tok, n, self->payload, self->payload_cap, len);
+    return bus_token_encode(kind, meta, tt, nt, self->tok, n, self->payload, self->payload_cap,
+                            len);
 }
 
 static void s_token_reply(sched_t *self, kvtier_Token *tok, const sched_window_t *w,
@@ -530,7 +545,8 @@ void sched_on_prepare_get(sched_t *self)
         e->gen = self->tiers[self->pos[k]].gen;
     }
     size_t len = 0;
-    if (s_token_encode(self, BUS_TOKEN_GET, n, &len) < 0) {
+    bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.pin_lease_ms);
+    if (s_token_encode(self, BUS_TOKEN_GET, &meta, n, &len) < 0) {
         s_window_close(self, q, SCHED_WIN_GET);
         sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
@@ -788,7 +804,8 @@ void sched_on_prepare_put(sched_t *self)
                                              .slot = self->resv[i].slot};
     }
     size_t len = 0;
-    if (s_token_encode(self, BUS_TOKEN_PUT, j, &len) < 0) {
+    bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.write_grace_ms);
+    if (s_token_encode(self, BUS_TOKEN_PUT, &meta, j, &len) < 0) {
         s_window_close(self, q, SCHED_WIN_PUT);
         sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
@@ -1120,7 +1137,8 @@ void sched_on_prepare_prefetch(sched_t *self)
         self->tok[j++].slot = self->resv[i].slot;
     }
     size_t len = 0;
-    if (s_token_encode(self, BUS_TOKEN_PREFETCH, j, &len) < 0) {
+    bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.pin_lease_ms);
+    if (s_token_encode(self, BUS_TOKEN_PREFETCH, &meta, j, &len) < 0) {
         s_window_close(self, q, SCHED_WIN_PREFETCH);
         sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;

@@ -1,8 +1,10 @@
-/* bus_token.c — codec of the token payload (layout in bus_token.h). Owns only the
- * byte layout: little-endian integers written and read byte by byte, so it does
- * not depend on host endianness or alignment. Never trusts a payload: decode
- * checks magic, version, kind, every length, every string and every tier index
- * before a view is handed out, and never reads past `len`. */
+/* bus_token.c — codec of the token payload (layout, version 2, in bus_token.h).
+ * Owns only the byte layout: little-endian integers written and read byte by
+ * byte, so it does not depend on host endianness or alignment. Encoders write
+ * version 2 only. Never trusts a payload: decode checks magic, version, kind,
+ * flags, reserved fields, every length, every string, every tier index and the
+ * MAC trailer before a view is handed out, and never reads past `len`. It does
+ * not verify a MAC (algorithm 0, none, is the only one today). */
 #include "bus_token.h"
 
 #include <errno.h>
@@ -12,7 +14,7 @@
 #include <string.h>
 
 #define S_MAGIC "KVT1"
-#define S_HEADER_BYTES 16u
+#define S_PREFIX_BYTES 6u /* magic + version: where they are in every version */
 /* u32 tier_id, u64 slot_size, u64 epoch, then three u16-prefixed strings */
 #define S_TIER_FIXED_BYTES (4u + 8u + 8u + 3u * 2u)
 
@@ -55,6 +57,7 @@ static uint64_t s_get64(const uint8_t *p)
     return v;
 }
 
+/* Kinds this build reads and writes; BUS_TOKEN_KIND_GET_PUT is reserved (not yet). */
 static bool s_kind_ok(uint32_t kind)
 {
     return kind == BUS_TOKEN_GET || kind == BUS_TOKEN_PUT || kind == BUS_TOKEN_PREFETCH;
@@ -80,14 +83,14 @@ size_t bus_token_encoded_size(const bus_token_tier_t *tiers, uint32_t n_tiers, u
 {
     if (n_tiers > BUS_TOKEN_MAX_TIERS || (n_tiers > 0 && !tiers))
         return 0;
-    size_t total = S_HEADER_BYTES;
+    size_t total = BUS_TOKEN_HEADER_BYTES;
     for (uint32_t i = 0; i < n_tiers; i++) {
         size_t b = s_tier_bytes(&tiers[i]);
         if (b == 0)
             return 0;
         total += b;
     }
-    return total + (size_t)n_entries * BUS_TOKEN_ENTRY_BYTES;
+    return total + (size_t)n_entries * BUS_TOKEN_ENTRY_BYTES + BUS_TOKEN_TRAILER_BYTES;
 }
 
 /* A token entry must name a tier of the table; only prefetch entries have a source. */
@@ -108,13 +111,61 @@ static uint8_t *s_put_str(uint8_t *p, const char *s, size_t max)
     return p + 2 + n;
 }
 
-int bus_token_encode(bus_token_kind_t kind, const bus_token_tier_t *tiers, uint32_t n_tiers,
+static uint8_t *s_put_header(uint8_t *p, bus_token_kind_t kind, const bus_token_meta_t *m,
+                             uint32_t n_tiers, uint32_t n_entries)
+{
+    memcpy(p, S_MAGIC, 4);
+    s_put16(p + 4, BUS_TOKEN_VERSION);
+    s_put16(p + 6, (uint16_t)kind);
+    s_put32(p + 8, m->flags);
+    s_put16(p + 12, (uint16_t)n_tiers);
+    s_put16(p + 14, 0);
+    s_put32(p + 16, n_entries);
+    s_put32(p + 20, m->n_get);
+    s_put64(p + 24, m->token_id);
+    s_put64(p + 32, m->issuer);
+    s_put64(p + 40, m->leader_epoch);
+    s_put64(p + 48, m->expiry_ms);
+    s_put32(p + 56, m->instance);
+    s_put32(p + 60, 0);
+    return p + BUS_TOKEN_HEADER_BYTES;
+}
+
+static uint8_t *s_put_tier(uint8_t *p, const bus_token_tier_t *t)
+{
+    s_put32(p, t->tier_id);
+    s_put64(p + 4, t->slot_size);
+    s_put64(p + 12, t->epoch);
+    p += 20;
+    p = s_put_str(p, t->endpoint, BUS_TOKEN_ENDPOINT_MAX);
+    p = s_put_str(p, t->shm, BUS_TOKEN_NAME_MAX);
+    return s_put_str(p, t->host, BUS_TOKEN_NAME_MAX);
+}
+
+static uint8_t *s_put_entry(uint8_t *p, const bus_token_entry_t *e)
+{
+    s_put16(p, e->tier);
+    s_put16(p + 2, e->src_tier);
+    s_put32(p + 4, e->size);
+    s_put64(p + 8, e->slot);
+    s_put64(p + 16, e->src_slot);
+    return p + BUS_TOKEN_ENTRY_BYTES;
+}
+
+int bus_token_encode(bus_token_kind_t kind, const bus_token_meta_t *meta,
+                     const bus_token_tier_t *tiers, uint32_t n_tiers,
                      const bus_token_entry_t *entries, uint32_t n_entries, uint8_t *buf, size_t cap,
                      size_t *len)
 {
+    static const bus_token_meta_t none = {0};
+    const bus_token_meta_t *m = meta ? meta : &none;
     if (len)
         *len = 0;
+    if ((unsigned)kind == BUS_TOKEN_KIND_GET_PUT)
+        return -ENOTSUP;
     if (!s_kind_ok(kind) || (n_entries > 0 && !entries) || !len)
+        return -EINVAL;
+    if ((m->flags & ~BUS_TOKEN_F_KNOWN) != 0 || m->n_get != 0)
         return -EINVAL;
     size_t need = bus_token_encoded_size(tiers, n_tiers, n_entries);
     if (need == 0)
@@ -125,33 +176,14 @@ int bus_token_encode(bus_token_kind_t kind, const bus_token_tier_t *tiers, uint3
     if (!buf || cap < need)
         return -ENOSPC;
 
-    uint8_t *p = buf;
-    memcpy(p, S_MAGIC, 4);
-    s_put16(p + 4, BUS_TOKEN_VERSION);
-    s_put16(p + 6, (uint16_t)kind);
-    s_put16(p + 8, (uint16_t)n_tiers);
-    s_put16(p + 10, 0);
-    s_put32(p + 12, n_entries);
-    p += S_HEADER_BYTES;
-    for (uint32_t i = 0; i < n_tiers; i++) {
-        const bus_token_tier_t *t = &tiers[i];
-        s_put32(p, t->tier_id);
-        s_put64(p + 4, t->slot_size);
-        s_put64(p + 12, t->epoch);
-        p += 20;
-        p = s_put_str(p, t->endpoint, BUS_TOKEN_ENDPOINT_MAX);
-        p = s_put_str(p, t->shm, BUS_TOKEN_NAME_MAX);
-        p = s_put_str(p, t->host, BUS_TOKEN_NAME_MAX);
-    }
-    for (uint32_t i = 0; i < n_entries; i++) {
-        const bus_token_entry_t *e = &entries[i];
-        s_put16(p, e->tier);
-        s_put16(p + 2, e->src_tier);
-        s_put32(p + 4, e->size);
-        s_put64(p + 8, e->slot);
-        s_put64(p + 16, e->src_slot);
-        p += BUS_TOKEN_ENTRY_BYTES;
-    }
+    uint8_t *p = s_put_header(buf, kind, m, n_tiers, n_entries);
+    for (uint32_t i = 0; i < n_tiers; i++)
+        p = s_put_tier(p, &tiers[i]);
+    for (uint32_t i = 0; i < n_entries; i++)
+        p = s_put_entry(p, &entries[i]);
+    s_put16(p, BUS_TOKEN_MAC_NONE);
+    s_put16(p + 2, 0);
+    p += BUS_TOKEN_TRAILER_BYTES;
     *len = (size_t)(p - buf);
     return 0;
 }
@@ -214,6 +246,121 @@ static int s_decode_tiers(const uint8_t *buf, size_t len, size_t *off, bus_token
     return 0;
 }
 
+/* Magic and version sit at the same offsets in every version, so a payload of
+ * another version is named, not misread. */
+static int s_check_prefix(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    if (!buf || len < S_PREFIX_BYTES)
+        return s_fail(err, errlen, "token payload: %zu bytes, shorter than its %u-byte header",
+                      buf ? len : 0, BUS_TOKEN_HEADER_BYTES);
+    if (memcmp(buf, S_MAGIC, 4) != 0)
+        return s_fail(err, errlen, "token payload: bad magic (not a kvtier token)");
+    uint16_t version = s_get16(buf + 4);
+    if (version == 1)
+        return s_fail(err, errlen,
+                      "token payload: token version 1 is from an older coordinator (this build "
+                      "reads version %u): prepare again at an upgraded coordinator",
+                      BUS_TOKEN_VERSION);
+    if (version > BUS_TOKEN_VERSION)
+        return s_fail(err, errlen,
+                      "token payload: token version %u is from a newer coordinator (this build "
+                      "reads version %u): upgrade this client",
+                      version, BUS_TOKEN_VERSION);
+    if (version != BUS_TOKEN_VERSION)
+        return s_fail(err, errlen, "token payload: version %u, this build reads %u", version,
+                      BUS_TOKEN_VERSION);
+    return 0;
+}
+
+static int s_decode_header(const uint8_t *buf, size_t len, bus_token_view_t *view,
+                           uint32_t *n_entries, char *err, size_t errlen)
+{
+    if (len < BUS_TOKEN_HEADER_BYTES)
+        return s_fail(err, errlen, "token payload: %zu bytes, shorter than its %u-byte header", len,
+                      BUS_TOKEN_HEADER_BYTES);
+    uint16_t kind = s_get16(buf + 6);
+    if ((unsigned)kind == BUS_TOKEN_KIND_GET_PUT)
+        return s_fail(err, errlen,
+                      "token payload: kind %u (a get+put window) is not supported yet by this "
+                      "build",
+                      kind);
+    if (!s_kind_ok(kind))
+        return s_fail(err, errlen, "token payload: unknown kind %u", kind);
+    uint32_t flags = s_get32(buf + 8);
+    if ((flags & ~BUS_TOKEN_F_KNOWN) != 0)
+        return s_fail(err, errlen,
+                      "token payload: unknown flag bits 0x%x (this build knows 0x%x): minted by "
+                      "a newer coordinator",
+                      flags & ~BUS_TOKEN_F_KNOWN, BUS_TOKEN_F_KNOWN);
+    uint16_t n_tiers = s_get16(buf + 12);
+    if (n_tiers > BUS_TOKEN_MAX_TIERS)
+        return s_fail(err, errlen, "token payload: %u tiers, at most %u", n_tiers,
+                      BUS_TOKEN_MAX_TIERS);
+    if (s_get16(buf + 14) != 0 || s_get32(buf + 60) != 0)
+        return s_fail(err, errlen, "token payload: reserved header field is not 0");
+    uint32_t n_get = s_get32(buf + 20);
+    if (n_get != 0)
+        return s_fail(err, errlen,
+                      "token payload: n_get %u on a kind %u token (only get+put windows split "
+                      "their entries)",
+                      n_get, kind);
+    view->kind = (bus_token_kind_t)kind;
+    view->n_tiers = n_tiers;
+    view->meta = (bus_token_meta_t){.flags = flags,
+                                    .n_get = n_get,
+                                    .token_id = s_get64(buf + 24),
+                                    .issuer = s_get64(buf + 32),
+                                    .leader_epoch = s_get64(buf + 40),
+                                    .expiry_ms = s_get64(buf + 48),
+                                    .instance = s_get32(buf + 56)};
+    *n_entries = s_get32(buf + 16);
+    return 0;
+}
+
+/* Entries then the MAC trailer must fill the rest of the payload exactly. */
+static int s_decode_rest(const uint8_t *buf, size_t len, size_t off, uint32_t n_entries,
+                         bus_token_view_t *view, char *err, size_t errlen)
+{
+    uint64_t rest = len - off;
+    uint64_t ebytes = (uint64_t)n_entries * BUS_TOKEN_ENTRY_BYTES;
+    if (rest < ebytes + BUS_TOKEN_TRAILER_BYTES)
+        return s_fail(err, errlen,
+                      "token payload: %zu entry bytes for %u entries of %u bytes and the %u-byte "
+                      "MAC trailer",
+                      len - off, n_entries, BUS_TOKEN_ENTRY_BYTES, BUS_TOKEN_TRAILER_BYTES);
+    const uint8_t *t = buf + off + ebytes;
+    uint16_t alg = s_get16(t), mac_len = s_get16(t + 2);
+    if (rest != ebytes + BUS_TOKEN_TRAILER_BYTES + mac_len)
+        return s_fail(err, errlen,
+                      "token payload: %zu entry bytes for %u entries of %u bytes and a MAC "
+                      "trailer of %u + %u bytes",
+                      len - off, n_entries, BUS_TOKEN_ENTRY_BYTES, BUS_TOKEN_TRAILER_BYTES,
+                      mac_len);
+    if (alg != BUS_TOKEN_MAC_NONE)
+        return s_fail(err, errlen,
+                      "token payload: MAC algorithm %u is unknown to this build (it knows 0: "
+                      "none)",
+                      alg);
+    if (mac_len != 0)
+        return s_fail(err, errlen, "token payload: MAC algorithm 0 (none) with a %u-byte MAC",
+                      mac_len);
+    for (uint32_t i = 0; i < n_entries; i++) {
+        const uint8_t *e = buf + off + (size_t)i * BUS_TOKEN_ENTRY_BYTES;
+        uint16_t tier = s_get16(e), src = s_get16(e + 2);
+        if (!s_entry_ok(view->kind, view->n_tiers, tier, src))
+            return s_fail(err, errlen,
+                          "token payload: entry %u names tier %u / source %u (%u tiers, kind %u)",
+                          i, tier, src, view->n_tiers, (unsigned)view->kind);
+    }
+    view->n_entries = n_entries;
+    view->entries = buf + off;
+    view->mac_alg = alg;
+    view->mac_len = mac_len;
+    view->mac = mac_len ? t + BUS_TOKEN_TRAILER_BYTES : NULL;
+    view->mac_covered = (size_t)(t - buf);
+    return 0;
+}
+
 int bus_token_decode(const uint8_t *buf, size_t len, bus_token_view_t *view, char *err,
                      size_t errlen)
 {
@@ -222,54 +369,17 @@ int bus_token_decode(const uint8_t *buf, size_t len, bus_token_view_t *view, cha
     if (!view)
         return s_fail(err, errlen, "token payload: no view");
     memset(view, 0, sizeof *view);
-    if (!buf || len < S_HEADER_BYTES)
-        return s_fail(err, errlen, "token payload: %zu bytes, shorter than its %u-byte header",
-                      buf ? len : 0, S_HEADER_BYTES);
-    if (memcmp(buf, S_MAGIC, 4) != 0)
-        return s_fail(err, errlen, "token payload: bad magic (not a kvtier token)");
-    uint16_t version = s_get16(buf + 4);
-    if (version != BUS_TOKEN_VERSION)
-        return s_fail(err, errlen, "token payload: version %u, this build reads %u", version,
-                      BUS_TOKEN_VERSION);
-    uint16_t kind = s_get16(buf + 6);
-    if (!s_kind_ok(kind))
-        return s_fail(err, errlen, "token payload: unknown kind %u", kind);
-    uint16_t n_tiers = s_get16(buf + 8);
-    if (n_tiers > BUS_TOKEN_MAX_TIERS)
-        return s_fail(err, errlen, "token payload: %u tiers, at most %u", n_tiers,
-                      BUS_TOKEN_MAX_TIERS);
-    if (s_get16(buf + 10) != 0)
-        return s_fail(err, errlen, "token payload: reserved header field is not 0");
-    uint32_t n_entries = s_get32(buf + 12);
-
-    view->kind = (bus_token_kind_t)kind;
-    view->n_tiers = n_tiers;
-    size_t off = S_HEADER_BYTES;
-    int rc = s_decode_tiers(buf, len, &off, view, err, errlen);
+    uint32_t n_entries = 0;
+    size_t off = BUS_TOKEN_HEADER_BYTES;
+    int rc = s_check_prefix(buf, len, err, errlen);
+    if (rc == 0)
+        rc = s_decode_header(buf, len, view, &n_entries, err, errlen);
+    if (rc == 0)
+        rc = s_decode_tiers(buf, len, &off, view, err, errlen);
+    if (rc == 0)
+        rc = s_decode_rest(buf, len, off, n_entries, view, err, errlen);
     if (rc < 0)
-        goto out_fail;
-    if ((len - off) / BUS_TOKEN_ENTRY_BYTES != n_entries ||
-        (len - off) % BUS_TOKEN_ENTRY_BYTES != 0) {
-        rc = s_fail(err, errlen, "token payload: %zu entry bytes for %u entries of %u bytes",
-                    len - off, n_entries, BUS_TOKEN_ENTRY_BYTES);
-        goto out_fail;
-    }
-    for (uint32_t i = 0; i < n_entries; i++) {
-        const uint8_t *e = buf + off + (size_t)i * BUS_TOKEN_ENTRY_BYTES;
-        uint16_t tier = s_get16(e), src = s_get16(e + 2);
-        if (!s_entry_ok(view->kind, n_tiers, tier, src)) {
-            rc = s_fail(err, errlen,
-                        "token payload: entry %u names tier %u / source %u (%u tiers, kind %u)", i,
-                        tier, src, n_tiers, kind);
-            goto out_fail;
-        }
-    }
-    view->n_entries = n_entries;
-    view->entries = buf + off;
-    return 0;
-
-out_fail:
-    memset(view, 0, sizeof *view);
+        memset(view, 0, sizeof *view);
     return rc;
 }
 

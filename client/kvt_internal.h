@@ -24,11 +24,8 @@
 #define KVT_DEFAULT_IN_FLIGHT 64u
 #define KVT_ID_MAX 63     /* instance and request ids: meta.options max_size 64 with the NUL */
 #define KVT_TOKEN_KEEP 16 /* completed tokens kept for reuse per handle */
-/* Longest token payload for n keys: header, a full tier table, n entries. */
-#define KVT_TOKEN_TIER_BYTES                                                                       \
-    (4u + 8u + 8u + 2u + BUS_TOKEN_ENDPOINT_MAX + 2u + BUS_TOKEN_NAME_MAX + 2u + BUS_TOKEN_NAME_MAX)
-#define KVT_TOKEN_PAYLOAD_MAX(n)                                                                   \
-    (16u + BUS_TOKEN_MAX_TIERS * KVT_TOKEN_TIER_BYTES + (uint64_t)(n)*BUS_TOKEN_ENTRY_BYTES)
+/* Longest token payload for n keys: header, a full tier table, n entries, MAC. */
+#define KVT_TOKEN_PAYLOAD_MAX(n) BUS_TOKEN_MAX_BYTES(BUS_TOKEN_MAX_TIERS, n)
 
 struct kvt_data;
 

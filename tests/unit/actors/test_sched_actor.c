@@ -92,6 +92,51 @@ static void test_instance_number_matches_tier_actor_hash(void **state)
         assert_int_equal(sched_instance_number(ids[i]), tier_actor_instance_hash(ids[i]));
 }
 
+/* bus_token.h (v2): a minted token says what it is: the window's token id (as
+ * Token.token_id), one nonzero issuer per scheduler, the leader epoch it runs
+ * under, the instance it was minted for, and an expiry of now + the lease on the
+ * wall clock. */
+static void test_tokens_carry_their_metadata(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, NULL);
+    tk_t *t = e.t;
+    uint8_t keys[2][16];
+    tk_keys(300, 2, keys);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    uint64_t before = (uint64_t)zclock_time();
+    assert_int_equal(tk_prepare_put(t, "r1", keys, 2), 0);
+    uint64_t after = (uint64_t)zclock_time();
+    const kvtier_Token put = t->rep->body.prepare_put_rep.token;
+    uint8_t payload[4096];
+    memcpy(payload, t->arr->payload.data, t->arr->payload.len);
+    bus_token_view_t v;
+    assert_int_equal(bus_token_decode(payload, t->arr->payload.len, &v, NULL, 0), 0);
+    assert_true(v.meta.token_id == put.token_id);
+    assert_true(v.meta.issuer != 0);
+    assert_int_equal(v.meta.leader_epoch, 7);
+    assert_int_equal(v.meta.instance, sched_instance_number(TK_INST));
+    assert_int_equal(v.meta.flags, 0);
+    assert_true(v.meta.expiry_ms >= before + put.lease_ms);
+    assert_true(v.meta.expiry_ms <= after + put.lease_ms);
+    uint64_t issuer = v.meta.issuer;
+    uint64_t ck[2] = {1, 2};
+    assert_int_equal(tk_complete_put(t, "r1", put.token_id, NULL, 0, ck, 2), 0);
+
+    assert_int_equal(tk_prepare_get(t, "r1", keys, 2), 0);
+    const kvtier_Token get = t->rep->body.prepare_get_rep.token;
+    memcpy(payload, t->arr->payload.data, t->arr->payload.len);
+    assert_int_equal(bus_token_decode(payload, t->arr->payload.len, &v, NULL, 0), 0);
+    assert_true(v.meta.token_id == get.token_id);
+    assert_true(get.token_id != put.token_id);
+    assert_true(v.meta.issuer == issuer);
+    assert_int_equal(v.meta.leader_epoch, 7);
+    assert_int_equal(tk_complete(t, kvtier_Envelope_complete_get_req_tag, "r1", get.token_id), 0);
+    assert_int_equal(tk_end(t, TK_INST, "r1"), 0);
+    tk_env_stop(&e);
+}
+
 /* Issue 3 §1: spec checks (bytes_per_block > 0 and <= slot size, tokens_per_block
  * > 0, segments add up); the same spec again is OK, a different one CONFLICT. */
 static void test_register_instance_checks_spec(void **state)
@@ -300,7 +345,7 @@ static void test_window_protocol(void **state)
         tk_prepare(t, kvtier_Envelope_prepare_prefetch_req_tag, TK_INST, "r1", keys, 2), 0);
     uint64_t ftok = t->rep->body.prepare_prefetch_rep.token.token_id;
     bus_token_view_t v;
-    uint8_t payload[64];
+    uint8_t payload[128]; /* an empty v2 token: 68 bytes */
     assert_true(t->arr->payload.len <= sizeof payload);
     memcpy(payload, t->arr->payload.data, t->arr->payload.len);
     assert_int_equal(bus_token_decode(payload, t->arr->payload.len, &v, NULL, 0), 0);
@@ -552,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_register_instance_checks_spec),
         cmocka_unit_test(test_register_instance_is_bounded),
         cmocka_unit_test(test_put_then_get_round_trip),
+        cmocka_unit_test(test_tokens_carry_their_metadata),
         cmocka_unit_test(test_prepare_put_skips_serving_keys),
         cmocka_unit_test(test_window_protocol),
         cmocka_unit_test(test_lookup_modes),

@@ -34,6 +34,7 @@ typedef enum {
     FC_TOKEN_GARBAGE = 1,    /* payload is not a token */
     FC_TOKEN_SHORT = 2,      /* one entry fewer than keys */
     FC_TOKEN_WRONG_KIND = 3, /* a PUT payload for a GET and vice versa */
+    FC_TOKEN_V1 = 4,         /* a version 1 payload (an older coordinator's) */
 } fc_token_mode_t;
 
 typedef struct {
@@ -89,12 +90,18 @@ static inline void fc_token(fc_state_t *s, bus_token_kind_t kind, kvtier_Token *
         k = kind == BUS_TOKEN_GET ? BUS_TOKEN_PUT : BUS_TOKEN_GET;
     uint32_t ne = s->token_mode == FC_TOKEN_SHORT && n > 0 ? n - 1 : n;
     size_t len = 0;
-    int rc = bus_token_encode(k, &s->tier, 1, e, ne, s->payload, BUS_MAX_BLOB, &len);
+    bus_token_meta_t meta = {.token_id = s->token_seq + 1};
+    int rc = bus_token_encode(k, &meta, &s->tier, 1, e, ne, s->payload, BUS_MAX_BLOB, &len);
     if (rc < 0)
         len = 0;
     if (s->token_mode == FC_TOKEN_GARBAGE) {
         memcpy(s->payload, "garbage!", 8);
         len = 8;
+    }
+    if (s->token_mode == FC_TOKEN_V1) { /* v1 header: no tiers, no entries */
+        const uint8_t v1[16] = {'K', 'V', 'T', '1', 1, 0, (uint8_t)k, 0};
+        memcpy(s->payload, v1, sizeof v1);
+        len = sizeof v1;
     }
     free(e);
     /* keys echo the request keys */
