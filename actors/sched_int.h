@@ -22,6 +22,7 @@
 #include "bus_token.h"
 #include "migrator.h"
 #include "sched_actor.h"
+#include "sched_window.h"
 #include "tier_slots.h"
 
 #define SCHED_NONE UINT32_MAX
@@ -30,8 +31,6 @@
 #define SCHED_EXPIRE_BATCH 64u             /* expired blocks removed per tier per tick */
 #define SCHED_INV_PAGE 128u                /* InventoryReply.entries max_count */
 #define SCHED_INV_TRIES 5u                 /* failed inventory pages retried before giving up */
-#define SCHED_ENTRY_SKIP 0x80u             /* sched_entry_t.kind flag: excluded from the batch */
-#define SCHED_ENTRY_PIN 0x40u              /* sched_entry_t.kind flag: a pinned source (prefetch) */
 #define SCHED_DEMOTE_JOBS 16u              /* migrator jobs in flight (demotion) */
 #define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */
 #define SCHED_ROOM_HOLD_MS 1000            /* room kept for a BUSY write that stopped retrying */
@@ -77,31 +76,7 @@ uint32_t sched_map_find(const sched_map_t *m, uint64_t hash, sched_map_eq_fn eq,
 void sched_map_insert(sched_map_t *m, uint64_t hash, uint32_t idx);
 void sched_map_remove(sched_map_t *m, uint64_t hash, uint32_t idx);
 
-/* ---- windows: entries in chunks of a pool sized at start ---- */
-
-typedef struct {
-    uint8_t key[16];
-    uint32_t slot;
-    uint8_t tier; /* tier index */
-    uint8_t kind; /* put: tier_resv_kind_t, | SCHED_ENTRY_SKIP */
-    uint16_t gen; /* the tier's generation when the entry was made */
-} sched_entry_t;
-
-typedef struct {
-    uint32_t head, tail; /* chunk indices, SCHED_NONE when empty */
-    uint32_t n;          /* entries */
-} sched_list_t;
-
-enum { SCHED_WIN_GET = 0, SCHED_WIN_PUT = 1, SCHED_WIN_PREFETCH = 2, SCHED_WIN_KINDS = 3 };
-
-typedef struct {
-    bool open;
-    uint64_t token_id;
-    uint64_t lapsed_token_id; /* the last token whose lease the scan closed */
-    uint64_t job_id;
-    int64_t opened_ms;
-    sched_list_t entries;
-} sched_window_t;
+/* ---- windows (sched_window.h): entries in chunks of a pool sized at start ---- */
 
 typedef struct {
     bool used;

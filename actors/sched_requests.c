@@ -235,7 +235,7 @@ void sched_on_begin(sched_t *self)
     q->chain = 0; /* routing by TTL or length comes with several chains */
     q->last_ms = sched_now();
     for (int k = 0; k < SCHED_WIN_KINDS; k++)
-        q->win[k].entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
+        sched_window_init(&q->win[k]);
     sched_map_insert(&self->req_map, q->hash, qi);
     kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_request_begin_rep_tag);
     rep->body.request_begin_rep.branch = q->chain;
@@ -291,9 +291,25 @@ static uint32_t s_abort_entries(sched_t *self, uint32_t number, const sched_list
     return aborted;
 }
 
-/* Closes window `kind` of q, releasing what it holds. Returns pins released
- * (get) or reservations aborted (put). */
-static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind)
+/* Window `kind` of q takes event ev (sched_window.c's table): the caller has
+ * checked that the transition exists; one that does not is a scheduler bug,
+ * logged, and changes nothing. */
+static bool s_window_step(sched_t *self, sched_request_t *q, int kind, sched_win_event_t ev,
+                          uint64_t job_id)
+{
+    sched_window_t *w = &q->win[kind];
+    uint64_t token = ev == SCHED_WEV_PREPARE ? self->next_token_id++ : 0;
+    if (sched_window_step(w, ev, token, job_id, sched_now()) == 0)
+        return true;
+    bus_error(S_LOG, "request %s: %s window: no transition from %s on %s", q->id, s_kind_name[kind],
+              sched_window_state_name(w->state), sched_window_event_name(ev));
+    return false;
+}
+
+/* Closes window `kind` of q on event ev (CANCEL, LAPSE, END, or DONE after a
+ * COMPLETE), releasing what it holds. Returns pins released (get) or
+ * reservations aborted (put). */
+static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind, sched_win_event_t ev)
 {
     sched_window_t *w = &q->win[kind];
     uint32_t number = self->inst[q->inst].number, n = 0;
@@ -306,7 +322,7 @@ static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind)
         n = s_unpin_entries(self, number, &w->entries, true);
     }
     sched_list_free(self, &w->entries);
-    w->open = false;
+    (void)s_window_step(self, q, kind, ev, 0);
     return n;
 }
 
@@ -330,9 +346,9 @@ void sched_on_end(sched_t *self)
                                                           kvtier_WindowKind_WINDOW_KIND_PUT,
                                                           kvtier_WindowKind_WINDOW_KIND_PREFETCH};
     for (int k = 0; k < SCHED_WIN_KINDS; k++) {
-        if (!q->win[k].open)
+        if (!sched_window_open(&q->win[k]))
             continue;
-        uint32_t n = s_window_close(self, q, k);
+        uint32_t n = s_window_close(self, q, k, SCHED_WEV_END);
         er->closed_windows[er->closed_windows_count++] = wk[k];
         if (k == SCHED_WIN_GET)
             er->released_pins += n;
@@ -355,7 +371,7 @@ void sched_on_end(sched_t *self)
 static bool s_window_can_open(sched_t *self, sched_request_t *q, int kind, uint32_t n)
 {
     const sched_window_t *w = &q->win[kind];
-    if (w->open) {
+    if (w->state != SCHED_WIN_CLOSED) {
         sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "request %s already has an open %s window (token %" PRIu64
                           "): complete it before the next prepare",
@@ -377,7 +393,7 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_request_t *q, 
                                              uint64_t token_id)
 {
     sched_window_t *w = &q->win[kind];
-    if (!w->open) {
+    if (!sched_window_open(w)) {
         if (token_id != 0 && token_id == w->lapsed_token_id)
             sched_reply_error(self, kvtier_StatusCode_STATUS_EXPIRED,
                               "the %s window of token %" PRIu64 " lapsed (lease %" PRIu64
@@ -397,16 +413,21 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_request_t *q, 
                           token_id, s_kind_name[kind], w->token_id);
         return NULL;
     }
+    /* entries placed on a tier that was reset since fail at complete, by generation */
+    uint32_t stale = 0;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e;
+         e = sched_list_next(self, &it))
+        stale += e->gen != self->tiers[e->tier].gen;
+    if (stale && s_window_step(self, q, kind, SCHED_WEV_TIER_RESET, 0))
+        bus_debug(S_LOG, "request %s: %s window: %u entries on a reset tier", q->id,
+                  s_kind_name[kind], stale);
     return w;
 }
 
 static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t job_id)
 {
-    sched_window_t *w = &q->win[kind];
-    w->open = true;
-    w->token_id = self->next_token_id++;
-    w->job_id = job_id;
-    w->opened_ms = sched_now();
+    (void)s_window_step(self, q, kind, SCHED_WEV_PREPARE, job_id);
 }
 
 /* A success mask is empty (all succeeded) or one flag per token key. */
@@ -547,7 +568,7 @@ void sched_on_prepare_get(sched_t *self)
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.pin_lease_ms);
     if (s_token_encode(self, BUS_TOKEN_GET, &meta, n, &len) < 0) {
-        s_window_close(self, q, SCHED_WIN_GET);
+        s_window_close(self, q, SCHED_WIN_GET, SCHED_WEV_CANCEL);
         sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
     }
@@ -573,7 +594,8 @@ void sched_on_complete_get(sched_t *self)
     sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_GET, r->token_id);
     if (!w || !s_mask_ok(self, w->entries.n))
         return;
-    uint32_t released = s_window_close(self, q, SCHED_WIN_GET);
+    (void)s_window_step(self, q, SCHED_WIN_GET, SCHED_WEV_COMPLETE, 0);
+    uint32_t released = s_window_close(self, q, SCHED_WIN_GET, SCHED_WEV_DONE);
     in->c.get_released += released;
     self->c.get_released += released;
     kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_complete_get_rep_tag);
@@ -806,7 +828,7 @@ void sched_on_prepare_put(sched_t *self)
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.write_grace_ms);
     if (s_token_encode(self, BUS_TOKEN_PUT, &meta, j, &len) < 0) {
-        s_window_close(self, q, SCHED_WIN_PUT);
+        s_window_close(self, q, SCHED_WIN_PUT, SCHED_WEV_CANCEL);
         sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
     }
@@ -827,8 +849,10 @@ void sched_on_prepare_put(sched_t *self)
  * takes window w's entries (and a prefetch's source pins) and closes the window.
  * NULL after answering UNAVAILABLE at max_pending_puts (the window stays open). */
 static sched_put_op_t *s_op_take(sched_t *self, const sched_instance_t *in, const sched_tier_t *t,
-                                 sched_window_t *w, bool prefetch)
+                                 sched_request_t *q, int kind)
 {
+    sched_window_t *w = &q->win[kind];
+    bool prefetch = kind == SCHED_WIN_PREFETCH;
     if (self->n_op_free == 0) {
         self->g.busy_refusals++;
         sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
@@ -847,8 +871,9 @@ static sched_put_op_t *s_op_take(sched_t *self, const sched_instance_t *in, cons
                            .gen = t->gen,
                            .prefetch = prefetch,
                            .entries = w->entries};
+    (void)s_window_step(self, q, kind, SCHED_WEV_COMPLETE, 0);
     w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
-    w->open = false;
+    (void)s_window_step(self, q, kind, SCHED_WEV_HANDOFF, 0);
     return op;
 }
 
@@ -991,7 +1016,7 @@ void sched_on_complete_put(sched_t *self)
     if (!w || !s_put_arrays_ok(self, w->entries.n))
         return;
     sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    sched_put_op_t *op = s_op_take(self, in, t, w, false);
+    sched_put_op_t *op = s_op_take(self, in, t, q, SCHED_WIN_PUT);
     if (!op)
         return;
     int64_t now = sched_now();
@@ -1139,7 +1164,7 @@ void sched_on_prepare_prefetch(sched_t *self)
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.pin_lease_ms);
     if (s_token_encode(self, BUS_TOKEN_PREFETCH, &meta, j, &len) < 0) {
-        s_window_close(self, q, SCHED_WIN_PREFETCH);
+        s_window_close(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_CANCEL);
         sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
     }
@@ -1164,7 +1189,7 @@ void sched_on_complete_prefetch(sched_t *self)
     if (!w || !s_mask_ok(self, w->entries.n / 2))
         return;
     sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    sched_put_op_t *op = s_op_take(self, in, t, w, true);
+    sched_put_op_t *op = s_op_take(self, in, t, q, SCHED_WIN_PREFETCH);
     if (!op)
         return;
     int64_t now = sched_now();
@@ -1218,10 +1243,9 @@ void sched_lease_scan(sched_t *self, int64_t now)
         for (int k = 0; k < SCHED_WIN_KINDS; k++) {
             sched_window_t *w = &q->win[k];
             uint64_t lease = k == SCHED_WIN_PUT ? self->cfg.write_grace_ms : self->cfg.pin_lease_ms;
-            if (!w->open || now - w->opened_ms < (int64_t)lease)
+            if (!sched_window_open(w) || now - w->opened_ms < (int64_t)lease)
                 continue;
-            uint32_t n = s_window_close(self, q, k);
-            w->lapsed_token_id = w->token_id;
+            uint32_t n = s_window_close(self, q, k, SCHED_WEV_LAPSE);
             if (k == SCHED_WIN_GET)
                 self->g.pins_lapsed += n;
             else if (k == SCHED_WIN_PUT)
@@ -1236,7 +1260,7 @@ void sched_lease_scan(sched_t *self, int64_t now)
          * never called request_end) would hold its entry for good: ended */
         bool open = false;
         for (int k = 0; k < SCHED_WIN_KINDS; k++)
-            open = open || q->win[k].open;
+            open = open || q->win[k].state != SCHED_WIN_CLOSED;
         if (!open && now - q->last_ms >= (int64_t)self->cfg.request_idle_ms) {
             bus_warn(S_LOG, "request %s/%s: no call for %" PRIu64 " ms (request_idle): ended",
                      self->inst[q->inst].id, q->id, self->cfg.request_idle_ms);

@@ -1,0 +1,80 @@
+/* sched_window.h — a request's window of one kind (DESIGN.md §2 "window"): its
+ * lifecycle as an explicit state machine, and its entries (the keys a prepare
+ * covered, where they live or go). At most one window of each kind is open per
+ * request. Every change of state goes through sched_window_step, which executes
+ * the one transition table of sched_window.c; a transition the table does not
+ * have is an error and changes nothing. Knows nothing of the scheduler's
+ * requests, tiers or replies (the callers act on what a transition means). */
+#ifndef KVT_SCHED_WINDOW_H
+#define KVT_SCHED_WINDOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SCHED_ENTRY_SKIP 0x80u /* sched_entry_t.kind flag: excluded from the batch */
+#define SCHED_ENTRY_PIN 0x40u  /* sched_entry_t.kind flag: a pinned source (prefetch) */
+
+/* One key of a window. */
+typedef struct {
+    uint8_t key[16];
+    uint32_t slot;
+    uint8_t tier; /* tier index */
+    uint8_t kind; /* put: tier_resv_kind_t, | SCHED_ENTRY_SKIP */
+    uint16_t gen; /* the tier's generation when the entry was made */
+} sched_entry_t;
+
+/* A window's entries: chunks of the scheduler's entry pool. */
+typedef struct {
+    uint32_t head, tail; /* chunk indices, UINT32_MAX when empty */
+    uint32_t n;          /* entries */
+} sched_list_t;
+
+enum { SCHED_WIN_GET = 0, SCHED_WIN_PUT = 1, SCHED_WIN_PREFETCH = 2, SCHED_WIN_KINDS = 3 };
+
+typedef enum {
+    SCHED_WIN_CLOSED = 0,     /* no prepare outstanding */
+    SCHED_WIN_OPEN = 1,       /* prepared: its entries are held (pins, reservations) */
+    SCHED_WIN_COMPLETING = 2, /* a complete is concluding its entries */
+    SCHED_WIN_STATES = 3,
+} sched_win_state_t;
+
+typedef enum {
+    SCHED_WEV_PREPARE = 0, /* a prepare placed its entries */
+    SCHED_WEV_CANCEL,      /* that prepare failed after opening: released again */
+    SCHED_WEV_COMPLETE,    /* a complete with the window's token arrived */
+    SCHED_WEV_DONE,        /* the complete concluded every entry */
+    SCHED_WEV_HANDOFF,     /* the complete handed its entries to a tier confirmation */
+    SCHED_WEV_LAPSE,       /* its lease ran out (the scheduler's scan) */
+    SCHED_WEV_END,         /* request_end (or the request's end) with the window open */
+    SCHED_WEV_TIER_RESET,  /* a tier of its entries was reset: they are stale */
+    SCHED_WEV_COUNT,
+} sched_win_event_t;
+
+typedef struct {
+    sched_win_state_t state;
+    uint64_t token_id;
+    uint64_t lapsed_token_id; /* the last token whose lease lapsed (an EXPIRED complete) */
+    uint64_t job_id;
+    int64_t opened_ms;
+    uint32_t stale; /* TIER_RESET events since it opened */
+    sched_list_t entries;
+} sched_window_t;
+
+/* A fresh, closed window without entries. */
+void sched_window_init(sched_window_t *w);
+
+/* Applies ev: 0 and the new state, or -1 (the table has no such transition; w
+ * is unchanged). PREPARE takes token_id, job_id and now_ms; LAPSE records the
+ * token as lapsed; the others ignore them. */
+int sched_window_step(sched_window_t *w, sched_win_event_t ev, uint64_t token_id, uint64_t job_id,
+                      int64_t now_ms);
+
+static inline bool sched_window_open(const sched_window_t *w)
+{
+    return w->state == SCHED_WIN_OPEN;
+}
+
+const char *sched_window_state_name(sched_win_state_t s);
+const char *sched_window_event_name(sched_win_event_t ev);
+
+#endif

@@ -1,0 +1,113 @@
+/* test_sched_window.c — the window lifecycle (actors/sched_window.c, DESIGN.md §2
+ * "window"): every (state, event) pair is either the one transition of the table
+ * or refused (-1) with nothing changed; PREPARE hands out the token, LAPSE records
+ * it as lapsed, TIER_RESET counts stale entries and keeps the window open. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sched_window.h"
+
+#define NO -1 /* no transition */
+
+/* The expected table: next state, or NO. Rows: CLOSED, OPEN, COMPLETING. */
+static const int s_want[SCHED_WIN_STATES][SCHED_WEV_COUNT] = {
+    /*            PREPARE         CANCEL            COMPLETE              DONE
+                  HANDOFF         LAPSE             END                   TIER_RESET */
+    [SCHED_WIN_CLOSED] = {SCHED_WIN_OPEN, NO, NO, NO, NO, NO, NO, NO},
+    [SCHED_WIN_OPEN] = {NO, SCHED_WIN_CLOSED, SCHED_WIN_COMPLETING, NO, NO, SCHED_WIN_CLOSED,
+                        SCHED_WIN_CLOSED, SCHED_WIN_OPEN},
+    [SCHED_WIN_COMPLETING] = {NO, NO, NO, SCHED_WIN_CLOSED, SCHED_WIN_CLOSED, NO, NO, NO},
+};
+
+static sched_window_t s_in(sched_win_state_t st)
+{
+    sched_window_t w;
+    sched_window_init(&w);
+    w.state = st;
+    w.token_id = 7;
+    w.job_id = 3;
+    w.opened_ms = 100;
+    return w;
+}
+
+/* Every pair of the table, and an unknown transition changes nothing. */
+static void test_every_transition_is_the_table_or_refused(void **state)
+{
+    (void)state;
+    for (int s = 0; s < SCHED_WIN_STATES; s++)
+        for (int e = 0; e < SCHED_WEV_COUNT; e++) {
+            sched_window_t w = s_in((sched_win_state_t)s), before = w;
+            int rc = sched_window_step(&w, (sched_win_event_t)e, 99, 5, 500);
+            if (s_want[s][e] == NO) {
+                if (rc != -1 || memcmp(&w, &before, sizeof w) != 0)
+                    fail_msg("%s on %s: accepted or changed", sched_window_state_name(s),
+                             sched_window_event_name(e));
+                continue;
+            }
+            if (rc != 0 || (int)w.state != s_want[s][e])
+                fail_msg("%s on %s: rc %d, state %s, want %s", sched_window_state_name(s),
+                         sched_window_event_name(e), rc, sched_window_state_name(w.state),
+                         sched_window_state_name(s_want[s][e]));
+        }
+}
+
+/* A window's life: closed -> open -> completing -> closed, with the token of the
+ * prepare; a second prepare or a complete of a closed window is refused. */
+static void test_lifecycle_and_token(void **state)
+{
+    (void)state;
+    sched_window_t w;
+    sched_window_init(&w);
+    assert_int_equal(w.state, SCHED_WIN_CLOSED);
+    assert_int_equal(w.entries.head, UINT32_MAX);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COMPLETE, 0, 0, 0), -1);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_PREPARE, 42, 9, 1000), 0);
+    assert_true(sched_window_open(&w));
+    assert_int_equal(w.token_id, 42);
+    assert_int_equal(w.job_id, 9);
+    assert_int_equal(w.opened_ms, 1000);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_PREPARE, 43, 9, 1000), -1);
+    assert_int_equal(w.token_id, 42);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_TIER_RESET, 0, 0, 0), 0);
+    assert_int_equal(w.stale, 1);
+    assert_true(sched_window_open(&w));
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COMPLETE, 0, 0, 0), 0);
+    assert_false(sched_window_open(&w));
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_LAPSE, 0, 0, 0),
+                     -1); /* not while completing */
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_HANDOFF, 0, 0, 0), 0);
+    assert_int_equal(w.state, SCHED_WIN_CLOSED);
+    assert_int_equal(w.lapsed_token_id, 0);
+}
+
+/* LAPSE records the token, so a late complete of it is told EXPIRED. */
+static void test_lapse_records_the_token(void **state)
+{
+    (void)state;
+    sched_window_t w;
+    sched_window_init(&w);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_PREPARE, 11, 1, 0), 0);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_LAPSE, 0, 0, 0), 0);
+    assert_int_equal(w.state, SCHED_WIN_CLOSED);
+    assert_int_equal(w.lapsed_token_id, 11);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_PREPARE, 12, 1, 0), 0);
+    assert_int_equal(w.stale, 0);
+    assert_int_equal(w.lapsed_token_id, 11); /* until the next lapse */
+    assert_string_equal(sched_window_state_name((sched_win_state_t)9), "?");
+    assert_string_equal(sched_window_event_name(SCHED_WEV_TIER_RESET), "tier-reset");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_transition_is_the_table_or_refused),
+        cmocka_unit_test(test_lifecycle_and_token),
+        cmocka_unit_test(test_lapse_records_the_token),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
