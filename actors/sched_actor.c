@@ -210,29 +210,30 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
 
 /* ---- replies ---- */
 
-kvtier_Envelope *sched_reply_begin(sched_t *self, pb_size_t tag)
+kvtier_Envelope *sched_reply_begin(sched_t *self, sched_call_t *call, pb_size_t tag)
 {
-    bus_env_init_reply(self->rep, &self->req.env, tag, self->cfg.node_name);
+    bus_env_init_reply(call->rep, &call->req.env, tag, self->cfg.node_name);
     uint32_t cap = self->cfg.max_batch;
-    self->rep_arr = (bus_arrays_t){
-        .keys = {.keys = self->rep_keys, .cap = cap},
-        .mask = {.v = self->rep_mask, .cap = cap},
-        .tier_ids = {.v = self->rep_tiers, .cap = cap},
-        .payload = {.data = self->payload, .cap = (uint32_t)self->payload_cap},
+    call->rep_arr = (bus_arrays_t){
+        .keys = {.keys = call->rep_keys, .cap = cap},
+        .mask = {.v = call->rep_mask, .cap = cap},
+        .tier_ids = {.v = call->rep_tiers, .cap = cap},
+        .payload = {.data = call->payload, .cap = (uint32_t)call->payload_cap},
     };
-    return self->rep;
+    return call->rep;
 }
 
-void sched_reply(sched_t *self)
+void sched_reply(sched_t *self, sched_call_t *call)
 {
+    (void)self;
     kvtier_Status st;
-    if (bus_server_reply(self->cur, self->req.routing_id, self->rep, &self->rep_arr, NULL, 0, &st) <
+    if (bus_server_reply(call->srv, call->req.routing_id, call->rep, &call->rep_arr, NULL, 0, &st) <
         0)
-        bus_warn(S_LOG, "reply to %s not sent: %s", bus_body_name(self->req.env.which_body),
+        bus_warn(S_LOG, "reply to %s not sent: %s", bus_body_name(call->req.env.which_body),
                  st.message);
 }
 
-void sched_reply_error(sched_t *self, bus_code_t code, const char *fmt, ...)
+void sched_reply_error(sched_t *self, sched_call_t *call, bus_code_t code, const char *fmt, ...)
 {
     char msg[256];
     va_list ap;
@@ -241,16 +242,69 @@ void sched_reply_error(sched_t *self, bus_code_t code, const char *fmt, ...)
     va_end(ap);
     if (code == kvtier_StatusCode_STATUS_INVALID_ARGUMENT)
         self->g.invalid_requests++;
-    bus_debug(S_LOG, "%s -> %s: %s", bus_body_name(self->req.env.which_body),
+    bus_debug(S_LOG, "%s -> %s: %s", bus_body_name(call->req.env.which_body),
               bus_status_name((int)code), msg);
-    bus_server_reply_error(self->cur, self->req.routing_id, self->req.env.corr_id, code, "%s", msg);
+    bus_server_reply_error(call->srv, call->req.routing_id, call->req.env.corr_id, code, "%s", msg);
+}
+
+/* ---- the call context ---- */
+
+void sched_call_destroy(sched_call_t **call_p)
+{
+    sched_call_t *call = *call_p;
+    if (!call)
+        return;
+    bus_request_reset(&call->req);
+    bus_arrays_destroy(&call->req_arr);
+    free(call->rep);
+    free(call->rep_keys);
+    free(call->rep_mask);
+    free(call->rep_tiers);
+    free(call->payload);
+    free(call->keys);
+    free(call->resv);
+    free(call->victims);
+    free(call->pos);
+    free(call->tok);
+    free(call->sizes);
+    free(call->checksums);
+    free(call);
+    *call_p = NULL;
+}
+
+sched_call_t *sched_call_new(uint32_t max_batch)
+{
+    size_t n = max_batch;
+    sched_call_t *call = calloc(1, sizeof *call);
+    if (!call)
+        return NULL;
+    /* token: header, a full tier table with the longest strings, one entry per key */
+    call->payload_cap = (size_t)BUS_TOKEN_MAX_BYTES(SCHED_MAX_TIERS, n);
+    call->req_arr = bus_arrays_new((uint32_t)n, 0);
+    call->rep = calloc(1, sizeof *call->rep);
+    call->rep_keys = calloc(n, sizeof *call->rep_keys);
+    call->rep_mask = calloc(n, sizeof *call->rep_mask);
+    call->rep_tiers = calloc(n, sizeof *call->rep_tiers);
+    call->payload = calloc(1, call->payload_cap);
+    call->keys = calloc(n, sizeof *call->keys);
+    call->resv = calloc(n, sizeof *call->resv);
+    call->victims = calloc(n, sizeof *call->victims);
+    call->pos = calloc(n, sizeof *call->pos);
+    call->tok = calloc(n, sizeof *call->tok);
+    call->sizes = calloc(n, sizeof *call->sizes);
+    call->checksums = calloc(n, sizeof *call->checksums);
+    if (!call->req_arr || !call->rep || !call->rep_keys || !call->rep_mask || !call->rep_tiers ||
+        !call->payload || !call->keys || !call->resv || !call->victims || !call->pos ||
+        !call->tok || !call->sizes || !call->checksums)
+        sched_call_destroy(&call);
+    return call;
 }
 
 /* ---- read-only requests ---- */
 
-static void s_on_cluster_info(sched_t *self)
+static void s_on_cluster_info(sched_t *self, sched_call_t *call)
 {
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_cluster_info_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_cluster_info_rep_tag);
     kvtier_ClusterInfoReply *r = &rep->body.cluster_info_rep;
     snprintf(r->cluster, sizeof r->cluster, "%s", self->cfg.cluster);
     sched_strcpy(r->leader_endpoint, sizeof r->leader_endpoint,
@@ -259,7 +313,7 @@ static void s_on_cluster_info(sched_t *self)
     r->leader_epoch = self->cfg.leader_epoch;
     for (uint32_t i = 0; i < self->n_tiers && r->tiers_count < 32; i++)
         sched_tier_info(self, &self->tiers[i], &r->tiers[r->tiers_count++]);
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 static void s_stat(kvtier_StatsReply *r, const char *name, uint64_t v)
@@ -354,13 +408,13 @@ static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
     }
 }
 
-static void s_on_stats(sched_t *self)
+static void s_on_stats(sched_t *self, sched_call_t *call)
 {
-    const char *id = self->req.env.body.stats_req.instance_id;
+    const char *id = call->req.env.body.stats_req.instance_id;
     const sched_instance_t *in = NULL;
-    if (id[0] && !(in = sched_instance_get(self, id)))
+    if (id[0] && !(in = sched_instance_get(self, call, id)))
         return;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_stats_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_stats_rep_tag);
     kvtier_StatsReply *r = &rep->body.stats_rep;
     s_stat_counters(r, in ? &in->c : &self->c);
     if (in) {
@@ -373,12 +427,12 @@ static void s_on_stats(sched_t *self)
     } else {
         s_stat_global(self, r);
     }
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
-static void s_on_admin_status(sched_t *self)
+static void s_on_admin_status(sched_t *self, sched_call_t *call)
 {
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_admin_status_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_admin_status_rep_tag);
     kvtier_AdminStatusReply *r = &rep->body.admin_status_rep;
     snprintf(r->node_id, sizeof r->node_id, "%s", self->cfg.node_name);
     r->leader = true;
@@ -395,103 +449,111 @@ static void s_on_admin_status(sched_t *self)
     r->open_requests = sched_open_requests(self);
     r->tiers = self->n_tiers;
     snprintf(r->version, sizeof r->version, "%s", S_VERSION);
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 /* ---- dispatch: one switch over the request body ---- */
 
-static void s_dispatch(sched_t *self)
+static void s_dispatch(sched_t *self, sched_call_t *call)
 {
-    switch (self->req.env.which_body) {
+    switch (call->req.env.which_body) {
     case kvtier_Envelope_register_instance_req_tag:
-        sched_on_register(self);
+        sched_on_register(self, call);
         break;
     case kvtier_Envelope_request_begin_req_tag:
-        sched_on_begin(self);
+        sched_on_begin(self, call);
         break;
     case kvtier_Envelope_request_end_req_tag:
-        sched_on_end(self);
+        sched_on_end(self, call);
         break;
     case kvtier_Envelope_lookup_req_tag:
-        sched_on_lookup(self);
+        sched_on_lookup(self, call);
         break;
     case kvtier_Envelope_prepare_get_req_tag:
-        sched_on_prepare_get(self);
+        sched_on_prepare_get(self, call);
         break;
     case kvtier_Envelope_complete_get_req_tag:
-        sched_on_complete_get(self);
+        sched_on_complete_get(self, call);
         break;
     case kvtier_Envelope_prepare_put_req_tag:
-        sched_on_prepare_put(self);
+        sched_on_prepare_put(self, call);
         break;
     case kvtier_Envelope_complete_put_req_tag:
-        sched_on_complete_put(self);
+        sched_on_complete_put(self, call);
         break;
     case kvtier_Envelope_prepare_prefetch_req_tag:
-        sched_on_prepare_prefetch(self);
+        sched_on_prepare_prefetch(self, call);
         break;
     case kvtier_Envelope_complete_prefetch_req_tag:
-        sched_on_complete_prefetch(self);
+        sched_on_complete_prefetch(self, call);
         break;
     case kvtier_Envelope_touch_req_tag:
-        sched_on_touch(self);
+        sched_on_touch(self, call);
         break;
     case kvtier_Envelope_remove_req_tag:
-        sched_on_remove(self);
+        sched_on_remove(self, call);
         break;
     case kvtier_Envelope_cluster_info_req_tag:
-        s_on_cluster_info(self);
+        s_on_cluster_info(self, call);
         break;
     case kvtier_Envelope_stats_req_tag:
-        s_on_stats(self);
+        s_on_stats(self, call);
         break;
     case kvtier_Envelope_admin_status_req_tag:
-        s_on_admin_status(self);
+        s_on_admin_status(self, call);
         break;
     case kvtier_Envelope_reclaim_candidates_req_tag:
     case kvtier_Envelope_gc_scan_req_tag:
     case kvtier_Envelope_gc_drop_req_tag:
     case kvtier_Envelope_demote_done_req_tag:
     case kvtier_Envelope_quota_enforce_req_tag:
-        if (self->cur == self->internal)
-            sched_on_internal(self);
+        if (call->srv == self->internal)
+            sched_on_internal(self, call);
         else
-            sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                               "%s is served on the scheduler's internal plane only",
-                              bus_body_name(self->req.env.which_body));
+                              bus_body_name(call->req.env.which_body));
         break;
     case kvtier_Envelope_tier_membership_req_tag:
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "TierMembershipRequest comes from the coordinator process over the "
                           "actor pipe, not over the meta plane");
         break;
     default:
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "%s is not served on the meta plane (tier-plane requests go to a "
                           "tier actor)",
-                          bus_body_name(self->req.env.which_body));
+                          bus_body_name(call->req.env.which_body));
         break;
     }
 }
 
-static void s_drain(sched_t *self, bus_server_t *server)
+static void s_drain(sched_t *self, sched_call_t *call, bus_server_t *server)
 {
-    self->cur = server;
+    call->srv = server;
     for (int i = 0; i < S_DRAIN; i++) {
-        int rc = bus_server_recv(server, 0, &self->req, self->req_arr);
+        int rc = bus_server_recv(server, 0, &call->req, call->req_arr);
         if (rc <= 0)
             break;
-        s_dispatch(self);
-        bus_request_reset(&self->req);
+        s_dispatch(self, call);
+        bus_request_reset(&call->req);
     }
     sched_tiers_flush(self);
 }
+
+/* The loop's readers of the two planes: the scheduler and the one call context
+ * the actor made for it (s_actor). */
+typedef struct {
+    sched_t *self;
+    sched_call_t *call;
+} s_serve_t;
 
 static int s_on_server(zloop_t *loop, zsock_t *sock, void *arg)
 {
     (void)loop;
     (void)sock;
-    s_drain(arg, ((sched_t *)arg)->server);
+    s_serve_t *sv = arg;
+    s_drain(sv->self, sv->call, sv->self->server);
     return 0;
 }
 
@@ -499,7 +561,8 @@ static int s_on_internal(zloop_t *loop, zsock_t *sock, void *arg)
 {
     (void)loop;
     (void)sock;
-    s_drain(arg, ((sched_t *)arg)->internal);
+    s_serve_t *sv = arg;
+    s_drain(sv->self, sv->call, sv->self->internal);
     return 0;
 }
 
@@ -507,7 +570,7 @@ static int s_on_internal(zloop_t *loop, zsock_t *sock, void *arg)
 
 static void s_pipe_envelope(sched_t *self, zmsg_t *msg)
 {
-    kvtier_Envelope *env = self->tier_env;
+    kvtier_Envelope *env = self->tio.env;
     kvtier_Status st;
     if (bus_msg_decode(msg, BUS_DIR_REQUEST, env, NULL, &st) < 0) {
         bus_warn(S_LOG, "pipe: dropped a message that does not decode: %s", st.message);
@@ -571,55 +634,28 @@ static void s_self_destroy(sched_t **self_p)
     sched_requests_fini(self);
     sched_quota_fini(self);
     sched_index_fini(self);
-    bus_request_reset(&self->req);
     zloop_destroy(&self->loop);
     bus_server_destroy(&self->server);
     bus_server_destroy(&self->internal);
-    bus_arrays_destroy(&self->req_arr);
-    free(self->rep);
-    free(self->tier_env);
-    free(self->rep_keys);
-    free(self->rep_mask);
-    free(self->rep_tiers);
-    free(self->payload);
-    free(self->keys);
-    free(self->resv);
-    free(self->victims);
-    free(self->pos);
-    free(self->tok);
-    free(self->sc_slots);
-    free(self->sc_sizes);
-    free(self->sc_checksums);
-    free(self->sc_keys);
+    free(self->tio.env);
+    free(self->tio.slots);
+    free(self->tio.sizes);
+    free(self->tio.keys);
+    free(self->op_rep);
     free(self);
     *self_p = NULL;
 }
 
+/* The tier-plane messages' scratch (sched_tiers.c) and the deferred replies'. */
 static int s_alloc_scratch(sched_t *self)
 {
     size_t n = self->cfg.max_batch;
-    /* token: header, a full tier table with the longest strings, one entry per key */
-    self->payload_cap = (size_t)BUS_TOKEN_MAX_BYTES(SCHED_MAX_TIERS, n);
-    self->req_arr = bus_arrays_new((uint32_t)n, 0);
-    self->rep = calloc(1, sizeof *self->rep);
-    self->tier_env = calloc(1, sizeof *self->tier_env);
-    self->rep_keys = calloc(n, sizeof *self->rep_keys);
-    self->rep_mask = calloc(n, sizeof *self->rep_mask);
-    self->rep_tiers = calloc(n, sizeof *self->rep_tiers);
-    self->payload = calloc(1, self->payload_cap);
-    self->keys = calloc(n, sizeof *self->keys);
-    self->resv = calloc(n, sizeof *self->resv);
-    self->victims = calloc(n, sizeof *self->victims);
-    self->pos = calloc(n, sizeof *self->pos);
-    self->tok = calloc(n, sizeof *self->tok);
-    self->sc_slots = calloc(n, sizeof *self->sc_slots);
-    self->sc_sizes = calloc(n, sizeof *self->sc_sizes);
-    self->sc_checksums = calloc(n, sizeof *self->sc_checksums);
-    self->sc_keys = calloc(n, sizeof *self->sc_keys);
-    if (!self->req_arr || !self->rep || !self->tier_env || !self->rep_keys || !self->rep_mask ||
-        !self->rep_tiers || !self->payload || !self->keys || !self->resv || !self->victims ||
-        !self->pos || !self->tok || !self->sc_slots || !self->sc_sizes || !self->sc_checksums ||
-        !self->sc_keys)
+    self->tio.env = calloc(1, sizeof *self->tio.env);
+    self->tio.slots = calloc(n, sizeof *self->tio.slots);
+    self->tio.sizes = calloc(n, sizeof *self->tio.sizes);
+    self->tio.keys = calloc(n, sizeof *self->tio.keys);
+    self->op_rep = calloc(1, sizeof *self->op_rep);
+    if (!self->tio.env || !self->tio.slots || !self->tio.sizes || !self->tio.keys || !self->op_rep)
         return -ENOMEM;
     return 0;
 }
@@ -671,11 +707,8 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
         goto out_fail;
     }
     sched_strcpy(self->internal_ep, sizeof self->internal_ep, bus_server_endpoint(self->internal));
-    self->cur = self->server;
     zloop_set_nonstop(self->loop, true); /* the owner stops us with $TERM */
     if (zloop_reader(self->loop, pipe, s_on_pipe, self) < 0 ||
-        zloop_reader(self->loop, bus_server_sock(self->server), s_on_server, self) < 0 ||
-        zloop_reader(self->loop, bus_server_sock(self->internal), s_on_internal, self) < 0 ||
         zloop_timer(self->loop, self->cfg.tick_ms, 0, s_on_tick, self) < 0 ||
         sched_demote_init(self) < 0)
         goto out_fail;
@@ -686,9 +719,31 @@ out_fail:
     return NULL;
 }
 
+/* The planes are read with the one call context, owned here: sched_t holds
+ * nothing about a request. */
+static int s_serve(sched_t *self, s_serve_t *sv)
+{
+    sv->self = self;
+    sv->call = sched_call_new(self->cfg.max_batch);
+    if (!sv->call) {
+        bus_error(S_LOG, "out of memory for the request scratch (max_batch %u)",
+                  self->cfg.max_batch);
+        return -1;
+    }
+    if (zloop_reader(self->loop, bus_server_sock(self->server), s_on_server, sv) < 0 ||
+        zloop_reader(self->loop, bus_server_sock(self->internal), s_on_internal, sv) < 0)
+        return -1;
+    return 0;
+}
+
 static void s_actor(zsock_t *pipe, void *args)
 {
+    s_serve_t sv = {0};
     sched_t *self = s_self_new(pipe, args);
+    if (self && s_serve(self, &sv) < 0) {
+        sched_call_destroy(&sv.call);
+        s_self_destroy(&self);
+    }
     if (bus_actor_ready(pipe, self != NULL) < 0)
         return;
     bus_info(S_LOG, "scheduler %s serving cluster '%s' on %s (epoch %" PRIu64 ", %u tiers)",
@@ -697,6 +752,7 @@ static void s_actor(zsock_t *pipe, void *args)
     zloop_start(self->loop);
     bus_info(S_LOG, "scheduler %s stopped", self->cfg.node_name);
     s_self_destroy(&self);
+    sched_call_destroy(&sv.call);
 }
 
 zactor_t *sched_actor_new(const sched_config_t *cfg)

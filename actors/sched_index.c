@@ -140,15 +140,16 @@ sched_instance_t *sched_instance_find(sched_t *self, const char *id)
     return i == SCHED_NONE ? NULL : &self->inst[i];
 }
 
-sched_instance_t *sched_instance_get(sched_t *self, const char *id)
+sched_instance_t *sched_instance_get(sched_t *self, sched_call_t *call, const char *id)
 {
     if (!id[0]) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "instance_id is empty");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "instance_id is empty");
         return NULL;
     }
     sched_instance_t *in = sched_instance_find(self, id);
     if (!in)
-        sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "instance '%s' is not registered (register_instance first)", id);
     return in;
 }
@@ -186,15 +187,15 @@ static const sched_tier_t *s_smallest_tier(sched_t *self)
     return best;
 }
 
-static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s)
+static int s_spec_check(sched_t *self, sched_call_t *call, const kvtier_InstanceSpec *s)
 {
     const bus_code_t bad = kvtier_StatusCode_STATUS_INVALID_ARGUMENT;
     if (!s->instance_id[0]) {
-        sched_reply_error(self, bad, "spec.instance_id is empty");
+        sched_reply_error(self, call, bad, "spec.instance_id is empty");
         return -1;
     }
     if (s->tokens_per_block == 0 || s->bytes_per_block == 0) {
-        sched_reply_error(self, bad,
+        sched_reply_error(self, call, bad,
                           "instance %s: tokens_per_block and bytes_per_block must be "
                           "> 0 (got %u, %" PRIu64 ")",
                           s->instance_id, s->tokens_per_block, s->bytes_per_block);
@@ -202,7 +203,7 @@ static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s)
     }
     const sched_tier_t *t = s_smallest_tier(self);
     if (t && s->bytes_per_block > t->cfg.slot_size) {
-        sched_reply_error(self, bad,
+        sched_reply_error(self, call, bad,
                           "instance %s: bytes_per_block %" PRIu64 " exceeds the slot "
                           "size of tier %s (%" PRIu64 " bytes)",
                           s->instance_id, s->bytes_per_block, t->cfg.name, t->cfg.slot_size);
@@ -212,7 +213,7 @@ static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s)
         uint64_t sum = 0;
         for (pb_size_t i = 0; i < s->segment_bytes_count; i++) {
             if (s->segment_bytes[i] == 0 || s->segment_bytes[i] > s->bytes_per_block) {
-                sched_reply_error(self, bad,
+                sched_reply_error(self, call, bad,
                                   "instance %s: segment_bytes[%u] = %" PRIu64
                                   " is 0 or larger than the block",
                                   s->instance_id, (unsigned)i, s->segment_bytes[i]);
@@ -221,7 +222,7 @@ static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s)
             sum += s->segment_bytes[i];
         }
         if (sum != s->bytes_per_block) {
-            sched_reply_error(self, bad,
+            sched_reply_error(self, call, bad,
                               "instance %s: segment_bytes add up to %" PRIu64
                               ", bytes_per_block is %" PRIu64,
                               s->instance_id, sum, s->bytes_per_block);
@@ -231,41 +232,41 @@ static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s)
     return 0;
 }
 
-void sched_on_register(sched_t *self)
+void sched_on_register(sched_t *self, sched_call_t *call)
 {
-    const kvtier_RegisterInstanceRequest *r = &self->req.env.body.register_instance_req;
+    const kvtier_RegisterInstanceRequest *r = &call->req.env.body.register_instance_req;
     if (!r->has_spec) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no spec");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no spec");
         return;
     }
     const kvtier_InstanceSpec *s = &r->spec;
-    if (s_spec_check(self, s) < 0)
+    if (s_spec_check(self, call, s) < 0)
         return;
     sched_instance_t *in = sched_instance_find(self, s->instance_id);
     if (in) {
         if (!s_spec_equal(&in->spec, s)) {
-            sched_reply_error(self, kvtier_StatusCode_STATUS_CONFLICT,
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_CONFLICT,
                               "instance %s is registered with another spec (model %s, %u tokens "
                               "and %" PRIu64 " bytes per block)",
                               s->instance_id, in->spec.model, in->spec.tokens_per_block,
                               in->spec.bytes_per_block);
             return;
         }
-        sched_reply_begin(self, kvtier_Envelope_register_instance_rep_tag);
-        sched_reply(self);
+        sched_reply_begin(self, call, kvtier_Envelope_register_instance_rep_tag);
+        sched_reply(self, call);
         return;
     }
     uint32_t number = sched_instance_number(s->instance_id);
     const char *other = sched_instance_name(self, number);
     if (other) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_CONFLICT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_CONFLICT,
                           "instance %s hashes to the same slot-header number (%08x) as "
                           "registered instance %s: choose another id",
                           s->instance_id, number, other);
         return;
     }
     if (self->n_inst >= self->cfg.max_instances) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_NO_SPACE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NO_SPACE,
                           "%u instances registered (max_instances %u)", self->n_inst,
                           self->cfg.max_instances);
         return;
@@ -283,16 +284,16 @@ void sched_on_register(sched_t *self)
              "instance %s registered (model %s, %" PRIu64 " bytes per block, number "
              "%08x)",
              in->id, in->spec.model, in->spec.bytes_per_block, in->number);
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_register_instance_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_register_instance_rep_tag);
     rep->body.register_instance_rep.created = true;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 /* ---- finding blocks ---- */
 
-void sched_keys_load(sched_t *self, uint32_t n)
+void sched_keys_load(sched_call_t *call, uint32_t n)
 {
-    memcpy(self->keys, self->req_arr->keys.keys, (size_t)n * TIER_KEY_BYTES);
+    memcpy(call->keys, call->req_arr->keys.keys, (size_t)n * TIER_KEY_BYTES);
 }
 
 /* Looks key up on tier t: 0 and *slot for a live SERVING block. An expired one is
@@ -341,49 +342,50 @@ uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key,
 /* ---- Lookup ---- */
 
 /* The chain of the named request, 0 without one; SCHED_NONE after replying. */
-static uint32_t s_lookup_chain(sched_t *self, const sched_instance_t *in, const char *request_id);
+static uint32_t s_lookup_chain(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                               const char *request_id);
 
-static void s_lookup_key(sched_t *self, const sched_instance_t *in, uint32_t chain, uint32_t k,
-                         int64_t now)
+static void s_lookup_key(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                         uint32_t chain, uint32_t k, int64_t now)
 {
     uint32_t slot;
-    uint32_t t = sched_block_find(self, in->number, &self->keys[k], chain, now, &slot);
-    self->rep_mask[k] = t != SCHED_NONE;
-    self->rep_tiers[k] = t != SCHED_NONE ? t + 1 : 0;
-    self->pos[k] = slot;
+    uint32_t t = sched_block_find(self, in->number, &call->keys[k], chain, now, &slot);
+    call->rep_mask[k] = t != SCHED_NONE;
+    call->rep_tiers[k] = t != SCHED_NONE ? t + 1 : 0;
+    call->pos[k] = slot;
 }
 
-void sched_on_lookup(sched_t *self)
+void sched_on_lookup(sched_t *self, sched_call_t *call)
 {
-    const kvtier_LookupRequest *r = &self->req.env.body.lookup_req;
-    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    const kvtier_LookupRequest *r = &call->req.env.body.lookup_req;
+    sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
     if (!in)
         return;
-    uint32_t chain = s_lookup_chain(self, in, r->request_id);
+    uint32_t chain = s_lookup_chain(self, call, in, r->request_id);
     if (chain == SCHED_NONE)
         return;
     if (r->mode != kvtier_LookupMode_LOOKUP_MODE_PREFIX &&
         r->mode != kvtier_LookupMode_LOOKUP_MODE_REVERSE &&
         r->mode != kvtier_LookupMode_LOOKUP_MODE_PER_KEY) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "unknown lookup mode %d",
-                          (int)r->mode);
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "unknown lookup mode %d", (int)r->mode);
         return;
     }
-    uint32_t n = self->req_arr->keys.n;
+    uint32_t n = call->req_arr->keys.n;
     kvtier_LookupMode mode = r->mode;
     uint32_t w = r->window;
     int64_t now = sched_now();
-    sched_keys_load(self, n);
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_lookup_rep_tag);
-    memset(self->rep_mask, 0, n * sizeof *self->rep_mask);
-    memset(self->rep_tiers, 0, n * sizeof *self->rep_tiers);
+    sched_keys_load(call, n);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_lookup_rep_tag);
+    memset(call->rep_mask, 0, n * sizeof *call->rep_mask);
+    memset(call->rep_tiers, 0, n * sizeof *call->rep_tiers);
 
     uint32_t first = 0, end = 0; /* counted hits: [first, end), PER_KEY: every hit */
     if (mode == kvtier_LookupMode_LOOKUP_MODE_PREFIX ||
         (mode == kvtier_LookupMode_LOOKUP_MODE_REVERSE && w == 0)) {
         while (end < n) {
-            s_lookup_key(self, in, chain, end, now);
-            if (!self->rep_mask[end])
+            s_lookup_key(self, call, in, chain, end, now);
+            if (!call->rep_mask[end])
                 break;
             end++;
         }
@@ -395,8 +397,8 @@ void sched_on_lookup(sched_t *self)
         uint32_t run = 0;
         bool found = false;
         for (uint32_t k = n; k-- > 0;) {
-            s_lookup_key(self, in, chain, k, now);
-            run = self->rep_mask[k] ? run + 1 : 0;
+            s_lookup_key(self, call, in, chain, k, now);
+            run = call->rep_mask[k] ? run + 1 : 0;
             if (run == w) {
                 first = k;
                 end = k + w;
@@ -408,7 +410,7 @@ void sched_on_lookup(sched_t *self)
             end = run; /* keys 0..run-1 all hit (the scan reached key 0) */
     } else {
         for (uint32_t k = 0; k < n; k++)
-            s_lookup_key(self, in, chain, k, now);
+            s_lookup_key(self, call, in, chain, k, now);
     }
 
     uint32_t hits = 0, head = self->cfg.chains[chain].tier_ids[0];
@@ -416,18 +418,18 @@ void sched_on_lookup(sched_t *self)
     uint32_t lo = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? 0 : first;
     uint32_t hi = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? n : end;
     for (uint32_t k = lo; k < hi; k++) {
-        if (!self->rep_mask[k])
+        if (!call->rep_mask[k])
             continue;
         hits++;
-        advise |= self->rep_tiers[k] != head;
-        sched_tier_t *t = &self->tiers[self->rep_tiers[k] - 1];
-        (void)tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, 0);
+        advise |= call->rep_tiers[k] != head;
+        sched_tier_t *t = &self->tiers[call->rep_tiers[k] - 1];
+        (void)tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, 0);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;
     lr->hit_count = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? hits : end;
     lr->prefetch_advised = advise;
-    self->rep_arr.mask.n = n;
-    self->rep_arr.tier_ids.n = n;
+    call->rep_arr.mask.n = n;
+    call->rep_arr.tier_ids.n = n;
     in->c.lookups++;
     in->c.lookup_keys += n;
     in->c.hit_keys += hits;
@@ -436,16 +438,17 @@ void sched_on_lookup(sched_t *self)
     self->c.lookup_keys += n;
     self->c.hit_keys += hits;
     self->c.miss_keys += n - hits;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
-static uint32_t s_lookup_chain(sched_t *self, const sched_instance_t *in, const char *request_id)
+static uint32_t s_lookup_chain(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                               const char *request_id)
 {
     if (!request_id[0])
         return 0;
     sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), request_id);
     if (!q) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "request %s of instance %s is not open (request_begin first, or "
                           "look up without a request id)",
                           request_id, in->id);
@@ -457,21 +460,21 @@ static uint32_t s_lookup_chain(sched_t *self, const sched_instance_t *in, const 
 
 /* ---- Touch and Remove ---- */
 
-void sched_on_touch(sched_t *self)
+void sched_on_touch(sched_t *self, sched_call_t *call)
 {
-    const kvtier_TouchRequest *r = &self->req.env.body.touch_req;
-    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    const kvtier_TouchRequest *r = &call->req.env.body.touch_req;
+    sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
     if (!in)
         return;
     if (r->ttl_ms > S_MAX_TTL_MS) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "ttl_ms %" PRIu64 " too large (at most %llu)", r->ttl_ms, S_MAX_TTL_MS);
         return;
     }
-    uint32_t n = self->req_arr->keys.n;
+    uint32_t n = call->req_arr->keys.n;
     int64_t now = sched_now();
     uint64_t deadline = r->ttl_ms ? (uint64_t)now + r->ttl_ms : 0;
-    sched_keys_load(self, n);
+    sched_keys_load(call, n);
     uint32_t touched = 0;
     for (uint32_t k = 0; k < n; k++) {
         bool any = false;
@@ -480,34 +483,34 @@ void sched_on_touch(sched_t *self)
             if (t->state == SCHED_TIER_DOWN)
                 continue;
             tier_slot_info_t info;
-            int rc = tier_slots_peek(t->slots, in->number, &self->keys[k], &info);
+            int rc = tier_slots_peek(t->slots, in->number, &call->keys[k], &info);
             if (rc < 0)
                 continue;
-            rc = tier_slots_touch(t->slots, in->number, &self->keys[k], (uint64_t)now, deadline);
+            rc = tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, deadline);
             if (rc == 0) {
                 any = true;
             } else if (rc == TIER_SLOTS_EXPIRED) {
                 self->g.expirations++;
-                sched_tier_queue_delete(t, info.slot, &self->keys[k]);
+                sched_tier_queue_delete(t, info.slot, &call->keys[k]);
             }
         }
         touched += any;
     }
     in->c.touched += touched;
     self->c.touched += touched;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_touch_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_touch_rep_tag);
     rep->body.touch_rep.touched = touched;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
-void sched_on_remove(sched_t *self)
+void sched_on_remove(sched_t *self, sched_call_t *call)
 {
-    const kvtier_RemoveRequest *r = &self->req.env.body.remove_req;
-    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    const kvtier_RemoveRequest *r = &call->req.env.body.remove_req;
+    sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
     if (!in)
         return;
-    uint32_t n = self->req_arr->keys.n;
-    sched_keys_load(self, n);
+    uint32_t n = call->req_arr->keys.n;
+    sched_keys_load(call, n);
     uint32_t removed = 0, busy = 0;
     for (uint32_t k = 0; k < n; k++) {
         bool gone = false, held = false;
@@ -515,12 +518,12 @@ void sched_on_remove(sched_t *self)
             sched_tier_t *t = &self->tiers[i];
             tier_slot_info_t info;
             if (t->state == SCHED_TIER_DOWN ||
-                tier_slots_peek(t->slots, in->number, &self->keys[k], &info) < 0)
+                tier_slots_peek(t->slots, in->number, &call->keys[k], &info) < 0)
                 continue;
-            int rc = tier_slots_remove(t->slots, in->number, &self->keys[k]);
+            int rc = tier_slots_remove(t->slots, in->number, &call->keys[k]);
             if (rc == 0) {
                 gone = true;
-                sched_tier_queue_delete(t, info.slot, &self->keys[k]);
+                sched_tier_queue_delete(t, info.slot, &call->keys[k]);
             } else if (rc == TIER_SLOTS_EBUSY) {
                 held = true;
             }
@@ -532,10 +535,10 @@ void sched_on_remove(sched_t *self)
     in->c.remove_busy += busy;
     self->c.removed += removed;
     self->c.remove_busy += busy;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_remove_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_remove_rep_tag);
     rep->body.remove_rep.removed = removed;
     if (busy)
         snprintf(rep->status.message, sizeof rep->status.message,
                  "%u of %u keys are pinned or being written and were not removed", busy, n);
-    sched_reply(self);
+    sched_reply(self, call);
 }

@@ -189,13 +189,36 @@ typedef struct {
     sched_list_t entries;
 } sched_put_op_t;
 
+/* One request being served: the decoded request and its arrays, the reply being
+ * built and its arrays, and the request's scratch (max_batch each). The actor
+ * makes one at start (sched_call_new) and hands it to every handler; sched_t
+ * holds nothing about the current request, so a nested call (a demotion started
+ * by a put, a deferred reply) cannot reach a request's arrays by accident. */
+typedef struct sched_call {
+    bus_server_t *srv; /* the server the request came from (replies go back there) */
+    bus_request_t req;
+    bus_arrays_t *req_arr;
+    kvtier_Envelope *rep;
+    bus_arrays_t rep_arr;
+    uint8_t (*rep_keys)[16];
+    bool *rep_mask;
+    uint32_t *rep_tiers;
+    uint8_t *payload;
+    size_t payload_cap;
+    tier_key_t *keys;
+    tier_resv_t *resv;
+    tier_victim_t *victims;
+    uint32_t *pos;
+    bus_token_entry_t *tok;
+    uint64_t *sizes, *checksums; /* per key sent to a tier (complete_put / prefetch) */
+} sched_call_t;
+
 typedef struct sched {
     sched_config_t cfg;
     zsock_t *pipe;
     zloop_t *loop;
     bus_server_t *server;
     bus_server_t *internal; /* internal plane (gc, reclaimer) */
-    bus_server_t *cur;      /* the server the current request came from (replies) */
     char endpoint[SCHED_ENDPOINT_MAX];
     char internal_ep[SCHED_ENDPOINT_MAX];
     uint64_t gc_cursor;
@@ -206,26 +229,14 @@ typedef struct sched {
     uint64_t token_issuer; /* bus_token_meta_t.issuer of the tokens this scheduler mints */
     bool terminated;
 
-    /* one request at a time: decoded request, reply, their arrays */
-    bus_request_t req;
-    bus_arrays_t *req_arr;
-    kvtier_Envelope *rep;
-    bus_arrays_t rep_arr;
-    uint8_t (*rep_keys)[16];
-    bool *rep_mask;
-    uint32_t *rep_tiers;
-    uint8_t *payload;
-    size_t payload_cap;
-
-    /* scratch, max_batch each */
-    tier_key_t *keys;
-    tier_resv_t *resv;
-    tier_victim_t *victims;
-    uint32_t *pos;
-    bus_token_entry_t *tok;
-    kvtier_Envelope *tier_env; /* tier-plane requests */
-    uint64_t *sc_slots, *sc_sizes, *sc_checksums;
-    uint8_t (*sc_keys)[16];
+    /* tier-plane messages built by sched_tiers.c (headers, deletes, inventory,
+     * membership from the pipe), max_batch each: that module's own scratch */
+    struct {
+        kvtier_Envelope *env;
+        uint64_t *slots, *sizes;
+        uint8_t (*keys)[16];
+        tier_victim_t victims[SCHED_EXPIRE_BATCH]; /* expired blocks of one tick */
+    } tio;
 
     sched_instance_t *inst;
     uint32_t n_inst;
@@ -248,6 +259,7 @@ typedef struct sched {
     uint32_t n_chunks, n_chunk_free;
 
     sched_put_op_t *ops;
+    kvtier_Envelope *op_rep; /* the envelope of deferred put replies (the op pool's own) */
     uint32_t *op_free;
     uint32_t n_op_free;
 
@@ -281,30 +293,33 @@ static inline void sched_strcpy(char *dst, size_t cap, const char *src)
 }
 
 /* ---- sched_actor.c ---- */
+/* A call context sized for max_batch keys, or NULL; destroy nulls *call. */
+sched_call_t *sched_call_new(uint32_t max_batch);
+void sched_call_destroy(sched_call_t **call);
 int64_t sched_now(void);     /* monotonic ms (the slot engines' clock) */
 int64_t sched_wall_ms(void); /* wall clock ms since the epoch (slot headers) */
-void sched_reply(sched_t *self);
-void sched_reply_error(sched_t *self, bus_code_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void sched_reply(sched_t *self, sched_call_t *call);
+void sched_reply_error(sched_t *self, sched_call_t *call, bus_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Starts the reply to the current request with body `tag` (status OK). */
-kvtier_Envelope *sched_reply_begin(sched_t *self, pb_size_t tag);
+kvtier_Envelope *sched_reply_begin(sched_t *self, sched_call_t *call, pb_size_t tag);
 
 /* ---- sched_index.c ---- */
 int sched_index_init(sched_t *self);
 void sched_index_fini(sched_t *self);
 sched_instance_t *sched_instance_find(sched_t *self, const char *id);
 /* The instance named in a request, or NULL after replying NOT_FOUND / INVALID_ARGUMENT. */
-sched_instance_t *sched_instance_get(sched_t *self, const char *id);
+sched_instance_t *sched_instance_get(sched_t *self, sched_call_t *call, const char *id);
 const char *sched_instance_name(sched_t *self, uint32_t number); /* NULL if unknown */
 /* Copies n request keys into self->keys. */
-void sched_keys_load(sched_t *self, uint32_t n);
+void sched_keys_load(sched_call_t *call, uint32_t n);
 /* The best live SERVING location of key (chain order first): tier index or SCHED_NONE. */
 uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key, uint32_t chain,
                           int64_t now, uint32_t *slot);
-void sched_on_register(sched_t *self);
-void sched_on_lookup(sched_t *self);
-void sched_on_touch(sched_t *self);
-void sched_on_remove(sched_t *self);
+void sched_on_register(sched_t *self, sched_call_t *call);
+void sched_on_lookup(sched_t *self, sched_call_t *call);
+void sched_on_touch(sched_t *self, sched_call_t *call);
+void sched_on_remove(sched_t *self, sched_call_t *call);
 uint64_t sched_hash(const sched_t *self, const void *data, size_t len, uint64_t extra);
 
 /* ---- sched_requests.c ---- */
@@ -313,14 +328,14 @@ void sched_requests_fini(sched_t *self);
 sched_request_t *sched_request_find(sched_t *self, uint32_t inst, const char *id);
 uint32_t sched_open_requests(const sched_t *self);
 uint32_t sched_open_windows_keys(const sched_t *self);
-void sched_on_begin(sched_t *self);
-void sched_on_end(sched_t *self);
-void sched_on_prepare_get(sched_t *self);
-void sched_on_complete_get(sched_t *self);
-void sched_on_prepare_put(sched_t *self);
-void sched_on_complete_put(sched_t *self);
-void sched_on_prepare_prefetch(sched_t *self);
-void sched_on_complete_prefetch(sched_t *self);
+void sched_on_begin(sched_t *self, sched_call_t *call);
+void sched_on_end(sched_t *self, sched_call_t *call);
+void sched_on_prepare_get(sched_t *self, sched_call_t *call);
+void sched_on_complete_get(sched_t *self, sched_call_t *call);
+void sched_on_prepare_put(sched_t *self, sched_call_t *call);
+void sched_on_complete_put(sched_t *self, sched_call_t *call);
+void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call);
+void sched_on_complete_prefetch(sched_t *self, sched_call_t *call);
 void sched_lease_scan(sched_t *self, int64_t now);
 
 /* ---- sched_tiers.c ---- */
@@ -343,7 +358,7 @@ void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, ui
                              const tier_key_t *key);
 
 /* ---- sched_internal.c ---- */
-void sched_on_internal(sched_t *self); /* one internal-plane request */
+void sched_on_internal(sched_t *self, sched_call_t *call); /* one internal-plane request */
 /* Per-slot side arrays of a fresh engine (DELETING marks); 0 or -1. */
 int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity);
 void sched_internal_fini(sched_tier_t *t);
@@ -398,7 +413,7 @@ void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, cons
 /* ---- sched_quota.c ---- */
 int sched_quota_init(sched_t *self); /* 0 or -1 (allocation at start) */
 void sched_quota_fini(sched_t *self);
-void sched_on_quota(sched_t *self); /* QuotaEnforce (internal plane) */
+void sched_on_quota(sched_t *self, sched_call_t *call); /* QuotaEnforce (internal plane) */
 
 /* ---- sched_demote.c ---- */
 int sched_demote_init(sched_t *self); /* starts the migrator when cfg.demote; 0 or -1 */

@@ -253,25 +253,25 @@ static uint32_t s_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64
     return w.n;
 }
 
-static void s_on_reclaim(sched_t *self)
+static void s_on_reclaim(sched_t *self, sched_call_t *call)
 {
-    const kvtier_ReclaimCandidatesRequest *r = &self->req.env.body.reclaim_candidates_req;
+    const kvtier_ReclaimCandidatesRequest *r = &call->req.env.body.reclaim_candidates_req;
     if (r->tier_id < 1 || r->tier_id > self->n_tiers) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no tier with id %u",
-                          r->tier_id);
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "no tier with id %u", r->tier_id);
         return;
     }
     sched_tier_t *t = &self->tiers[r->tier_id - 1];
     uint32_t next = s_next_tier(self, t);
     if (r->mark_deleting && next) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "tier %s has a next tier (id %u) in its chain: its blocks are "
                           "demoted, not deleted",
                           t->cfg.name, next);
         return;
     }
     if (r->mark_deleting && (r->low_permille < 1 || r->low_permille > 1000)) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "low_permille %u out of 1..1000", r->low_permille);
         return;
     }
@@ -281,7 +281,8 @@ static void s_on_reclaim(sched_t *self)
     int64_t now = sched_now();
     if (t->state == SCHED_TIER_UP && max > 0)
         n = s_candidates(self, t, max, now, best);
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_reclaim_candidates_rep_tag);
+    kvtier_Envelope *rep =
+        sched_reply_begin(self, call, kvtier_Envelope_reclaim_candidates_rep_tag);
     kvtier_ReclaimCandidatesReply *out = &rep->body.reclaim_candidates_rep;
     out->next_tier_id = next;
     if (r->mark_deleting) {
@@ -341,7 +342,7 @@ static void s_on_reclaim(sched_t *self)
     }
     out->fill_permille = s_fill_permille(t);
     out->deleting = t->n_deleting;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 /* ---- room on demand (prepare_put / prepare_prefetch) ---- */
@@ -403,11 +404,11 @@ void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, cons
 
 /* ---- GcScan / GcDrop ---- */
 
-static void s_on_gc_scan(sched_t *self)
+static void s_on_gc_scan(sched_t *self, sched_call_t *call)
 {
-    const kvtier_GcScanRequest *r = &self->req.env.body.gc_scan_req;
+    const kvtier_GcScanRequest *r = &call->req.env.body.gc_scan_req;
     uint32_t max = r->max_entries && r->max_entries < S_MAX_REFS ? r->max_entries : S_MAX_REFS;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_gc_scan_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_gc_scan_rep_tag);
     kvtier_GcScanReply *out = &rep->body.gc_scan_rep;
     uint32_t ti = (uint32_t)(r->cursor >> 32);
     uint64_t slot = r->cursor & 0xffffffffu;
@@ -447,14 +448,14 @@ static void s_on_gc_scan(sched_t *self)
     self->gc_seen_resv = self->g.reservations_lapsed;
     self->gc_seen_pins = self->g.pins_lapsed;
     self->g.gc_scans++;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
-static void s_on_gc_drop(sched_t *self)
+static void s_on_gc_drop(sched_t *self, sched_call_t *call)
 {
-    const kvtier_GcDropRequest *r = &self->req.env.body.gc_drop_req;
+    const kvtier_GcDropRequest *r = &call->req.env.body.gc_drop_req;
     if (r->epochs_count != r->missing_count) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "GcDrop: %u epochs for %u locations (one each)", r->epochs_count,
                           r->missing_count);
         return;
@@ -483,30 +484,30 @@ static void s_on_gc_drop(sched_t *self)
                  t->cfg.name, b->slot, b->instance_id);
     }
     self->g.gc_dropped += dropped;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_gc_drop_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_gc_drop_rep_tag);
     rep->body.gc_drop_rep.dropped = dropped;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
-void sched_on_internal(sched_t *self)
+void sched_on_internal(sched_t *self, sched_call_t *call)
 {
-    switch (self->req.env.which_body) {
+    switch (call->req.env.which_body) {
     case kvtier_Envelope_reclaim_candidates_req_tag:
-        s_on_reclaim(self);
+        s_on_reclaim(self, call);
         break;
     case kvtier_Envelope_gc_scan_req_tag:
-        s_on_gc_scan(self);
+        s_on_gc_scan(self, call);
         break;
     case kvtier_Envelope_gc_drop_req_tag:
-        s_on_gc_drop(self);
+        s_on_gc_drop(self, call);
         break;
     case kvtier_Envelope_quota_enforce_req_tag:
-        sched_on_quota(self);
+        sched_on_quota(self, call);
         break;
     default:
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "%s is not served yet (demotion needs the migrator)",
-                          bus_body_name(self->req.env.which_body));
+                          bus_body_name(call->req.env.which_body));
         break;
     }
 }

@@ -315,20 +315,20 @@ static uint32_t s_pick(sched_t *self, uint32_t low, s_served_t *sv, bool *left_o
     return n_sv;
 }
 
-void sched_on_quota(sched_t *self)
+void sched_on_quota(sched_t *self, sched_call_t *call)
 {
-    const kvtier_QuotaEnforceRequest *r = &self->req.env.body.quota_enforce_req;
+    const kvtier_QuotaEnforceRequest *r = &call->req.env.body.quota_enforce_req;
     if (r->low_permille < 1 || r->low_permille > 1000) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "QuotaEnforce: low_permille %u out of 1..1000", r->low_permille);
         return;
     }
     uint32_t budget = r->max_blocks && r->max_blocks < S_MAX_REFS ? r->max_blocks : S_MAX_REFS;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_quota_enforce_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_quota_enforce_rep_tag);
     kvtier_QuotaEnforceReply *out = &rep->body.quota_enforce_rep;
     if (self->cfg.n_quotas == 0 || self->n_inst == 0) {
         self->g.quota_over = 0;
-        sched_reply(self);
+        sched_reply(self, call);
         return;
     }
     s_map_build(self);
@@ -371,5 +371,5 @@ void sched_on_quota(sched_t *self)
                   " slots read)",
                   out->over, out->instances, out->marked, bp ? ", DELETING queue full" : "",
                   out->scanned);
-    sched_reply(self);
+    sched_reply(self, call);
 }

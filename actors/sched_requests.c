@@ -171,19 +171,20 @@ sched_request_t *sched_request_find(sched_t *self, uint32_t inst, const char *id
 }
 
 /* The open request named by a window call, or NULL after replying. */
-static sched_request_t *s_req_get(sched_t *self, const char *inst_id, const char *req_id,
-                                  sched_instance_t **in_out)
+static sched_request_t *s_req_get(sched_t *self, sched_call_t *call, const char *inst_id,
+                                  const char *req_id, sched_instance_t **in_out)
 {
-    sched_instance_t *in = sched_instance_get(self, inst_id);
+    sched_instance_t *in = sched_instance_get(self, call, inst_id);
     if (!in)
         return NULL;
     if (!req_id[0]) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "request_id is empty");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "request_id is empty");
         return NULL;
     }
     sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), req_id);
     if (!q)
-        sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "request %s of instance %s is not open (request_begin first, "
                           "or it was ended after request_idle without a call)",
                           req_id, inst_id);
@@ -193,32 +194,32 @@ static sched_request_t *s_req_get(sched_t *self, const char *inst_id, const char
     return q;
 }
 
-void sched_on_begin(sched_t *self)
+void sched_on_begin(sched_t *self, sched_call_t *call)
 {
-    const kvtier_RequestBeginRequest *r = &self->req.env.body.request_begin_req;
-    sched_instance_t *in = sched_instance_get(self, r->instance_id);
+    const kvtier_RequestBeginRequest *r = &call->req.env.body.request_begin_req;
+    sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
     if (!in)
         return;
     if (!r->has_ctx || !r->ctx.request_id[0]) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "ctx.request_id is empty");
         return;
     }
     if (r->ctx.ttl_ms > S_MAX_TTL_MS) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "ctx.ttl_ms %" PRIu64 " too large (at most %llu)", r->ctx.ttl_ms,
                           S_MAX_TTL_MS);
         return;
     }
     uint32_t ii = (uint32_t)(in - self->inst);
     if (sched_request_find(self, ii, r->ctx.request_id)) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_ALREADY_EXISTS,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_ALREADY_EXISTS,
                           "request %s of instance %s is already open", r->ctx.request_id, in->id);
         return;
     }
     if (self->n_req_free == 0) {
         self->g.busy_refusals++;
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "%u requests are open (max_requests): end some and retry",
                           self->cfg.max_requests);
         return;
@@ -237,10 +238,10 @@ void sched_on_begin(sched_t *self)
     for (int k = 0; k < SCHED_WIN_KINDS; k++)
         sched_window_init(&q->win[k]);
     sched_map_insert(&self->req_map, q->hash, qi);
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_request_begin_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_begin_rep_tag);
     rep->body.request_begin_rep.branch = q->chain;
     rep->body.request_begin_rep.head_tier_id = self->cfg.chains[q->chain].tier_ids[0];
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 /* ---- closing windows ---- */
@@ -333,14 +334,14 @@ static void s_request_free(sched_t *self, sched_request_t *q)
     self->req_free[self->n_req_free++] = (uint32_t)(q - self->reqs);
 }
 
-void sched_on_end(sched_t *self)
+void sched_on_end(sched_t *self, sched_call_t *call)
 {
-    const kvtier_RequestEndRequest *r = &self->req.env.body.request_end_req;
+    const kvtier_RequestEndRequest *r = &call->req.env.body.request_end_req;
     sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_request_end_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_end_rep_tag);
     kvtier_RequestEndReply *er = &rep->body.request_end_rep;
     static const kvtier_WindowKind wk[SCHED_WIN_KINDS] = {kvtier_WindowKind_WINDOW_KIND_GET,
                                                           kvtier_WindowKind_WINDOW_KIND_PUT,
@@ -363,16 +364,17 @@ void sched_on_end(sched_t *self)
                  in->id, q->id, (unsigned)er->closed_windows_count, er->released_pins,
                  er->aborted_reservations);
     s_request_free(self, q);
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 /* ---- window checks ---- */
 
-static bool s_window_can_open(sched_t *self, sched_request_t *q, int kind, uint32_t n)
+static bool s_window_can_open(sched_t *self, sched_call_t *call, sched_request_t *q, int kind,
+                              uint32_t n)
 {
     const sched_window_t *w = &q->win[kind];
     if (w->state != SCHED_WIN_CLOSED) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "request %s already has an open %s window (token %" PRIu64
                           "): complete it before the next prepare",
                           q->id, s_kind_name[kind], w->token_id);
@@ -380,7 +382,7 @@ static bool s_window_can_open(sched_t *self, sched_request_t *q, int kind, uint3
     }
     if (s_chunks_for(n) > self->n_chunk_free) {
         self->g.busy_refusals++;
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "open windows hold too many keys (max_window_keys %u): retry after "
                           "some complete",
                           self->cfg.max_window_keys);
@@ -389,26 +391,26 @@ static bool s_window_can_open(sched_t *self, sched_request_t *q, int kind, uint3
     return true;
 }
 
-static sched_window_t *s_window_for_complete(sched_t *self, sched_request_t *q, int kind,
-                                             uint64_t token_id)
+static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, sched_request_t *q,
+                                             int kind, uint64_t token_id)
 {
     sched_window_t *w = &q->win[kind];
     if (!sched_window_open(w)) {
         if (token_id != 0 && token_id == w->lapsed_token_id)
-            sched_reply_error(self, kvtier_StatusCode_STATUS_EXPIRED,
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_EXPIRED,
                               "the %s window of token %" PRIu64 " lapsed (lease %" PRIu64
                               " ms) and was closed by the scheduler",
                               s_kind_name[kind], token_id,
                               kind == SCHED_WIN_PUT ? self->cfg.write_grace_ms
                                                     : self->cfg.pin_lease_ms);
         else
-            sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                               "request %s has no open %s window (prepare_%s first)", q->id,
                               s_kind_name[kind], s_kind_name[kind]);
         return NULL;
     }
     if (token_id != w->token_id) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "token %" PRIu64 " is not the open %s window's token (%" PRIu64 ")",
                           token_id, s_kind_name[kind], w->token_id);
         return NULL;
@@ -431,19 +433,19 @@ static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t 
 }
 
 /* A success mask is empty (all succeeded) or one flag per token key. */
-static bool s_mask_ok(sched_t *self, uint32_t n)
+static bool s_mask_ok(sched_t *self, sched_call_t *call, uint32_t n)
 {
-    uint32_t m = self->req_arr->mask.n;
+    uint32_t m = call->req_arr->mask.n;
     if (m == 0 || m == n)
         return true;
-    sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+    sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                       "success has %u flags, the token covers %u keys", m, n);
     return false;
 }
 
-static bool s_success(const sched_t *self, uint32_t i)
+static bool s_success(const sched_call_t *call, uint32_t i)
 {
-    return self->req_arr->mask.n == 0 || self->req_arr->mask.v[i];
+    return call->req_arr->mask.n == 0 || call->req_arr->mask.v[i];
 }
 
 /* ---- tokens ---- */
@@ -461,10 +463,10 @@ static bus_token_meta_t s_token_meta(const sched_t *self, const sched_instance_t
                               .instance = in->number};
 }
 
-/* Encodes a token of `n` entries from self->tok whose `tier` fields are tier
+/* Encodes a token of `n` entries from call->tok whose `tier` fields are tier
  * indices; they are rewritten as indices into the token's own tier table. */
-static int s_token_encode(sched_t *self, bus_token_kind_t kind, const bus_token_meta_t *meta,
-                          uint32_t n, size_t *len)
+static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t kind,
+                          const bus_token_meta_t *meta, uint32_t n, size_t *len)
 {
     bus_token_tier_t tt[SCHED_MAX_TIERS];
     uint16_t map[SCHED_MAX_TIERS];
@@ -472,38 +474,38 @@ static int s_token_encode(sched_t *self, bus_token_kind_t kind, const bus_token_
     for (uint32_t i = 0; i < SCHED_MAX_TIERS; i++)
         map[i] = BUS_TOKEN_NO_TIER;
     for (uint32_t i = 0; i < n; i++) {
-        uint16_t t = self->tok[i].tier;
+        uint16_t t = call->tok[i].tier;
         if (map[t] == BUS_TOKEN_NO_TIER) {
             map[t] = (uint16_t)nt;
             sched_tier_token(&self->tiers[t], &tt[nt++]);
         }
-        self->tok[i].tier = map[t];
-        uint16_t st = self->tok[i].src_tier;
+        call->tok[i].tier = map[t];
+        uint16_t st = call->tok[i].src_tier;
         if (st == BUS_TOKEN_NO_TIER)
             continue;
         if (map[st] == BUS_TOKEN_NO_TIER) {
             map[st] = (uint16_t)nt;
             sched_tier_token(&self->tiers[st], &tt[nt++]);
         }
-        self->tok[i].src_tier = map[st];
+        call->tok[i].src_tier = map[st];
     }
-    return bus_token_encode(kind, meta, tt, nt, self->tok, n, self->payload, self->payload_cap,
+    return bus_token_encode(kind, meta, tt, nt, call->tok, n, call->payload, call->payload_cap,
                             len);
 }
 
-static void s_token_reply(sched_t *self, kvtier_Token *tok, const sched_window_t *w,
+static void s_token_reply(sched_call_t *call, kvtier_Token *tok, const sched_window_t *w,
                           uint64_t lease_ms, uint32_t n_keys, size_t payload_len)
 {
     tok->token_id = w->token_id;
     tok->lease_ms = lease_ms;
-    self->rep_arr.keys.n = n_keys;
-    self->rep_arr.payload.len = (uint32_t)payload_len;
+    call->rep_arr.keys.n = n_keys;
+    call->rep_arr.payload.len = (uint32_t)payload_len;
 }
 
 /* ---- get ---- */
 
-static void s_get_not_found(sched_t *self, sched_instance_t *in, uint32_t missing, uint32_t n,
-                            uint32_t first_miss)
+static void s_get_not_found(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                            uint32_t missing, uint32_t n, uint32_t first_miss)
 {
     char hex[33];
     uint32_t down = 0;
@@ -511,104 +513,104 @@ static void s_get_not_found(sched_t *self, sched_instance_t *in, uint32_t missin
         down += self->tiers[i].state == SCHED_TIER_DOWN;
     in->c.get_not_found++;
     self->c.get_not_found++;
-    sched_reply_error(self, kvtier_StatusCode_STATUS_NOT_FOUND,
+    sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                       "%u of %u keys are not cached (first: #%u %s)%s; nothing pinned", missing, n,
-                      first_miss, tier_key_hex(&self->keys[first_miss], hex),
+                      first_miss, tier_key_hex(&call->keys[first_miss], hex),
                       down ? " and a tier is down" : "");
 }
 
-void sched_on_prepare_get(sched_t *self)
+void sched_on_prepare_get(sched_t *self, sched_call_t *call)
 {
-    const kvtier_PrepareGetRequest *r = &self->req.env.body.prepare_get_req;
+    const kvtier_PrepareGetRequest *r = &call->req.env.body.prepare_get_req;
     sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
-    uint32_t n = self->req_arr->keys.n;
+    uint32_t n = call->req_arr->keys.n;
     if (n == 0) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to get");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to get");
         return;
     }
-    if (!s_window_can_open(self, q, SCHED_WIN_GET, n))
+    if (!s_window_can_open(self, call, q, SCHED_WIN_GET, n))
         return;
-    sched_keys_load(self, n);
+    sched_keys_load(call, n);
     int64_t now = sched_now();
     uint32_t missing = 0, first_miss = 0;
     for (uint32_t k = 0; k < n; k++) {
         uint32_t slot = 0;
-        uint32_t t = sched_block_find(self, in->number, &self->keys[k], q->chain, now, &slot);
-        if (t != SCHED_NONE && tier_slots_pin(self->tiers[t].slots, in->number, &self->keys[k],
+        uint32_t t = sched_block_find(self, in->number, &call->keys[k], q->chain, now, &slot);
+        if (t != SCHED_NONE && tier_slots_pin(self->tiers[t].slots, in->number, &call->keys[k],
                                               (uint64_t)now, &slot) != 0)
             t = SCHED_NONE;
-        self->pos[k] = t;
+        call->pos[k] = t;
         if (t == SCHED_NONE && missing++ == 0)
             first_miss = k;
-        self->tok[k] = (bus_token_entry_t){.tier = (uint16_t)(t == SCHED_NONE ? 0 : t),
+        call->tok[k] = (bus_token_entry_t){.tier = (uint16_t)(t == SCHED_NONE ? 0 : t),
                                            .src_tier = BUS_TOKEN_NO_TIER,
                                            .size = t == SCHED_NONE ? 0 : self->tiers[t].sizes[slot],
                                            .slot = slot};
     }
     if (missing) { /* all or nothing */
         for (uint32_t k = 0; k < n; k++)
-            if (self->pos[k] != SCHED_NONE)
-                (void)tier_slots_unpin(self->tiers[self->pos[k]].slots, in->number, &self->keys[k]);
-        s_get_not_found(self, in, missing, n, first_miss);
+            if (call->pos[k] != SCHED_NONE)
+                (void)tier_slots_unpin(self->tiers[call->pos[k]].slots, in->number, &call->keys[k]);
+        s_get_not_found(self, call, in, missing, n, first_miss);
         return;
     }
     s_window_open(self, q, SCHED_WIN_GET, r->job_id);
     sched_window_t *w = &q->win[SCHED_WIN_GET];
     for (uint32_t k = 0; k < n; k++) {
         sched_entry_t *e = sched_list_push(self, &w->entries);
-        memcpy(e->key, self->keys[k].b, TIER_KEY_BYTES);
-        e->slot = (uint32_t)self->tok[k].slot;
-        e->tier = (uint8_t)self->pos[k];
+        memcpy(e->key, call->keys[k].b, TIER_KEY_BYTES);
+        e->slot = (uint32_t)call->tok[k].slot;
+        e->tier = (uint8_t)call->pos[k];
         e->kind = 0;
-        e->gen = self->tiers[self->pos[k]].gen;
+        e->gen = self->tiers[call->pos[k]].gen;
     }
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.pin_lease_ms);
-    if (s_token_encode(self, BUS_TOKEN_GET, &meta, n, &len) < 0) {
+    if (s_token_encode(self, call, BUS_TOKEN_GET, &meta, n, &len) < 0) {
         s_window_close(self, q, SCHED_WIN_GET, SCHED_WEV_CANCEL);
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
     }
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_prepare_get_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_prepare_get_rep_tag);
     rep->body.prepare_get_rep.has_token = true;
-    s_token_reply(self, &rep->body.prepare_get_rep.token, w, self->cfg.pin_lease_ms, n, len);
+    s_token_reply(call, &rep->body.prepare_get_rep.token, w, self->cfg.pin_lease_ms, n, len);
     /* the token covers the request's keys in order: reply with them as they came */
-    self->rep_arr.keys.keys = self->req_arr->keys.keys;
+    call->rep_arr.keys.keys = call->req_arr->keys.keys;
     in->c.gets++;
     in->c.get_keys += n;
     self->c.gets++;
     self->c.get_keys += n;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
-void sched_on_complete_get(sched_t *self)
+void sched_on_complete_get(sched_t *self, sched_call_t *call)
 {
-    const kvtier_CompleteGetRequest *r = &self->req.env.body.complete_get_req;
+    const kvtier_CompleteGetRequest *r = &call->req.env.body.complete_get_req;
     sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
-    sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_GET, r->token_id);
-    if (!w || !s_mask_ok(self, w->entries.n))
+    sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_GET, r->token_id);
+    if (!w || !s_mask_ok(self, call, w->entries.n))
         return;
     (void)s_window_step(self, q, SCHED_WIN_GET, SCHED_WEV_COMPLETE, 0);
     uint32_t released = s_window_close(self, q, SCHED_WIN_GET, SCHED_WEV_DONE);
     in->c.get_released += released;
     self->c.get_released += released;
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_complete_get_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_complete_get_rep_tag);
     rep->body.complete_get_rep.released = released;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 /* ---- put ---- */
 
 /* Keys already SERVING on a lower tier of the chain are skipped like head-tier
- * ones; the others are compacted to the front of self->keys (pos: request index). */
-static uint32_t s_put_compact(sched_t *self, const sched_instance_t *in, uint32_t chain, uint32_t n,
-                              int64_t now)
+ * ones; the others are compacted to the front of call->keys (pos: request index). */
+static uint32_t s_put_compact(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                              uint32_t chain, uint32_t n, int64_t now)
 {
     const sched_chain_config_t *ch = &self->cfg.chains[chain];
     uint32_t m = 0;
@@ -620,35 +622,36 @@ static uint32_t s_put_compact(sched_t *self, const sched_instance_t *in, uint32_
             /* a DELETING block is going away: the put stores the key again */
             serving =
                 t->state != SCHED_TIER_DOWN &&
-                tier_slots_lookup(t->slots, in->number, &self->keys[k], (uint64_t)now, &info) ==
+                tier_slots_lookup(t->slots, in->number, &call->keys[k], (uint64_t)now, &info) ==
                     0 &&
-                !(t->n_deleting && sched_is_deleting(t, in->number, &self->keys[k], info.slot));
+                !(t->n_deleting && sched_is_deleting(t, in->number, &call->keys[k], info.slot));
         }
         if (serving)
             continue;
-        self->keys[m] = self->keys[k];
-        self->pos[m++] = k;
+        call->keys[m] = call->keys[k];
+        call->pos[m++] = k;
     }
     return m;
 }
 
-static bool s_put_tier_ready(sched_t *self, const sched_tier_t *t, const sched_instance_t *in)
+static bool s_put_tier_ready(sched_t *self, sched_call_t *call, const sched_tier_t *t,
+                             const sched_instance_t *in)
 {
     if (t->state == SCHED_TIER_DOWN) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "tier %s is down (no tier actor registered): nothing can be written",
                           t->cfg.name);
         return false;
     }
     if (t->state == SCHED_TIER_RECOVERING) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "tier %s is rebuilding its index from the tier actor's inventory: "
                           "retry shortly",
                           t->cfg.name);
         return false;
     }
     if (in->spec.bytes_per_block > t->cfg.slot_size) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "instance %s: %" PRIu64 "-byte blocks do not fit tier %s's %" PRIu64
                           "-byte slots",
                           in->id, in->spec.bytes_per_block, t->cfg.name, t->cfg.slot_size);
@@ -662,8 +665,9 @@ static bool s_put_tier_ready(sched_t *self, const sched_tier_t *t, const sched_i
  * and the client retries while blocks are on their way out (or now start to be),
  * or held ones (being written, pinned) will be released (by their client or a
  * lease) and can then be demoted. NO_SPACE only for a batch that cannot fit. */
-static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *t, int rc,
-                             uint32_t m, bool keep, const sched_request_t *q /* NULL ok */)
+static void s_reserve_failed(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                             sched_tier_t *t, int rc, uint32_t m, bool keep,
+                             const sched_request_t *q /* NULL ok */)
 {
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
@@ -679,7 +683,7 @@ static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *
         if (going > 0 || ts.reserved > 0 || ts.pinned > 0) {
             in->c.put_busy++;
             self->c.put_busy++;
-            sched_reply_error(self, kvtier_StatusCode_STATUS_BUSY,
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_BUSY,
                               "tier %s is full: %u of its coldest blocks are being demoted to "
                               "make room for %u (%u pinned, %u being written); nothing "
                               "reserved, retry shortly",
@@ -691,26 +695,26 @@ static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *
     case TIER_SLOTS_ENOSPC:
         in->c.put_no_space++;
         self->c.put_no_space++;
-        sched_reply_error(self, kvtier_StatusCode_STATUS_NO_SPACE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NO_SPACE,
                           "tier %s: no room for %u blocks (capacity %u: %u pinned, %u being "
                           "written, %u evictable); nothing reserved",
                           t->cfg.name, m, ts.capacity, ts.pinned, ts.reserved, ts.evictable);
         break;
     case TIER_SLOTS_EDUP:
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "a key appears twice in the batch");
         break;
     case TIER_SLOTS_E2BIG:
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "%u keys exceed max_batch %u", m, self->cfg.max_batch);
         break;
     case TIER_SLOTS_EOVERFLOW:
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "too many concurrent writers of one key: retry");
         break;
     default:
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "tier %s: reserve failed: %s",
-                          t->cfg.name, tier_slots_strerror(rc));
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL,
+                          "tier %s: reserve failed: %s", t->cfg.name, tier_slots_strerror(rc));
         break;
     }
 }
@@ -720,8 +724,8 @@ static void s_reserve_failed(sched_t *self, sched_instance_t *in, sched_tier_t *
  * write's need, else BUSY too (it retries like the waiter). The waiter's own
  * success clears the hold; one that stopped retrying is forgotten after
  * SCHED_ROOM_HOLD_MS. Only looks: s_room_busy answers. */
-static bool s_room_held(sched_t *self, sched_tier_t *t, const sched_request_t *q, uint32_t number,
-                        uint32_t m)
+static bool s_room_held(sched_call_t *call, sched_tier_t *t, const sched_request_t *q,
+                        uint32_t number, uint32_t m)
 {
     if (!t->room_need)
         return false;
@@ -735,7 +739,7 @@ static bool s_room_held(sched_t *self, sched_tier_t *t, const sched_request_t *q
     uint32_t fresh = 0;
     for (uint32_t i = 0; i < m; i++) {
         tier_slot_info_t info;
-        fresh += tier_slots_peek(t->slots, number, &self->keys[i], &info) != 0 ||
+        fresh += tier_slots_peek(t->slots, number, &call->keys[i], &info) != 0 ||
                  info.state != TIER_SLOT_COMMITTED;
     }
     m = fresh;
@@ -748,7 +752,8 @@ static bool s_room_held(sched_t *self, sched_tier_t *t, const sched_request_t *q
 }
 
 /* BUSY for a write held back by s_room_held. */
-static void s_room_busy(sched_t *self, sched_instance_t *in, sched_tier_t *t, uint32_t m)
+static void s_room_busy(sched_t *self, sched_call_t *call, sched_instance_t *in, sched_tier_t *t,
+                        uint32_t m)
 {
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
@@ -756,53 +761,53 @@ static void s_room_busy(sched_t *self, sched_instance_t *in, sched_tier_t *t, ui
     (void)sched_make_room(self, t, t->room_need + m);
     in->c.put_busy++;
     self->c.put_busy++;
-    sched_reply_error(self, kvtier_StatusCode_STATUS_BUSY,
+    sched_reply_error(self, call, kvtier_StatusCode_STATUS_BUSY,
                       "tier %s is full: room is being made for an earlier write of %u blocks "
                       "first (%" PRIu64 " slots free); nothing reserved, retry shortly",
                       t->cfg.name, t->room_need, free_slots);
 }
 
-void sched_on_prepare_put(sched_t *self)
+void sched_on_prepare_put(sched_t *self, sched_call_t *call)
 {
-    const kvtier_PreparePutRequest *r = &self->req.env.body.prepare_put_req;
+    const kvtier_PreparePutRequest *r = &call->req.env.body.prepare_put_req;
     sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
-    uint32_t n = self->req_arr->keys.n;
+    uint32_t n = call->req_arr->keys.n;
     sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
     if (n == 0) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to put");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to put");
         return;
     }
-    if (!s_window_can_open(self, q, SCHED_WIN_PUT, n) || !s_put_tier_ready(self, t, in))
+    if (!s_window_can_open(self, call, q, SCHED_WIN_PUT, n) || !s_put_tier_ready(self, call, t, in))
         return;
     int64_t now = sched_now();
-    sched_keys_load(self, n);
-    uint32_t m = s_put_compact(self, in, q->chain, n, now);
+    sched_keys_load(call, n);
+    uint32_t m = s_put_compact(self, call, in, q->chain, n, now);
     uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
     if (t->n_deleting)
-        sched_deleting_settle(self, t, in->number, self->keys, m);
+        sched_deleting_settle(self, t, in->number, call->keys, m);
     size_t nv = 0;
     /* a head tier with a next tier demotes its live blocks, never drops them */
     bool keep = sched_keeps_victims(self, t);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
-    if (m && keep && s_room_held(self, t, q, in->number, m)) {
-        s_room_busy(self, in, t, m);
+    if (m && keep && s_room_held(call, t, q, in->number, m)) {
+        s_room_busy(self, call, in, t, m);
         return;
     }
     int rc = m == 0 ? 0
-                    : tier_slots_reserve(t->slots, in->number, self->keys, m, deadline,
-                                         (uint64_t)now, flags, self->resv, self->victims, &nv);
+                    : tier_slots_reserve(t->slots, in->number, call->keys, m, deadline,
+                                         (uint64_t)now, flags, call->resv, call->victims, &nv);
     if (rc < 0) {
-        s_reserve_failed(self, in, t, rc, m, keep, q);
+        s_reserve_failed(self, call, in, t, rc, m, keep, q);
         return;
     }
     if (t->room_need && q->hash == t->room_waiter)
         t->room_need = 0; /* the write room was kept for got it */
     for (size_t v = 0; v < nv; v++) {
-        sched_tier_queue_delete(t, self->victims[v].slot, &self->victims[v].key);
-        if (self->victims[v].expired)
+        sched_tier_queue_delete(t, call->victims[v].slot, &call->victims[v].key);
+        if (call->victims[v].expired)
             self->g.expirations++;
         else
             self->g.evictions++;
@@ -811,61 +816,69 @@ void sched_on_prepare_put(sched_t *self)
     sched_window_t *w = &q->win[SCHED_WIN_PUT];
     uint32_t j = 0;
     for (uint32_t i = 0; i < m; i++) {
-        if (self->resv[i].kind == TIER_RESV_SERVING)
+        if (call->resv[i].kind == TIER_RESV_SERVING)
             continue;
         sched_entry_t *e = sched_list_push(self, &w->entries);
-        memcpy(e->key, self->keys[i].b, TIER_KEY_BYTES);
-        e->slot = self->resv[i].slot;
+        memcpy(e->key, call->keys[i].b, TIER_KEY_BYTES);
+        e->slot = call->resv[i].slot;
         e->tier = (uint8_t)t->idx;
-        e->kind = (uint8_t)self->resv[i].kind;
+        e->kind = (uint8_t)call->resv[i].kind;
         e->gen = t->gen;
-        memcpy(self->rep_keys[j], self->keys[i].b, TIER_KEY_BYTES);
-        self->tok[j++] = (bus_token_entry_t){.tier = (uint16_t)t->idx,
+        memcpy(call->rep_keys[j], call->keys[i].b, TIER_KEY_BYTES);
+        call->tok[j++] = (bus_token_entry_t){.tier = (uint16_t)t->idx,
                                              .src_tier = BUS_TOKEN_NO_TIER,
                                              .size = (uint32_t)in->spec.bytes_per_block,
-                                             .slot = self->resv[i].slot};
+                                             .slot = call->resv[i].slot};
     }
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.write_grace_ms);
-    if (s_token_encode(self, BUS_TOKEN_PUT, &meta, j, &len) < 0) {
+    if (s_token_encode(self, call, BUS_TOKEN_PUT, &meta, j, &len) < 0) {
         s_window_close(self, q, SCHED_WIN_PUT, SCHED_WEV_CANCEL);
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
     }
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_prepare_put_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_prepare_put_rep_tag);
     rep->body.prepare_put_rep.has_token = true;
     rep->body.prepare_put_rep.skipped = n - j;
-    s_token_reply(self, &rep->body.prepare_put_rep.token, w, self->cfg.write_grace_ms, j, len);
+    s_token_reply(call, &rep->body.prepare_put_rep.token, w, self->cfg.write_grace_ms, j, len);
     in->c.puts++;
     in->c.put_keys += j;
     in->c.put_skipped += n - j;
     self->c.puts++;
     self->c.put_keys += j;
     self->c.put_skipped += n - j;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
 /* A complete_put / complete_prefetch that waits on tier t's PutHeader: a free op
  * takes window w's entries (and a prefetch's source pins) and closes the window.
  * NULL after answering UNAVAILABLE at max_pending_puts (the window stays open). */
-static sched_put_op_t *s_op_take(sched_t *self, const sched_instance_t *in, const sched_tier_t *t,
-                                 sched_request_t *q, int kind)
+static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                                 const sched_tier_t *t, sched_request_t *q, int kind)
 {
     sched_window_t *w = &q->win[kind];
     bool prefetch = kind == SCHED_WIN_PREFETCH;
     if (self->n_op_free == 0) {
         self->g.busy_refusals++;
-        sched_reply_error(self, kvtier_StatusCode_STATUS_UNAVAILABLE,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "%u puts are waiting for tier confirmation (max_pending_puts): retry "
                           "%s; the window stays open",
                           self->cfg.max_pending_puts,
                           prefetch ? "complete_prefetch" : "complete_put");
         return NULL;
     }
+    zframe_t *rid = zframe_dup(call->req.routing_id); /* the reply may come later */
+    if (!rid) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL,
+                          "out of memory: retry %s; the window stays open",
+                          prefetch ? "complete_prefetch" : "complete_put");
+        return NULL;
+    }
     sched_put_op_t *op = &self->ops[self->op_free[--self->n_op_free]];
     *op = (sched_put_op_t){.used = true,
+                           .routing_id = rid,
                            .self = self,
-                           .corr_id = self->req.env.corr_id,
+                           .corr_id = call->req.env.corr_id,
                            .inst = (uint32_t)(in - self->inst),
                            .tier = t->idx,
                            .gen = t->gen,
@@ -890,10 +903,12 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
                         uint64_t corr_id, uint32_t committed, uint32_t failed, bus_code_t code,
                         const char *msg)
 {
-    if (!rid)
-        rid = self->req.routing_id; /* not deferred: the request being handled */
-    kvtier_Envelope *rep = self->rep;
+    kvtier_Envelope *rep = self->op_rep;
     bool prefetch = op && op->prefetch;
+    if (!rid) { /* its routing id could not be kept (out of memory): the caller times out */
+        bus_warn(S_LOG, "complete_%s reply lost: no routing id", prefetch ? "prefetch" : "put");
+        return;
+    }
     bus_env_init(rep,
                  prefetch ? kvtier_Envelope_complete_prefetch_rep_tag
                           : kvtier_Envelope_complete_put_rep_tag,
@@ -987,16 +1002,16 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
 }
 
 /* Validates a complete_put's arrays against its window (n token keys). */
-static bool s_put_arrays_ok(sched_t *self, uint32_t n)
+static bool s_put_arrays_ok(sched_t *self, sched_call_t *call, uint32_t n)
 {
-    if (!s_mask_ok(self, n))
+    if (!s_mask_ok(self, call, n))
         return false;
     bool any = false;
     for (uint32_t i = 0; i < n && !any; i++)
-        any = s_success(self, i);
-    uint32_t nck = self->req_arr->checksums.n;
+        any = s_success(call, i);
+    uint32_t nck = call->req_arr->checksums.n;
     if (any && nck != n) {
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "checksums has %u values, the token covers %u keys (one xxh3-64 per "
                           "written block)",
                           nck, n);
@@ -1005,18 +1020,18 @@ static bool s_put_arrays_ok(sched_t *self, uint32_t n)
     return true;
 }
 
-void sched_on_complete_put(sched_t *self)
+void sched_on_complete_put(sched_t *self, sched_call_t *call)
 {
-    const kvtier_CompletePutRequest *r = &self->req.env.body.complete_put_req;
+    const kvtier_CompletePutRequest *r = &call->req.env.body.complete_put_req;
     sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
-    sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_PUT, r->token_id);
-    if (!w || !s_put_arrays_ok(self, w->entries.n))
+    sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PUT, r->token_id);
+    if (!w || !s_put_arrays_ok(self, call, w->entries.n))
         return;
     sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    sched_put_op_t *op = s_op_take(self, in, t, q, SCHED_WIN_PUT);
+    sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PUT);
     if (!op)
         return;
     int64_t now = sched_now();
@@ -1025,14 +1040,14 @@ void sched_on_complete_put(sched_t *self)
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
          e = sched_list_next(self, &it), i++) {
-        wanted |= s_success(self, i);
-        if (e->gen != t->gen || !s_success(self, i) || t->state != SCHED_TIER_UP) {
+        wanted |= s_success(call, i);
+        if (e->gen != t->gen || !s_success(call, i) || t->state != SCHED_TIER_UP) {
             s_abort_entry(self, in->number, e, now);
             e->kind |= SCHED_ENTRY_SKIP;
             op->failed++;
             continue;
         }
-        self->sc_checksums[op->n_sent++] = self->req_arr->checksums.v[i];
+        call->checksums[op->n_sent++] = call->req_arr->checksums.v[i];
     }
     if (op->n_sent == 0) {
         bool down = t->state != SCHED_TIER_UP && wanted;
@@ -1040,19 +1055,15 @@ void sched_on_complete_put(sched_t *self)
         self->c.puts_failed += op->failed;
         char msg[160];
         snprintf(msg, sizeof msg, "tier %s is down: the blocks were not committed", t->cfg.name);
-        s_put_reply(self, op, self->req.routing_id, op->corr_id, 0, op->failed,
+        s_put_reply(self, op, op->routing_id, op->corr_id, 0, op->failed,
                     down ? kvtier_StatusCode_STATUS_UNAVAILABLE : kvtier_StatusCode_STATUS_OK,
                     down ? msg : NULL);
         s_op_free(self, op);
         return;
     }
     uint64_t wall = q->ttl_ms ? (uint64_t)sched_wall_ms() + q->ttl_ms : 0;
-    op->routing_id = zframe_dup(self->req.routing_id);
     kvtier_Status st;
-    if (!op->routing_id)
-        bus_status_set(&st, kvtier_StatusCode_STATUS_INTERNAL, "out of memory");
-    if (!op->routing_id ||
-        sched_tier_put_headers(self, op, in->id, wall, self->sc_checksums, NULL, &st) < 0)
+    if (sched_tier_put_headers(self, op, in->id, wall, call->checksums, NULL, &st) < 0)
         sched_put_done(op, &st, 0); /* aborts the keys, replies, frees the op */
 }
 
@@ -1070,62 +1081,62 @@ void sched_on_complete_put(sched_t *self)
  * Either way the source pins are released and the lower copy stays: the block
  * then has two locations and lookups report the head one. */
 
-void sched_on_prepare_prefetch(sched_t *self)
+void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
 {
-    const kvtier_PreparePrefetchRequest *r = &self->req.env.body.prepare_prefetch_req;
+    const kvtier_PreparePrefetchRequest *r = &call->req.env.body.prepare_prefetch_req;
     sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
-    uint32_t n = self->req_arr->keys.n;
+    uint32_t n = call->req_arr->keys.n;
     sched_tier_t *head = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    if (!s_window_can_open(self, q, SCHED_WIN_PREFETCH, 2 * n))
+    if (!s_window_can_open(self, call, q, SCHED_WIN_PREFETCH, 2 * n))
         return;
-    if (n && !s_put_tier_ready(self, head, in))
+    if (n && !s_put_tier_ready(self, call, head, in))
         return;
     int64_t now = sched_now();
-    sched_keys_load(self, n);
+    sched_keys_load(call, n);
     /* sources: pin the lower copies; compact the promotable keys to the front */
     uint32_t m = 0;
     for (uint32_t k = 0; k < n; k++) {
         uint32_t slot = 0;
-        uint32_t t = sched_block_find(self, in->number, &self->keys[k], q->chain, now, &slot);
+        uint32_t t = sched_block_find(self, in->number, &call->keys[k], q->chain, now, &slot);
         if (t == SCHED_NONE || t == head->idx ||
-            tier_slots_pin(self->tiers[t].slots, in->number, &self->keys[k], (uint64_t)now,
+            tier_slots_pin(self->tiers[t].slots, in->number, &call->keys[k], (uint64_t)now,
                            &slot) != 0)
             continue;
-        self->keys[m] = self->keys[k];
-        self->pos[m] = t;
-        self->tok[m++] = (bus_token_entry_t){.tier = (uint16_t)head->idx,
+        call->keys[m] = call->keys[k];
+        call->pos[m] = t;
+        call->tok[m++] = (bus_token_entry_t){.tier = (uint16_t)head->idx,
                                              .src_tier = (uint16_t)t,
                                              .size = self->tiers[t].sizes[slot],
                                              .src_slot = slot};
     }
     if (head->n_deleting && m)
-        sched_deleting_settle(self, head, in->number, self->keys, m);
+        sched_deleting_settle(self, head, in->number, call->keys, m);
     /* the promoted copy lives by the request's TTL, like a put's blocks */
     uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
     size_t nv = 0;
     bool keep = sched_keeps_victims(self, head);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
-    if (m && keep && s_room_held(self, head, q, in->number, m)) {
+    if (m && keep && s_room_held(call, head, q, in->number, m)) {
         for (uint32_t i = 0; i < m; i++)
-            (void)tier_slots_unpin(self->tiers[self->pos[i]].slots, in->number, &self->keys[i]);
-        s_room_busy(self, in, head, m);
+            (void)tier_slots_unpin(self->tiers[call->pos[i]].slots, in->number, &call->keys[i]);
+        s_room_busy(self, call, in, head, m);
         return;
     }
     int rc = m == 0 ? 0
-                    : tier_slots_reserve(head->slots, in->number, self->keys, m, deadline,
-                                         (uint64_t)now, flags, self->resv, self->victims, &nv);
+                    : tier_slots_reserve(head->slots, in->number, call->keys, m, deadline,
+                                         (uint64_t)now, flags, call->resv, call->victims, &nv);
     if (rc < 0) {
         for (uint32_t i = 0; i < m; i++)
-            (void)tier_slots_unpin(self->tiers[self->pos[i]].slots, in->number, &self->keys[i]);
-        s_reserve_failed(self, in, head, rc, m, keep, NULL); /* not retried: no waiter */
+            (void)tier_slots_unpin(self->tiers[call->pos[i]].slots, in->number, &call->keys[i]);
+        s_reserve_failed(self, call, in, head, rc, m, keep, NULL); /* not retried: no waiter */
         return;
     }
     for (size_t v = 0; v < nv; v++) {
-        sched_tier_queue_delete(head, self->victims[v].slot, &self->victims[v].key);
-        if (self->victims[v].expired)
+        sched_tier_queue_delete(head, call->victims[v].slot, &call->victims[v].key);
+        if (call->victims[v].expired)
             self->g.expirations++;
         else
             self->g.evictions++;
@@ -1134,62 +1145,62 @@ void sched_on_prepare_prefetch(sched_t *self)
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     uint32_t j = 0;
     for (uint32_t i = 0; i < m; i++) {
-        sched_tier_t *src = &self->tiers[self->pos[i]];
-        tier_resv_kind_t kind = self->resv[i].kind;
+        sched_tier_t *src = &self->tiers[call->pos[i]];
+        tier_resv_kind_t kind = call->resv[i].kind;
         if (kind != TIER_RESV_NEW && kind != TIER_RESV_EVICTED) {
             /* already on the head (SERVING, or a put writing it): nothing to
              * promote; a sharer's part is concluded at once (the writer decides) */
             if (kind == TIER_RESV_SHARED || kind == TIER_RESV_READMIT)
-                (void)tier_slots_commit(head->slots, in->number, &self->keys[i], false,
+                (void)tier_slots_commit(head->slots, in->number, &call->keys[i], false,
                                         (uint64_t)now, NULL);
-            (void)tier_slots_unpin(src->slots, in->number, &self->keys[i]);
+            (void)tier_slots_unpin(src->slots, in->number, &call->keys[i]);
             continue;
         }
         sched_entry_t *e = sched_list_push(self, &w->entries);
-        memcpy(e->key, self->keys[i].b, TIER_KEY_BYTES);
-        e->slot = self->resv[i].slot;
+        memcpy(e->key, call->keys[i].b, TIER_KEY_BYTES);
+        e->slot = call->resv[i].slot;
         e->tier = (uint8_t)head->idx;
         e->kind = (uint8_t)kind;
         e->gen = head->gen;
         e = sched_list_push(self, &w->entries);
-        memcpy(e->key, self->keys[i].b, TIER_KEY_BYTES);
-        e->slot = (uint32_t)self->tok[i].src_slot;
+        memcpy(e->key, call->keys[i].b, TIER_KEY_BYTES);
+        e->slot = (uint32_t)call->tok[i].src_slot;
         e->tier = (uint8_t)src->idx;
         e->kind = SCHED_ENTRY_PIN;
         e->gen = src->gen;
-        memcpy(self->rep_keys[j], self->keys[i].b, TIER_KEY_BYTES);
-        self->tok[j] = self->tok[i];
-        self->tok[j++].slot = self->resv[i].slot;
+        memcpy(call->rep_keys[j], call->keys[i].b, TIER_KEY_BYTES);
+        call->tok[j] = call->tok[i];
+        call->tok[j++].slot = call->resv[i].slot;
     }
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.pin_lease_ms);
-    if (s_token_encode(self, BUS_TOKEN_PREFETCH, &meta, j, &len) < 0) {
+    if (s_token_encode(self, call, BUS_TOKEN_PREFETCH, &meta, j, &len) < 0) {
         s_window_close(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_CANCEL);
-        sched_reply_error(self, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
         return;
     }
-    kvtier_Envelope *rep = sched_reply_begin(self, kvtier_Envelope_prepare_prefetch_rep_tag);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_prepare_prefetch_rep_tag);
     rep->body.prepare_prefetch_rep.has_token = true;
-    s_token_reply(self, &rep->body.prepare_prefetch_rep.token, w, self->cfg.pin_lease_ms, j, len);
+    s_token_reply(call, &rep->body.prepare_prefetch_rep.token, w, self->cfg.pin_lease_ms, j, len);
     in->c.prefetches++;
     in->c.prefetch_keys += j;
     self->c.prefetches++;
     self->c.prefetch_keys += j;
-    sched_reply(self);
+    sched_reply(self, call);
 }
 
-void sched_on_complete_prefetch(sched_t *self)
+void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
 {
-    const kvtier_CompletePrefetchRequest *r = &self->req.env.body.complete_prefetch_req;
+    const kvtier_CompletePrefetchRequest *r = &call->req.env.body.complete_prefetch_req;
     sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
-    sched_window_t *w = s_window_for_complete(self, q, SCHED_WIN_PREFETCH, r->token_id);
-    if (!w || !s_mask_ok(self, w->entries.n / 2))
+    sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
+    if (!w || !s_mask_ok(self, call, w->entries.n / 2))
         return;
     sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    sched_put_op_t *op = s_op_take(self, in, t, q, SCHED_WIN_PREFETCH);
+    sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PREFETCH);
     if (!op)
         return;
     int64_t now = sched_now();
@@ -1204,7 +1215,7 @@ void sched_on_complete_prefetch(sched_t *self)
         }
         /* a pair: dst (head reservation), e (source pin) */
         sched_tier_t *src = &self->tiers[e->tier];
-        bool ok = s_success(self, i++) && dst->gen == t->gen && e->gen == src->gen &&
+        bool ok = s_success(call, i++) && dst->gen == t->gen && e->gen == src->gen &&
                   t->state == SCHED_TIER_UP;
         if (!ok) {
             s_abort_entry(self, in->number, dst, now);
@@ -1212,20 +1223,16 @@ void sched_on_complete_prefetch(sched_t *self)
             op->failed++;
             continue;
         }
-        self->sc_sizes[op->n_sent] = src->sizes[e->slot];
-        self->sc_checksums[op->n_sent++] = src->checksums[e->slot];
+        call->sizes[op->n_sent] = src->sizes[e->slot];
+        call->checksums[op->n_sent++] = src->checksums[e->slot];
     }
     if (op->n_sent == 0) {
         sched_put_done(op, &(kvtier_Status){.code = kvtier_StatusCode_STATUS_OK}, 0);
         return;
     }
-    op->routing_id = zframe_dup(self->req.routing_id);
     kvtier_Status st;
-    if (!op->routing_id)
-        bus_status_set(&st, kvtier_StatusCode_STATUS_INTERNAL, "out of memory");
     uint64_t wall = q->ttl_ms ? (uint64_t)sched_wall_ms() + q->ttl_ms : 0;
-    if (!op->routing_id ||
-        sched_tier_put_headers(self, op, in->id, wall, self->sc_checksums, self->sc_sizes, &st) < 0)
+    if (sched_tier_put_headers(self, op, in->id, wall, call->checksums, call->sizes, &st) < 0)
         sched_put_done(op, &st, 0); /* aborts, unpins, replies, frees the op */
 }
 

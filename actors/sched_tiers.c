@@ -162,7 +162,7 @@ static void s_flush_tier(sched_t *self, sched_tier_t *t)
         self->g.deletes_dropped += n;
         return;
     }
-    kvtier_Envelope *env = self->tier_env;
+    kvtier_Envelope *env = self->tio.env;
     bus_env_init(env, kvtier_Envelope_delete_slots_req_tag, self->cfg.node_name);
     env->body.delete_slots_req.tier_id = t->cfg.tier_id;
     env->body.delete_slots_req.epoch = t->epoch;
@@ -222,15 +222,15 @@ int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instan
          e = sched_list_next(self, &it)) {
         if (e->kind & (SCHED_ENTRY_SKIP | SCHED_ENTRY_PIN))
             continue;
-        self->sc_slots[i] = e->slot;
-        memcpy(self->sc_keys[i], e->key, TIER_KEY_BYTES);
-        self->sc_sizes[i] = sizes_by_entry ? sizes_by_entry[i] : size;
+        self->tio.slots[i] = e->slot;
+        memcpy(self->tio.keys[i], e->key, TIER_KEY_BYTES);
+        self->tio.sizes[i] = sizes_by_entry ? sizes_by_entry[i] : size;
         /* side arrays of a slot being written: nobody reads them until it serves */
-        t->sizes[e->slot] = (uint32_t)self->sc_sizes[i];
+        t->sizes[e->slot] = (uint32_t)self->tio.sizes[i];
         t->checksums[e->slot] = checksums_by_entry[i];
         i++;
     }
-    kvtier_Envelope *env = self->tier_env;
+    kvtier_Envelope *env = self->tio.env;
     bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);
     kvtier_PutHeaderRequest *ph = &env->body.put_header_req;
     ph->tier_id = t->cfg.tier_id;
@@ -240,9 +240,9 @@ int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instan
     ph->epoch = t->epoch;
     uint32_t cap = self->cfg.max_batch;
     bus_arrays_t arr = {
-        .slots = {.v = self->sc_slots, .n = i, .cap = cap},
-        .keys = {.keys = self->sc_keys, .n = i, .cap = cap},
-        .sizes = {.v = self->sc_sizes, .n = i, .cap = cap},
+        .slots = {.v = self->tio.slots, .n = i, .cap = cap},
+        .keys = {.keys = self->tio.keys, .n = i, .cap = cap},
+        .sizes = {.v = self->tio.sizes, .n = i, .cap = cap},
         .checksums = {.v = (uint64_t *)checksums_by_entry, .n = i, .cap = cap},
     };
     return bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_put_header_done, op, NULL, st);
@@ -273,7 +273,7 @@ void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, ui
     uint64_t s = slot, size = t->sizes[slot], ck = t->checksums[slot];
     uint8_t k[1][16];
     memcpy(k[0], key->b, TIER_KEY_BYTES);
-    kvtier_Envelope *env = self->tier_env;
+    kvtier_Envelope *env = self->tio.env;
     bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);
     kvtier_PutHeaderRequest *ph = &env->body.put_header_req;
     ph->tier_id = t->cfg.tier_id;
@@ -408,7 +408,7 @@ static void s_inventory_done(void *arg, bus_reply_t *r)
 
 static void s_inventory_send(sched_t *self, sched_tier_t *t)
 {
-    kvtier_Envelope *env = self->tier_env;
+    kvtier_Envelope *env = self->tio.env;
     bus_env_init(env, kvtier_Envelope_inventory_req_tag, self->cfg.node_name);
     env->body.inventory_req.tier_id = t->cfg.tier_id;
     env->body.inventory_req.cursor = t->inv_cursor;
@@ -525,10 +525,11 @@ void sched_tiers_tick(sched_t *self, int64_t now)
         if (t->client)
             bus_client_dispatch(t->client, 0); /* deadlines of tier requests */
         size_t n = 0;
-        if (t->state != SCHED_TIER_DOWN && tier_slots_expire(t->slots, (uint64_t)now, self->victims,
-                                                             SCHED_EXPIRE_BATCH, &n) == 0) {
+        if (t->state != SCHED_TIER_DOWN &&
+            tier_slots_expire(t->slots, (uint64_t)now, self->tio.victims, SCHED_EXPIRE_BATCH, &n) ==
+                0) {
             for (size_t v = 0; v < n; v++)
-                sched_tier_queue_delete(t, self->victims[v].slot, &self->victims[v].key);
+                sched_tier_queue_delete(t, self->tio.victims[v].slot, &self->tio.victims[v].key);
             self->g.expirations += n;
         }
         if (t->client && t->inv_active && !t->inv_in_flight)
