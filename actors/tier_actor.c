@@ -38,14 +38,18 @@ int tier_actor_fail(self_t *self, kvtier_Status *st, bus_code_t code, const char
     return bus_status_set(st, code, "tier %s: %s", self->name, msg);
 }
 
+static int s_count_serving(void *arg, uint64_t slot, const tier_slot_header_t *h)
+{
+    (void)slot;
+    (void)h;
+    (*(uint64_t *)arg)++;
+    return 0;
+}
+
 void tier_actor_count_used(self_t *self)
 {
     uint64_t used = 0;
-    for (uint64_t i = 0; i < self->tier->cfg.capacity; i++) {
-        tier_slot_header_t h;
-        if (tier_get_header(self->tier, i, &h) == 0 && h.state == TIER_SLOT_SERVING)
-            used++;
-    }
+    (void)tier_inventory(self->tier, s_count_serving, &used);
     self->used_slots = used;
 }
 

@@ -755,11 +755,13 @@ static void s_on_probe(self_t *self, bus_request_t *req)
         rc = s_check_slots(self, &a->slots, "Probe", &st);
     if (rc == 0)
         rc = s_check_count(self, a->keys.n, a->slots.n, true, "Probe", "keys", &st);
-    for (uint32_t i = 0; rc == 0 && i < a->slots.n; i++) {
-        tier_slot_header_t h;
-        bool serving =
-            tier_get_header(self->tier, a->slots.v[i], &h) == 0 && h.state == TIER_SLOT_SERVING;
-        self->rep_mask[i] = serving && (!a->keys.n || s_key_is(&h, a->keys.keys[i]));
+    if (rc == 0 && tier_probe(self->tier, a->slots.v, a->slots.n, self->rep_mask) < 0)
+        rc = tier_actor_fail(self, &st, S_INTERNAL, "probe failed");
+    for (uint32_t i = 0; rc == 0 && a->keys.n && i < a->slots.n; i++) {
+        tier_slot_header_t h; /* a keyed probe: the present block must be that key's */
+        if (self->rep_mask[i])
+            self->rep_mask[i] = tier_get_header(self->tier, a->slots.v[i], &h) == 0 &&
+                                h.state == TIER_SLOT_SERVING && s_key_is(&h, a->keys.keys[i]);
     }
     self->rep_arr.mask.n = rc == 0 ? a->slots.n : 0;
     self->stats.probes += self->rep_arr.mask.n;
@@ -813,6 +815,25 @@ static void s_inventory_entry(self_t *self, uint64_t slot, const tier_slot_heade
     e->state = kvtier_LocationState_LOCATION_SERVING;
 }
 
+/* One Inventory page: entries until the page is full (tier_inventory_range walks
+ * the slots of the page's scan bound). */
+typedef struct {
+    self_t *self;
+    kvtier_InventoryReply *r;
+    uint32_t max;
+    uint64_t next; /* where the next page starts when the page filled up */
+} s_page_t;
+
+static int s_page_entry(void *arg, uint64_t slot, const tier_slot_header_t *h)
+{
+    s_page_t *p = arg;
+    s_inventory_entry(p->self, slot, h, &p->r->entries[p->r->entries_count++]);
+    if (p->r->entries_count < p->max)
+        return 0;
+    p->next = slot + 1;
+    return 1;
+}
+
 static void s_on_inventory(self_t *self, bus_request_t *req)
 {
     const kvtier_InventoryRequest *q = &req->env.body.inventory_req;
@@ -823,15 +844,14 @@ static void s_on_inventory(self_t *self, bus_request_t *req)
         uint32_t max = q->max_entries && q->max_entries < TIER_ACTOR_INVENTORY_PAGE
                            ? q->max_entries
                            : TIER_ACTOR_INVENTORY_PAGE;
-        uint64_t cap = self->tier->cfg.capacity, i = q->cursor, scanned = 0;
+        uint64_t cap = self->tier->cfg.capacity, from = q->cursor < cap ? q->cursor : cap;
+        uint64_t to =
+            cap - from > TIER_ACTOR_INVENTORY_SCAN ? from + TIER_ACTOR_INVENTORY_SCAN : cap;
         if (q->cursor == 0)
             tier_actor_count_used(self);
-        for (; i < cap && r->entries_count < max && scanned < TIER_ACTOR_INVENTORY_SCAN;
-             i++, scanned++) {
-            tier_slot_header_t h;
-            if (tier_get_header(self->tier, i, &h) == 0 && h.state == TIER_SLOT_SERVING)
-                s_inventory_entry(self, i, &h, &r->entries[r->entries_count++]);
-        }
+        s_page_t page = {.self = self, .r = r, .max = max, .next = to};
+        (void)tier_inventory_range(self->tier, from, to, s_page_entry, &page);
+        uint64_t i = page.next;
         r->has_tier = true;
         s_tier_info(self, &r->tier);
         r->next_cursor = i < cap ? i : cap;

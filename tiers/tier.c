@@ -463,11 +463,20 @@ int tier_get_header(tier_t *t, uint64_t slot, tier_slot_header_t *h)
 /* Without an inventory op: every slot's header, in slot order. */
 int tier_inventory(tier_t *t, tier_inventory_fn fn, void *arg)
 {
+    return tier_inventory_range(t, 0, UINT64_MAX, fn, arg);
+}
+
+int tier_inventory_range(tier_t *t, uint64_t from, uint64_t to, tier_inventory_fn fn, void *arg)
+{
     if (!fn)
         return -EINVAL;
+    if (from > t->cfg.capacity)
+        return -ERANGE;
+    if (to > t->cfg.capacity)
+        to = t->cfg.capacity;
     if (t->ops->inventory)
-        return t->ops->inventory(t, fn, arg);
-    for (uint64_t i = 0; i < t->cfg.capacity; i++) {
+        return t->ops->inventory(t, from, to, fn, arg);
+    for (uint64_t i = from; i < to; i++) {
         tier_slot_header_t h;
         if (t->ops->get_header(t, i, &h) < 0 || h.state != TIER_SLOT_SERVING)
             continue;

@@ -127,7 +127,8 @@ struct tier_ops {
      * the bytes when it knows it (nvme), else 0. */
     int (*put_header)(struct tier *t, uint64_t slot, const tier_slot_header_t *h);
     int (*get_header)(struct tier *t, uint64_t slot, tier_slot_header_t *h);
-    int (*inventory)(struct tier *t, tier_inventory_fn fn, void *arg);
+    /* SERVING slots of [from, to) in slot order (to <= capacity; fn may stop it). */
+    int (*inventory)(struct tier *t, uint64_t from, uint64_t to, tier_inventory_fn fn, void *arg);
     int (*probe)(struct tier *t, const uint64_t *slots, size_t n, bool *present);
     /* Optional batches, with the outcome of the fallback loops in tier.c. */
     int (*write_batch)(struct tier *t, tier_io_t *items, size_t n);
@@ -214,6 +215,9 @@ int tier_read(tier_t *t, uint64_t slot, struct iovec *iov, int n);
 int tier_put_header(tier_t *t, uint64_t slot, const tier_slot_header_t *h);
 int tier_get_header(tier_t *t, uint64_t slot, tier_slot_header_t *h);
 int tier_inventory(tier_t *t, tier_inventory_fn fn, void *arg);
+/* The same walk over slots [from, to) only (a bounded page; to is capped at the
+ * capacity); -ERANGE when from is past the capacity. */
+int tier_inventory_range(tier_t *t, uint64_t from, uint64_t to, tier_inventory_fn fn, void *arg);
 int tier_probe(tier_t *t, const uint64_t *slots, size_t n, bool *present);
 void *tier_map(tier_t *t, size_t *len);
 

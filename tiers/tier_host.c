@@ -231,10 +231,10 @@ static int s_get_header(tier_t *t, uint64_t slot, tier_slot_header_t *h)
 
 /* A slot whose header stays mid-write (a writer died in put_header) is not
  * reported: its contents are undefined until the next put_header. */
-static int s_inventory(tier_t *t, tier_inventory_fn fn, void *arg)
+static int s_inventory(tier_t *t, uint64_t from, uint64_t to, tier_inventory_fn fn, void *arg)
 {
     tier_seg_t *seg = t->priv;
-    for (uint64_t i = 0; i < seg->capacity; i++) {
+    for (uint64_t i = from; i < to; i++) {
         tier_slot_header_t h;
         if (__atomic_load_n(&seg->hdrs[i].state, __ATOMIC_RELAXED) != TIER_SLOT_SERVING)
             continue;
@@ -247,13 +247,17 @@ static int s_inventory(tier_t *t, tier_inventory_fn fn, void *arg)
     return 0;
 }
 
+/* Present = a consistent header snapshot says SERVING: a header a writer left
+ * mid-update (seqlock odd) is not present, as it is not served. */
 static int s_probe(tier_t *t, const uint64_t *slots, size_t n, bool *present)
 {
     tier_seg_t *seg = t->priv;
     for (size_t i = 0; i < n; i++) {
+        tier_slot_header_t h;
         if (slots[i] >= seg->capacity)
             return -ERANGE;
-        present[i] = tier_seg_serving(seg, slots[i]);
+        present[i] = tier_seg_serving(seg, slots[i]) &&
+                     tier_seg_get_header(seg, slots[i], &h) == 0 && h.state == TIER_SLOT_SERVING;
     }
     return 0;
 }

@@ -1394,10 +1394,10 @@ static int s_op_get_header(tier_t *t, uint64_t slot, tier_slot_header_t *h)
     return 0;
 }
 
-static int s_op_inventory(tier_t *t, tier_inventory_fn fn, void *arg)
+static int s_op_inventory(tier_t *t, uint64_t from, uint64_t to, tier_inventory_fn fn, void *arg)
 {
     s_nvme_t *nv = t->priv;
-    for (uint64_t i = 0; i < nv->capacity; i++) {
+    for (uint64_t i = from; i < to; i++) {
         if (nv->slots[i].h.state != TIER_SLOT_SERVING)
             continue;
         tier_slot_header_t h = nv->slots[i].h;
