@@ -1269,8 +1269,11 @@ static int s_opts_from_config(const tier_config_t *cfg, tier_nvme_opts_t *o, cha
     uint64_t qd, chunk, wait;
     int engine, sync;
     tier_nvme_opts_default(o);
-    int rc = tier_option_u64(cfg, "queue_depth", 1, TIER_URING_DEPTH_MAX, TIER_NVME_DEFAULT_DEPTH,
+    /* queue_depth 0 is the default, as in the deployment file before options */
+    int rc = tier_option_u64(cfg, "queue_depth", 0, TIER_URING_DEPTH_MAX, TIER_NVME_DEFAULT_DEPTH,
                              &qd, err, errlen);
+    if (rc == 0 && qd == 0)
+        qd = TIER_NVME_DEFAULT_DEPTH;
     if (rc == 0)
         rc = tier_option_enum(cfg, "engine", s_engines, TIER_URING_AUTO, &engine, err, errlen);
     if (rc == 0)

@@ -238,6 +238,19 @@ static void test_other_bad_values_are_rejected_with_path(void **state)
     s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:1\","
              "\"capacity\":2147483649}]}",
              "tiers[0].capacity", "out of range");
+    /* backend options are the backend's to check, under their key path */
+    s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"nvme\",\"endpoint\":\"tcp://127.0.0.1:1\","
+             "\"capacity\":1,\"path\":\"/tmp/x.dat\",\"sync\":\"maybe\"}]}",
+             "tiers[0].sync", "\"maybe\" is not one of");
+    s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"nvme\",\"endpoint\":\"tcp://127.0.0.1:1\","
+             "\"capacity\":1,\"path\":\"/tmp/x.dat\",\"queue_depth\":5000}]}",
+             "tiers[0].queue_depth", "0..1024");
+    s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:1\","
+             "\"capacity\":1,\"prefault\":\"often\"}]}",
+             "tiers[0].prefault", "true or false");
+    s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"host\",\"plugin\":\"/nonexistent.so\","
+             "\"endpoint\":\"tcp://127.0.0.1:1\",\"capacity\":1}]}",
+             "tiers[0].plugin", "file not found");
     s_reject("{\"etcd\":{\"lease_ttl\":\"500ms\"}}", "etcd.lease_ttl", "at least 1000ms");
     s_reject("{\"coordinator\":{\"request_idle\":\"soon\"}}", "coordinator.request_idle",
              "duration");
