@@ -52,7 +52,7 @@
 
 #define S_MAX_BATCH 128u
 #define S_RAW_CHUNK_BLOCKS 128u         /* same bounds as the client's WriteSlots chunks */
-#define S_RAW_CHUNK_BYTES (32ull << 20) /* (client/kvt_data.c S_CHUNK_SLOTS / _BYTES) */
+#define S_RAW_CHUNK_BYTES (32ull << 20) /* (client/kvt_transport_frames.c S_CHUNK_*) */
 #define S_RAW_TIMEOUT_MS 10000
 #define S_WAIT_MS 10000
 #define S_MMAP_THRESHOLD (64 << 20)

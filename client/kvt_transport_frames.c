@@ -1,0 +1,456 @@
+/* kvt_transport_frames.c — the frame transport of the data path, usable for every
+ * tier and kind (the last of the table, so every tier has one): WriteSlots /
+ * ReadSlots (CopySlots for prefetch: the source tier actor copies to the
+ * destination) to the tier actor's endpoint, in chunks of at most S_CHUNK_SLOTS
+ * slots and S_CHUNK_BYTES bytes. Put bytes are copied into the messages when a
+ * chunk is sent; get bytes are copied out of the reply frames.
+ *
+ * Owns the tier-plane DEALERs (one per tier endpoint, kept for the handle's life)
+ * and per job slot the send order and chunks (grown to the largest token, never
+ * freed before close). A chunk is one part of its job: it ends exactly once, by
+ * its reply, a send failure or the job's deadline. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "kvt_transport.h"
+#include "tier_checksum.h"
+
+#define S_CHUNK_SLOTS 128u        /* slots per tier-plane message */
+#define S_CHUNK_BYTES (32u << 20) /* payload bytes per tier-plane message */
+#define S_MAX_CONNS 64u           /* tier endpoints per handle */
+#define S_CONN_IN_FLIGHT 4096u    /* tier-plane requests in flight per endpoint */
+
+enum { S_UNSENT = 0, S_SENT = 1, S_DONE = 2 };
+
+typedef struct s_frames s_frames_t;
+typedef struct s_fjob s_fjob_t;
+
+typedef struct {
+    s_fjob_t *fj;
+    uint16_t tier;     /* token tier index the request goes to (prefetch: the source) */
+    uint16_t dst_tier; /* prefetch: destination tier index */
+    uint32_t start;    /* first index into fj->order */
+    uint32_t count;
+    uint8_t state;
+} s_chunk_t;
+
+/* What this transport keeps for one job slot. */
+struct s_fjob {
+    s_frames_t *fs;
+    kvti_job_t *job;
+    uint32_t *order; /* token key indices going by frames, grouped by tier */
+    uint32_t order_cap;
+    s_chunk_t *chunks;
+    uint32_t n_chunks, chunks_cap;
+    uint32_t unsent; /* chunks UNSENT */
+};
+
+typedef struct {
+    char endpoint[BUS_ENDPOINT_MAX];
+    bus_client_t *cl;
+} s_conn_t;
+
+struct s_frames {
+    kvt_client_t *c;
+    s_fjob_t *fjobs; /* one per job slot */
+    uint32_t cap;
+    s_conn_t conns[S_MAX_CONNS];
+    uint32_t n_conns;
+    kvtier_Envelope *env;
+    /* one chunk's arrays to send, and the arrays every tier-plane reply decodes
+     * into (replies are decoded one at a time, right before their callback) */
+    uint64_t slots[S_CHUNK_SLOTS], dst_slots[S_CHUNK_SLOTS], sizes[S_CHUNK_SLOTS];
+    uint8_t keys[S_CHUNK_SLOTS][BUS_KEY_LEN];
+    bus_payload_t payload[S_CHUNK_SLOTS];
+    uint64_t rep_sizes[S_CHUNK_SLOTS];
+    bool rep_mask[S_CHUNK_SLOTS];
+    bus_arrays_t rep_arr;
+};
+
+/* ---- lifetime ------------------------------------------------------------------ */
+
+static void s_close(void **xs);
+
+static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
+{
+    s_frames_t *fs = calloc(1, sizeof *fs);
+    if (!fs)
+        return NULL;
+    fs->c = c;
+    fs->cap = cap;
+    fs->fjobs = calloc(cap, sizeof *fs->fjobs);
+    fs->env = calloc(1, sizeof *fs->env);
+    if (!fs->fjobs || !fs->env) {
+        void *p = fs;
+        s_close(&p);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < cap; i++)
+        fs->fjobs[i] = (s_fjob_t){.fs = fs, .job = &jobs[i]};
+    fs->rep_arr.sizes = (bus_u64s_t){.v = fs->rep_sizes, .cap = S_CHUNK_SLOTS};
+    fs->rep_arr.mask = (bus_bools_t){.v = fs->rep_mask, .cap = S_CHUNK_SLOTS};
+    return fs;
+}
+
+static void s_close(void **xs)
+{
+    if (!xs || !*xs)
+        return;
+    s_frames_t *fs = *xs;
+    /* Requests in flight are dropped with their sockets, without callbacks. */
+    for (uint32_t i = 0; i < fs->n_conns; i++)
+        bus_client_destroy(&fs->conns[i].cl);
+    for (uint32_t i = 0; fs->fjobs && i < fs->cap; i++) {
+        free(fs->fjobs[i].order);
+        free(fs->fjobs[i].chunks);
+    }
+    free(fs->fjobs);
+    free(fs->env);
+    free(fs);
+    *xs = NULL;
+}
+
+static int s_reserve(void *xs, uint32_t job, uint32_t n)
+{
+    s_frames_t *fs = xs;
+    s_fjob_t *fj = &fs->fjobs[job];
+    fj->n_chunks = fj->unsent = 0;
+    if (kvti_grow((void **)&fj->order, &fj->order_cap, n, sizeof *fj->order) < 0 ||
+        kvti_grow((void **)&fj->chunks, &fj->chunks_cap, n, sizeof *fj->chunks) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- chunks ----------------------------------------------------------------------- */
+
+static bus_client_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, size_t whylen)
+{
+    for (uint32_t i = 0; i < fs->n_conns; i++)
+        if (strcmp(fs->conns[i].endpoint, endpoint) == 0)
+            return fs->conns[i].cl;
+    if (fs->n_conns == S_MAX_CONNS) {
+        snprintf(why, whylen, "more than %u tier endpoints in use by this handle", S_MAX_CONNS);
+        return NULL;
+    }
+    if (bus_endpoint_check(endpoint, BUS_ENDPOINT_CONNECT, why, whylen) < 0)
+        return NULL;
+    bus_client_config_t cfg = {.name = fs->c->name,
+                               .max_in_flight = S_CONN_IN_FLIGHT,
+                               .default_timeout_ms = fs->c->timeout_ms};
+    bus_client_t *cl = bus_client_new(endpoint, &cfg);
+    if (!cl) {
+        snprintf(why, whylen, "cannot connect a socket to %s", endpoint);
+        return NULL;
+    }
+    s_conn_t *s = &fs->conns[fs->n_conns++];
+    snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
+    s->cl = cl;
+    return cl;
+}
+
+static const char *s_op_name(bus_token_kind_t k)
+{
+    return k == BUS_TOKEN_GET ? "ReadSlots" : k == BUS_TOKEN_PUT ? "WriteSlots" : "CopySlots";
+}
+
+/* The chunk ended: one part of its job is done. */
+static void s_chunk_end(s_chunk_t *ch)
+{
+    if (ch->state == S_UNSENT)
+        ch->fj->unsent--;
+    ch->state = S_DONE;
+    kvti_job_part_done(ch->fj->job);
+}
+
+static void s_chunk_fail(s_chunk_t *ch, int code, const char *msg)
+{
+    kvti_job_t *j = ch->fj->job;
+    const bus_token_tier_t *t = &j->tok->view.tiers[ch->tier];
+    kvti_job_error(j, code, "%s of %u slots to tier %u (%s): %s: %s", s_op_name(j->kind), ch->count,
+                   t->tier_id, t->endpoint, kvt_status_name(code), msg);
+    s_chunk_end(ch);
+}
+
+static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
+{
+    s_fjob_t *fj = ch->fj;
+    kvti_job_t *j = fj->job;
+    struct kvt_token *tok = j->tok;
+    if (j->kind == BUS_TOKEN_PUT) {
+        for (uint32_t k = 0; k < ch->count; k++)
+            tok->ok[fj->order[ch->start + k]] = true;
+        return;
+    }
+    if (j->kind == BUS_TOKEN_PREFETCH) {
+        bool all = fs->rep_arr.mask.n == ch->count;
+        uint32_t refused = 0;
+        for (uint32_t k = 0; k < ch->count; k++) {
+            tok->ok[fj->order[ch->start + k]] = all && fs->rep_mask[k];
+            refused += all && !fs->rep_mask[k];
+        }
+        if (!all)
+            kvti_job_error(j, KVT_INTERNAL, "CopySlots reply has %u flags for %u slots",
+                           fs->rep_arr.mask.n, ch->count);
+        else if (refused)
+            /* The source tier no longer holds the expected block in that slot
+             * (the unchanged-source check failed): nothing to promote. */
+            kvti_job_error(j, KVT_NOT_FOUND,
+                           "CopySlots: %u of %u source slots no longer hold the expected block",
+                           refused, ch->count);
+        return;
+    }
+    if (fs->rep_arr.sizes.n != ch->count) {
+        kvti_job_error(j, KVT_INTERNAL, "ReadSlots reply has %u frames for %u slots",
+                       fs->rep_arr.sizes.n, ch->count);
+        return;
+    }
+    for (uint32_t k = 0; k < ch->count; k++) {
+        uint32_t i = fj->order[ch->start + k];
+        bus_token_entry_t e;
+        bus_token_entry_at(&tok->view, i, &e);
+        zframe_t *f = r->msg ? bus_msg_payload(r->msg, k) : NULL;
+        if (!f || zframe_size(f) != e.size) {
+            kvti_job_error(j, KVT_INTERNAL, "ReadSlots frame %u is %zu bytes, the block is %u", k,
+                           f ? zframe_size(f) : (size_t)0, e.size);
+            continue;
+        }
+        memcpy(j->bufs[i], zframe_data(f), e.size);
+        tok->ok[i] = true;
+    }
+}
+
+static void s_chunk_done(void *arg, bus_reply_t *r)
+{
+    s_chunk_t *ch = arg;
+    if (r->status.code != kvtier_StatusCode_STATUS_OK) {
+        s_chunk_fail(ch, (int)r->status.code, r->status.message);
+        return;
+    }
+    s_chunk_reply_ok(ch->fj->fs, ch, r);
+    s_chunk_end(ch);
+}
+
+/* Sends one chunk. Leaves it UNSENT when the endpoint's bound or queue is full
+ * (sent again by progress); fails it on any other error. */
+static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
+{
+    s_fjob_t *fj = ch->fj;
+    kvti_job_t *j = fj->job;
+    struct kvt_token *tok = j->tok;
+    const bus_token_tier_t *t = &tok->view.tiers[ch->tier];
+    char why[BUS_ENDPOINT_MAX + 128];
+    bus_client_t *cl = s_conn(fs, t->endpoint, why, sizeof why);
+    if (!cl) {
+        s_chunk_fail(ch, KVT_UNAVAILABLE, why);
+        return;
+    }
+    bus_arrays_t arr = {0};
+    arr.slots = (bus_u64s_t){.v = fs->slots, .n = ch->count, .cap = S_CHUNK_SLOTS};
+    uint32_t npayload = 0;
+    pb_size_t tag = j->kind == BUS_TOKEN_PUT   ? kvtier_Envelope_write_slots_req_tag
+                    : j->kind == BUS_TOKEN_GET ? kvtier_Envelope_read_slots_req_tag
+                                               : kvtier_Envelope_copy_slots_req_tag;
+    bus_env_init(fs->env, tag, fs->c->name);
+    for (uint32_t k = 0; k < ch->count; k++) {
+        uint32_t i = fj->order[ch->start + k];
+        bus_token_entry_t e;
+        bus_token_entry_at(&tok->view, i, &e);
+        fs->slots[k] = j->kind == BUS_TOKEN_PREFETCH ? e.src_slot : e.slot;
+        fs->dst_slots[k] = e.slot;
+        fs->sizes[k] = e.size;
+        memcpy(fs->keys[k], tok->keys[i].b, BUS_KEY_LEN);
+        if (j->kind == BUS_TOKEN_PUT) {
+            struct iovec iov = {.iov_base = j->bufs[i], .iov_len = e.size};
+            tok->checksums[i] = tier_checksum(&iov, 1);
+            fs->payload[npayload++] = (bus_payload_t){.data = j->bufs[i], .size = e.size};
+        }
+    }
+    if (j->kind == BUS_TOKEN_PUT) {
+        kvtier_WriteSlotsRequest *w = &fs->env->body.write_slots_req;
+        w->tier_id = t->tier_id;
+        w->epoch = t->epoch; /* fence: a restarted tier actor refuses an old token */
+        w->segments = 1;
+        arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
+    } else if (j->kind == BUS_TOKEN_GET) {
+        kvtier_ReadSlotsRequest *rd = &fs->env->body.read_slots_req;
+        rd->tier_id = t->tier_id;
+        rd->epoch = t->epoch;
+        rd->segments = 1;
+        arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
+        arr.keys = (bus_keys_t){.keys = fs->keys, .n = ch->count, .cap = S_CHUNK_SLOTS};
+    } else {
+        const bus_token_tier_t *dst = &tok->view.tiers[ch->dst_tier];
+        kvtier_CopySlotsRequest *cp = &fs->env->body.copy_slots_req;
+        cp->tier_id = t->tier_id;
+        cp->dst_tier_id = dst->tier_id;
+        size_t elen = strnlen(dst->endpoint, sizeof dst->endpoint);
+        if (elen >= sizeof cp->dst_endpoint) {
+            s_chunk_fail(ch, KVT_INVALID_ARGUMENT, "destination endpoint too long for CopySlots");
+            return;
+        }
+        memcpy(cp->dst_endpoint, dst->endpoint, elen + 1);
+        cp->dst_state = kvtier_LocationState_LOCATION_WRITING;
+        arr.dst_slots = (bus_u64s_t){.v = fs->dst_slots, .n = ch->count, .cap = S_CHUNK_SLOTS};
+        arr.keys = (bus_keys_t){.keys = fs->keys, .n = ch->count, .cap = S_CHUNK_SLOTS};
+    }
+    kvtier_Status st = {0};
+    int rc = bus_client_send(cl, fs->env, &arr, fs->payload, npayload, fs->c->timeout_ms,
+                             &fs->rep_arr, s_chunk_done, ch, NULL, &st);
+    if (rc == 0) {
+        ch->state = S_SENT;
+        fj->unsent--;
+    } else if (st.code != kvtier_StatusCode_STATUS_UNAVAILABLE) {
+        s_chunk_fail(ch, (int)st.code, st.message);
+    }
+}
+
+/* ---- moving a job ----------------------------------------------------------------- */
+
+/* Groups the keys of this transport's tiers by the tier they are sent to (key
+ * order within a tier; a counting sort, tiers are few) and cuts the groups into
+ * chunks, each one part of the job. */
+static void s_plan_chunks(s_fjob_t *fj, const bool mine[BUS_TOKEN_MAX_TIERS])
+{
+    kvti_job_t *j = fj->job;
+    struct kvt_token *tok = j->tok;
+    bool prefetch = j->kind == BUS_TOKEN_PREFETCH;
+    uint32_t start[BUS_TOKEN_MAX_TIERS + 1] = {0};
+    uint32_t n_frames = 0;
+    for (uint32_t i = 0; i < tok->n; i++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&tok->view, i, &e);
+        if (mine[e.tier]) {
+            start[(prefetch ? e.src_tier : e.tier) + 1]++;
+            n_frames++;
+        }
+    }
+    for (uint32_t t = 1; t <= BUS_TOKEN_MAX_TIERS; t++)
+        start[t] += start[t - 1];
+    for (uint32_t i = 0; i < tok->n; i++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&tok->view, i, &e);
+        if (mine[e.tier])
+            fj->order[start[prefetch ? e.src_tier : e.tier]++] = i;
+    }
+    fj->n_chunks = 0;
+    s_chunk_t *cur = NULL;
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < n_frames; k++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&tok->view, fj->order[k], &e);
+        uint16_t to = prefetch ? e.src_tier : e.tier;
+        uint16_t dst = prefetch ? e.tier : 0;
+        if (!cur || cur->tier != to || cur->dst_tier != dst || cur->count == S_CHUNK_SLOTS ||
+            (!prefetch && bytes + e.size > S_CHUNK_BYTES)) {
+            cur = &fj->chunks[fj->n_chunks++];
+            *cur = (s_chunk_t){.fj = fj, .tier = to, .dst_tier = dst, .start = k};
+            bytes = 0;
+        }
+        cur->count++;
+        bytes += e.size;
+    }
+    fj->unsent = fj->n_chunks;
+    j->open += fj->n_chunks;
+}
+
+/* Every kind: plan the chunks and send what the endpoints take now. */
+static void s_move(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
+{
+    s_frames_t *fs = xs;
+    s_fjob_t *fj = &fs->fjobs[j - fs->fjobs[0].job];
+    s_plan_chunks(fj, mine);
+    for (uint32_t k = 0; k < fj->n_chunks; k++)
+        if (fj->chunks[k].state == S_UNSENT)
+            s_send_chunk(fs, &fj->chunks[k]);
+}
+
+/* ---- progress: send what waits, receive what arrived, expire what is due ---------- */
+
+static void s_send_pending(s_frames_t *fs)
+{
+    int64_t now = zclock_mono();
+    for (uint32_t ji = 0; ji < fs->cap; ji++) {
+        s_fjob_t *fj = &fs->fjobs[ji];
+        kvti_job_t *j = fj->job;
+        if (!j->used || j->finished || fj->unsent == 0)
+            continue;
+        for (uint32_t k = 0; k < fj->n_chunks && fj->unsent > 0; k++) {
+            s_chunk_t *ch = &fj->chunks[k];
+            if (ch->state != S_UNSENT)
+                continue;
+            if (now >= j->deadline) {
+                s_chunk_fail(ch, KVT_TIMEOUT,
+                             "not sent within the timeout: the tier endpoint's request bound "
+                             "or send queue stayed full");
+                continue;
+            }
+            s_send_chunk(fs, ch);
+            if (ch->state == S_UNSENT)
+                break; /* that endpoint is full: try again later */
+        }
+    }
+}
+
+static int64_t s_next_due(s_frames_t *fs)
+{
+    int64_t due = -1;
+    for (uint32_t i = 0; i < fs->n_conns; i++) {
+        int64_t t = bus_client_next_timeout_ms(fs->conns[i].cl);
+        if (t >= 0 && (due < 0 || t < due))
+            due = t;
+    }
+    int64_t now = zclock_mono();
+    for (uint32_t ji = 0; ji < fs->cap; ji++) {
+        kvti_job_t *j = fs->fjobs[ji].job;
+        if (j->used && !j->finished && fs->fjobs[ji].unsent > 0) {
+            /* unsent chunks retry every few ms until their deadline */
+            int64_t t = j->deadline > now ? j->deadline - now : 0;
+            if (t > 5)
+                t = 5;
+            if (due < 0 || t < due)
+                due = t;
+        }
+    }
+    return due;
+}
+
+static bool s_anything_open(s_frames_t *fs)
+{
+    for (uint32_t i = 0; i < fs->cap; i++)
+        if (fs->fjobs[i].job->used && !fs->fjobs[i].job->finished)
+            return true;
+    return false;
+}
+
+static void s_progress(void *xs, int wait_ms)
+{
+    s_frames_t *fs = xs;
+    s_send_pending(fs);
+    zmq_pollitem_t items[S_MAX_CONNS];
+    for (uint32_t i = 0; i < fs->n_conns; i++)
+        items[i] =
+            (zmq_pollitem_t){zsock_resolve(bus_client_sock(fs->conns[i].cl)), 0, ZMQ_POLLIN, 0};
+    long timeout = wait_ms;
+    int64_t due = s_next_due(fs);
+    if (due >= 0 && (timeout < 0 || due < timeout))
+        timeout = (long)due;
+    if (fs->n_conns > 0 && s_anything_open(fs))
+        (void)zmq_poll(items, (int)fs->n_conns, timeout);
+    for (uint32_t i = 0; i < fs->n_conns; i++)
+        bus_client_dispatch(fs->conns[i].cl, 0);
+    s_send_pending(fs);
+}
+
+const kvti_transport_t kvti_transport_frames = {
+    .name = "frames",
+    .open = s_open,
+    .close = s_close,
+    .reserve = s_reserve,
+    .put = s_move,
+    .get = s_move,
+    .prefetch = s_move,
+    .progress = s_progress,
+};

@@ -1,0 +1,255 @@
+/* kvt_transport_shm.c — the shared-memory transport of the data path: the tier
+ * actor is on this host (same bus_host_id), names its segment, the segment
+ * attaches and its epoch is the token's, and shm is not disabled. The job copies
+ * inside submit (memcpy, no message): a put first marks the slot header WRITING
+ * (key zero, as the tier actor does for a WriteSlots) so an evicted block's old
+ * header is never served, then copies and computes the xxh3-64 in the same pass;
+ * a get checks the header is SERVING with the token's key and size before and
+ * after copying out. No prefetch: the tier actors copy between themselves.
+ *
+ * Owns the segment attachments (one per segment name; replaced when the epoch
+ * changes, least recently used one evicted past S_MAX_ATTACH). Never allocates
+ * per block; a segment is mapped once per (name, epoch). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <xxhash.h>
+
+#include "bus_log.h"
+#include "kvt_transport.h"
+#include "tier_seg.h"
+
+#define S_MAX_ATTACH (2 * BUS_TOKEN_MAX_TIERS) /* > one token's tiers: see s_attach */
+#define S_HASH_PIECE (32u << 10)
+#ifdef MADV_POPULATE_WRITE
+#define S_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
+#else
+#define S_MADV_POPULATE_WRITE 23 /* Linux >= 5.14; older kernels answer EINVAL */
+#endif
+
+typedef struct {
+    char shm[BUS_TOKEN_NAME_MAX];
+    uint64_t epoch; /* the token epoch this entry was checked against */
+    tier_seg_t *seg;
+    uint8_t *mapped; /* bit per slot: its pages are in this process's page tables */
+    uint64_t used;   /* job->seq when last used (eviction: least recent) */
+} s_attach_t;
+
+typedef struct {
+    kvt_client_t *c;
+    s_attach_t att[S_MAX_ATTACH];
+    uint32_t n_att;
+    XXH3_state_t *hash;
+} s_shm_t;
+
+static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
+{
+    (void)jobs;
+    (void)cap;
+    s_shm_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->c = c;
+    s->hash = XXH3_createState();
+    if (!s->hash) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void s_close(void **xs)
+{
+    if (!xs || !*xs)
+        return;
+    s_shm_t *s = *xs;
+    for (uint32_t i = 0; i < s->n_att; i++) {
+        tier_seg_detach(&s->att[i].seg);
+        free(s->att[i].mapped);
+    }
+    XXH3_freeState(s->hash);
+    free(s);
+    *xs = NULL;
+}
+
+static bool s_usable(const kvt_client_t *c, const bus_token_tier_t *t)
+{
+    return !c->disable_shm && c->host_id[0] && t->shm[0] && strcmp(t->host, c->host_id) == 0;
+}
+
+/* The attachment for a token tier, or NULL when it cannot be used (the
+ * dispatcher then takes the next transport). */
+static void *s_attach(void *xs, const kvti_job_t *j, const bus_token_tier_t *t)
+{
+    s_shm_t *s = xs;
+    kvt_client_t *c = s->c;
+    s_attach_t *a = NULL;
+    for (uint32_t i = 0; i < s->n_att; i++)
+        if (strcmp(s->att[i].shm, t->shm) == 0)
+            a = &s->att[i];
+    if (a && a->epoch == t->epoch) {
+        a->used = j->seq;
+        return a->seg ? a : NULL; /* no segment: attaching failed for this epoch already */
+    }
+    if (!a && s->n_att < S_MAX_ATTACH) {
+        a = &s->att[s->n_att++];
+    } else if (!a) {
+        /* Replace the least recently used entry in place. A token names at most
+         * half as many tiers as there are entries, so the entries this submit
+         * already handed out (used == j->seq) are never the oldest. */
+        a = &s->att[0];
+        for (uint32_t i = 1; i < s->n_att; i++)
+            if (s->att[i].used < a->used)
+                a = &s->att[i];
+        tier_seg_detach(&a->seg);
+        free(a->mapped);
+    }
+    if (strcmp(a->shm, t->shm) != 0) {
+        memset(a, 0, sizeof *a);
+        snprintf(a->shm, sizeof a->shm, "%s", t->shm);
+    }
+    a->used = j->seq;
+    /* A new epoch: the segment may have been replaced under the same name. */
+    tier_seg_detach(&a->seg);
+    free(a->mapped);
+    a->mapped = NULL;
+    a->epoch = t->epoch;
+    char err[256];
+    int rc = tier_seg_attach(t->shm, t->slot_size, 0, &a->seg, err, sizeof err);
+    if (rc < 0) {
+        bus_debug("client", "%s: tier %u: shared memory %s not used (%s); using frames", c->name,
+                  t->tier_id, t->shm, err);
+        return NULL;
+    }
+    if (tier_seg_epoch(a->seg) != t->epoch || !tier_seg_live(a->seg)) {
+        bus_debug("client",
+                  "%s: tier %u: segment %s has epoch %" PRIu64 ", token %" PRIu64 "; using frames",
+                  c->name, t->tier_id, t->shm, tier_seg_epoch(a->seg), t->epoch);
+        tier_seg_detach(&a->seg);
+    }
+    if (a->seg) {
+        a->mapped = calloc(tier_seg_capacity(a->seg) / 8 + 1, 1);
+        if (!a->mapped)
+            tier_seg_detach(&a->seg);
+    }
+    return a->seg ? a : NULL;
+}
+
+/* The slot's data, with its pages mapped into this process in one system call
+ * the first time: touching them one by one costs a page fault each, which
+ * dominates the copy on virtual machines. Best effort (older kernels lack
+ * MADV_POPULATE_WRITE; the copy then faults the pages in). */
+static void *s_slot(s_attach_t *a, uint64_t slot)
+{
+    uint8_t *p = tier_seg_slot(a->seg, slot);
+    if (p && !(a->mapped[slot / 8] & (1u << (slot % 8)))) {
+        size_t len = (tier_seg_slot_size(a->seg) + 4095) & ~(size_t)4095;
+        (void)madvise(p, len, S_MADV_POPULATE_WRITE);
+        a->mapped[slot / 8] |= (uint8_t)(1u << (slot % 8));
+    }
+    return p;
+}
+
+/* memcpy that hashes the source in L1-sized pieces right after copying them, so
+ * the checksum costs no second trip through memory. */
+static uint64_t s_copy_hash(s_shm_t *s, void *dst, const void *src, size_t size)
+{
+    XXH3_64bits_reset(s->hash);
+    for (size_t off = 0; off < size; off += S_HASH_PIECE) {
+        size_t n = size - off < S_HASH_PIECE ? size - off : S_HASH_PIECE;
+        memcpy((uint8_t *)dst + off, (const uint8_t *)src + off, n);
+        XXH3_64bits_update(s->hash, (const uint8_t *)src + off, n);
+    }
+    return XXH3_64bits_digest(s->hash);
+}
+
+static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
+                     const bus_token_entry_t *e)
+{
+    tier_seg_t *seg = a->seg;
+    const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
+    tier_slot_header_t h = {.state = TIER_SLOT_WRITING};
+    void *dst = s_slot(a, e->slot);
+    if (!dst || e->size > tier_seg_slot_size(seg)) {
+        kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 " (%u bytes) outside segment %s",
+                       t->tier_id, e->slot, e->size, t->shm);
+        return -1;
+    }
+    int rc = tier_seg_put_header(seg, e->slot, &h);
+    if (rc < 0) {
+        kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 ": marking WRITING failed: %s",
+                       t->tier_id, e->slot, strerror(-rc));
+        return -1;
+    }
+    j->tok->checksums[i] = s_copy_hash(s, dst, j->bufs[i], e->size);
+    j->tok->ok[i] = true;
+    return 0;
+}
+
+static bool s_header_matches(tier_seg_t *seg, uint64_t slot, const kvt_key_t *key, uint32_t size,
+                             tier_slot_header_t *h)
+{
+    return tier_seg_get_header(seg, slot, h) == 0 && h->state == TIER_SLOT_SERVING &&
+           memcmp(h->key.b, key->b, KVT_KEY_BYTES) == 0 && h->size == size;
+}
+
+static int s_get_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_entry_t *e)
+{
+    tier_seg_t *seg = a->seg;
+    const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
+    const kvt_key_t *key = &j->tok->keys[i];
+    tier_slot_header_t h;
+    void *src = s_slot(a, e->slot);
+    if (!src || !s_header_matches(seg, e->slot, key, e->size, &h)) {
+        kvti_job_error(j, KVT_NOT_FOUND,
+                       "tier %u: slot %" PRIu64 " does not hold the token's block (state %u, "
+                       "size %" PRIu64 ", want %u)",
+                       t->tier_id, e->slot, src ? h.state : 0u, src ? h.size : 0, e->size);
+        return -1;
+    }
+    memcpy(j->bufs[i], src, e->size);
+    /* A pinned slot cannot change; checking again costs little and means a broken
+     * pin shows up as a failed key, never as wrong bytes. */
+    if (!s_header_matches(seg, e->slot, key, e->size, &h)) {
+        kvti_job_error(j, KVT_CONFLICT, "tier %u: slot %" PRIu64 " changed while it was read",
+                       t->tier_id, e->slot);
+        return -1;
+    }
+    j->tok->ok[i] = true;
+    return 0;
+}
+
+/* Both kinds copy now, in key order: nothing is left open. */
+static void s_put(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
+{
+    for (uint32_t i = 0; i < j->tok->n; i++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&j->tok->view, i, &e);
+        if (mine[e.tier])
+            (void)s_put_one(xs, j, j->at[e.tier], i, &e);
+    }
+}
+
+static void s_get(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
+{
+    (void)xs;
+    for (uint32_t i = 0; i < j->tok->n; i++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&j->tok->view, i, &e);
+        if (mine[e.tier])
+            (void)s_get_one(j, j->at[e.tier], i, &e);
+    }
+}
+
+const kvti_transport_t kvti_transport_shm = {
+    .name = "shm",
+    .open = s_open,
+    .close = s_close,
+    .usable = s_usable,
+    .attach = s_attach,
+    .put = s_put,
+    .get = s_get,
+};
