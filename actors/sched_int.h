@@ -25,12 +25,12 @@
 #include "tier_slots.h"
 
 #define SCHED_NONE UINT32_MAX
-#define SCHED_CHUNK 256u                   /* window entries per chunk of the window pool */
-#define SCHED_DEL_BATCH 512u               /* slots per DeleteSlots message */
-#define SCHED_EXPIRE_BATCH 64u             /* expired blocks removed per tier per tick */
-#define SCHED_INV_PAGE 128u                /* InventoryReply.entries max_count */
-#define SCHED_INV_TRIES 5u                 /* failed inventory pages retried before giving up */
-#define SCHED_ENTRY_SKIP 0x80u             /* sched_entry_t.kind flag: excluded from the batch */
+#define SCHED_CHUNK 256u                      /* window entries per chunk of the window pool */
+#define SCHED_DEL_BATCH 512u                  /* slots per DeleteSlots message */
+#define SCHED_EXPIRE_BATCH 64u                /* expired blocks removed per tier per tick */
+#define SCHED_INV_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
+#define SCHED_INV_TRIES 5u                    /* failed inventory pages retried before giving up */
+#define SCHED_ENTRY_SKIP 0x80u                /* sched_entry_t.kind flag: excluded from the batch */
 #define SCHED_ENTRY_PIN 0x40u              /* sched_entry_t.kind flag: a pinned source (prefetch) */
 #define SCHED_DEMOTE_JOBS 16u              /* migrator jobs in flight (demotion) */
 #define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */

@@ -100,13 +100,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bus_limits.h"
 #include "tier.h"
 
 #define TIER_ACTOR_DEFAULT_MAX_SLOTS 4096u
 #define TIER_ACTOR_DEFAULT_MAX_BYTES (256ull << 20)
 #define TIER_ACTOR_DEFAULT_MAX_INSTANCES 256u
-#define TIER_ACTOR_INVENTORY_PAGE 128u   /* InventoryReply.entries max_count */
-#define TIER_ACTOR_INVENTORY_SCAN 65536u /* slots looked at per Inventory page */
+#define TIER_ACTOR_INVENTORY_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
+#define TIER_ACTOR_INVENTORY_SCAN 65536u                 /* slots looked at per Inventory page */
 #define TIER_ACTOR_ENDPOINT_MAX 256
 #define TIER_ACTOR_DEFAULT_COPY_IN_FLIGHT 8u
 #define TIER_ACTOR_DEFAULT_COPY_SLOTS 256u

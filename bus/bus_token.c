@@ -12,6 +12,12 @@
 #include <string.h>
 
 #define S_MAGIC "KVT1"
+
+_Static_assert(BUS_TOKEN_ENDPOINT_MAX >= BUS_TIER_ENDPOINT_MAX &&
+                   BUS_TOKEN_NAME_MAX >= BUS_TIER_SHM_MAX &&
+                   BUS_TOKEN_NAME_MAX >= BUS_TIER_HOST_MAX,
+               "a token tier record holds every TierInfo string it copies");
+
 #define S_HEADER_BYTES 16u
 /* u32 tier_id, u64 slot_size, u64 epoch, then three u16-prefixed strings */
 #define S_TIER_FIXED_BYTES (4u + 8u + 8u + 3u * 2u)

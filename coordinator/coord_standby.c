@@ -56,7 +56,7 @@ static void s_set_tier(self_t *self, bool up, const kvtier_TierInfo *t)
     }
     if (i == self->n_tiers) {
         if (self->n_tiers == COORD_STANDBY_MAX_TIERS) {
-            bus_warn(S_COMP, "%s: more than %d tiers: %s not listed", self->name,
+            bus_warn(S_COMP, "%s: more than %u tiers: %s not listed", self->name,
                      COORD_STANDBY_MAX_TIERS, t->name);
             return;
         }
