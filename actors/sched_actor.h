@@ -137,9 +137,8 @@ int sched_actor_internal_endpoint(zactor_t *actor, char *buf, size_t len);
  * TierMembershipRequest on the pipe; does not wait. 0 or -1. */
 int sched_actor_tier_change(zactor_t *actor, bool up, const kvtier_TierInfo *info);
 
-/* The 32-bit instance number stored in slot headers (same as
- * tier_actor_instance_hash): low 32 bits of xxh3-64 (seed 0) of the id, "" -> 0,
- * and a non-empty id that would be 0 becomes 1. */
+/* The 32-bit instance number stored in slot headers: tier_instance_hash
+ * (tiers/tier_key.h), the one instance hash the tier actors use too. */
 uint32_t sched_instance_number(const char *instance_id);
 
 #endif

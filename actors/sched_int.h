@@ -36,6 +36,11 @@
 #define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */
 #define SCHED_ROOM_HOLD_MS 1000            /* room kept for a BUSY write that stopped retrying */
 
+/* The index's key (tier_key_t) and the wire's key rows (bus_arrays.h) are the same
+ * 16 bytes: copies between them are plain memcpy. */
+_Static_assert(sizeof(tier_key_t) == BUS_KEY_LEN && TIER_KEY_BYTES == BUS_KEY_LEN,
+               "one block key size on the server side");
+
 /* ---- counters (Stats) ---- */
 
 typedef struct {
@@ -80,7 +85,7 @@ void sched_map_remove(sched_map_t *m, uint64_t hash, uint32_t idx);
 /* ---- windows: entries in chunks of a pool sized at start ---- */
 
 typedef struct {
-    uint8_t key[16];
+    tier_key_t key;
     uint32_t slot;
     uint8_t tier; /* tier index */
     uint8_t kind; /* put: tier_resv_kind_t, | SCHED_ENTRY_SKIP */
@@ -172,7 +177,7 @@ typedef struct sched_tier {
     /* DeleteSlots queued until the end of the current event */
     uint32_t n_del;
     uint64_t del_slots[SCHED_DEL_BATCH];
-    uint8_t del_keys[SCHED_DEL_BATCH][16];
+    uint8_t del_keys[SCHED_DEL_BATCH][BUS_KEY_LEN];
     uint64_t dropped; /* blocks dropped because the tier went down / changed epoch */
     /* access order for reclaim candidates: per slot, the scheduler's stamp of the
      * block's admission (fifo) or last hit (other policies) */
@@ -241,7 +246,7 @@ typedef struct sched {
     bus_arrays_t *req_arr;
     kvtier_Envelope *rep;
     bus_arrays_t rep_arr;
-    uint8_t (*rep_keys)[16];
+    uint8_t (*rep_keys)[BUS_KEY_LEN];
     bool *rep_mask;
     uint32_t *rep_tiers;
     uint8_t *payload;
@@ -255,7 +260,7 @@ typedef struct sched {
     bus_token_entry_t *tok;
     kvtier_Envelope *tier_env; /* tier-plane requests */
     uint64_t *sc_slots, *sc_sizes, *sc_checksums;
-    uint8_t (*sc_keys)[16];
+    uint8_t (*sc_keys)[BUS_KEY_LEN];
 
     sched_instance_t *inst;
     uint32_t n_inst;
