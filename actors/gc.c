@@ -13,8 +13,10 @@
 #include "gc.h"
 
 #define S_LOG "gc"
-#define S_MAX_TIERS 32 /* ClusterInfoReply.tiers */
-#define S_EP_MAX 128   /* TierInfo.endpoint */
+#define S_MAX_TIERS BUS_MAX_TIERS
+#define S_EP_MAX BUS_TIER_ENDPOINT_MAX
+
+_Static_assert(BUS_MAX_GC_DROP >= GC_MAX_PAGE, "a probed page fits one GcDrop");
 
 typedef enum { S_IDLE = 0, S_INFO, S_SCAN, S_PROBE, S_DROP } s_phase_t;
 
@@ -30,7 +32,7 @@ typedef struct {
     /* the probe of this round */
     uint32_t n;
     uint64_t slots[GC_MAX_PAGE];
-    uint8_t keys[GC_MAX_PAGE][16];
+    uint8_t keys[GC_MAX_PAGE][BUS_KEY_LEN];
     uint32_t ref[GC_MAX_PAGE]; /* index in gc.refs */
     bool present[GC_MAX_PAGE];
     bus_arrays_t rarr;

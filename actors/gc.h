@@ -26,8 +26,10 @@
 #include <czmq.h>
 #include <stdint.h>
 
+#include "bus_limits.h"
+
 #define GC_ENDPOINT_MAX 256
-#define GC_MAX_PAGE 64u /* GcScanReply.to_probe max_count */
+#define GC_MAX_PAGE BUS_MAX_GC_PAGE /* GcScanReply.to_probe */
 
 typedef struct {
     char sched_endpoint[GC_ENDPOINT_MAX]; /* the scheduler's internal plane */

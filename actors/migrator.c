@@ -370,7 +370,7 @@ static void s_dispatch(self_t *self, s_job_t *j)
     uint32_t n = job->n;
     bus_arrays_t arr = {.slots = {(uint64_t *)job->src_slots, n, n},
                         .dst_slots = {(uint64_t *)job->dst_slots, n, n},
-                        .keys = {(uint8_t(*)[16])job->keys, n, n}};
+                        .keys = {(uint8_t(*)[BUS_KEY_LEN])job->keys, n, n}};
     j->rarr = (bus_arrays_t){.mask = {j->mask, 0, MIGRATOR_MAX_JOB_SLOTS}};
     s->last_used = zclock_mono();
     if (bus_client_send(s->client, &self->env, &arr, NULL, 0, self->timeout_ms, &j->rarr,

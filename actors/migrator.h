@@ -41,8 +41,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MIGRATOR_MAX_JOB_SLOTS 64u /* internal.proto batches */
-#define MIGRATOR_ENDPOINT_MAX 128  /* CopySlotsRequest.dst_endpoint bound */
+#include "bus_limits.h"
+
+#define MIGRATOR_MAX_JOB_SLOTS BUS_MAX_DEMOTE_BATCH /* a job's results fit one DemoteDone */
+/* int: printf precision ("%.*s") and "%d" take it */
+#define MIGRATOR_ENDPOINT_MAX ((int)BUS_COPY_ENDPOINT_MAX)
 #define MIGRATOR_DEFAULT_IN_FLIGHT 4u
 #define MIGRATOR_DEFAULT_PER_SOURCE 2u
 #define MIGRATOR_DEFAULT_QUEUED 256u
@@ -75,7 +78,7 @@ typedef struct {
     uint32_t n;         /* 1..MIGRATOR_MAX_JOB_SLOTS */
     uint64_t src_slots[MIGRATOR_MAX_JOB_SLOTS];
     uint64_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
-    uint8_t keys[MIGRATOR_MAX_JOB_SLOTS][16]; /* expected at the source */
+    uint8_t keys[MIGRATOR_MAX_JOB_SLOTS][BUS_KEY_LEN]; /* expected at the source */
 } migrator_job_t;
 
 typedef struct {

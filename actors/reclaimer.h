@@ -30,9 +30,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bus_limits.h"
+
 #define RECLAIMER_ENDPOINT_MAX 256
-#define RECLAIMER_MAX_TIERS 32
-#define RECLAIMER_MAX_BATCH 64u /* ReclaimCandidatesReply.blocks max_count */
+#define RECLAIMER_MAX_TIERS BUS_MAX_TIERS
+#define RECLAIMER_MAX_BATCH BUS_MAX_RECLAIM_BATCH /* ReclaimCandidatesReply.blocks */
 
 typedef struct {
     uint32_t tier_id;       /* 1-based */

@@ -311,21 +311,32 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
                  self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint : self->endpoint);
     sched_strcpy(r->event_endpoint, sizeof r->event_endpoint, self->cfg.event_endpoint);
     r->leader_epoch = self->cfg.leader_epoch;
-    for (uint32_t i = 0; i < self->n_tiers && r->tiers_count < 32; i++)
+    _Static_assert(SCHED_MAX_TIERS <= BUS_MAX_TIERS, "every tier fits one ClusterInfoReply");
+    for (uint32_t i = 0; i < self->n_tiers && r->tiers_count < BUS_MAX_TIERS; i++)
         sched_tier_info(self, &self->tiers[i], &r->tiers[r->tiers_count++]);
+    r->total_tiers = self->n_tiers;
     sched_reply(self, call);
 }
 
-static void s_stat(kvtier_StatsReply *r, const char *name, uint64_t v)
+/* One StatsReply page being built: every counter is counted (the total), those in
+ * [offset, offset + limit) are copied into the reply. */
+typedef struct {
+    kvtier_StatsReply *r;
+    uint32_t offset, limit;
+    uint32_t seen;
+} s_page_t;
+
+static void s_stat(s_page_t *p, const char *name, uint64_t v)
 {
-    if (r->counters_count >= sizeof r->counters / sizeof r->counters[0])
+    uint32_t i = p->seen++;
+    if (i < p->offset || p->r->counters_count >= p->limit)
         return;
-    kvtier_StatCounter *c = &r->counters[r->counters_count++];
+    kvtier_StatCounter *c = &p->r->counters[p->r->counters_count++];
     snprintf(c->name, sizeof c->name, "%s", name);
     c->value = v;
 }
 
-static void s_stat_counters(kvtier_StatsReply *r, const sched_counters_t *c)
+static void s_stat_counters(s_page_t *r, const sched_counters_t *c)
 {
     s_stat(r, "lookups", c->lookups);
     s_stat(r, "lookup_keys", c->lookup_keys);
@@ -351,7 +362,7 @@ static void s_stat_counters(kvtier_StatsReply *r, const sched_counters_t *c)
     s_stat(r, "remove_busy", c->remove_busy);
 }
 
-static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
+static void s_stat_global(sched_t *self, s_page_t *r)
 {
     const sched_global_t *g = &self->g;
     s_stat(r, "evictions", g->evictions);
@@ -397,10 +408,12 @@ static void s_stat_global(sched_t *self, kvtier_StatsReply *r)
     s_stat(r, "blocks", blocks);
     s_stat(r, "pinned", pinned);
     s_stat(r, "reserved", reserved);
+    _Static_assert(SCHED_NAME_MAX - 1 + sizeof "tier..capacity" <= BUS_STAT_NAME_MAX,
+                   "per-tier counter names fit StatCounter.name uncut");
     for (uint32_t i = 0; i < self->n_tiers; i++) {
         tier_slots_stats_t ts;
         tier_slots_stats(self->tiers[i].slots, &ts);
-        char name[48];
+        char name[BUS_STAT_NAME_MAX];
         snprintf(name, sizeof name, "tier.%s.used", self->tiers[i].cfg.name);
         s_stat(r, name, ts.used);
         snprintf(name, sizeof name, "tier.%s.capacity", self->tiers[i].cfg.name);
@@ -414,8 +427,14 @@ static void s_on_stats(sched_t *self, sched_call_t *call)
     const sched_instance_t *in = NULL;
     if (id[0] && !(in = sched_instance_get(self, call, id)))
         return;
+    const kvtier_StatsRequest *q = &call->req.env.body.stats_req;
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_stats_rep_tag);
-    kvtier_StatsReply *r = &rep->body.stats_rep;
+    s_page_t page = {.r = &rep->body.stats_rep,
+                     .offset = q->offset,
+                     .limit = q->max_counters && q->max_counters < BUS_STATS_PAGE_MAX
+                                  ? q->max_counters
+                                  : BUS_STATS_PAGE_MAX};
+    s_page_t *r = &page;
     s_stat_counters(r, in ? &in->c : &self->c);
     if (in) {
         /* quotas: as of the last enforcement (sched_quota.c) */
@@ -427,6 +446,9 @@ static void s_on_stats(sched_t *self, sched_call_t *call)
     } else {
         s_stat_global(self, r);
     }
+    rep->body.stats_rep.total = page.seen;
+    uint32_t first = page.offset < page.seen ? page.offset : page.seen;
+    rep->body.stats_rep.next_offset = first + rep->body.stats_rep.counters_count;
     sched_reply(self, call);
 }
 

@@ -28,20 +28,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bus_limits.h"
 #include "common.pb.h"
 
-#define SCHED_MAX_TIERS 32 /* ClusterInfoReply.tiers, token tier table */
+#define SCHED_MAX_TIERS BUS_MAX_TIERS /* ClusterInfoReply.tiers, token tier table */
 #define SCHED_MAX_CHAINS 8
 #define SCHED_CHAIN_MAX_TIERS 8
-#define SCHED_NAME_MAX 32 /* tier / chain name, NUL included (TierInfo.name) */
-#define SCHED_KIND_MAX 16
+#define SCHED_NAME_MAX BUS_TIER_NAME_MAX /* tier / chain name, NUL included */
+#define SCHED_KIND_MAX BUS_TIER_KIND_MAX
 #define SCHED_POLICY_MAX 16
-#define SCHED_CLUSTER_MAX 64
+#define SCHED_CLUSTER_MAX BUS_CLUSTER_MAX
 #define SCHED_NODE_MAX 64
 #define SCHED_ENDPOINT_MAX 256
-#define SCHED_MAX_CAPACITY (1ull << 31) /* slots per tier (slot engine bound) */
-#define SCHED_MAX_QUOTAS 64             /* quota entries (cfg.quotas) */
-#define SCHED_INSTANCE_MAX 64           /* bytes of an instance id, NUL included */
+#define SCHED_MAX_CAPACITY (1ull << 31)        /* slots per tier (slot engine bound) */
+#define SCHED_MAX_QUOTAS 64                    /* quota entries (cfg.quotas) */
+#define SCHED_INSTANCE_MAX BUS_INSTANCE_ID_MAX /* bytes of an instance id, NUL included */
 
 typedef struct {
     uint32_t tier_id; /* 1 + index in the deployment's "tiers"; tiers[i].tier_id == i + 1 */
@@ -136,9 +137,8 @@ int sched_actor_internal_endpoint(zactor_t *actor, char *buf, size_t len);
  * TierMembershipRequest on the pipe; does not wait. 0 or -1. */
 int sched_actor_tier_change(zactor_t *actor, bool up, const kvtier_TierInfo *info);
 
-/* The 32-bit instance number stored in slot headers (same as
- * tier_actor_instance_hash): low 32 bits of xxh3-64 (seed 0) of the id, "" -> 0,
- * and a non-empty id that would be 0 becomes 1. */
+/* The 32-bit instance number stored in slot headers: tier_instance_hash
+ * (tiers/tier_key.h), the one instance hash the tier actors use too. */
 uint32_t sched_instance_number(const char *instance_id);
 
 #endif

@@ -23,7 +23,6 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
-#include "tier_checksum.h"
 
 /* TTLs above this (about 34 years) are refused: deadlines must not overflow. */
 #define S_MAX_TTL_MS (1ull << 40)
@@ -37,11 +36,7 @@ uint64_t sched_hash(const sched_t *self, const void *data, size_t len, uint64_t 
 
 uint32_t sched_instance_number(const char *instance_id)
 {
-    if (!instance_id || !instance_id[0])
-        return 0;
-    struct iovec iov = {.iov_base = (void *)instance_id, .iov_len = strlen(instance_id)};
-    uint32_t h = (uint32_t)tier_checksum(&iov, 1);
-    return h ? h : 1;
+    return tier_instance_hash(instance_id);
 }
 
 int sched_map_init(sched_map_t *m, uint32_t max_items)

@@ -26,14 +26,19 @@
 #include "tier_slots.h"
 
 #define SCHED_NONE UINT32_MAX
-#define SCHED_CHUNK 256u                   /* window entries per chunk of the window pool */
-#define SCHED_DEL_BATCH 512u               /* slots per DeleteSlots message */
-#define SCHED_EXPIRE_BATCH 64u             /* expired blocks removed per tier per tick */
-#define SCHED_INV_PAGE 128u                /* InventoryReply.entries max_count */
-#define SCHED_INV_TRIES 5u                 /* failed inventory pages retried before giving up */
+#define SCHED_CHUNK 256u                      /* window entries per chunk of the window pool */
+#define SCHED_DEL_BATCH 512u                  /* slots per DeleteSlots message */
+#define SCHED_EXPIRE_BATCH 64u                /* expired blocks removed per tier per tick */
+#define SCHED_INV_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
+#define SCHED_INV_TRIES 5u                    /* failed inventory pages retried before giving up */
 #define SCHED_DEMOTE_JOBS 16u              /* migrator jobs in flight (demotion) */
 #define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */
 #define SCHED_ROOM_HOLD_MS 1000            /* room kept for a BUSY write that stopped retrying */
+
+/* The index's key (tier_key_t) and the wire's key rows (bus_arrays.h) are the same
+ * 16 bytes: copies between them are plain memcpy. */
+_Static_assert(sizeof(tier_key_t) == BUS_KEY_LEN && TIER_KEY_BYTES == BUS_KEY_LEN,
+               "one block key size on the server side");
 
 /* ---- counters (Stats) ---- */
 
@@ -147,7 +152,7 @@ typedef struct sched_tier {
     /* DeleteSlots queued until the end of the current event */
     uint32_t n_del;
     uint64_t del_slots[SCHED_DEL_BATCH];
-    uint8_t del_keys[SCHED_DEL_BATCH][16];
+    uint8_t del_keys[SCHED_DEL_BATCH][BUS_KEY_LEN];
     uint64_t dropped; /* blocks dropped because the tier went down / changed epoch */
     /* DELETING blocks (bounded by cfg.max_pending_deletes) */
     uint32_t *del_mark; /* per slot: 1 + index in deleting[], 0 = not deleting */
@@ -200,7 +205,7 @@ typedef struct sched_call {
     bus_arrays_t *req_arr;
     kvtier_Envelope *rep;
     bus_arrays_t rep_arr;
-    uint8_t (*rep_keys)[16];
+    uint8_t (*rep_keys)[BUS_KEY_LEN];
     bool *rep_mask;
     uint32_t *rep_tiers;
     uint8_t *payload;

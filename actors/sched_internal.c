@@ -27,7 +27,7 @@
 #include "sched_int.h"
 
 #define S_LOG "sched"
-#define S_MAX_REFS 64u /* BlockRef arrays of internal.proto */
+#define S_MAX_REFS BUS_MAX_RECLAIM_BATCH /* ReclaimCandidatesReply.blocks */
 
 /* ---- per-slot side arrays ---- */
 
@@ -407,7 +407,8 @@ void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, cons
 static void s_on_gc_scan(sched_t *self, sched_call_t *call)
 {
     const kvtier_GcScanRequest *r = &call->req.env.body.gc_scan_req;
-    uint32_t max = r->max_entries && r->max_entries < S_MAX_REFS ? r->max_entries : S_MAX_REFS;
+    uint32_t max =
+        r->max_entries && r->max_entries < BUS_MAX_GC_PAGE ? r->max_entries : BUS_MAX_GC_PAGE;
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_gc_scan_rep_tag);
     kvtier_GcScanReply *out = &rep->body.gc_scan_rep;
     uint32_t ti = (uint32_t)(r->cursor >> 32);

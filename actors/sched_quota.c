@@ -31,8 +31,8 @@
 #include "sched_int.h"
 
 #define S_LOG "sched"
-#define S_MAX_REFS 64u /* QuotaEnforceReply.blocks max_count */
-#define S_SERVE 8u     /* over-quota instances served per call */
+#define S_MAX_REFS BUS_MAX_QUOTA_BATCH /* QuotaEnforceReply.blocks */
+#define S_SERVE 8u                     /* over-quota instances served per call */
 
 typedef struct {
     uint64_t rank;

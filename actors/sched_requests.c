@@ -257,7 +257,7 @@ static uint32_t s_unpin_entries(sched_t *self, uint32_t number, const sched_list
             continue;
         sched_tier_t *t = &self->tiers[e->tier];
         tier_key_t key;
-        memcpy(key.b, e->key, TIER_KEY_BYTES);
+        key = e->key;
         if (e->gen == t->gen && tier_slots_unpin(t->slots, number, &key) == 0)
             released++;
     }
@@ -273,7 +273,7 @@ static bool s_abort_entry(sched_t *self, uint32_t number, const sched_entry_t *e
     if (e->gen != t->gen || (e->kind & (SCHED_ENTRY_SKIP | SCHED_ENTRY_PIN)))
         return false;
     tier_key_t key;
-    memcpy(key.b, e->key, TIER_KEY_BYTES);
+    key = e->key;
     tier_commit_outcome_t out = 0;
     if (tier_slots_commit(t->slots, number, &key, false, (uint64_t)now, &out) < 0)
         return false;
@@ -561,7 +561,7 @@ void sched_on_prepare_get(sched_t *self, sched_call_t *call)
     sched_window_t *w = &q->win[SCHED_WIN_GET];
     for (uint32_t k = 0; k < n; k++) {
         sched_entry_t *e = sched_list_push(self, &w->entries);
-        memcpy(e->key, call->keys[k].b, TIER_KEY_BYTES);
+        e->key = call->keys[k];
         e->slot = (uint32_t)call->tok[k].slot;
         e->tier = (uint8_t)call->pos[k];
         e->kind = 0;
@@ -819,7 +819,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
         if (call->resv[i].kind == TIER_RESV_SERVING)
             continue;
         sched_entry_t *e = sched_list_push(self, &w->entries);
-        memcpy(e->key, call->keys[i].b, TIER_KEY_BYTES);
+        e->key = call->keys[i];
         e->slot = call->resv[i].slot;
         e->tier = (uint8_t)t->idx;
         e->kind = (uint8_t)call->resv[i].kind;
@@ -943,7 +943,7 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
         if (e->kind & SCHED_ENTRY_PIN) { /* prefetch source: the copy is done with it */
             sched_tier_t *src = &self->tiers[e->tier];
             tier_key_t key;
-            memcpy(key.b, e->key, TIER_KEY_BYTES);
+            key = e->key;
             if (e->gen == src->gen)
                 (void)tier_slots_unpin(src->slots, in->number, &key);
             continue;
@@ -952,7 +952,7 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
             continue;
         bool ok = i++ < written && e->gen == t->gen;
         tier_key_t key;
-        memcpy(key.b, e->key, TIER_KEY_BYTES);
+        key = e->key;
         if (!ok) {
             s_abort_entry(self, in->number, e, now);
             /* The PutHeader may still land after the timeout, on a slot that is free
@@ -1157,13 +1157,13 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
             continue;
         }
         sched_entry_t *e = sched_list_push(self, &w->entries);
-        memcpy(e->key, call->keys[i].b, TIER_KEY_BYTES);
+        e->key = call->keys[i];
         e->slot = call->resv[i].slot;
         e->tier = (uint8_t)head->idx;
         e->kind = (uint8_t)kind;
         e->gen = head->gen;
         e = sched_list_push(self, &w->entries);
-        memcpy(e->key, call->keys[i].b, TIER_KEY_BYTES);
+        e->key = call->keys[i];
         e->slot = (uint32_t)call->tok[i].src_slot;
         e->tier = (uint8_t)src->idx;
         e->kind = SCHED_ENTRY_PIN;

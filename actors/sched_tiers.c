@@ -223,7 +223,7 @@ int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instan
         if (e->kind & (SCHED_ENTRY_SKIP | SCHED_ENTRY_PIN))
             continue;
         self->tio.slots[i] = e->slot;
-        memcpy(self->tio.keys[i], e->key, TIER_KEY_BYTES);
+        memcpy(self->tio.keys[i], e->key.b, TIER_KEY_BYTES);
         self->tio.sizes[i] = sizes_by_entry ? sizes_by_entry[i] : size;
         /* side arrays of a slot being written: nobody reads them until it serves */
         t->sizes[e->slot] = (uint32_t)self->tio.sizes[i];
@@ -271,7 +271,7 @@ void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, ui
         wall = (uint64_t)sched_wall_ms() +
                (info.deadline_ms > (uint64_t)now ? info.deadline_ms - (uint64_t)now : 0);
     uint64_t s = slot, size = t->sizes[slot], ck = t->checksums[slot];
-    uint8_t k[1][16];
+    uint8_t k[1][BUS_KEY_LEN];
     memcpy(k[0], key->b, TIER_KEY_BYTES);
     kvtier_Envelope *env = self->tio.env;
     bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);

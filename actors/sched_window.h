@@ -11,12 +11,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tier_key.h"
+
 #define SCHED_ENTRY_SKIP 0x80u /* sched_entry_t.kind flag: excluded from the batch */
 #define SCHED_ENTRY_PIN 0x40u  /* sched_entry_t.kind flag: a pinned source (prefetch) */
 
 /* One key of a window. */
 typedef struct {
-    uint8_t key[16];
+    tier_key_t key;
     uint32_t slot;
     uint8_t tier; /* tier index */
     uint8_t kind; /* put: tier_resv_kind_t, | SCHED_ENTRY_SKIP */

@@ -18,7 +18,6 @@
 #include "bus_host.h"
 #include "bus_log.h"
 #include "tier_actor_int.h"
-#include "tier_checksum.h"
 
 typedef tier_actor_self_t self_t;
 
@@ -55,11 +54,7 @@ void tier_actor_count_used(self_t *self)
 
 uint32_t tier_actor_instance_hash(const char *instance_id)
 {
-    if (!instance_id || !instance_id[0])
-        return 0;
-    struct iovec iov = {.iov_base = (void *)instance_id, .iov_len = strlen(instance_id)};
-    uint32_t h = (uint32_t)tier_checksum(&iov, 1);
-    return h ? h : 1;
+    return tier_instance_hash(instance_id);
 }
 
 /* ---- construction ---- */

@@ -100,13 +100,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bus_limits.h"
 #include "tier.h"
 
 #define TIER_ACTOR_DEFAULT_MAX_SLOTS 4096u
 #define TIER_ACTOR_DEFAULT_MAX_BYTES (256ull << 20)
 #define TIER_ACTOR_DEFAULT_MAX_INSTANCES 256u
-#define TIER_ACTOR_INVENTORY_PAGE 128u   /* InventoryReply.entries max_count */
-#define TIER_ACTOR_INVENTORY_SCAN 65536u /* slots looked at per Inventory page */
+#define TIER_ACTOR_INVENTORY_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
+#define TIER_ACTOR_INVENTORY_SCAN 65536u                 /* slots looked at per Inventory page */
 #define TIER_ACTOR_ENDPOINT_MAX 256
 #define TIER_ACTOR_DEFAULT_COPY_IN_FLIGHT 8u
 #define TIER_ACTOR_DEFAULT_COPY_SLOTS 256u
@@ -176,9 +177,8 @@ int tier_actor_describe(zactor_t *actor, tier_desc_t *out);
 /* Counters (see tier_actor_stats_t). 0, or -1 when the actor does not answer. */
 int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out);
 
-/* The uint32 stored in slot headers for an instance id: the low 32 bits of
- * XXH3_64bits (seed 0) over the id's bytes without the NUL; "" is 0 and a non-empty
- * id that would hash to 0 becomes 1. */
+/* The uint32 stored in slot headers for an instance id: tier_instance_hash
+ * (tiers/tier_key.h), the one instance hash. */
 uint32_t tier_actor_instance_hash(const char *instance_id);
 
 #endif

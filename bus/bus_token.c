@@ -15,6 +15,11 @@
 
 #define S_MAGIC "KVT1"
 #define S_PREFIX_BYTES 6u /* magic + version: where they are in every version */
+
+_Static_assert(BUS_TOKEN_ENDPOINT_MAX >= BUS_TIER_ENDPOINT_MAX &&
+                   BUS_TOKEN_NAME_MAX >= BUS_TIER_SHM_MAX &&
+                   BUS_TOKEN_NAME_MAX >= BUS_TIER_HOST_MAX,
+               "a token tier record holds every TierInfo string it copies");
 /* u32 tier_id, u64 slot_size, u64 epoch, then three u16-prefixed strings */
 #define S_TIER_FIXED_BYTES (4u + 8u + 8u + 3u * 2u)
 

@@ -48,9 +48,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bus_limits.h"
+
 #define BUS_TOKEN_VERSION 2
-#define BUS_TOKEN_MAX_TIERS 32
+#define BUS_TOKEN_MAX_TIERS BUS_MAX_TIERS /* a token names tiers of one cluster */
 #define BUS_TOKEN_NO_TIER 0xFFFFu
+/* The format's own string bounds (len <= 255 / 63), wide enough for TierInfo's. */
 #define BUS_TOKEN_ENDPOINT_MAX 256
 #define BUS_TOKEN_NAME_MAX 64
 #define BUS_TOKEN_HEADER_BYTES 64u

@@ -13,6 +13,27 @@
 
 /* Smallest token arrays: small windows reuse one token without regrowing. */
 #define S_TOKEN_MIN_CAP 64u
+/* Tries of kvt_stats_page when the counter list changes length between pages. */
+#define S_STATS_ATTEMPTS 4
+
+/* kvtier.h keeps copies of the protocol's bounds (it cannot include generated
+ * code): they must be the wire's, and its strings wide enough for the wire's. */
+#define S_HAS_ROOM(type, field, wire) (sizeof(((type *)0)->field) >= (wire))
+_Static_assert(KVT_MAX_TIERS == BUS_MAX_TIERS, "kvtier.h KVT_MAX_TIERS: ClusterInfoReply.tiers");
+_Static_assert(KVT_STATS_PAGE == BUS_STATS_PAGE_MAX,
+               "kvtier.h KVT_STATS_PAGE: StatsReply.counters");
+_Static_assert(KVT_KEY_BYTES == BUS_BLOCK_KEY_BYTES, "kvtier.h KVT_KEY_BYTES: BlockKey.key");
+_Static_assert(S_HAS_ROOM(kvt_stat_t, name, BUS_STAT_NAME_MAX), "kvt_stat_t.name");
+_Static_assert(S_HAS_ROOM(kvt_tier_info_t, name, BUS_TIER_NAME_MAX) &&
+                   S_HAS_ROOM(kvt_tier_info_t, kind, BUS_TIER_KIND_MAX) &&
+                   S_HAS_ROOM(kvt_tier_info_t, endpoint, BUS_TIER_ENDPOINT_MAX),
+               "kvt_tier_info_t strings");
+_Static_assert(S_HAS_ROOM(kvt_cluster_info_t, cluster, BUS_CLUSTER_MAX) &&
+                   S_HAS_ROOM(kvt_cluster_info_t, leader_endpoint,
+                              BUS_FIELD_SIZE(kvtier_ClusterInfoReply, leader_endpoint)) &&
+                   S_HAS_ROOM(kvt_cluster_info_t, event_endpoint,
+                              BUS_FIELD_SIZE(kvtier_ClusterInfoReply, event_endpoint)),
+               "kvt_cluster_info_t strings");
 
 /* ---- token pool ------------------------------------------------------------ */
 
@@ -624,10 +645,10 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
     snprintf(out->leader_endpoint, sizeof out->leader_endpoint, "%s", r->leader_endpoint);
     out->leader_epoch = r->leader_epoch;
     snprintf(out->event_endpoint, sizeof out->event_endpoint, "%s", r->event_endpoint);
-    uint32_t n = r->tiers_count;
-    if (n > sizeof out->tiers / sizeof out->tiers[0])
-        n = sizeof out->tiers / sizeof out->tiers[0];
+    uint32_t n = r->tiers_count < KVT_MAX_TIERS ? r->tiers_count : KVT_MAX_TIERS;
     out->n_tiers = n;
+    /* a server without the field (older) sends 0: its list is the total */
+    out->total_tiers = r->total_tiers > r->tiers_count ? r->total_tiers : r->tiers_count;
     for (uint32_t i = 0; i < n; i++) {
         const kvtier_TierInfo *ti = &r->tiers[i];
         kvt_tier_info_t *o = &out->tiers[i];
@@ -643,32 +664,91 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
     return 0;
 }
 
-int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap, uint32_t *n)
+/* Asks for counters [offset, offset + want) (at least one, at most a page); the
+ * reply is in c->rep. */
+static int s_stats_call(kvt_client_t *c, const char *instance_id, uint32_t offset, uint32_t want)
+{
+    bus_env_init(c->req, kvtier_Envelope_stats_req_tag, c->name);
+    kvtier_StatsRequest *q = &c->req->body.stats_req;
+    snprintf(q->instance_id, sizeof q->instance_id, "%s", instance_id ? instance_id : "");
+    q->offset = offset;
+    q->max_counters = want == 0 ? 1 : want < BUS_STATS_PAGE_MAX ? want : BUS_STATS_PAGE_MAX;
+    int rc = kvti_meta_call(c, "stats", true, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    if (c->rep->which_body != kvtier_Envelope_stats_rep_tag)
+        return kvti_fail(c, KVT_INTERNAL, "stats", "reply without a body");
+    return 0;
+}
+
+/* The reply's total; a server without paging (older) sends 0 and one list. */
+static uint32_t s_stats_total(const kvtier_StatsReply *r, uint32_t from)
+{
+    return r->total ? r->total : from + r->counters_count;
+}
+
+/* One pass from offset: 0 (*n, *total set), 1 when the total changed between pages,
+ * or a negative code. */
+static int s_stats_pass(kvt_client_t *c, const char *instance_id, uint32_t offset, kvt_stat_t *out,
+                        uint32_t cap, uint32_t *n, uint32_t *total)
+{
+    uint32_t got = 0;
+    for (bool first = true;; first = false) {
+        int rc = s_stats_call(c, instance_id, offset + got, cap - got);
+        if (rc < 0)
+            return rc;
+        const kvtier_StatsReply *r = &c->rep->body.stats_rep;
+        uint32_t t = s_stats_total(r, offset + got);
+        if (!first && t != *total)
+            return 1;
+        *total = t;
+        uint32_t m = r->counters_count < cap - got ? r->counters_count : cap - got;
+        for (uint32_t i = 0; i < m; i++) {
+            snprintf(out[got + i].name, sizeof out[got + i].name, "%s", r->counters[i].name);
+            out[got + i].value = r->counters[i].value;
+        }
+        got += m;
+        if (got == cap || m == 0 || offset + got >= t)
+            break;
+    }
+    *n = got;
+    return 0;
+}
+
+int kvt_stats_page(kvt_client_t *c, const char *instance_id, uint32_t offset, kvt_stat_t *out,
+                   uint32_t cap, uint32_t *n, uint32_t *total)
 {
     const char *W = "stats";
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (n)
         *n = 0;
+    if (total)
+        *total = 0;
     if (!n || (!out && cap > 0))
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "%s is NULL", !n ? "n" : "out");
     int rc = kvti_check_id(c, W, "instance_id", instance_id, true);
     if (rc < 0)
         return rc;
-    bus_env_init(c->req, kvtier_Envelope_stats_req_tag, c->name);
-    snprintf(c->req->body.stats_req.instance_id, sizeof c->req->body.stats_req.instance_id, "%s",
-             instance_id ? instance_id : "");
-    rc = kvti_meta_call(c, W, true, NULL, NULL);
-    if (rc < 0)
-        return rc;
-    if (c->rep->which_body != kvtier_Envelope_stats_rep_tag)
-        return kvti_fail(c, KVT_INTERNAL, W, "reply without a body");
-    const kvtier_StatsReply *r = &c->rep->body.stats_rep;
-    uint32_t m = r->counters_count < cap ? r->counters_count : cap;
-    for (uint32_t i = 0; i < m; i++) {
-        snprintf(out[i].name, sizeof out[i].name, "%s", r->counters[i].name);
-        out[i].value = r->counters[i].value;
+    for (int attempt = 0; attempt < S_STATS_ATTEMPTS; attempt++) {
+        uint32_t got = 0, all = 0;
+        rc = s_stats_pass(c, instance_id, offset, out, cap, &got, &all);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            *n = got;
+            if (total)
+                *total = all;
+            return 0;
+        }
     }
-    *n = m;
-    return 0;
+    return kvti_fail(c, KVT_CONFLICT, W,
+                     "the scheduler's counter list changed length on each of %d tries to page "
+                     "through it (tiers coming and going); try again",
+                     S_STATS_ATTEMPTS);
+}
+
+int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap, uint32_t *n)
+{
+    return kvt_stats_page(c, instance_id, 0, out, cap, n, NULL);
 }

@@ -13,6 +13,7 @@
 #include "bus_client.h"
 #include "bus_endpoint.h"
 #include "bus_host.h"
+#include "bus_limits.h"
 #include "bus_token.h"
 #include "coord_etcd.h"
 #include "kvtier.h"
@@ -22,10 +23,14 @@
 #define KVT_DEFAULT_TIMEOUT_MS 5000u
 #define KVT_MAX_TIMEOUT_MS 3600000u /* one hour: anything longer is a mistake */
 #define KVT_DEFAULT_IN_FLIGHT 64u
-#define KVT_ID_MAX 63     /* instance and request ids: meta.options max_size 64 with the NUL */
-#define KVT_TOKEN_KEEP 16 /* completed tokens kept for reuse per handle */
+#define KVT_ID_MAX ((int)BUS_INSTANCE_ID_MAX - 1) /* instance and request ids, NUL excluded */
+#define KVT_TOKEN_KEEP 16                         /* completed tokens kept for reuse per handle */
 /* Longest token payload for n keys: header, a full tier table, n entries, MAC. */
 #define KVT_TOKEN_PAYLOAD_MAX(n) BUS_TOKEN_MAX_BYTES(BUS_TOKEN_MAX_TIERS, n)
+
+_Static_assert(BUS_FIELD_SIZE(kvtier_RequestContext, request_id) == BUS_INSTANCE_ID_MAX &&
+                   BUS_FIELD_SIZE(kvtier_LookupRequest, request_id) == BUS_INSTANCE_ID_MAX,
+               "request ids have the bound of instance ids (KVT_ID_MAX)");
 
 struct kvt_data;
 

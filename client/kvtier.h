@@ -48,6 +48,10 @@ extern "C" {
 
 #define KVT_KEY_BYTES 16
 #define KVT_MAX_KEYS 65536 /* per call */
+/* Copies of protocol bounds (schemas/meta.options; the library checks them at build
+ * time): tiers one ClusterInfo reply lists, counters one stats page carries. */
+#define KVT_MAX_TIERS 32
+#define KVT_STATS_PAGE 128
 
 /* Same numbers as the wire StatusCode (schemas/common.proto). */
 typedef enum kvt_status {
@@ -206,10 +210,13 @@ typedef struct kvt_cluster_info {
     char leader_endpoint[256];
     uint64_t leader_epoch;
     char event_endpoint[256];
-    uint32_t n_tiers;
-    kvt_tier_info_t tiers[32];
+    uint32_t n_tiers; /* entries of tiers[] filled */
+    kvt_tier_info_t tiers[KVT_MAX_TIERS];
+    uint32_t total_tiers; /* tiers the coordinator knows; > n_tiers: the list is cut */
 } kvt_cluster_info_t;
 
+/* A reply listing fewer tiers than it says the cluster has (total_tiers > n_tiers)
+ * is still 0: the caller sees the cut in total_tiers. */
 int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out);
 
 typedef struct kvt_stat {
@@ -217,8 +224,21 @@ typedef struct kvt_stat {
     uint64_t value;
 } kvt_stat_t;
 
-/* Counters of the scheduler (all instances when instance_id is NULL). */
+/* Counters of the scheduler (all instances when instance_id is NULL), in the
+ * scheduler's fixed order. The scheduler sends at most KVT_STATS_PAGE per reply;
+ * these calls ask page after page until cap is filled or the list ends.
+ *
+ * kvt_stats_page writes counters offset, offset + 1, ... into out[0 .. *n), at most
+ * cap, and sets *total (NULL ok) to how many the scheduler has, whatever cap is:
+ * like snprintf, *total > offset + *n means more follow; call again from
+ * offset + *n, or with cap = *total to get them all (cap 0 asks for the total only).
+ * When the list changes length between pages (a tier came or went) the call starts
+ * again from offset, at most 4 times, then fails with -KVT_CONFLICT.
+ * kvt_stats is kvt_stats_page from offset 0 without the total: *n is what was
+ * written, so use kvt_stats_page to know whether cap cut the list. */
 int kvt_stats(kvt_client_t *c, const char *instance_id, kvt_stat_t *out, uint32_t cap, uint32_t *n);
+int kvt_stats_page(kvt_client_t *c, const char *instance_id, uint32_t offset, kvt_stat_t *out,
+                   uint32_t cap, uint32_t *n, uint32_t *total);
 
 /* ---- data role ----
  * For each tier of a token, a handle on the tier actor's host (same boot id) maps

@@ -118,7 +118,7 @@ static int s_endpoint(const bus_config_node_t *node, const char *path, char *out
 {
     int rc = bus_config_get_endpoint(node, path, BUS_ENDPOINT_BIND, out, outsz, err, errlen);
     if (rc == 0 && strlen(out) > COORD_WIRE_ENDPOINT_MAX)
-        rc = bus_config_error(node, path, err, errlen, "longer than %d bytes",
+        rc = bus_config_error(node, path, err, errlen, "longer than %u bytes",
                               COORD_WIRE_ENDPOINT_MAX);
     return rc;
 }

@@ -19,23 +19,25 @@
 #include <stdint.h>
 
 #include "bus_endpoint.h"
+#include "bus_limits.h"
 #include "coord_etcd.h"
 #include "tier.h"
 
-#define COORD_CLUSTER_MAX 64    /* bytes of the cluster name, NUL included */
-#define COORD_TIER_NAME_MAX 32  /* bytes of a tier or chain name, NUL included (TierInfo.name) */
-#define COORD_TIER_KIND_MAX 16  /* bytes of a kind name, NUL included */
-#define COORD_POLICY_MAX 16     /* bytes of a policy name, NUL included */
-#define COORD_PATH_MAX 256      /* bytes of a file path, NUL included */
-#define COORD_MAX_TIERS 32      /* tiers per deployment (ClusterInfoReply.tiers) */
-#define COORD_MAX_CHAINS 8      /* chains per deployment */
-#define COORD_CHAIN_MAX_TIERS 8 /* tiers per chain */
-#define COORD_MAX_CAPACITY (1ull << 31)  /* slots per tier (the slot engine's bound) */
-#define COORD_MAX_SLOT_SIZE (1ull << 30) /* bytes per slot */
-#define COORD_MAX_BATCH 65536u           /* keys per request (BUS_MAX_ARRAY) */
-#define COORD_WIRE_ENDPOINT_MAX 127      /* bytes of an endpoint on the wire (TierInfo) */
-#define COORD_MAX_QUOTAS 64              /* entries of "quotas" (SCHED_MAX_QUOTAS) */
-#define COORD_INSTANCE_MAX 64            /* bytes of an instance id, NUL included */
+/* Bounds that travel on the wire come from the .options of schemas/ (bus_limits.h). */
+#define COORD_CLUSTER_MAX BUS_CLUSTER_MAX     /* bytes of the cluster name, NUL included */
+#define COORD_TIER_NAME_MAX BUS_TIER_NAME_MAX /* tier or chain name, NUL included */
+#define COORD_TIER_KIND_MAX BUS_TIER_KIND_MAX /* kind name, NUL included (TierInfo.kind_name) */
+#define COORD_POLICY_MAX 16                   /* bytes of a policy name, NUL included */
+#define COORD_PATH_MAX 256                    /* bytes of a file path, NUL included */
+#define COORD_MAX_TIERS BUS_MAX_TIERS         /* tiers per deployment (ClusterInfoReply.tiers) */
+#define COORD_MAX_CHAINS 8                    /* chains per deployment */
+#define COORD_CHAIN_MAX_TIERS 8               /* tiers per chain */
+#define COORD_MAX_CAPACITY (1ull << 31)       /* slots per tier (the slot engine's bound) */
+#define COORD_MAX_SLOT_SIZE (1ull << 30)      /* bytes per slot */
+#define COORD_MAX_BATCH 65536u                /* keys per request (BUS_MAX_ARRAY) */
+#define COORD_WIRE_ENDPOINT_MAX (BUS_TIER_ENDPOINT_MAX - 1) /* bytes on the wire (TierInfo) */
+#define COORD_MAX_QUOTAS 64                    /* entries of "quotas" (SCHED_MAX_QUOTAS) */
+#define COORD_INSTANCE_MAX BUS_INSTANCE_ID_MAX /* bytes of an instance id, NUL included */
 
 typedef struct {
     uint32_t id; /* 1 + index in "tiers" */

@@ -35,6 +35,10 @@ typedef struct {
     uint64_t epoch;
     uint32_t n_tiers;
     kvtier_TierInfo tiers[COORD_STANDBY_MAX_TIERS];
+    /* tiers up but not listed (the table was full): ClusterInfo counts them in
+     * total_tiers, so the cut is reported; remembered up to the same bound */
+    uint32_t n_unlisted;
+    char unlisted[COORD_STANDBY_MAX_TIERS][BUS_TIER_NAME_MAX];
     uint64_t answered, redirected;
 } self_t;
 
@@ -42,6 +46,18 @@ static void s_nap_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* Remembers (up) or forgets a tier the full table could not list. */
+static void s_set_unlisted(self_t *self, bool up, const char *name)
+{
+    uint32_t i = 0;
+    while (i < self->n_unlisted && strcmp(self->unlisted[i], name) != 0)
+        i++;
+    if (!up && i < self->n_unlisted)
+        memcpy(self->unlisted[i], self->unlisted[--self->n_unlisted], sizeof self->unlisted[i]);
+    else if (up && i == self->n_unlisted && i < COORD_STANDBY_MAX_TIERS)
+        snprintf(self->unlisted[self->n_unlisted++], sizeof self->unlisted[0], "%s", name);
 }
 
 static void s_set_tier(self_t *self, bool up, const kvtier_TierInfo *t)
@@ -52,12 +68,14 @@ static void s_set_tier(self_t *self, bool up, const kvtier_TierInfo *t)
     if (!up) {
         if (i < self->n_tiers)
             self->tiers[i] = self->tiers[--self->n_tiers];
+        s_set_unlisted(self, false, t->name);
         return;
     }
     if (i == self->n_tiers) {
         if (self->n_tiers == COORD_STANDBY_MAX_TIERS) {
-            bus_warn(S_COMP, "%s: more than %d tiers: %s not listed", self->name,
+            bus_warn(S_COMP, "%s: more than %u tiers: %s not listed", self->name,
                      COORD_STANDBY_MAX_TIERS, t->name);
+            s_set_unlisted(self, true, t->name);
             return;
         }
         self->n_tiers++;
@@ -112,6 +130,7 @@ static void s_answer_cluster_info(self_t *self)
     ci->leader_epoch = self->epoch;
     ci->tiers_count = (pb_size_t)self->n_tiers;
     memcpy(ci->tiers, self->tiers, sizeof self->tiers[0] * self->n_tiers);
+    ci->total_tiers = self->n_tiers + self->n_unlisted;
     kvtier_Status st;
     if (bus_server_reply(self->server, self->req.routing_id, rep, NULL, NULL, 0, &st) < 0)
         bus_warn(S_COMP, "%s: ClusterInfo reply: %s", self->name, st.message);

@@ -18,9 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bus_limits.h"
 #include "common.pb.h"
 
-#define COORD_STANDBY_MAX_TIERS 32
+#define COORD_STANDBY_MAX_TIERS BUS_MAX_TIERS
 
 typedef struct {
     const char *endpoint; /* meta endpoint to bind ("tcp://127.0.0.1:*" picks a port) */

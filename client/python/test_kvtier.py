@@ -1,9 +1,15 @@
 """Checks of the Python binding that need no running service (stdlib unittest):
-block keys (the pinned vector of kvtier.h, chaining, parent), status names and
-connect errors. Run: KVTIER_LIB=build/client/libkvtier.so python3 client/python/test_kvtier.py
+block keys (the pinned vector of kvtier.h, chaining, parent), status names,
+connect errors, and that its copies of kvtier.h (constants, struct layouts) are
+the header's. Run: KVTIER_LIB=build/client/libkvtier.so python3 client/python/test_kvtier.py
+(CC names the C compiler for the layout check, default cc.)
 """
+import ctypes
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +47,48 @@ class Errors(unittest.TestCase):
     def test_bad_key_length_is_refused_before_the_call(self):
         with self.assertRaises(ValueError):
             kvtier._keys([b"short"])
+
+
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kvtier.h")
+
+
+class HeaderCopies(unittest.TestCase):
+    """Issue "one source for shared identities and limits": a copy of a bound that
+    cannot be derived (the binding cannot include C) is checked against its source,
+    so a bound changed in kvtier.h cannot leave the binding cutting lists short."""
+
+    def test_constants_are_the_headers(self):
+        with open(HEADER) as f:
+            text = f.read()
+        for py, c in (("KEY_BYTES", "KVT_KEY_BYTES"), ("MAX_KEYS", "KVT_MAX_KEYS"),
+                      ("MAX_TIERS", "KVT_MAX_TIERS"), ("STATS_PAGE", "KVT_STATS_PAGE")):
+            m = re.search(r"#define %s (\d+)" % c, text)
+            self.assertIsNotNone(m, c)
+            self.assertEqual(getattr(kvtier, py), int(m.group(1)), py)
+
+    def test_struct_layouts_are_the_headers(self):
+        prog = """#include <stddef.h>
+#include <stdio.h>
+#include "kvtier.h"
+int main(void) {
+    printf("%zu %zu %zu %zu %zu\\n", sizeof(kvt_cluster_info_t),
+           offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
+           sizeof(kvt_tier_info_t), sizeof(kvt_stat_t));
+    return 0;
+}
+"""
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write(prog)
+            subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-I",
+                            os.path.dirname(HEADER), src, "-o", exe], check=True)
+            got = [int(v) for v in subprocess.run([exe], check=True, capture_output=True,
+                                                  text=True).stdout.split()]
+        want = [ctypes.sizeof(kvtier._ClusterInfo), kvtier._ClusterInfo.tiers.offset,
+                kvtier._ClusterInfo.total_tiers.offset, ctypes.sizeof(kvtier._TierInfo),
+                ctypes.sizeof(kvtier._Stat)]
+        self.assertEqual(want, got)
 
 
 if __name__ == "__main__":

@@ -202,8 +202,8 @@ def cmd_miss(a):
 
 
 def stats_of(cn, instance=None):
-    """The scheduler's counters plus, from cluster_info (not bound by the 64 counters
-    of a stats reply), "used.<tier>": slots in use per tier."""
+    """The scheduler's counters (all of them: Client.stats pages through them) plus,
+    from cluster_info, "used.<tier>": slots in use per tier."""
     st = cn.c.stats(instance)
     for t in cn.c.cluster_info()["tiers"]:
         st["used." + t["name"]] = t["used"]

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_MAX_STATS 64
+/* Tries to read every counter while the list keeps growing (tiers joining). */
+#define S_STATS_TRIES 4
 #define S_WAIT_MS 30000
 #define S_MAX_LOOKUP_TOKENS (1u << 24)
 
@@ -60,8 +61,12 @@ static void s_print_size(FILE *out, uint64_t bytes)
 
 static void s_print_tiers(const kvt_cluster_info_t *ci)
 {
-    printf("tiers        %u\n", ci->n_tiers);
-    for (uint32_t i = 0; i < ci->n_tiers && i < 32; i++) {
+    if (ci->total_tiers > ci->n_tiers)
+        printf("tiers        %u (%u listed: a ClusterInfo reply holds at most %u)\n",
+               ci->total_tiers, ci->n_tiers, KVT_MAX_TIERS);
+    else
+        printf("tiers        %u\n", ci->n_tiers);
+    for (uint32_t i = 0; i < ci->n_tiers && i < KVT_MAX_TIERS; i++) {
         const kvt_tier_info_t *t = &ci->tiers[i];
         double pct = t->capacity ? 100.0 * (double)t->used / (double)t->capacity : 0.0;
         printf("tier %u %s: kind %s, %s, endpoint %s, fill %llu/%llu slots (%.1f%%), slot ",
@@ -72,8 +77,30 @@ static void s_print_tiers(const kvt_cluster_info_t *ci)
     }
 }
 
+/* Every counter of the scheduler (or of one instance), however many pages they
+ * take: *st (the caller frees it) grows to the total kvt_stats_page reports. 0 with
+ * *n < *total only when the list kept growing on every try. */
+static int s_all_stats(kvt_client_t *c, const char *instance, kvt_stat_t **st, uint32_t *n,
+                       uint32_t *total)
+{
+    uint32_t cap = KVT_STATS_PAGE;
+    for (int i = 0; i < S_STATS_TRIES; i++) {
+        kvt_stat_t *grown = realloc(*st, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "kvtier status: no memory for %u counters\n", cap);
+            return -KVT_INTERNAL;
+        }
+        *st = grown;
+        int rc = kvt_stats_page(c, instance, 0, *st, cap, n, total);
+        if (rc < 0 || *total <= *n)
+            return rc;
+        cap = *total;
+    }
+    return 0;
+}
+
 /* Counter names of the scheduler (actors/sched_actor.c, StatsReply). */
-static void s_print_stats(const kvt_stat_t *st, uint32_t n)
+static void s_print_stats(const kvt_stat_t *st, uint32_t n, uint32_t total)
 {
     uint64_t hits = 0, keys = 0, blocks = 0;
     if (s_stat(st, n, "blocks", &blocks))
@@ -82,7 +109,10 @@ static void s_print_stats(const kvt_stat_t *st, uint32_t n)
         printf("hit rate     %.1f%% (%llu of %llu looked-up blocks)\n",
                keys ? 100.0 * (double)hits / (double)keys : 0.0, (unsigned long long)hits,
                (unsigned long long)keys);
-    printf("counters     %u\n", n);
+    if (total > n)
+        printf("counters     %u (%u shown: the list grew while it was read)\n", total, n);
+    else
+        printf("counters     %u\n", n);
     for (uint32_t i = 0; i < n; i++)
         printf("  %-28s %llu\n", st[i].name, (unsigned long long)st[i].value);
 }
@@ -111,9 +141,9 @@ int cli_cmd_status(int argc, char **argv)
         return CLI_EXIT_FAIL;
     int status = CLI_EXIT_FAIL;
     kvt_cluster_info_t *ci = calloc(1, sizeof *ci);
-    kvt_stat_t *st = calloc(S_MAX_STATS, sizeof *st);
-    uint32_t n_st = 0;
-    if (!ci || !st)
+    kvt_stat_t *st = NULL;
+    uint32_t n_st = 0, total = 0;
+    if (!ci)
         goto out;
     int rc = kvt_cluster_info(c, ci);
     if (rc < 0) {
@@ -124,25 +154,25 @@ int cli_cmd_status(int argc, char **argv)
     printf("leader       %s (epoch %llu)\n", ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
            (unsigned long long)ci->leader_epoch);
     s_print_tiers(ci);
-    rc = kvt_stats(c, NULL, st, S_MAX_STATS, &n_st);
+    rc = s_all_stats(c, NULL, &st, &n_st, &total);
     if (rc < 0) {
         cli_report_error("status", "stats", c, rc);
         goto out;
     }
-    s_print_stats(st, n_st < S_MAX_STATS ? n_st : S_MAX_STATS);
+    s_print_stats(st, n_st, total);
     if (a.instance) {
-        rc = kvt_stats(c, a.instance, st, S_MAX_STATS, &n_st);
+        rc = s_all_stats(c, a.instance, &st, &n_st, &total);
         if (rc < 0) {
             cli_report_error("status", "instance stats", c, rc);
             goto out;
         }
         printf("instance     %s\n", a.instance);
-        s_print_stats(st, n_st < S_MAX_STATS ? n_st : S_MAX_STATS);
+        s_print_stats(st, n_st, total);
     }
     status = CLI_EXIT_OK;
     if (a.check) {
-        bool all_up = ci->n_tiers > 0 && ci->leader_endpoint[0];
-        for (uint32_t i = 0; i < ci->n_tiers && i < 32; i++)
+        bool all_up = ci->n_tiers > 0 && ci->leader_endpoint[0] && ci->total_tiers <= ci->n_tiers;
+        for (uint32_t i = 0; i < ci->n_tiers && i < KVT_MAX_TIERS; i++)
             all_up = all_up && ci->tiers[i].up;
         if (!all_up) {
             fprintf(stderr, "kvtier status: not ready (no leader, no tiers or a tier down)\n");

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #define S_MAX_IN_FLIGHT 64
-#define S_MAX_TIER_ID 32
+#define S_MAX_TIER_ID KVT_MAX_TIERS /* tier ids are 1..tiers of the cluster */
 #define S_N_STATUS 16
 #define S_WAIT_MS 60000
 #define S_ABORT_AFTER 32                       /* consecutive failed requests */

@@ -17,10 +17,16 @@ import os
 __all__ = [
     "Client", "Token", "JobResult", "KvtError", "block_keys", "status_name",
     "LOOKUP_PREFIX", "LOOKUP_REVERSE", "LOOKUP_PER_KEY", "KEY_BYTES", "MAX_KEYS",
+    "MAX_TIERS", "STATS_PAGE",
 ]
 
+# Copies of kvtier.h's KVT_KEY_BYTES, KVT_MAX_KEYS, KVT_MAX_TIERS, KVT_STATS_PAGE
+# (test_kvtier.py checks them against the header).
 KEY_BYTES = 16
 MAX_KEYS = 65536
+MAX_TIERS = 32
+STATS_PAGE = 128
+_STATS_TRIES = 4
 LOOKUP_PREFIX, LOOKUP_REVERSE, LOOKUP_PER_KEY = 0, 1, 2
 _MODES = {"prefix": 0, "reverse": 1, "per_key": 2, 0: 0, 1: 1, 2: 2}
 
@@ -87,7 +93,8 @@ class _TierInfo(ctypes.Structure):
 class _ClusterInfo(ctypes.Structure):
     _fields_ = [("cluster", ctypes.c_char * 64), ("leader_endpoint", ctypes.c_char * 256),
                 ("leader_epoch", ctypes.c_uint64), ("event_endpoint", ctypes.c_char * 256),
-                ("n_tiers", ctypes.c_uint32), ("tiers", _TierInfo * 32)]
+                ("n_tiers", ctypes.c_uint32), ("tiers", _TierInfo * MAX_TIERS),
+                ("total_tiers", ctypes.c_uint32)]
 
 
 class _Stat(ctypes.Structure):
@@ -118,6 +125,8 @@ _sigs = {
     "kvt_cluster_info": (_int, [_P, ctypes.POINTER(_ClusterInfo)]),
     "kvt_stats": (_int, [_P, ctypes.c_char_p, ctypes.POINTER(_Stat), _u32,
                          ctypes.POINTER(_u32)]),
+    "kvt_stats_page": (_int, [_P, ctypes.c_char_p, _u32, ctypes.POINTER(_Stat), _u32,
+                              ctypes.POINTER(_u32), ctypes.POINTER(_u32)]),
     "kvt_token_count": (_u32, [_P]),
     "kvt_token_keys": (_KeyP, [_P]),
     "kvt_token_tier": (_u32, [_P, _u32]),
@@ -350,13 +359,26 @@ class Client:
                  for t in ci.tiers[:ci.n_tiers]]
         return {"cluster": ci.cluster.decode(), "leader_endpoint": ci.leader_endpoint.decode(),
                 "leader_epoch": ci.leader_epoch, "event_endpoint": ci.event_endpoint.decode(),
-                "tiers": tiers}
+                "tiers": tiers, "total_tiers": ci.total_tiers}
+
+    def stats_page(self, instance_id=None, offset=0, cap=STATS_PAGE):
+        """Counters offset .. offset + cap - 1 in the scheduler's order, as a list of
+        (name, value), and the total the scheduler has (kvtier.h kvt_stats_page)."""
+        out = (_Stat * max(cap, 1))()
+        n, total = _u32(), _u32()
+        self._check(_lib.kvt_stats_page(self._h, _b(instance_id), offset, out, cap,
+                                        ctypes.byref(n), ctypes.byref(total)))
+        return [(out[i].name.decode(), out[i].value) for i in range(n.value)], total.value
 
     def stats(self, instance_id=None):
-        out = (_Stat * 64)()
-        n = _u32()
-        self._check(_lib.kvt_stats(self._h, _b(instance_id), out, 64, ctypes.byref(n)))
-        return {out[i].name.decode(): out[i].value for i in range(n.value)}
+        """Every counter, however many pages they take: {name: value}."""
+        cap = STATS_PAGE
+        for _ in range(_STATS_TRIES):
+            page, total = self.stats_page(instance_id, 0, cap)
+            if total <= len(page):
+                return dict(page)
+            cap = total
+        raise KvtError(-6, "stats: the counter list grew on each of %d reads" % _STATS_TRIES)
 
     # ---- data role ----
 

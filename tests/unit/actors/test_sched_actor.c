@@ -586,6 +586,78 @@ static void test_stats_and_admin_status(void **state)
     tk_env_stop(&e);
 }
 
+/* One StatsRequest page; returns the reply. */
+static const kvtier_StatsReply *s_stats_page(tk_t *t, const char *inst, uint32_t offset,
+                                             uint32_t max)
+{
+    kvtier_StatsRequest *sr = &tk_req(t, kvtier_Envelope_stats_req_tag)->body.stats_req;
+    snprintf(sr->instance_id, sizeof sr->instance_id, "%s", inst);
+    sr->offset = offset;
+    sr->max_counters = max;
+    assert_int_equal(tk_call(t, NULL), 0);
+    return &t->rep->body.stats_rep;
+}
+
+/* Walks the pages of `max` counters from 0 by next_offset and checks they are, in
+ * order, the counters of one whole-list reply `all` (names and values), each page
+ * at most `max` long and reporting the same total. */
+static void s_check_pages(tk_t *t, const char *inst, const kvtier_StatsReply *all, uint32_t max)
+{
+    uint32_t off = 0, pages = 0;
+    while (off < all->total) {
+        const kvtier_StatsReply *r = s_stats_page(t, inst, off, max);
+        assert_int_equal(r->total, all->total);
+        assert_true(r->counters_count >= 1 && r->counters_count <= max);
+        assert_int_equal(r->next_offset, off + r->counters_count);
+        for (pb_size_t i = 0; i < r->counters_count; i++) {
+            assert_string_equal(r->counters[i].name, all->counters[off + i].name);
+            assert_int_equal(r->counters[i].value, all->counters[off + i].value);
+        }
+        off = r->next_offset;
+        pages++;
+    }
+    assert_int_equal(off, all->total);
+    assert_int_equal(pages, (all->total + max - 1) / max);
+}
+
+/* Issue "one source for shared identities and limits": StatsReply never drops
+ * counters silently (nor ClusterInfoReply tiers). Every reply says how many counters there are (total) and where
+ * the next page starts; pages of any size, walked by next_offset, give every counter
+ * of the list exactly once and in order; a page is never longer than asked nor than
+ * the reply's bound (StatsReply.counters); an offset past the end is an empty page. */
+static void test_stats_are_paged_and_report_their_total(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, NULL);
+    tk_t *t = e.t;
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(t, "r1", 0, 2), 0);
+    static kvtier_StatsReply all, inst;
+    all = *s_stats_page(t, "", 0, 0); /* 0: a whole page, as an older client asks */
+    assert_true(all.total > 7 && all.total <= BUS_STATS_PAGE_MAX);
+    assert_int_equal(all.counters_count, all.total);
+    assert_int_equal(all.next_offset, all.total);
+    assert_string_equal(all.counters[all.total - 1].name, "tier.host0.capacity");
+    s_check_pages(t, "", &all, 7);
+    s_check_pages(t, "", &all, 1);
+    inst = *s_stats_page(t, TK_INST, 0, 0);
+    assert_int_equal(inst.counters_count, inst.total);
+    s_check_pages(t, TK_INST, &inst, 5);
+    const kvtier_StatsReply *r = s_stats_page(t, "", all.total + 10, 7);
+    assert_int_equal(r->counters_count, 0);
+    assert_int_equal(r->total, all.total);
+    assert_int_equal(r->next_offset, all.total);
+    r = s_stats_page(t, "", 0, 100000);
+    assert_int_equal(r->counters_count, all.total);
+    /* ClusterInfo says how many tiers there are, too: all of them listed */
+    tk_req(t, kvtier_Envelope_cluster_info_req_tag);
+    assert_int_equal(tk_call(t, NULL), 0);
+    assert_int_equal(t->rep->body.cluster_info_rep.total_tiers, 1);
+    assert_int_equal(t->rep->body.cluster_info_rep.tiers_count, 1);
+    tk_env_stop(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -605,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_request_end_safety_net),
         cmocka_unit_test(test_malformed_requests_leave_blocks_intact),
         cmocka_unit_test(test_stats_and_admin_status),
+        cmocka_unit_test(test_stats_are_paged_and_report_their_total),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();

@@ -11,9 +11,11 @@
  *   FC_SILENT   reads requests and never answers (a hung coordinator).
  * Leader replies: RegisterInstance created; RequestBegin/End empty; Lookup hit[i] =
  * key[i][0] & 1, tier 1 where hit, hit_count = hits; Touch/Remove count the keys;
- * Stats two counters; Prepare* a token over the request keys (FC_TOKEN_* corrupts
- * it on purpose); CompletePut writes SERVING headers through the tier actor named
- * by fc_set_tier (PutHeader) for the keys marked successful; Complete* record the
+ * Stats two counters, unpaged like an older scheduler (after fc_set_counters: n
+ * counters "c<i>" = 1000 + i, paged by offset / max_counters with total and
+ * next_offset, the list one longer on every request when `growing`); Prepare* a token over the
+ * request keys (FC_TOKEN_* corrupts it on purpose); CompletePut writes SERVING headers through the
+ * tier actor named by fc_set_tier (PutHeader) for the keys marked successful; Complete* record the
  * success mask they got.
  * Test use only. */
 #ifndef KVT_FAKE_COORD_H
@@ -46,6 +48,7 @@ typedef struct {
     uint64_t last_success_true;
     uint64_t headers_put; /* SERVING headers the tier actor accepted */
     uint64_t begins;      /* RequestBegin received */
+    uint64_t stats_reqs;  /* StatsRequest received */
 } fc_stats_t;
 
 typedef struct {
@@ -61,6 +64,8 @@ typedef struct {
     bus_client_t *tier_cl;
     uint64_t token_seq;
     uint8_t *payload;
+    uint32_t n_counters; /* 0: the two unpaged counters */
+    bool growing;
     fc_stats_t stats;
 } fc_state_t;
 
@@ -145,6 +150,24 @@ static inline void fc_put_headers(fc_state_t *s)
     free(rep);
 }
 
+/* A page of the n_counters counters, as the scheduler pages them. */
+static inline void fc_stats_page(fc_state_t *s, const kvtier_StatsRequest *q, kvtier_StatsReply *r)
+{
+    if (s->growing)
+        s->n_counters++;
+    uint32_t max = sizeof r->counters / sizeof r->counters[0];
+    if (q->max_counters && q->max_counters < max)
+        max = q->max_counters;
+    uint32_t i = q->offset < s->n_counters ? q->offset : s->n_counters;
+    for (; i < s->n_counters && r->counters_count < max; i++) {
+        kvtier_StatCounter *c = &r->counters[r->counters_count++];
+        snprintf(c->name, sizeof c->name, "c%u", i);
+        c->value = 1000 + i;
+    }
+    r->total = s->n_counters;
+    r->next_offset = i;
+}
+
 /* Complete* requests carry their token's keys nowhere: the fake remembers the
  * keys of the last prepare for CompletePut's headers. */
 typedef struct {
@@ -218,7 +241,13 @@ static inline void fc_serve(fc_state_t *s, fc_last_t *last)
         fc_send(s, NULL);
         return;
     case kvtier_Envelope_stats_req_tag:
+        s->stats.stats_reqs++;
         fc_reply(s, kvtier_Envelope_stats_rep_tag);
+        if (s->n_counters) {
+            fc_stats_page(s, &q->body.stats_req, &s->rep->body.stats_rep);
+            fc_send(s, NULL);
+            return;
+        }
         s->rep->body.stats_rep.counters_count = 2;
         snprintf(s->rep->body.stats_rep.counters[0].name, 48, "lookups");
         s->rep->body.stats_rep.counters[0].value = 11;
@@ -300,8 +329,8 @@ static inline void fc_on_request(fc_state_t *s, fc_last_t *last)
 }
 
 /* Pipe: "MODE" i s | "TOKEN" i | "TIER" b i i (a bus_token_tier_t, block size,
- * write headers) | "STATS" -> b | "ENDPOINT" -> s. Each command but the
- * last two is acknowledged with a signal. */
+ * write headers) | "COUNTERS" i i (n, growing) | "STATS" -> b | "ENDPOINT" -> s. Each command but
+ * the last two is acknowledged with a signal. */
 static inline void fc_actor(zsock_t *pipe, void *args)
 {
     (void)args;
@@ -347,6 +376,13 @@ static inline void fc_actor(zsock_t *pipe, void *args)
                     s.tier_cl = bus_client_new(s.tier.endpoint, &cfg);
                 zstr_free(&bs);
                 zstr_free(&hdr);
+                zsock_signal(pipe, 0);
+            } else if (cmd && streq(cmd, "COUNTERS")) {
+                char *n = zmsg_popstr(m), *grow = zmsg_popstr(m);
+                s.n_counters = n ? (uint32_t)atoi(n) : 0;
+                s.growing = grow && atoi(grow);
+                zstr_free(&n);
+                zstr_free(&grow);
                 zsock_signal(pipe, 0);
             } else if (cmd && streq(cmd, "STATS")) {
                 zsock_send(pipe, "b", &s.stats, sizeof s.stats);
@@ -409,6 +445,14 @@ static inline void fc_set_tier(zactor_t *a, const bus_token_tier_t *t, uint32_t 
                                bool headers)
 {
     zsock_send(a, "sbii", "TIER", t, sizeof *t, (int)block_size, (int)headers);
+    zsock_wait(a);
+}
+
+/* Stats from now on: n paged counters (0: the two unpaged ones), one more on every
+ * StatsRequest when growing. */
+static inline void fc_set_counters(zactor_t *a, uint32_t n, bool growing)
+{
+    zsock_send(a, "sii", "COUNTERS", (int)n, (int)growing);
     zsock_wait(a);
 }
 

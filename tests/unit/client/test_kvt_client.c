@@ -315,6 +315,120 @@ static void control_calls_return_reply_fields(void **state)
     zactor_destroy(&a);
 }
 
+/* ---- stats pages (issue "one source for shared identities and limits") ----------- */
+
+#define T_COUNTERS 300u /* more than two StatsReply pages (KVT_STATS_PAGE each) */
+
+static void t_check_counters(const kvt_stat_t *st, uint32_t first, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "c%u", first + i);
+        assert_string_equal(st[i].name, want);
+        assert_int_equal(st[i].value, 1000 + first + i);
+    }
+}
+
+/* Rule: every caller gets every counter. A scheduler with more counters than one
+ * reply holds is paged through by kvt_stats: all of them arrive, in order, one
+ * request per page; kvt_stats_page reports the same total. */
+static void stats_beyond_one_reply_are_paged(void **state)
+{
+    (void)state;
+    zactor_t *a = fc_new();
+    char ea[128], err[512];
+    fc_endpoint(a, ea, sizeof ea);
+    fc_set_counters(a, T_COUNTERS, false);
+    kvt_client_t *c = t_connect(ea, err, sizeof err);
+    assert_non_null(c);
+    static kvt_stat_t st[T_COUNTERS + 10];
+    uint32_t n = 0, total = 0;
+    uint64_t before = fc_stats(a).stats_reqs;
+    assert_int_equal(kvt_stats(c, NULL, st, T_COUNTERS + 10, &n), 0);
+    assert_int_equal(n, T_COUNTERS);
+    t_check_counters(st, 0, n);
+    assert_int_equal(fc_stats(a).stats_reqs - before,
+                     (T_COUNTERS + KVT_STATS_PAGE - 1) / KVT_STATS_PAGE);
+    assert_int_equal(kvt_stats_page(c, NULL, 0, st, T_COUNTERS, &n, &total), 0);
+    assert_int_equal(n, T_COUNTERS);
+    assert_int_equal(total, T_COUNTERS);
+    kvt_close(&c);
+    zactor_destroy(&a);
+}
+
+/* Rule: a bound that is reached is reported, never cut silently. kvt_stats_page
+ * with a capacity below the total writes cap counters and returns the total (like
+ * snprintf), so the caller can ask for the rest from offset + n or size its array;
+ * cap 0 asks for the total alone; an offset near the end gets what is left. */
+static void stats_small_capacity_returns_the_total(void **state)
+{
+    (void)state;
+    zactor_t *a = fc_new();
+    char ea[128], err[512];
+    fc_endpoint(a, ea, sizeof ea);
+    fc_set_counters(a, T_COUNTERS, false);
+    kvt_client_t *c = t_connect(ea, err, sizeof err);
+    assert_non_null(c);
+    kvt_stat_t st[10];
+    uint32_t n = 0, total = 0;
+    uint64_t before = fc_stats(a).stats_reqs;
+    assert_int_equal(kvt_stats_page(c, NULL, 0, st, 10, &n, &total), 0);
+    assert_int_equal(n, 10);
+    assert_int_equal(total, T_COUNTERS);
+    t_check_counters(st, 0, 10);
+    assert_int_equal(fc_stats(a).stats_reqs - before, 1); /* a page of 10 was asked for */
+    assert_int_equal(kvt_stats_page(c, NULL, T_COUNTERS - 5, st, 10, &n, &total), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(total, T_COUNTERS);
+    t_check_counters(st, T_COUNTERS - 5, 5);
+    assert_int_equal(kvt_stats_page(c, "inst", 0, NULL, 0, &n, &total), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(total, T_COUNTERS);
+    /* paging by hand, 10 at a time, gets every counter once */
+    uint32_t off = 0;
+    while (off < total) {
+        assert_int_equal(kvt_stats_page(c, NULL, off, st, 10, &n, &total), 0);
+        assert_true(n > 0);
+        t_check_counters(st, off, n);
+        off += n;
+    }
+    assert_int_equal(off, T_COUNTERS);
+    kvt_close(&c);
+    zactor_destroy(&a);
+}
+
+/* Rule: the pages of one call are of one list. When the list changes length
+ * between pages the call starts over, and after a bounded number of tries fails
+ * with CONFLICT (nothing reported written) rather than mix two lists. A call that
+ * needs one page only is not affected. An older scheduler (no total, no paging)
+ * still yields a total: the length of its one list. */
+static void stats_list_changing_while_paged_is_a_conflict(void **state)
+{
+    (void)state;
+    zactor_t *a = fc_new();
+    char ea[128], err[512];
+    fc_endpoint(a, ea, sizeof ea);
+    kvt_client_t *c = t_connect(ea, err, sizeof err);
+    assert_non_null(c);
+    static kvt_stat_t st[T_COUNTERS * 2];
+    uint32_t n = 0, total = 0;
+    assert_int_equal(kvt_stats_page(c, NULL, 0, st, 1, &n, &total), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(total, 2); /* the unpaged fake: its two counters */
+    kvt_cluster_info_t ci;
+    assert_int_equal(kvt_cluster_info(c, &ci), 0);
+    assert_int_equal(ci.total_tiers, ci.n_tiers); /* no total_tiers sent: the list is all */
+    fc_set_counters(a, T_COUNTERS, true);
+    assert_int_equal(kvt_stats_page(c, NULL, 0, st, T_COUNTERS * 2, &n, &total), -KVT_CONFLICT);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(kvt_last_error(c), "changed length"));
+    assert_int_equal(kvt_stats_page(c, NULL, 0, st, KVT_STATS_PAGE, &n, &total), 0);
+    assert_int_equal(n, KVT_STATS_PAGE);
+    assert_true(total > T_COUNTERS);
+    kvt_close(&c);
+    zactor_destroy(&a);
+}
+
 /* issue 3 §3 "Errors": arguments the client can see are wrong are refused locally
  * with INVALID_ARGUMENT and a message; nothing is sent. */
 static void bad_arguments_refused_without_a_request(void **state)
@@ -459,6 +573,9 @@ int main(void)
         cmocka_unit_test(no_leader_anywhere_reports_both_failures),
         cmocka_unit_test(connect_discovers_leader_through_etcd),
         cmocka_unit_test(control_calls_return_reply_fields),
+        cmocka_unit_test(stats_beyond_one_reply_are_paged),
+        cmocka_unit_test(stats_small_capacity_returns_the_total),
+        cmocka_unit_test(stats_list_changing_while_paged_is_a_conflict),
         cmocka_unit_test(bad_arguments_refused_without_a_request),
         cmocka_unit_test(undecodable_token_closes_the_window),
         cmocka_unit_test(tokens_outstanding_at_close_are_freed),

@@ -163,6 +163,32 @@ static void test_cluster_info_lists_tiers_from_membership(void **state)
     assert_int_equal(ci->tiers[0].epoch, 12);
 }
 
+/* Issue "one source for shared identities and limits": a bound that is reached is
+ * reported, never cut silently. More tiers up than one ClusterInfoReply holds: the
+ * reply lists BUS_MAX_TIERS and its total_tiers counts every tier up; one that goes
+ * away leaves the total. */
+static void test_cluster_info_reports_tiers_beyond_its_bound(void **state)
+{
+    fx_t *fx = *state;
+    for (uint32_t i = 0; i < BUS_MAX_TIERS + 2; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "host%u", i);
+        kvtier_TierInfo t = s_tier(name, i + 1, 1);
+        assert_int_equal(coord_standby_tier(fx->sb, true, &t), 0);
+    }
+    assert_int_equal(s_cluster_info(fx), 0);
+    kvtier_ClusterInfoReply *ci = &fx->rep->body.cluster_info_rep;
+    assert_int_equal(ci->tiers_count, BUS_MAX_TIERS);
+    assert_int_equal(ci->total_tiers, BUS_MAX_TIERS + 2);
+    char last[16];
+    snprintf(last, sizeof last, "host%u", BUS_MAX_TIERS + 1);
+    kvtier_TierInfo gone = s_tier(last, BUS_MAX_TIERS + 2, 1);
+    assert_int_equal(coord_standby_tier(fx->sb, false, &gone), 0);
+    assert_int_equal(s_cluster_info(fx), 0);
+    assert_int_equal(ci->tiers_count, BUS_MAX_TIERS);
+    assert_int_equal(ci->total_tiers, BUS_MAX_TIERS + 1);
+}
+
 /* DESIGN §5: malformed input gets INVALID_ARGUMENT and the standby goes on. */
 static void test_malformed_input_is_rejected_and_standby_keeps_answering(void **state)
 {
@@ -214,6 +240,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_requests_get_not_leader_with_leader_endpoint,
                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_cluster_info_lists_tiers_from_membership, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_info_reports_tiers_beyond_its_bound, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(
             test_malformed_input_is_rejected_and_standby_keeps_answering, s_setup, s_teardown),

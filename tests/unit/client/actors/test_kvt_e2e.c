@@ -381,6 +381,38 @@ static void stale_put_token_is_refused_at_submit(void **state)
     t_end(e->c, "stale-1");
 }
 
+/* Issue "one source for shared identities and limits": every caller learns the
+ * total and gets every counter. Against the real scheduler, pages of 7 asked for by
+ * hand (kvt_stats_page from offset + n) give the same counters, in the same order,
+ * as one kvt_stats with room for all, and every page reports that total; the
+ * cluster info reports its total of tiers. */
+static void stats_pages_of_the_real_scheduler_add_up(void **state)
+{
+    t_env_t *e = *state;
+    static kvt_stat_t all[KVT_STATS_PAGE * 2], page[7];
+    uint32_t n_all = 0, total = 0, n = 0;
+    assert_int_equal(kvt_stats_page(e->c, NULL, 0, all, KVT_STATS_PAGE * 2, &n_all, &total), 0);
+    assert_int_equal(n_all, total);
+    assert_true(total > 7);
+    uint32_t off = 0;
+    while (off < total) {
+        uint32_t t = 0;
+        assert_int_equal(kvt_stats_page(e->c, NULL, off, page, 7, &n, &t), 0);
+        assert_int_equal(t, total);
+        assert_true(n > 0 && n <= 7);
+        for (uint32_t i = 0; i < n; i++)
+            assert_string_equal(page[i].name, all[off + i].name);
+        off += n;
+    }
+    assert_int_equal(off, total);
+    assert_int_equal(kvt_stats(e->c, T_INST, page, 7, &n), 0);
+    assert_int_equal(n, 7);
+    kvt_cluster_info_t ci;
+    assert_int_equal(kvt_cluster_info(e->c, &ci), 0);
+    assert_int_equal(ci.total_tiers, 1);
+    assert_int_equal(ci.n_tiers, 1);
+}
+
 int main(void)
 {
     srand(4242);
@@ -392,6 +424,7 @@ int main(void)
         cmocka_unit_test(ttl_expiry_and_touch),
         cmocka_unit_test(second_prepare_in_a_window_is_refused),
         cmocka_unit_test(stale_put_token_is_refused_at_submit),
+        cmocka_unit_test(stats_pages_of_the_real_scheduler_add_up),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     zsys_shutdown();
