@@ -3,8 +3,10 @@
  * coldest blocks here. The scheduler pins the sources (no eviction, not chosen
  * again, not freed while copied), reserves their slots on the next tier (all or
  * nothing; a full next tier makes room by its own reclaimer, the demotion is
- * retried at a later call) and submits one job to the migrator actor it owns
- * (priority DEMOTE, destination header SERVING; bytes go tier actor to tier actor).
+ * retried at a later call) and submits one job to the migrator (priority DEMOTE,
+ * destination header SERVING; bytes go tier actor to tier actor). The migrator
+ * runs beside the scheduler (cfg.migrator_endpoint; the coordinator starts it);
+ * without that endpoint the scheduler starts one of its own (unit tests).
  *
  * Jobs go to the migrator's ROUTER as MigrateJob envelopes (answered at once);
  * results come back as DemoteDone requests on the scheduler's internal plane
@@ -35,13 +37,18 @@ int sched_demote_init(sched_t *self)
     if (!self->cfg.demote)
         return 0;
     char ep[SCHED_ENDPOINT_MAX];
-    snprintf(ep, sizeof ep, "inproc://sched-migrator-%p-%" PRIx64, (void *)self, self->hash_seed);
-    migrator_config_t mc = {
-        .name = "migrator", .endpoint = ep, .results_endpoint = self->internal_ep};
-    self->migrator = migrator_new(&mc);
-    if (!self->migrator) {
-        bus_error(S_LOG, "cannot start the migrator");
-        return -1;
+    if (self->cfg.migrator_endpoint[0]) { /* a sibling actor: connect only */
+        sched_strcpy(ep, sizeof ep, self->cfg.migrator_endpoint);
+    } else {
+        snprintf(ep, sizeof ep, "inproc://sched-migrator-%p-%" PRIx64, (void *)self,
+                 self->hash_seed);
+        migrator_config_t mc = {
+            .name = "migrator", .endpoint = ep, .results_endpoint = self->internal_ep};
+        self->migrator = migrator_new(&mc);
+        if (!self->migrator) {
+            bus_error(S_LOG, "cannot start the migrator");
+            return -1;
+        }
     }
     bus_client_config_t cc = {.name = self->cfg.node_name, .max_in_flight = 1};
     self->mig_client = bus_client_new(ep, &cc);
@@ -80,7 +87,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                       uint32_t n, uint32_t *taken, bool *backpressure)
 {
     *backpressure = false;
-    if (!self->migrator || n == 0 || t->state != SCHED_TIER_UP || dst->state != SCHED_TIER_UP ||
+    if (!self->mig_client || n == 0 || t->state != SCHED_TIER_UP || dst->state != SCHED_TIER_UP ||
         !t->client || !dst->client)
         return 0;
     sched_demote_t *job = s_job_free(self);

@@ -263,7 +263,8 @@ typedef struct sched {
     uint32_t *op_free;
     uint32_t n_op_free;
 
-    /* demotion (cfg.demote): the migrator, the client to its jobs ROUTER (its
+    /* demotion (cfg.demote): the migrator when this scheduler started it (NULL:
+     * it runs beside, cfg.migrator_endpoint), the client to its jobs ROUTER (its
      * results come back as DemoteDone on the internal plane), jobs in flight */
     zactor_t *migrator;
     bus_client_t *mig_client;
