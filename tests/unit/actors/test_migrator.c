@@ -244,6 +244,45 @@ static void test_migrator_prefetch_runs_before_queued_demotions(void **state)
 }
 
 /* migrator.h: every queued job gets exactly one result, whatever its outcome. */
+/* migrator.h: "a demotion is never dispatched while a prefetch of the same
+ * source waits": with the source at its per-source bound, a demotion queued
+ * first and a prefetch from the same source queued after it, the prefetch goes
+ * first once the source has room. */
+static void test_migrator_prefetch_before_demotion_of_the_same_source(void **state)
+{
+    (void)state;
+    env_t e;
+    fake_t f;
+    migrator_config_t cfg = {.max_in_flight = 2, .max_per_source = 1};
+    s_env_start(&e, &cfg);
+    s_fake_start(&f);
+    uint32_t seeds[3] = {301, 302, 303};
+    uint64_t hs[3] = {0, 1, 2}, d0 = 0, d1 = 11, d2 = 12;
+    for (int i = 0; i < 3; i++)
+        ck_store(&e.host, hs[i], seeds[i], 0);
+    /* job 1 holds host's only per-source slot on the scripted destination */
+    migrator_job_t j = s_job(1, MIGRATOR_DEMOTE, &e.host, bus_server_endpoint(f.srv), 2, &hs[0],
+                             &d0, &seeds[0], 1);
+    s_submit_ok(&e, &j);
+    s_fake_wait_write(&f);
+    j = s_job(2, MIGRATOR_DEMOTE, &e.host, e.nvme.ep, 2, &hs[1], &d1, &seeds[1], 1);
+    s_submit_ok(&e, &j);
+    j = s_job(3, MIGRATOR_PREFETCH, &e.host, e.nvme.ep, 2, &hs[2], &d2, &seeds[2], 1);
+    s_submit_ok(&e, &j);
+    s_fake_finish(&f, 1);
+    const uint64_t want[3] = {1, 3, 2};
+    for (int k = 0; k < 3; k++) {
+        migrator_result_t r;
+        s_result(&e, &r);
+        assert_int_equal(r.job_id, want[k]);
+        assert_int_equal(r.status, kvtier_StatusCode_STATUS_OK);
+    }
+    assert_int_equal(ck_read_code(&e.nvme, 12, 303), 0);
+    assert_int_equal(ck_read_code(&e.nvme, 11, 302), 0);
+    s_fake_stop(&f);
+    s_env_stop(&e);
+}
+
 static void test_migrator_reports_each_job_exactly_once(void **state)
 {
     (void)state;
@@ -546,6 +585,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_migrator_demotion_copies_blocks_byte_exact),
         cmocka_unit_test(test_migrator_prefetch_runs_before_queued_demotions),
+        cmocka_unit_test(test_migrator_prefetch_before_demotion_of_the_same_source),
         cmocka_unit_test(test_migrator_reports_each_job_exactly_once),
         cmocka_unit_test(test_migrator_queue_bound_refuses_and_counts),
         cmocka_unit_test(test_migrator_failed_copy_leaves_source_serving),
