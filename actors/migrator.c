@@ -1,8 +1,8 @@
 /* migrator.c — the migrator actor (rules and protocol in migrator.h): a job pool
  * and two FIFO queues (prefetch, demotion), one bus_client per source tier
- * actor, and a zpoller loop that takes submissions from the pipe, completions
- * from the source clients, and dispatches what the bounds allow after every
- * wake-up. Owns its queues, clients and result socket; never touches bytes or
+ * actor, and a zpoller loop that takes MigrateJob envelopes on its ROUTER,
+ * completions from the source clients, and dispatches what the bounds allow
+ * after every wake-up. Owns its queues, clients and its DemoteDone client; never touches bytes or
  * locations, never blocks on a tier actor, and reports every queued job exactly
  * once. Everything is allocated at start from the configured bounds. */
 #include "migrator.h"
@@ -17,6 +17,7 @@
 #include "bus_actor.h"
 #include "bus_client.h"
 #include "bus_log.h"
+#include "bus_server.h"
 
 #define S_LOG "migrator"
 #define S_DISPATCH_ROUNDS 8
@@ -46,7 +47,10 @@ typedef struct {
 
 typedef struct s_self {
     zsock_t *pipe;
-    zsock_t *results;
+    bus_server_t *server;  /* MigrateJob in */
+    bus_arrays_t *arr;     /* the server's decode arrays (MigrateJob has none) */
+    bus_request_t req;     /* the request being served */
+    bus_client_t *results; /* DemoteDone out */
     zpoller_t *poller;
     bool terminated;
     char name[64];
@@ -69,8 +73,12 @@ static int s_check_config(const migrator_config_t *cfg, char *why, size_t len)
         snprintf(why, len, "migrator: no config");
         return -1;
     }
+    if (!cfg->endpoint || !cfg->endpoint[0]) {
+        snprintf(why, len, "migrator: endpoint is required (the jobs ROUTER binds there)");
+        return -1;
+    }
     if (!cfg->results_endpoint || !cfg->results_endpoint[0]) {
-        snprintf(why, len, "migrator: results_endpoint is required (the consumer binds a PULL)");
+        snprintf(why, len, "migrator: results_endpoint is required (a ROUTER serving DemoteDone)");
         return -1;
     }
     if (cfg->max_in_flight > BUS_CLIENT_MAX_IN_FLIGHT) {
@@ -88,7 +96,10 @@ static void s_self_destroy(self_t **self_p)
     self_t *self = *self_p;
     for (uint32_t i = 0; self->srcs && i < self->max_sources; i++)
         bus_client_destroy(&self->srcs[i].client);
-    zsock_destroy(&self->results);
+    bus_client_destroy(&self->results);
+    bus_request_reset(&self->req);
+    bus_server_destroy(&self->server);
+    bus_arrays_destroy(&self->arr);
     free(self->jobs);
     free(self->queue[0]);
     free(self->queue[1]);
@@ -124,16 +135,19 @@ static self_t *s_self_new(zsock_t *pipe, const migrator_config_t *cfg, char *why
     }
     for (uint32_t i = 0; i < self->njobs; i++)
         self->jobs[i].owner = self;
-    self->results = zsock_new(ZMQ_PUSH);
-    if (!self->results) {
-        snprintf(why, len, "%s: no result socket", self->name);
+    self->server = bus_server_new(cfg->endpoint, self->name);
+    self->arr = bus_arrays_new(MIGRATOR_MAX_JOB_SLOTS, 0);
+    if (!self->server || !self->arr) {
+        snprintf(why, len, "%s: cannot bind the jobs endpoint %s", self->name, cfg->endpoint);
         goto out_fail;
     }
-    /* results wait until read (one per queued job at most), never dropped */
-    zsock_set_sndhwm(self->results, 0);
-    if (zsock_connect(self->results, "%s", cfg->results_endpoint) < 0) {
-        snprintf(why, len, "%s: cannot connect the results to %s: %s", self->name,
-                 cfg->results_endpoint, zmq_strerror(zmq_errno()));
+    /* one result per job at most is outstanding: the pool's size bounds them */
+    bus_client_config_t rc = {
+        .name = self->name, .max_in_flight = self->njobs, .default_timeout_ms = self->timeout_ms};
+    self->results = bus_client_new(cfg->results_endpoint, &rc);
+    if (!self->results) {
+        snprintf(why, len, "%s: cannot connect the results to %s", self->name,
+                 cfg->results_endpoint);
         goto out_fail;
     }
     return self;
@@ -209,36 +223,52 @@ static bool s_src_room(self_t *self, const char *ep)
 
 /* ---- results ---- */
 
+static void s_result_acked(void *arg, bus_reply_t *r)
+{
+    self_t *self = arg;
+    if (r->status.code != S_OK) {
+        self->stats.results_lost++;
+        bus_error(S_LOG, "%s: a result was not taken: %s", self->name, r->status.message);
+    }
+}
+
 static void s_result_send(self_t *self, s_job_t *j, const kvtier_Status *st, bool from_mask)
 {
-    migrator_result_t r;
-    memset(&r, 0, sizeof r);
-    r.job_id = j->job.job_id;
-    r.priority = j->job.priority;
-    r.src_tier_id = j->job.src_tier_id;
-    r.dst_tier_id = j->job.dst_tier_id;
-    r.n = j->job.n;
-    r.status = (uint32_t)st->code;
-    snprintf(r.message, sizeof r.message, "%.*s", (int)sizeof r.message - 1, st->message);
-    bool all = from_mask && j->rarr.mask.n == j->job.n;
-    if (from_mask && !all) { /* a reply that does not say which slots: none counts */
-        r.status = kvtier_StatusCode_STATUS_INTERNAL;
-        snprintf(r.message, sizeof r.message,
-                 "CopySlots reply from %.96s has %u flags for %u slots", j->job.src_endpoint,
-                 j->rarr.mask.n, j->job.n);
-    }
-    for (uint32_t i = 0; i < r.n; i++) {
-        r.ok[i] = all && j->mask[i];
-        r.copied += r.ok[i];
+    const migrator_job_t *job = &j->job;
+    bus_env_init(&self->env, kvtier_Envelope_demote_done_req_tag, self->name);
+    kvtier_DemoteDoneRequest *d = &self->env.body.demote_done_req;
+    d->job_id = job->job_id;
+    d->priority = job->priority;
+    d->src_tier_id = job->src_tier_id;
+    d->dst_tier_id = job->dst_tier_id;
+    d->has_status = true;
+    d->status = *st;
+    bool all = from_mask && j->rarr.mask.n == job->n;
+    if (from_mask && !all) /* a reply that does not say which slots: none counts */
+        bus_status_set(&d->status, kvtier_StatusCode_STATUS_INTERNAL,
+                       "CopySlots reply from %.96s has %u flags for %u slots", job->src_endpoint,
+                       j->rarr.mask.n, job->n);
+    uint32_t copied = 0;
+    d->results_count = (pb_size_t)job->n;
+    for (uint32_t i = 0; i < job->n; i++) {
+        kvtier_DemoteResult *r = &d->results[i];
+        r->has_block = true;
+        r->block.tier_id = job->src_tier_id;
+        r->block.slot = job->src_slots[i];
+        memcpy(r->block.key, job->keys[i], 16);
+        r->dst_slot = job->dst_slots[i];
+        r->ok = all && j->mask[i];
+        copied += r->ok;
     }
     self->stats.completed++;
-    self->stats.slots_copied += r.copied;
-    self->stats.slots_failed += r.n - r.copied;
-    zframe_t *f = zframe_new(&r, sizeof r);
-    if (!f || zframe_send(&f, self->results, ZFRAME_DONTWAIT) < 0) {
-        zframe_destroy(&f);
+    self->stats.slots_copied += copied;
+    self->stats.slots_failed += job->n - copied;
+    kvtier_Status sst;
+    if (bus_client_send(self->results, &self->env, NULL, NULL, 0, 0, NULL, s_result_acked, self,
+                        NULL, &sst) < 0) {
         self->stats.results_lost++;
-        bus_error(S_LOG, "%s: result of job %" PRIu64 " could not be sent", self->name, r.job_id);
+        bus_error(S_LOG, "%s: result of job %" PRIu64 " could not be sent: %s", self->name,
+                  job->job_id, sst.message);
     }
     j->busy = false;
     j->src = NULL;
@@ -277,16 +307,12 @@ static int s_job_check(const migrator_job_t *j, char *why, size_t len)
     return -1;
 }
 
-static void s_on_job(self_t *self, zmsg_t *msg)
+static void s_on_job(self_t *self, const kvtier_MigrateJobRequest *in)
 {
     char why[256] = "queued";
     int code = S_OK;
-    zframe_t *f = zmsg_pop(msg);
-    if (!f || zframe_size(f) != sizeof(migrator_job_t)) {
-        code = S_INVALID;
-        snprintf(why, sizeof why, "%s: JOB needs one frame of %zu bytes", self->name,
-                 sizeof(migrator_job_t));
-    } else if (s_job_check((const migrator_job_t *)zframe_data(f), why, sizeof why) < 0) {
+    migrator_job_t job;
+    if (migrator_job_decode(in, &job, why, sizeof why) < 0) {
         code = S_INVALID;
     } else if (self->qlen[0] + self->qlen[1] >= self->max_queued) {
         code = S_UNAVAILABLE;
@@ -305,7 +331,7 @@ static void s_on_job(self_t *self, zmsg_t *msg)
     }
     if (code == S_OK) {
         s_job_t *j = &self->jobs[k];
-        memcpy(&j->job, zframe_data(f), sizeof j->job);
+        j->job = job;
         j->busy = true;
         j->src = NULL;
         uint32_t p = j->job.priority;
@@ -316,8 +342,32 @@ static void s_on_job(self_t *self, zmsg_t *msg)
     } else {
         self->stats.refused_invalid++;
     }
-    zframe_destroy(&f);
-    zsock_send(self->pipe, "is", code, why);
+    if (code != S_OK) {
+        bus_server_reply_error(self->server, self->req.routing_id, self->req.env.corr_id,
+                               (bus_code_t)code, "%s", why);
+        return;
+    }
+    kvtier_Envelope *rep = &self->env;
+    bus_env_init_reply(rep, &self->req.env, kvtier_Envelope_migrate_job_rep_tag, self->name);
+    rep->body.migrate_job_rep.queued = self->qlen[0] + self->qlen[1];
+    (void)bus_server_reply(self->server, self->req.routing_id, rep, NULL, NULL, 0, NULL);
+}
+
+/* Requests on the jobs ROUTER: MigrateJob only (the server has already
+ * answered what does not decode). */
+static void s_on_server(self_t *self)
+{
+    for (int round = 0; round < S_DISPATCH_ROUNDS; round++) {
+        if (bus_server_recv(self->server, 0, &self->req, self->arr) <= 0)
+            break;
+        if (self->req.env.which_body == kvtier_Envelope_migrate_job_req_tag)
+            s_on_job(self, &self->req.env.body.migrate_job_req);
+        else
+            bus_server_reply_error(self->server, self->req.routing_id, self->req.env.corr_id,
+                                   S_INVALID, "%s serves MigrateJobRequest only, not %s",
+                                   self->name, bus_body_name(self->req.env.which_body));
+        bus_request_reset(&self->req);
+    }
 }
 
 /* ---- dispatch ---- */
@@ -415,6 +465,9 @@ static void s_on_copied(void *arg, bus_reply_t *r)
  * queued requests are dropped, never delivered late), then dispatches. */
 static void s_service(self_t *self)
 {
+    for (int round = 0; round < S_DISPATCH_ROUNDS; round++)
+        if (bus_client_dispatch(self->results, 0) <= 0)
+            break;
     for (uint32_t i = 0; i < self->max_sources; i++) {
         s_src_t *s = &self->srcs[i];
         if (!s->client)
@@ -436,7 +489,7 @@ static void s_service(self_t *self)
 
 static int s_wait_ms(self_t *self)
 {
-    int64_t best = -1;
+    int64_t best = bus_client_next_timeout_ms(self->results);
     for (uint32_t i = 0; i < self->max_sources; i++) {
         s_src_t *s = &self->srcs[i];
         if (!s->client)
@@ -464,8 +517,8 @@ static void s_on_pipe(self_t *self)
         bus_warn(S_LOG, "%s: empty pipe command ignored", self->name);
     } else if (streq(cmd, "$TERM")) {
         self->terminated = true;
-    } else if (streq(cmd, "JOB")) {
-        s_on_job(self, msg);
+    } else if (streq(cmd, "ENDPOINT")) {
+        zstr_send(self->pipe, bus_server_endpoint(self->server));
     } else if (streq(cmd, "STATS")) {
         self->stats.queued_prefetch = self->qlen[MIGRATOR_PREFETCH];
         self->stats.queued_demote = self->qlen[MIGRATOR_DEMOTE];
@@ -484,6 +537,8 @@ static void s_run(self_t *self)
         void *which = zpoller_wait(self->poller, s_wait_ms(self));
         if (which == self->pipe)
             s_on_pipe(self);
+        else if (which == bus_server_sock(self->server))
+            s_on_server(self);
         else if (!which && zpoller_terminated(self->poller) && errno == ETERM)
             break;
         if (!self->terminated)
@@ -496,7 +551,8 @@ static void s_actor(zsock_t *pipe, void *args)
     char why[512] = "";
     self_t *self = s_self_new(pipe, args, why, sizeof why);
     if (self) {
-        self->poller = zpoller_new(pipe, NULL);
+        self->poller =
+            zpoller_new(pipe, bus_server_sock(self->server), bus_client_sock(self->results), NULL);
         if (!self->poller)
             snprintf(why, sizeof why, "%s: no poller", self->name);
     }
@@ -522,21 +578,125 @@ zactor_t *migrator_new(const migrator_config_t *cfg)
 
 /* ---- wrappers ---- */
 
-int migrator_submit(zactor_t *migrator, const migrator_job_t *job, char *why, size_t len)
+int migrator_endpoint(zactor_t *migrator, char *buf, size_t len)
 {
-    int code = S_UNAVAILABLE;
-    char *msg = NULL;
-    if (job && bus_actor_ask(migrator, BUS_ACTOR_ASK_MS, "sb", "JOB", job, sizeof *job) == 0 &&
-        zsock_recv(migrator, "is", &code, &msg) == 0) {
-        if (why && len)
-            snprintf(why, len, "%s", msg ? msg : "");
-    } else {
-        code = S_UNAVAILABLE;
-        if (why && len)
-            snprintf(why, len, "migrator: no answer to JOB");
+    if (!migrator || !buf || !len || bus_actor_ask(migrator, BUS_ACTOR_ASK_MS, "s", "ENDPOINT") < 0)
+        return -1;
+    char *ep = zstr_recv(migrator);
+    if (!ep)
+        return -1;
+    snprintf(buf, len, "%s", ep);
+    zstr_free(&ep);
+    return 0;
+}
+
+void migrator_job_encode(const migrator_job_t *job, kvtier_Envelope *env, const char *sender)
+{
+    bus_env_init(env, kvtier_Envelope_migrate_job_req_tag, sender);
+    kvtier_MigrateJobRequest *m = &env->body.migrate_job_req;
+    uint32_t n = job->n < MIGRATOR_MAX_JOB_SLOTS ? job->n : MIGRATOR_MAX_JOB_SLOTS;
+    m->job_id = job->job_id;
+    m->priority = job->priority;
+    m->src_tier_id = job->src_tier_id;
+    snprintf(m->src_endpoint, sizeof m->src_endpoint, "%.*s", (int)sizeof m->src_endpoint - 1,
+             job->src_endpoint);
+    m->dst_tier_id = job->dst_tier_id;
+    snprintf(m->dst_endpoint, sizeof m->dst_endpoint, "%.*s", (int)sizeof m->dst_endpoint - 1,
+             job->dst_endpoint);
+    m->dst_state = (kvtier_LocationState)job->dst_state;
+    m->src_slots_count = m->dst_slots_count = m->keys_count = (pb_size_t)n;
+    for (uint32_t i = 0; i < n; i++) {
+        m->src_slots[i] = job->src_slots[i];
+        m->dst_slots[i] = job->dst_slots[i];
+        memcpy(m->keys[i], job->keys[i], 16);
     }
-    zstr_free(&msg);
-    return code == S_OK ? 0 : -code;
+}
+
+int migrator_job_decode(const kvtier_MigrateJobRequest *in, migrator_job_t *out, char *why,
+                        size_t len)
+{
+    memset(out, 0, sizeof *out);
+    uint32_t n = in->src_slots_count;
+    if (in->dst_slots_count != n || in->keys_count != n) {
+        snprintf(why, len, "job %" PRIu64 ": %u source slots, %u destination slots, %u keys",
+                 in->job_id, n, (unsigned)in->dst_slots_count, (unsigned)in->keys_count);
+        return -S_INVALID;
+    }
+    if (n > MIGRATOR_MAX_JOB_SLOTS) /* nanopb bounds it already; checked all the same */
+        n = MIGRATOR_MAX_JOB_SLOTS + 1;
+    out->job_id = in->job_id;
+    out->priority = in->priority;
+    out->src_tier_id = in->src_tier_id;
+    out->dst_tier_id = in->dst_tier_id;
+    out->dst_state = (uint32_t)in->dst_state;
+    out->n = n;
+    snprintf(out->src_endpoint, sizeof out->src_endpoint, "%.*s",
+             (int)strnlen(in->src_endpoint, sizeof out->src_endpoint - 1), in->src_endpoint);
+    snprintf(out->dst_endpoint, sizeof out->dst_endpoint, "%.*s",
+             (int)strnlen(in->dst_endpoint, sizeof out->dst_endpoint - 1), in->dst_endpoint);
+    if (s_job_check(out, why, len) < 0)
+        return -S_INVALID;
+    for (uint32_t i = 0; i < n; i++) {
+        out->src_slots[i] = in->src_slots[i];
+        out->dst_slots[i] = in->dst_slots[i];
+        memcpy(out->keys[i], in->keys[i], 16);
+    }
+    return 0;
+}
+
+int migrator_result_decode(const kvtier_DemoteDoneRequest *in, migrator_result_t *out, char *why,
+                           size_t len)
+{
+    memset(out, 0, sizeof *out);
+    if (in->results_count > MIGRATOR_MAX_JOB_SLOTS) {
+        snprintf(why, len, "DemoteDone of job %" PRIu64 ": %u results, at most %u", in->job_id,
+                 (unsigned)in->results_count, MIGRATOR_MAX_JOB_SLOTS);
+        return -S_INVALID;
+    }
+    if (in->priority != MIGRATOR_PREFETCH && in->priority != MIGRATOR_DEMOTE) {
+        snprintf(why, len, "DemoteDone of job %" PRIu64 ": priority %u", in->job_id, in->priority);
+        return -S_INVALID;
+    }
+    out->job_id = in->job_id;
+    out->priority = in->priority;
+    out->src_tier_id = in->src_tier_id;
+    out->dst_tier_id = in->dst_tier_id;
+    out->n = in->results_count;
+    out->status = in->has_status ? (uint32_t)in->status.code : S_OK;
+    if (in->has_status)
+        snprintf(out->message, sizeof out->message, "%.*s", (int)sizeof out->message - 1,
+                 in->status.message);
+    for (uint32_t i = 0; i < out->n; i++) {
+        out->ok[i] = in->results[i].ok;
+        out->copied += out->ok[i];
+    }
+    return 0;
+}
+
+int migrator_submit(bus_client_t *migrator, const migrator_job_t *job, uint32_t timeout_ms,
+                    char *why, size_t len)
+{
+    static _Thread_local kvtier_Envelope req, rep; /* ~ several KiB each: off the stack */
+    kvtier_Status st = {0};
+    if (!migrator || !job) {
+        if (why && len)
+            snprintf(why, len, "migrator: no client or no job");
+        return -S_UNAVAILABLE;
+    }
+    if (job->n == 0 || job->n > MIGRATOR_MAX_JOB_SLOTS) { /* the wire cannot carry it */
+        if (why && len)
+            snprintf(why, len, "job %" PRIu64 ": %u slots, give 1..%u", job->job_id, job->n,
+                     MIGRATOR_MAX_JOB_SLOTS);
+        return -S_INVALID;
+    }
+    migrator_job_encode(job, &req, "sched");
+    int rc = bus_client_call(migrator, &req, NULL, NULL, 0,
+                             timeout_ms ? timeout_ms : BUS_ACTOR_ASK_MS, &rep, NULL, NULL, &st);
+    if (why && len)
+        snprintf(why, len, "%s", rc == 0 ? "queued" : st.message);
+    if (rc == 0)
+        return 0;
+    return st.code ? -(int)st.code : -S_UNAVAILABLE;
 }
 
 int migrator_stats(zactor_t *migrator, migrator_stats_t *out)
@@ -544,14 +704,26 @@ int migrator_stats(zactor_t *migrator, migrator_stats_t *out)
     return bus_actor_stats(migrator, out, sizeof *out);
 }
 
-int migrator_result_recv(zsock_t *pull, migrator_result_t *out)
+int migrator_result_recv(bus_server_t *srv, int wait_ms, migrator_result_t *out)
 {
-    zframe_t *f = pull ? zframe_recv(pull) : NULL;
+    static _Thread_local bus_request_t req;
+    static _Thread_local kvtier_Envelope rep;
+    bus_arrays_t *arr = bus_arrays_new(MIGRATOR_MAX_JOB_SLOTS, 0);
     int rc = -1;
-    if (f && zframe_size(f) == sizeof *out) {
-        memcpy(out, zframe_data(f), sizeof *out);
-        rc = 0;
+    char why[160];
+    if (arr && bus_server_recv(srv, wait_ms, &req, arr) == 1) {
+        if (req.env.which_body == kvtier_Envelope_demote_done_req_tag &&
+            migrator_result_decode(&req.env.body.demote_done_req, out, why, sizeof why) == 0) {
+            bus_env_init_reply(&rep, &req.env, kvtier_Envelope_demote_done_rep_tag, "consumer");
+            (void)bus_server_reply(srv, req.routing_id, &rep, NULL, NULL, 0, NULL);
+            rc = 0;
+        } else {
+            (void)bus_server_reply_error(srv, req.routing_id, req.env.corr_id,
+                                         kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                                         "not a valid DemoteDone");
+        }
     }
-    zframe_destroy(&f);
+    bus_request_reset(&req);
+    bus_arrays_destroy(&arr);
     return rc;
 }

@@ -15,19 +15,21 @@
  * waits and does not hold up jobs of other sources, except that a demotion is
  * never dispatched while a prefetch of the same source waits.
  *
- * Protocol. Submissions and control go over the actor's pipe and are answered
- * there at once (the wrappers below speak it):
- *   "JOB" + frame(migrator_job_t)  -> picture "is": status code and message.
- *       0: queued, exactly one result follows. Otherwise refused and counted,
- *       no result: INVALID_ARGUMENT (bad job), UNAVAILABLE (cfg.max_queued jobs
- *       already wait: backpressure, retry after results).
- *   "STATS"                        -> frame(migrator_stats_t).
- * Results go out on a PUSH socket the actor connects to cfg.results_endpoint
- * (the consumer binds a PULL there, before or after the migrator starts), one
- * frame(migrator_result_t) per queued job, in completion order; read them with
- * migrator_result_recv. Same process only (structs travel as bytes). The result
- * socket has no high-water mark: results wait there until read, at most one per
- * job submitted.
+ * Protocol: envelopes over sockets (schemas/internal.proto), so the migrator
+ * can run beside the scheduler or in another process:
+ *   - jobs: MigrateJobRequest to the ROUTER the actor binds at cfg.endpoint,
+ *     answered at once with MigrateJobReply: OK = queued, exactly one result
+ *     follows; otherwise refused and counted, no result: INVALID_ARGUMENT (bad
+ *     or malformed job: counts that differ, more than 64 slots, endpoints out of
+ *     bounds, unknown priority or state, tier id 0), UNAVAILABLE (cfg.max_queued
+ *     jobs already wait: backpressure, retry after results).
+ *   - results: one DemoteDoneRequest per queued job (demotion or prefetch), in
+ *     completion order, sent to the ROUTER at cfg.results_endpoint (the
+ *     scheduler's internal plane), which answers DemoteDoneReply. At most one
+ *     result per job in flight (the client's bound is the job pool's size); a
+ *     result whose answer does not come is counted in results_lost.
+ *   - the pipe carries only $TERM, "STATS" -> frame(migrator_stats_t) and
+ *     "ENDPOINT" -> string (the jobs endpoint as bound).
  *
  * Timeouts: a CopySlots that gets no answer within cfg.copy_timeout_ms fails its
  * job (TIMEOUT) and the client to that source is closed, so requests queued
@@ -41,7 +43,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bus_client.h"
 #include "bus_limits.h"
+#include "bus_server.h"
 
 #define MIGRATOR_MAX_JOB_SLOTS BUS_MAX_DEMOTE_BATCH /* a job's results fit one DemoteDone */
 /* int: printf precision ("%.*s") and "%d" take it */
@@ -59,7 +63,8 @@ typedef enum {
 
 typedef struct {
     const char *name;             /* logs and Envelope.sender; NULL: "migrator" */
-    const char *results_endpoint; /* required: where results are pushed (consumer binds) */
+    const char *endpoint;         /* required: the jobs ROUTER is bound here */
+    const char *results_endpoint; /* required: DemoteDone goes to the ROUTER here */
     uint32_t max_in_flight;       /* CopySlots outstanding overall; 0: default */
     uint32_t max_per_source;      /* CopySlots outstanding per source endpoint; 0: default */
     uint32_t max_queued;          /* jobs waiting, both priorities; 0: default */
@@ -103,7 +108,7 @@ typedef struct {
     uint64_t slots_copied;
     uint64_t slots_failed;
     uint64_t timeouts;        /* jobs failed by copy_timeout_ms */
-    uint64_t results_lost;    /* results the PUSH socket refused (should stay 0) */
+    uint64_t results_lost;    /* results not sent or not answered (should stay 0) */
     uint32_t queued_prefetch; /* now */
     uint32_t queued_demote;   /* now */
     uint32_t in_flight;       /* now */
@@ -112,16 +117,36 @@ typedef struct {
 /* Starts the actor. NULL (after logging why) on a bad config. */
 zactor_t *migrator_new(const migrator_config_t *cfg);
 
-/* Submits a job. 0: queued (one result follows); else -status code (the
- * kvtier_StatusCode) with why filled; -UNAVAILABLE also when the actor does
- * not answer. */
-int migrator_submit(zactor_t *migrator, const migrator_job_t *job, char *why, size_t len);
+/* The jobs endpoint as bound (ephemeral port resolved) into buf; 0 or -1. */
+int migrator_endpoint(zactor_t *migrator, char *buf, size_t len);
+
+/* Builds a MigrateJobRequest envelope from job. */
+void migrator_job_encode(const migrator_job_t *job, kvtier_Envelope *env, const char *sender);
+
+/* Checks and copies a decoded MigrateJobRequest: never trusts it. 0, or
+ * -INVALID_ARGUMENT with why filled. */
+int migrator_job_decode(const kvtier_MigrateJobRequest *in, migrator_job_t *out, char *why,
+                        size_t len);
+
+/* Checks and copies a decoded DemoteDoneRequest (at most MIGRATOR_MAX_JOB_SLOTS
+ * results). 0, or -INVALID_ARGUMENT with why filled. */
+int migrator_result_decode(const kvtier_DemoteDoneRequest *in, migrator_result_t *out, char *why,
+                           size_t len);
+
+/* Submits a job over a client connected to the migrator's endpoint and waits
+ * for the answer (given at once). A job of 0 or more than MIGRATOR_MAX_JOB_SLOTS
+ * slots is refused here (-INVALID_ARGUMENT): the envelope cannot carry it. 0: queued (one result
+ * follows); else -status code (the kvtier_StatusCode) with why filled; -TIMEOUT / -UNAVAILABLE when
+ * the migrator does not answer within timeout_ms (0: BUS_ACTOR_ASK_MS). */
+int migrator_submit(bus_client_t *migrator, const migrator_job_t *job, uint32_t timeout_ms,
+                    char *why, size_t len);
 
 /* Counters. 0, or -1 when the actor does not answer. */
 int migrator_stats(zactor_t *migrator, migrator_stats_t *out);
 
-/* Receives one result from the consumer's PULL socket (blocking per its
- * options). 0, or -1 when nothing or something that is not a result arrived. */
-int migrator_result_recv(zsock_t *pull, migrator_result_t *out);
+/* For tests and tools that stand in for the scheduler: receives one DemoteDone
+ * on srv (waiting up to wait_ms), answers it, decodes it into out. 0, or -1 when
+ * nothing or something that is not a valid result arrived. */
+int migrator_result_recv(bus_server_t *srv, int wait_ms, migrator_result_t *out);
 
 #endif

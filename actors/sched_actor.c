@@ -183,7 +183,8 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
         strnlen(c.node_name, SCHED_NODE_MAX) >= SCHED_NODE_MAX ||
         strnlen(c.advertised_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
         strnlen(c.event_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
-        strnlen(c.internal_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
+        strnlen(c.internal_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
+        strnlen(c.migrator_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
         return s_cfg_fail(err, errlen, "scheduler: a name or endpoint is not NUL-terminated");
     int rc = s_check_tiers(&c, err, errlen);
     if (rc == 0)

@@ -102,10 +102,13 @@ typedef struct {
     uint64_t delete_delay_ms;     /* DELETING -> slot freed after this (0: 1 s) */
     uint32_t max_pending_deletes; /* DELETING blocks per tier awaiting their free (0: 4096) */
     uint32_t reclaim_scan;        /* slots examined per ReclaimCandidates / GcScan (0: 8192) */
-    /* Demotion (issue 4 §4): the scheduler starts a migrator actor (actors/migrator.h)
-     * on its thread and demotes ReclaimCandidates(demote) blocks to the next tier of
-     * their chain. false: no migrator, demote requests do nothing. */
+    /* Demotion (issue 4 §4): ReclaimCandidates(demote) blocks go to the next tier
+     * of their chain through a migrator (actors/migrator.h): the one whose jobs
+     * ROUTER is at migrator_endpoint, running beside the scheduler (its results
+     * come back on the internal plane); "" = the scheduler starts one itself.
+     * false: no migrator, demote requests do nothing. */
     bool demote;
+    char migrator_endpoint[SCHED_ENDPOINT_MAX];
     /* Per-instance quotas (issue 4 §4): enforced when the reclaimer sends
      * QuotaEnforce; instance ids unique, "*" at most once. */
     uint32_t n_quotas;

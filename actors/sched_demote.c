@@ -3,10 +3,14 @@
  * coldest blocks here. The scheduler pins the sources (no eviction, not chosen
  * again, not freed while copied), reserves their slots on the next tier (all or
  * nothing; a full next tier makes room by its own reclaimer, the demotion is
- * retried at a later call) and submits one job to the migrator actor it owns
- * (priority DEMOTE, destination header SERVING; bytes go tier actor to tier actor).
+ * retried at a later call) and submits one job to the migrator (priority DEMOTE,
+ * destination header SERVING; bytes go tier actor to tier actor). The migrator
+ * runs beside the scheduler (cfg.migrator_endpoint; the coordinator starts it);
+ * without that endpoint the scheduler starts one of its own (unit tests).
  *
- * Results arrive on a PULL socket the scheduler's loop polls. Per block: copied
+ * Jobs go to the migrator's ROUTER as MigrateJob envelopes (answered at once);
+ * results come back as DemoteDone requests on the scheduler's internal plane
+ * (sched_on_demote_done), like the reclaimer's and gc's requests. Per block: copied
  * and the source is still the same committed block in the same slot -> the
  * destination commits (two locations for a moment) and the source is marked
  * DELETING (two-step: freed after the delete delay once no reader holds it).
@@ -16,8 +20,8 @@
  * submit and result is detected by its generation and its side is left alone.
  *
  * Bounded: SCHED_DEMOTE_JOBS jobs in flight, MIGRATOR_MAX_JOB_SLOTS blocks each;
- * the migrator bounds its own queue (refusal = backpressure). Never blocks: the
- * migrator answers a submission on its pipe at once. */
+ * the migrator bounds its own queue (refusal = backpressure). Never blocks for long:
+ * the migrator answers a submission at once (bounded by BUS_ACTOR_ASK_MS). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,24 +31,29 @@
 
 #define S_LOG "sched"
 
-static int s_on_result(zloop_t *loop, zsock_t *sock, void *arg);
-
 int sched_demote_init(sched_t *self)
 {
     self->next_job_id = 1;
     if (!self->cfg.demote)
         return 0;
     char ep[SCHED_ENDPOINT_MAX];
-    snprintf(ep, sizeof ep, "inproc://sched-migrator-%p-%" PRIx64, (void *)self, self->hash_seed);
-    self->mig_pull = zsock_new_pull(ep); /* bound ('@' default for PULL) before the migrator */
-    if (!self->mig_pull) {
-        bus_error(S_LOG, "cannot bind the migrator results endpoint '%s'", ep);
-        return -1;
+    if (self->cfg.migrator_endpoint[0]) { /* a sibling actor: connect only */
+        sched_strcpy(ep, sizeof ep, self->cfg.migrator_endpoint);
+    } else {
+        snprintf(ep, sizeof ep, "inproc://sched-migrator-%p-%" PRIx64, (void *)self,
+                 self->hash_seed);
+        migrator_config_t mc = {
+            .name = "migrator", .endpoint = ep, .results_endpoint = self->internal_ep};
+        self->migrator = migrator_new(&mc);
+        if (!self->migrator) {
+            bus_error(S_LOG, "cannot start the migrator");
+            return -1;
+        }
     }
-    migrator_config_t mc = {.name = "migrator", .results_endpoint = ep};
-    self->migrator = migrator_new(&mc);
-    if (!self->migrator || zloop_reader(self->loop, self->mig_pull, s_on_result, self) < 0) {
-        bus_error(S_LOG, "cannot start the migrator");
+    bus_client_config_t cc = {.name = self->cfg.node_name, .max_in_flight = 1};
+    self->mig_client = bus_client_new(ep, &cc);
+    if (!self->mig_client) {
+        bus_error(S_LOG, "cannot connect to the migrator at '%s'", ep);
         return -1;
     }
     return 0;
@@ -52,10 +61,8 @@ int sched_demote_init(sched_t *self)
 
 void sched_demote_fini(sched_t *self)
 {
-    if (self->loop && self->mig_pull)
-        zloop_reader_end(self->loop, self->mig_pull);
     zactor_destroy(&self->migrator);
-    zsock_destroy(&self->mig_pull);
+    bus_client_destroy(&self->mig_client);
 }
 
 uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t)
@@ -80,7 +87,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                       uint32_t n, uint32_t *taken, bool *backpressure)
 {
     *backpressure = false;
-    if (!self->migrator || n == 0 || t->state != SCHED_TIER_UP || dst->state != SCHED_TIER_UP ||
+    if (!self->mig_client || n == 0 || t->state != SCHED_TIER_UP || dst->state != SCHED_TIER_UP ||
         !t->client || !dst->client)
         return 0;
     sched_demote_t *job = s_job_free(self);
@@ -189,7 +196,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     mj.dst_state = kvtier_LocationState_LOCATION_SERVING;
     mj.n = job->n;
     char why[160];
-    if (migrator_submit(self->migrator, &mj, why, sizeof why) != 0) {
+    if (migrator_submit(self->mig_client, &mj, 0, why, sizeof why) != 0) {
         for (uint32_t i = 0; i < job->n; i++) {
             (void)tier_slots_unpin(t->slots, number, &job->keys[i]);
             (void)tier_slots_commit(dst->slots, number, &job->keys[i], false, (uint64_t)now, NULL);
@@ -205,8 +212,8 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     return k;
 }
 
-/* One block of a finished job. */
-static void s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, bool ok, int64_t now)
+/* One block of a finished job; true when it switched to the destination. */
+static bool s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, bool ok, int64_t now)
 {
     sched_tier_t *src = &self->tiers[job->src];
     sched_tier_t *dst = &self->tiers[job->dst];
@@ -221,7 +228,7 @@ static void s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
                 tier_key_eq(&info.key, key) && !sched_is_deleting(src, job->number, key, ss);
     if (!dst_live) {
         self->g.demote_failed++;
-        return; /* the destination tier was reset: its reservation is gone */
+        return false; /* the destination tier was reset: its reservation is gone */
     }
     if (!ok || !same) {
         (void)tier_slots_commit(dst->slots, job->number, key, false, (uint64_t)now, NULL);
@@ -231,13 +238,13 @@ static void s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
         } else {
             self->g.demote_failed++;
         }
-        return;
+        return false;
     }
     dst->sizes[ds] = src->sizes[ss];
     dst->checksums[ds] = src->checksums[ss];
     if (tier_slots_commit(dst->slots, job->number, key, true, (uint64_t)now, NULL) < 0) {
         self->g.demote_failed++;
-        return;
+        return false;
     }
     if (info.deadline_ms)
         (void)tier_slots_touch(dst->slots, job->number, key, (uint64_t)now, info.deadline_ms);
@@ -245,24 +252,28 @@ static void s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
      * leaves it in place (its reclaimer finds it again: already below) */
     sched_release_demoted(self, src, job->number, key, ss, now);
     self->g.demoted++;
+    return true;
 }
 
-static int s_on_result(zloop_t *loop, zsock_t *sock, void *arg)
+void sched_on_demote_done(sched_t *self, sched_call_t *call)
 {
-    (void)loop;
-    sched_t *self = arg;
     migrator_result_t r;
-    if (migrator_result_recv(sock, &r) < 0) {
-        bus_warn(S_LOG, "migrator: dropped a result that does not decode");
-        return 0;
+    char why[200];
+    if (migrator_result_decode(&call->req.env.body.demote_done_req, &r, why, sizeof why) < 0) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "%s", why);
+        return;
     }
     sched_demote_t *job = NULL;
     for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS && !job; i++)
         if (self->demotes[i].used && self->demotes[i].job_id == r.job_id)
             job = &self->demotes[i];
-    if (!job) {
+    if (!job || r.src_tier_id != self->tiers[job->src].cfg.tier_id ||
+        r.dst_tier_id != self->tiers[job->dst].cfg.tier_id) {
         bus_warn(S_LOG, "migrator: result for unknown job %" PRIu64, r.job_id);
-        return 0;
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
+                          "no migrator job %" PRIu64 " from tier %u to tier %u in flight", r.job_id,
+                          r.src_tier_id, r.dst_tier_id);
+        return;
     }
     uint32_t not_copied = 0;
     for (uint32_t i = 0; i < job->n; i++)
@@ -278,9 +289,13 @@ static int s_on_result(zloop_t *loop, zsock_t *sock, void *arg)
     if (now - job->submitted_ms > 2000) /* writes wait for it when the head is full */
         bus_info(S_LOG, "demotion job %" PRIu64 " (%u blocks) took %" PRId64 " ms", r.job_id,
                  job->n, now - job->submitted_ms);
+    uint32_t switched = 0;
     for (uint32_t i = 0; i < job->n; i++)
-        s_result_one(self, job, i, i < r.n && r.ok[i], now);
+        switched += s_result_one(self, job, i, i < r.n && r.ok[i], now);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_demote_done_rep_tag);
+    rep->body.demote_done_rep.switched = switched;
+    rep->body.demote_done_rep.rolled_back = job->n - switched;
     job->used = false;
+    sched_reply(self, call);
     sched_tiers_flush(self);
-    return 0;
 }

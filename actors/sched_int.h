@@ -268,9 +268,11 @@ typedef struct sched {
     uint32_t *op_free;
     uint32_t n_op_free;
 
-    /* demotion (cfg.demote): the migrator, its results (PULL), jobs in flight */
+    /* demotion (cfg.demote): the migrator when this scheduler started it (NULL:
+     * it runs beside, cfg.migrator_endpoint), the client to its jobs ROUTER (its
+     * results come back as DemoteDone on the internal plane), jobs in flight */
     zactor_t *migrator;
-    zsock_t *mig_pull;
+    bus_client_t *mig_client;
     uint64_t next_job_id;
     sched_demote_t demotes[SCHED_DEMOTE_JOBS];
     /* sched_demote's own scratch: a demotion started in the middle of a request
@@ -423,6 +425,9 @@ void sched_on_quota(sched_t *self, sched_call_t *call); /* QuotaEnforce (interna
 /* ---- sched_demote.c ---- */
 int sched_demote_init(sched_t *self); /* starts the migrator when cfg.demote; 0 or -1 */
 void sched_demote_fini(sched_t *self);
+/* DemoteDone from the migrator (internal plane): switches or rolls back the
+ * job's blocks and answers DemoteDoneReply. */
+void sched_on_demote_done(sched_t *self, sched_call_t *call);
 /* Blocks of tier t being demoted now (sources of jobs in flight). */
 uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t);
 /* Demotes the blocks at slots[0..n) of t to dst (same instance as the first;

@@ -349,7 +349,7 @@ static void s_on_reclaim(sched_t *self, sched_call_t *call)
 
 bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t)
 {
-    if (!self->migrator)
+    if (!self->mig_client)
         return false;
     uint32_t next = s_next_tier(self, t);
     return next && self->tiers[next - 1].state == SCHED_TIER_UP;
@@ -505,9 +505,12 @@ void sched_on_internal(sched_t *self, sched_call_t *call)
     case kvtier_Envelope_quota_enforce_req_tag:
         sched_on_quota(self, call);
         break;
+    case kvtier_Envelope_demote_done_req_tag:
+        sched_on_demote_done(self, call);
+        break;
     default:
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
-                          "%s is not served yet (demotion needs the migrator)",
+                          "%s is not served on the internal plane",
                           bus_body_name(call->req.env.which_body));
         break;
     }

@@ -115,6 +115,8 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
     REP(tier_membership_rep, TierMembershipReply),
     REQ(quota_enforce_req, QuotaEnforceRequest),
     REP(quota_enforce_rep, QuotaEnforceReply),
+    REQ(migrate_job_req, MigrateJobRequest),
+    REP(migrate_job_rep, MigrateJobReply),
     /* admin */
     REQ(admin_status_req, AdminStatusRequest),
     REP(admin_status_rep, AdminStatusReply),

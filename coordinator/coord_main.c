@@ -25,6 +25,7 @@
 #include "coord_proc.h"
 #include "coord_standby.h"
 #include "gc.h"
+#include "migrator.h"
 #include "reclaimer.h"
 #include "sched_actor.h"
 
@@ -46,6 +47,8 @@ typedef struct {
     zactor_t *sched;
     zactor_t *gc;        /* started next to the scheduler, stopped before it */
     zactor_t *reclaimer; /* idem */
+    zactor_t *migrator;  /* idem; the scheduler connects to migrator_ep */
+    char migrator_ep[64];
     zactor_t *elector;
     zactor_t *membership;
     bool leader;
@@ -128,8 +131,10 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     sc->max_instances = c->max_instances;
     sc->delete_delay_ms = c->reclaim_delete_delay_ms;
     sc->max_pending_deletes = c->reclaim_max_pending;
-    /* the scheduler starts its migrator and demotes along the chains (issue 4 §4) */
+    /* the scheduler demotes along the chains through the migrator started beside
+     * it (s_start_background; issue 4 §4, DESIGN §3) */
     sc->demote = true;
+    snprintf(sc->migrator_endpoint, sizeof sc->migrator_endpoint, "%s", p->migrator_ep);
     sc->n_quotas = c->n_quotas;
     for (uint32_t i = 0; i < c->n_quotas; i++) {
         const coord_quota_config_t *q = &c->quotas[i];
@@ -148,6 +153,12 @@ static int s_start_background(s_proc_t *p, const char **what)
     memset(&gc, 0, sizeof gc);
     *what = "scheduler"; /* it does not answer */
     if (sched_actor_internal_endpoint(p->sched, gc.sched_endpoint, sizeof gc.sched_endpoint) < 0)
+        return -1;
+    *what = "migrator";
+    migrator_config_t mc = {
+        .name = "migrator", .endpoint = p->migrator_ep, .results_endpoint = gc.sched_endpoint};
+    p->migrator = migrator_new(&mc);
+    if (!p->migrator)
         return -1;
     gc.interval_ms = (uint32_t)c->gc_interval_ms;
     gc.page = c->gc_page;
@@ -186,6 +197,7 @@ static void s_stop_sched(s_proc_t *p)
 {
     zactor_destroy(&p->reclaimer);
     zactor_destroy(&p->gc);
+    zactor_destroy(&p->migrator);
     zactor_destroy(&p->sched);
 }
 
@@ -196,6 +208,10 @@ static int s_start_sched(s_proc_t *p, const char **what)
     sched_config_t *sc = malloc(sizeof *sc);
     if (!sc)
         return -1;
+    /* a fresh name per term: a migrator of the last term may still be unbinding */
+    static unsigned s_mig_seq;
+    snprintf(p->migrator_ep, sizeof p->migrator_ep, "inproc://coord-migrator-%ld-%u",
+             (long)getpid(), s_mig_seq++);
     s_sched_config(p, sc);
     /* The standby's socket was just closed: its address is released by ZeroMQ's
      * I/O thread a moment later, hence retries for a bounded time. */

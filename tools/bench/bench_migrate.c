@@ -61,10 +61,11 @@ typedef struct {
     uint64_t block, n;
     zactor_t *host, *nvme, *mig;
     char host_ep[TIER_ACTOR_ENDPOINT_MAX], nvme_ep[TIER_ACTOR_ENDPOINT_MAX];
-    bus_client_t *hc; /* to the host tier actor: fill, delete, verify */
-    zsock_t *pull;    /* migrator results */
-    uint32_t batch;   /* slots per fill / delete / verify request */
-    uint8_t *buf;     /* batch * block */
+    bus_client_t *hc;  /* to the host tier actor: fill, delete, verify */
+    bus_server_t *res; /* migrator results (DemoteDone) */
+    bus_client_t *mc;  /* to the migrator's jobs ROUTER */
+    uint32_t batch;    /* slots per fill / delete / verify request */
+    uint8_t *buf;      /* batch * block */
     uint64_t *slots, *sizes, *sums;
     uint8_t (*keys)[16];
     kvtier_Envelope req, rep;
@@ -194,13 +195,15 @@ static int s_env_start(s_env_t *e)
     e->hc = bus_client_new(e->host_ep, &cc);
     char rep[64];
     snprintf(rep, sizeof rep, "inproc://kvt-bench-migrate-%d-%u", (int)getpid(), s_seq++);
-    e->pull = zsock_new_pull(rep);
-    if (!e->hc || !e->pull)
+    e->res = bus_server_new(rep, "bench-results");
+    if (!e->hc || !e->res)
         return -1;
+    char jobs[64];
+    snprintf(jobs, sizeof jobs, "inproc://kvt-bench-migrate-jobs-%d-%u", (int)getpid(), s_seq++);
     /* the migrator's deadline stays above the tier actors' (migrator.h) */
     e->mig_ms = e->a->copy_ms ? e->a->copy_ms + e->a->copy_ms / 2 : MIGRATOR_DEFAULT_TIMEOUT_MS;
-    zsock_set_rcvtimeo(e->pull, (int)e->mig_ms + 10000);
     migrator_config_t mc = {.name = "bench-migrator",
+                            .endpoint = jobs,
                             .results_endpoint = rep,
                             .max_in_flight = e->a->in_flight,
                             .max_per_source = e->a->per_source,
@@ -210,13 +213,15 @@ static int s_env_start(s_env_t *e)
         fprintf(stderr, "migrate bench: cannot start the migrator\n");
         return -1;
     }
-    return 0;
+    e->mc = bus_client_new(jobs, &(bus_client_config_t){.name = "bench-migrate"});
+    return e->mc ? 0 : -1;
 }
 
 static void s_env_stop(s_env_t *e)
 {
+    bus_client_destroy(&e->mc);
     zactor_destroy(&e->mig);
-    zsock_destroy(&e->pull);
+    bus_server_destroy(&e->res);
     bus_client_destroy(&e->hc);
     zactor_destroy(&e->nvme);
     zactor_destroy(&e->host);
@@ -394,7 +399,7 @@ static double s_migrate(s_env_t *e, bool demote)
             uint32_t m = e->n - next < e->a->job_slots ? (uint32_t)(e->n - next) : e->a->job_slots;
             char why[256];
             s_job(e, demote, next, m, &job);
-            int rc = migrator_submit(e->mig, &job, why, sizeof why);
+            int rc = migrator_submit(e->mc, &job, 0, why, sizeof why);
             if (rc == 0) {
                 e->sent_at[next / e->a->job_slots] = s_now();
                 sent++;
@@ -409,7 +414,7 @@ static double s_migrate(s_env_t *e, bool demote)
             /* the migrator's queue is full: take a result, then retry */
         }
         migrator_result_t r;
-        if (migrator_result_recv(e->pull, &r) != 0) {
+        if (migrator_result_recv(e->res, (int)e->mig_ms + 10000, &r) != 0) {
             fprintf(stderr, "migrate bench: no migrator result within %u ms\n", e->mig_ms + 10000);
             broken = true;
             break;

@@ -16,8 +16,9 @@ static int s_seq;
 typedef struct {
     ck_tier_t host, nvme;
     zactor_t *mig;
-    zsock_t *pull;
-    char results_ep[64];
+    bus_client_t *cli; /* to the migrator's jobs ROUTER */
+    bus_server_t *res; /* stands in for the scheduler's internal plane */
+    char results_ep[64], jobs_ep[64];
 } env_t;
 
 static void s_env_start(env_t *e, const migrator_config_t *base)
@@ -29,19 +30,23 @@ static void s_env_start(env_t *e, const migrator_config_t *base)
     ck_start(&e->host, &hc);
     ck_start(&e->nvme, &nc);
     snprintf(e->results_ep, sizeof e->results_ep, "inproc://mig-results-%d", s_seq++);
-    e->pull = zsock_new_pull(e->results_ep);
-    assert_non_null(e->pull);
-    zsock_set_rcvtimeo(e->pull, (int)CK_CALL_MS);
+    snprintf(e->jobs_ep, sizeof e->jobs_ep, "inproc://mig-jobs-%d", s_seq++);
+    e->res = bus_server_new(e->results_ep, "results");
+    assert_non_null(e->res);
     migrator_config_t cfg = *base;
+    cfg.endpoint = e->jobs_ep;
     cfg.results_endpoint = e->results_ep;
     e->mig = migrator_new(&cfg);
     assert_non_null(e->mig);
+    e->cli = bus_client_new(e->jobs_ep, &(bus_client_config_t){.name = "test"});
+    assert_non_null(e->cli);
 }
 
 static void s_env_stop(env_t *e)
 {
+    bus_client_destroy(&e->cli);
     zactor_destroy(&e->mig);
-    zsock_destroy(&e->pull);
+    bus_server_destroy(&e->res);
     ck_stop(&e->nvme);
     ck_stop(&e->host);
 }
@@ -72,20 +77,20 @@ static migrator_job_t s_job(uint64_t id, migrator_priority_t prio, ck_tier_t *fr
 static void s_submit_ok(env_t *e, const migrator_job_t *j)
 {
     char why[256];
-    int rc = migrator_submit(e->mig, j, why, sizeof why);
+    int rc = migrator_submit(e->cli, j, 0, why, sizeof why);
     if (rc != 0)
         fail_msg("submit job %" PRIu64 ": %s", j->job_id, why);
 }
 
 static void s_result(env_t *e, migrator_result_t *r)
 {
-    assert_int_equal(migrator_result_recv(e->pull, r), 0);
+    assert_int_equal(migrator_result_recv(e->res, (int)CK_CALL_MS, r), 0);
 }
 
 /* No result is waiting (after the stats said every job completed). */
 static void s_no_more_results(env_t *e)
 {
-    zpoller_t *p = zpoller_new(e->pull, NULL);
+    zpoller_t *p = zpoller_new(bus_server_sock(e->res), NULL);
     assert_non_null(p);
     assert_null(zpoller_wait(p, 0));
     zpoller_destroy(&p);
@@ -239,6 +244,45 @@ static void test_migrator_prefetch_runs_before_queued_demotions(void **state)
 }
 
 /* migrator.h: every queued job gets exactly one result, whatever its outcome. */
+/* migrator.h: "a demotion is never dispatched while a prefetch of the same
+ * source waits": with the source at its per-source bound, a demotion queued
+ * first and a prefetch from the same source queued after it, the prefetch goes
+ * first once the source has room. */
+static void test_migrator_prefetch_before_demotion_of_the_same_source(void **state)
+{
+    (void)state;
+    env_t e;
+    fake_t f;
+    migrator_config_t cfg = {.max_in_flight = 2, .max_per_source = 1};
+    s_env_start(&e, &cfg);
+    s_fake_start(&f);
+    uint32_t seeds[3] = {301, 302, 303};
+    uint64_t hs[3] = {0, 1, 2}, d0 = 0, d1 = 11, d2 = 12;
+    for (int i = 0; i < 3; i++)
+        ck_store(&e.host, hs[i], seeds[i], 0);
+    /* job 1 holds host's only per-source slot on the scripted destination */
+    migrator_job_t j = s_job(1, MIGRATOR_DEMOTE, &e.host, bus_server_endpoint(f.srv), 2, &hs[0],
+                             &d0, &seeds[0], 1);
+    s_submit_ok(&e, &j);
+    s_fake_wait_write(&f);
+    j = s_job(2, MIGRATOR_DEMOTE, &e.host, e.nvme.ep, 2, &hs[1], &d1, &seeds[1], 1);
+    s_submit_ok(&e, &j);
+    j = s_job(3, MIGRATOR_PREFETCH, &e.host, e.nvme.ep, 2, &hs[2], &d2, &seeds[2], 1);
+    s_submit_ok(&e, &j);
+    s_fake_finish(&f, 1);
+    const uint64_t want[3] = {1, 3, 2};
+    for (int k = 0; k < 3; k++) {
+        migrator_result_t r;
+        s_result(&e, &r);
+        assert_int_equal(r.job_id, want[k]);
+        assert_int_equal(r.status, kvtier_StatusCode_STATUS_OK);
+    }
+    assert_int_equal(ck_read_code(&e.nvme, 12, 303), 0);
+    assert_int_equal(ck_read_code(&e.nvme, 11, 302), 0);
+    s_fake_stop(&f);
+    s_env_stop(&e);
+}
+
 static void test_migrator_reports_each_job_exactly_once(void **state)
 {
     (void)state;
@@ -300,7 +344,7 @@ static void test_migrator_queue_bound_refuses_and_counts(void **state)
     }
     j = s_job(4, MIGRATOR_PREFETCH, &e.host, e.nvme.ep, 2, &s[3], &d[3], &seeds[3], 1);
     char why[256];
-    assert_int_equal(migrator_submit(e.mig, &j, why, sizeof why),
+    assert_int_equal(migrator_submit(e.cli, &j, 0, why, sizeof why),
                      -kvtier_StatusCode_STATUS_UNAVAILABLE);
     assert_non_null(strstr(why, "max_queued"));
     migrator_stats_t ms;
@@ -459,13 +503,65 @@ static void test_migrator_bad_jobs_are_invalid_argument(void **state)
     bad[4].dst_state = kvtier_LocationState_LOCATION_STATE_NONE;
     char why[256];
     for (int k = 0; k < 5; k++)
-        assert_int_equal(migrator_submit(e.mig, &bad[k], why, sizeof why),
+        assert_int_equal(migrator_submit(e.cli, &bad[k], 0, why, sizeof why),
                          -kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
     migrator_stats_t ms;
     assert_int_equal(migrator_stats(e.mig, &ms), 0);
-    assert_int_equal(ms.refused_invalid, 5);
+    /* bad[0] and bad[1] never reach the wire (migrator_submit refuses a slot
+     * count the envelope cannot carry); the other three are refused by the actor */
+    assert_int_equal(ms.refused_invalid, 3);
     assert_int_equal(ms.submitted, 0);
     s_no_more_results(&e);
+    s_env_stop(&e);
+}
+
+/* DESIGN.md §5 / STYLE 5: a malformed MigrateJob envelope (arrays of different
+ * lengths, a body the migrator does not serve, bytes that do not decode) is
+ * refused INVALID_ARGUMENT, and never queued or answered with a result. */
+static void test_migrator_malformed_envelope_is_invalid_argument(void **state)
+{
+    (void)state;
+    env_t e;
+    migrator_config_t cfg = {0};
+    s_env_start(&e, &cfg);
+    uint64_t s[2] = {0, 1}, d[2] = {0, 1};
+    uint32_t seeds[2] = {1, 2};
+    migrator_job_t good = s_job(1, MIGRATOR_DEMOTE, &e.host, e.nvme.ep, 2, s, d, seeds, 2);
+    static kvtier_Envelope req, rep;
+    kvtier_Status st;
+    migrator_job_encode(&good, &req, "test");
+    req.body.migrate_job_req.dst_slots_count = 1; /* 2 sources, 1 destination */
+    assert_int_not_equal(
+        bus_client_call(e.cli, &req, NULL, NULL, 0, CK_CALL_MS, &rep, NULL, NULL, &st), 0);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    migrator_job_encode(&good, &req, "test");
+    req.body.migrate_job_req.keys_count = 0;
+    assert_int_not_equal(
+        bus_client_call(e.cli, &req, NULL, NULL, 0, CK_CALL_MS, &rep, NULL, NULL, &st), 0);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    bus_env_init(&req, kvtier_Envelope_gc_drop_req_tag, "test"); /* not a job */
+    assert_int_not_equal(
+        bus_client_call(e.cli, &req, NULL, NULL, 0, CK_CALL_MS, &rep, NULL, NULL, &st), 0);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    /* raw bytes that are no envelope, on a DEALER of our own */
+    char ep[64];
+    assert_int_equal(migrator_endpoint(e.mig, ep, sizeof ep), 0);
+    zsock_t *raw = zsock_new_dealer(ep);
+    assert_non_null(raw);
+    zsock_set_rcvtimeo(raw, (int)CK_CALL_MS);
+    assert_int_equal(zstr_send(raw, "\xff\xff\xff garbage"), 0);
+    zmsg_t *answer = zmsg_recv(raw); /* the server answers what it can read */
+    zmsg_destroy(&answer);
+    zsock_destroy(&raw);
+    migrator_stats_t ms;
+    assert_int_equal(migrator_stats(e.mig, &ms), 0);
+    assert_int_equal(ms.refused_invalid, 2);
+    assert_int_equal(ms.submitted, 0);
+    /* still serving: a good job after the bad ones is queued and reported */
+    s_submit_ok(&e, &good);
+    migrator_result_t r;
+    s_result(&e, &r);
+    assert_int_equal(r.job_id, 1);
     s_env_stop(&e);
 }
 
@@ -489,12 +585,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_migrator_demotion_copies_blocks_byte_exact),
         cmocka_unit_test(test_migrator_prefetch_runs_before_queued_demotions),
+        cmocka_unit_test(test_migrator_prefetch_before_demotion_of_the_same_source),
         cmocka_unit_test(test_migrator_reports_each_job_exactly_once),
         cmocka_unit_test(test_migrator_queue_bound_refuses_and_counts),
         cmocka_unit_test(test_migrator_failed_copy_leaves_source_serving),
         cmocka_unit_test(test_migrator_dead_source_times_out_the_job),
         cmocka_unit_test(test_migrator_busy_source_does_not_hold_up_others),
         cmocka_unit_test(test_migrator_bad_jobs_are_invalid_argument),
+        cmocka_unit_test(test_migrator_malformed_envelope_is_invalid_argument),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);
     zsys_shutdown();

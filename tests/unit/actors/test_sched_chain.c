@@ -9,6 +9,7 @@
 #include <inttypes.h>
 
 #include "copy_testkit.h"
+#include "migrator.h"
 #include "reclaimer.h"
 #include "sched_testkit.h"
 
@@ -440,6 +441,40 @@ static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
     s_stop(&e);
 }
 
+/* STYLE 5 / migrator.h: the internal plane serves DemoteDone now, and never
+ * trusts it: a result of a job not in flight is NOT_FOUND, a malformed one
+ * (unknown priority) INVALID_ARGUMENT, and neither changes a location. */
+static void test_demote_done_is_checked_on_the_internal_plane(void **state)
+{
+    (void)state;
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    s_demote_up(&e, &cfg);
+    char ep[SCHED_ENDPOINT_MAX];
+    assert_int_equal(sched_actor_internal_endpoint(e.t->sched, ep, sizeof ep), 0);
+    bus_client_t *c = bus_client_new(ep, &(bus_client_config_t){.name = "test"});
+    assert_non_null(c);
+    static kvtier_Envelope req, rep;
+    kvtier_Status st;
+    bus_env_init(&req, kvtier_Envelope_demote_done_req_tag, "test");
+    req.body.demote_done_req.job_id = 999;
+    req.body.demote_done_req.src_tier_id = 1;
+    req.body.demote_done_req.dst_tier_id = 2;
+    req.body.demote_done_req.priority = MIGRATOR_DEMOTE;
+    assert_int_not_equal(bus_client_call(c, &req, NULL, NULL, 0, CK_CALL_MS, &rep, NULL, NULL, &st),
+                         0);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_NOT_FOUND);
+    req.body.demote_done_req.priority = 9;
+    assert_int_not_equal(bus_client_call(c, &req, NULL, NULL, 0, CK_CALL_MS, &rep, NULL, NULL, &st),
+                         0);
+    assert_int_equal(st.code, kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(tk_stat(e.t, "demoted"), 0);
+    bus_client_destroy(&c);
+    s_stop(&e);
+}
+
 /* A max_batch below a migrator job's 64 blocks: demotion jobs stay within it
  * (the scheduler's scratch arrays are max_batch long; ASan checks) and the
  * reclaimer still drains the tier to its low watermark. */
@@ -616,6 +651,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefetch_promotes_lower_blocks_to_the_head),
+        cmocka_unit_test(test_demote_done_is_checked_on_the_internal_plane),
         cmocka_unit_test(test_failed_prefetch_rolls_back),
         cmocka_unit_test(test_prefetch_window_closed_by_request_end),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
