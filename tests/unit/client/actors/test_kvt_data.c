@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "../fake_coord.h"
 #include "bus_host.h"
 #include "etcd_fixture.h"
+#include "fake_coord.h"
 #include "kvtier.h"
 #include "tier_actor.h"
 
