@@ -381,8 +381,11 @@ static zmsg_t *s_raw_bytes(const void *p, size_t n)
 
 /* ---- tests: round trips ------------------------------------------------------- */
 
-static void s_round_trip(const char *kind)
+/* DESIGN §5, §7: block bytes travel as payload frames and come back byte-exact
+ * (on nvme through the O_DIRECT file and io_uring). */
+static void test_write_read_round_trip_through_frames(void **state)
 {
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -404,22 +407,11 @@ static void s_round_trip(const char *kind)
     s_stop(&fx);
 }
 
-/* DESIGN §5: block bytes travel as payload frames and come back byte-exact (host). */
-static void test_host_write_read_round_trip_through_frames(void **state)
+/* Data-plane rule: a multi-segment block is one slot written from consecutive
+ * frames; it reads back per segment or whole. */
+static void test_multi_segment_block_is_one_slot(void **state)
 {
-    (void)state;
-    s_round_trip("host");
-}
-
-/* DESIGN §5, §7: the same through the nvme tier (O_DIRECT file, io_uring). */
-static void test_nvme_write_read_round_trip_through_frames(void **state)
-{
-    (void)state;
-    s_round_trip("nvme");
-}
-
-static void s_multi_segment(const char *kind)
-{
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -499,24 +491,13 @@ static void s_multi_segment(const char *kind)
     s_stop(&fx);
 }
 
-/* Data-plane rule: a multi-segment block is one slot written from consecutive
- * frames; it reads back per segment or whole (host). */
-static void test_host_multi_segment_block_is_one_slot(void **state)
-{
-    (void)state;
-    s_multi_segment("host");
-}
-
-static void test_nvme_multi_segment_block_is_one_slot(void **state)
-{
-    (void)state;
-    s_multi_segment("nvme");
-}
-
 /* ---- tests: headers and inventory --------------------------------------------- */
 
-static void s_inventory_exact(const char *kind)
+/* DESIGN §4: after PutHeader, Inventory lists exactly the committed blocks with
+ * key, instance, size, checksum, deadline (paged, slot order). */
+static void test_inventory_lists_exactly_the_committed_blocks(void **state)
 {
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -577,22 +558,11 @@ static void s_inventory_exact(const char *kind)
     s_stop(&fx);
 }
 
-/* DESIGN §4: after PutHeader, Inventory lists exactly the committed blocks with
- * key, instance, size, checksum, deadline (paged, slot order) (host). */
-static void test_host_inventory_lists_exactly_the_committed_blocks(void **state)
+/* Wave-2 rule: a write marks the slot WRITING first, so a SERVING slot being
+ * rewritten leaves the inventory (and is never served) until its new header. */
+static void test_write_marks_slot_writing_until_new_header(void **state)
 {
-    (void)state;
-    s_inventory_exact("host");
-}
-
-static void test_nvme_inventory_lists_exactly_the_committed_blocks(void **state)
-{
-    (void)state;
-    s_inventory_exact("nvme");
-}
-
-static void s_writing_mark(const char *kind)
-{
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -633,24 +603,10 @@ static void s_writing_mark(const char *kind)
     s_stop(&fx);
 }
 
-/* Wave-2 rule: a write marks the slot WRITING first, so a SERVING slot being
- * rewritten leaves the inventory (and is never served) until its new header (host). */
-static void test_host_write_marks_slot_writing_until_new_header(void **state)
-{
-    (void)state;
-    s_writing_mark("host");
-}
-
-static void test_nvme_write_marks_slot_writing_until_new_header(void **state)
-{
-    (void)state;
-    s_writing_mark("nvme");
-}
-
 /* DESIGN §6 GC: Probe says whether the tier still holds a block (key must match). */
 static void test_probe_reports_serving_blocks_with_matching_key(void **state)
 {
-    const char *kind = *state ? *state : "host";
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -677,8 +633,10 @@ static void test_probe_reports_serving_blocks_with_matching_key(void **state)
     s_stop(&fx);
 }
 
-static void s_delete_rules(const char *kind)
+/* DeleteSlots empties a slot, only where the key matches when keys are given. */
+static void test_delete_empties_slots_matching_key(void **state)
 {
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -710,19 +668,6 @@ static void s_delete_rules(const char *kind)
     s_expect_intact(&fx, &b[2], 1);
     s_blks_free(b, 3);
     s_stop(&fx);
-}
-
-/* DeleteSlots empties a slot, only where the key matches when keys are given. */
-static void test_host_delete_empties_slots_matching_key(void **state)
-{
-    (void)state;
-    s_delete_rules("host");
-}
-
-static void test_nvme_delete_empties_slots_matching_key(void **state)
-{
-    (void)state;
-    s_delete_rules("nvme");
 }
 
 /* ---- tests: bad input ----------------------------------------------------------- */
@@ -835,8 +780,11 @@ static void s_bad_raw(fx_t *fx, blk_t *b)
     assert_int_equal(s_raw(fx, &m, &st), ST_INVALID);
 }
 
-static void s_bad_input(const char *kind)
+/* DESIGN §5, issue 3 §5: bad input (out of range, wrong frame counts, oversize
+ * frames, unknown bodies, garbage) gets its status and leaves blocks intact. */
+static void test_bad_input_gets_status_and_leaves_blocks_intact(void **state)
 {
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -859,24 +807,10 @@ static void s_bad_input(const char *kind)
     s_stop(&fx);
 }
 
-/* DESIGN §5, issue 3 §5: bad input (out of range, wrong frame counts, oversize
- * frames, unknown bodies, garbage) gets its status and leaves blocks intact (host). */
-static void test_host_bad_input_gets_status_and_leaves_blocks_intact(void **state)
-{
-    (void)state;
-    s_bad_input("host");
-}
-
-static void test_nvme_bad_input_gets_status_and_leaves_blocks_intact(void **state)
-{
-    (void)state;
-    s_bad_input("nvme");
-}
-
 /* STYLE §7: requests over the configured bounds are refused whole. */
 static void test_requests_over_bounds_are_refused_whole(void **state)
 {
-    const char *kind = *state ? *state : "host";
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     cfg.max_slots = 4;
@@ -911,7 +845,7 @@ static void test_requests_over_bounds_are_refused_whole(void **state)
  * refused UNAVAILABLE and applies nothing; the actor's own epoch or 0 passes. */
 static void test_epoch_fence_refuses_requests_for_another_incarnation(void **state)
 {
-    const char *kind = *state ? *state : "host";
+    const char *kind = *state;
     fx_t fx;
     tier_actor_config_t cfg = s_cfg(kind);
     s_start(&fx, &cfg);
@@ -1152,7 +1086,7 @@ static void test_host_delete_repairs_header_left_mid_write(void **state)
 /* Two instance ids with the same 32-bit hash are refused rather than confused. */
 static void test_instance_hash_collision_is_a_conflict(void **state)
 {
-    const char *kind = *state ? *state : "host";
+    const char *kind = *state;
     enum { N = 300000 };
     uint64_t *h = malloc(N * sizeof *h);
     assert_non_null(h);
@@ -1323,46 +1257,6 @@ static void test_bad_config_fails_cleanly(void **state)
     assert_false(s_shm_exists(a.tier.path));
 }
 
-/* ---- the same rules on the fake tier (tests/support/tier_fake.c): it has no batch,
- * inventory, probe, describe or slot_data op, so these run the actor through
- * tier.c's fallbacks; they are the rules that are not about a medium ---- */
-
-static void test_fake_write_read_round_trip_through_frames(void **state)
-{
-    (void)state;
-    s_round_trip("fake");
-}
-
-static void test_fake_multi_segment_block_is_one_slot(void **state)
-{
-    (void)state;
-    s_multi_segment("fake");
-}
-
-static void test_fake_inventory_lists_exactly_the_committed_blocks(void **state)
-{
-    (void)state;
-    s_inventory_exact("fake");
-}
-
-static void test_fake_write_marks_slot_writing_until_new_header(void **state)
-{
-    (void)state;
-    s_writing_mark("fake");
-}
-
-static void test_fake_delete_empties_slots_matching_key(void **state)
-{
-    (void)state;
-    s_delete_rules("fake");
-}
-
-static void test_fake_bad_input_gets_status_and_leaves_blocks_intact(void **state)
-{
-    (void)state;
-    s_bad_input("fake");
-}
-
 /* ---- main ------------------------------------------------------------------------------ */
 
 static int s_group_setup(void **state)
@@ -1382,45 +1276,39 @@ static int s_group_teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The rules that are not about a medium run on each tier kind of their row, the
+ * kind being the test's state: host (POSIX shm), nvme (O_DIRECT file, io_uring)
+ * and fake (tests/support/tier_fake.c), which has no batch, inventory, probe,
+ * describe or slot_data op, so on it the actor runs through tier.c's fallbacks.
+ * ON_KIND is cmocka_unit_test_prestate with the kind in the test's name. */
+#define ON_KIND(f, kind)                                                                           \
+    {                                                                                              \
+        .name = #f "/" kind, .test_func = f, .initial_state = (void *)kind                         \
+    }
+#define ON_EVERY_KIND(f) ON_KIND(f, "host"), ON_KIND(f, "nvme"), ON_KIND(f, "fake")
+#define ON_HOST_AND_FAKE(f) ON_KIND(f, "host"), ON_KIND(f, "fake")
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_write_read_round_trip_through_frames),
-        cmocka_unit_test(test_nvme_write_read_round_trip_through_frames),
-        cmocka_unit_test(test_host_multi_segment_block_is_one_slot),
-        cmocka_unit_test(test_nvme_multi_segment_block_is_one_slot),
-        cmocka_unit_test(test_host_inventory_lists_exactly_the_committed_blocks),
-        cmocka_unit_test(test_nvme_inventory_lists_exactly_the_committed_blocks),
-        cmocka_unit_test(test_host_write_marks_slot_writing_until_new_header),
-        cmocka_unit_test(test_nvme_write_marks_slot_writing_until_new_header),
-        cmocka_unit_test(test_probe_reports_serving_blocks_with_matching_key),
-        cmocka_unit_test(test_host_delete_empties_slots_matching_key),
-        cmocka_unit_test(test_nvme_delete_empties_slots_matching_key),
-        cmocka_unit_test(test_host_bad_input_gets_status_and_leaves_blocks_intact),
-        cmocka_unit_test(test_nvme_bad_input_gets_status_and_leaves_blocks_intact),
-        cmocka_unit_test(test_requests_over_bounds_are_refused_whole),
-        cmocka_unit_test(test_epoch_fence_refuses_requests_for_another_incarnation),
+        ON_EVERY_KIND(test_write_read_round_trip_through_frames),
+        ON_EVERY_KIND(test_multi_segment_block_is_one_slot),
+        ON_EVERY_KIND(test_inventory_lists_exactly_the_committed_blocks),
+        ON_EVERY_KIND(test_write_marks_slot_writing_until_new_header),
+        ON_HOST_AND_FAKE(test_probe_reports_serving_blocks_with_matching_key),
+        ON_EVERY_KIND(test_delete_empties_slots_matching_key),
+        ON_EVERY_KIND(test_bad_input_gets_status_and_leaves_blocks_intact),
+        ON_HOST_AND_FAKE(test_requests_over_bounds_are_refused_whole),
+        ON_HOST_AND_FAKE(test_epoch_fence_refuses_requests_for_another_incarnation),
         cmocka_unit_test(test_nvme_checksum_failure_is_an_error_never_wrong_bytes),
         cmocka_unit_test(test_nvme_put_header_requires_matching_written_bytes),
         cmocka_unit_test(test_nvme_blocks_survive_restart_with_new_epoch),
         cmocka_unit_test(test_host_verify_put_refuses_checksum_mismatch),
         cmocka_unit_test(test_host_delete_repairs_header_left_mid_write),
-        cmocka_unit_test(test_instance_hash_collision_is_a_conflict),
+        ON_HOST_AND_FAKE(test_instance_hash_collision_is_a_conflict),
         cmocka_unit_test(test_pipe_endpoint_epoch_and_stats),
         cmocka_unit_test(test_serves_over_inproc_and_ipc),
         cmocka_unit_test(test_bad_config_fails_cleanly),
-        cmocka_unit_test(test_fake_write_read_round_trip_through_frames),
-        cmocka_unit_test(test_fake_multi_segment_block_is_one_slot),
-        cmocka_unit_test(test_fake_inventory_lists_exactly_the_committed_blocks),
-        cmocka_unit_test(test_fake_write_marks_slot_writing_until_new_header),
-        cmocka_unit_test(test_fake_delete_empties_slots_matching_key),
-        cmocka_unit_test(test_fake_bad_input_gets_status_and_leaves_blocks_intact),
-        cmocka_unit_test_prestate(test_probe_reports_serving_blocks_with_matching_key,
-                                  (void *)"fake"),
-        cmocka_unit_test_prestate(test_requests_over_bounds_are_refused_whole, (void *)"fake"),
-        cmocka_unit_test_prestate(test_epoch_fence_refuses_requests_for_another_incarnation,
-                                  (void *)"fake"),
-        cmocka_unit_test_prestate(test_instance_hash_collision_is_a_conflict, (void *)"fake"),
     };
     int rc = cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
     zsys_shutdown();

@@ -105,8 +105,17 @@ static void s_fake_reply(fake_t *f, pb_size_t tag, uint32_t count)
 
 /* ---- tests ---- */
 
-static void s_copy_round_trip(const char *src_kind, const char *dst_kind)
+/* A copy's direction: source and destination tier kinds. */
+typedef struct {
+    const char *src, *dst;
+} direction_t;
+
+/* issue 4 §2: bytes go tier to tier; the copy carries the header (DESIGN.md §6).
+ * issue 4 §3: promotion copies nvme blocks back up to host memory. */
+static void test_copy_is_byte_exact_with_headers(void **state)
 {
+    const direction_t *d = *state;
+    const char *src_kind = d->src, *dst_kind = d->dst;
     ck_tier_t src, dst;
     tier_actor_config_t sc = ck_cfg(src_kind, 1, s_dir, s_seq++);
     tier_actor_config_t dc = ck_cfg(dst_kind, 2, s_dir, s_seq++);
@@ -147,20 +156,6 @@ static void s_copy_round_trip(const char *src_kind, const char *dst_kind)
     assert_int_equal(ts.copy_slot_failures, 0);
     ck_stop(&dst);
     ck_stop(&src);
-}
-
-/* issue 4 §2: bytes go tier to tier; the copy carries the header (DESIGN.md §6). */
-static void test_copy_host_to_nvme_is_byte_exact_with_headers(void **state)
-{
-    (void)state;
-    s_copy_round_trip("host", "nvme");
-}
-
-/* issue 4 §3: promotion copies nvme blocks back up to host memory. */
-static void test_copy_nvme_to_host_is_byte_exact_with_headers(void **state)
-{
-    (void)state;
-    s_copy_round_trip("nvme", "host");
 }
 
 /* issue 4 §2: the source must be the expected SERVING block; only that slot fails. */
@@ -445,11 +440,21 @@ static int s_teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The round trip's directions: demotion and promotion. */
+static const direction_t s_host_to_nvme = {"host", "nvme"};
+static const direction_t s_nvme_to_host = {"nvme", "host"};
+
+/* A test run in direction s_<d> (the test's state), named after it. */
+#define IN_DIRECTION(f, d)                                                                         \
+    {                                                                                              \
+        .name = #f "/" #d, .test_func = f, .initial_state = (void *)&s_##d                         \
+    }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_copy_host_to_nvme_is_byte_exact_with_headers),
-        cmocka_unit_test(test_copy_nvme_to_host_is_byte_exact_with_headers),
+        IN_DIRECTION(test_copy_is_byte_exact_with_headers, host_to_nvme),
+        IN_DIRECTION(test_copy_is_byte_exact_with_headers, nvme_to_host),
         cmocka_unit_test(test_copy_wrong_expected_key_fails_that_slot_only),
         cmocka_unit_test(test_copy_to_dead_destination_times_out_and_source_serves),
         cmocka_unit_test(test_copy_bad_requests_are_invalid_argument),

@@ -135,62 +135,65 @@ static void test_clock_gives_second_chance(void **state)
 }
 
 /* Rule: a policy's pick skips slots the engine may not take (pinned,
- * reserved) and reports none when nothing may be taken. */
+ * reserved) and reports none when nothing may be taken (policy: the test's state). */
 static void test_pick_skips_non_evictable(void **state)
 {
-    (void)state;
-    const char *names[3] = {"lru", "clock", "fifo"};
-    for (int p = 0; p < 3; p++) {
-        fixture_t f;
-        fx_init(&f, names[p]);
-        for (uint32_t s = 0; s < 3; s++)
-            f.ops->admitted(f.st, s);
-        f.blocked[0] = f.blocked[1] = true;
-        assert_int_equal(pick(&f), 2);
-        f.blocked[2] = true;
-        uint32_t v;
-        assert_false(f.ops->pick_victim(f.st, s_ok, &f, &v));
-        fx_fini(&f);
-    }
+    const char *policy = *state;
+    fixture_t f;
+    fx_init(&f, policy);
+    for (uint32_t s = 0; s < 3; s++)
+        f.ops->admitted(f.st, s);
+    f.blocked[0] = f.blocked[1] = true;
+    assert_int_equal(pick(&f), 2);
+    f.blocked[2] = true;
+    uint32_t v;
+    assert_false(f.ops->pick_victim(f.st, s_ok, &f, &v));
+    fx_fini(&f);
 }
 
 /* Rule: a released slot restored from its position memo (in reverse order
- * of release) is back exactly where it was, so the same victims follow. */
+ * of release) is back exactly where it was, so the same victims follow (policy:
+ * the test's state). */
 static void test_restore_puts_slot_back_in_place(void **state)
 {
-    (void)state;
-    const char *names[3] = {"lru", "clock", "fifo"};
-    for (int p = 0; p < 3; p++) {
-        fixture_t f;
-        fx_init(&f, names[p]);
-        for (uint32_t s = 0; s < 6; s++)
-            f.ops->admitted(f.st, s);
-        f.ops->touched(f.st, 1);
-        /* Release 2 then 4 then 0, restore in reverse. */
-        uint32_t order[3] = {2, 4, 0};
-        uint64_t memo[3];
-        for (int i = 0; i < 3; i++) {
-            memo[i] = f.ops->position(f.st, order[i]);
-            f.ops->released(f.st, order[i]);
-        }
-        for (int i = 2; i >= 0; i--)
-            f.ops->restore(f.st, order[i], memo[i]);
-        /* Victim sequence equals that of an untouched twin. */
-        fixture_t g;
-        fx_init(&g, names[p]);
-        for (uint32_t s = 0; s < 6; s++)
-            g.ops->admitted(g.st, s);
-        g.ops->touched(g.st, 1);
-        for (int i = 0; i < 6; i++) {
-            uint32_t a = pick(&f), b = pick(&g);
-            assert_int_equal(a, b);
-            f.ops->released(f.st, a);
-            g.ops->released(g.st, b);
-        }
-        fx_fini(&f);
-        fx_fini(&g);
+    const char *policy = *state;
+    fixture_t f;
+    fx_init(&f, policy);
+    for (uint32_t s = 0; s < 6; s++)
+        f.ops->admitted(f.st, s);
+    f.ops->touched(f.st, 1);
+    /* Release 2 then 4 then 0, restore in reverse. */
+    uint32_t order[3] = {2, 4, 0};
+    uint64_t memo[3];
+    for (int i = 0; i < 3; i++) {
+        memo[i] = f.ops->position(f.st, order[i]);
+        f.ops->released(f.st, order[i]);
     }
+    for (int i = 2; i >= 0; i--)
+        f.ops->restore(f.st, order[i], memo[i]);
+    /* Victim sequence equals that of an untouched twin. */
+    fixture_t g;
+    fx_init(&g, policy);
+    for (uint32_t s = 0; s < 6; s++)
+        g.ops->admitted(g.st, s);
+    g.ops->touched(g.st, 1);
+    for (int i = 0; i < 6; i++) {
+        uint32_t a = pick(&f), b = pick(&g);
+        assert_int_equal(a, b);
+        f.ops->released(f.st, a);
+        g.ops->released(g.st, b);
+    }
+    fx_fini(&f);
+    fx_fini(&g);
 }
+
+/* Rules every built-in policy keeps run once per policy, its name the test's state. */
+#define UNDER_POLICY(f, policy)                                                                    \
+    {                                                                                              \
+        .name = #f "/" policy, .test_func = f, .initial_state = (void *)policy                     \
+    }
+#define UNDER_EVERY_POLICY(f)                                                                      \
+    UNDER_POLICY(f, "lru"), UNDER_POLICY(f, "clock"), UNDER_POLICY(f, "fifo")
 
 int main(void)
 {
@@ -200,8 +203,8 @@ int main(void)
         cmocka_unit_test(test_lru_evicts_least_recently_used),
         cmocka_unit_test(test_fifo_ignores_touch),
         cmocka_unit_test(test_clock_gives_second_chance),
-        cmocka_unit_test(test_pick_skips_non_evictable),
-        cmocka_unit_test(test_restore_puts_slot_back_in_place),
+        UNDER_EVERY_POLICY(test_pick_skips_non_evictable),
+        UNDER_EVERY_POLICY(test_restore_puts_slot_back_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

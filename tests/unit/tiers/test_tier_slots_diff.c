@@ -855,37 +855,38 @@ static void run_one(int pol, uint32_t cap, uint32_t max_batch, uint32_t stale_bo
     tier_slots_destroy(&r.s);
 }
 
+/* One policy's runs: a large pool and a small, contended one, each from its seed. */
+typedef struct {
+    int pol;
+    uint64_t seed_large, seed_small;
+} diff_case_t;
+
+static const diff_case_t s_lru = {P_LRU, 0x51075eedull, 0x51075eefull};
+static const diff_case_t s_clock = {P_CLOCK, 0xc10c5eedull, 0xc10c5eefull};
+static const diff_case_t s_fifo = {P_FIFO, 0xf1f05eedull, 0xf1f05eefull};
+
 /* Rule (issue 2 §4): the engine matches an obviously correct model over at
- * least 100,000 random operations per policy — lru. */
-static void test_differential_lru(void **state)
+ * least 100,000 random operations per policy (the test's state). */
+static void test_differential(void **state)
 {
-    (void)state;
-    run_one(P_LRU, 24, 8, 3, 120000, 0x51075eedull);
-    run_one(P_LRU, 4, 3, 1, 40000, 0x51075eefull);
+    const diff_case_t *c = *state;
+    run_one(c->pol, 24, 8, 3, 120000, c->seed_large);
+    run_one(c->pol, 4, 3, 1, 40000, c->seed_small);
 }
 
-/* Same rule — clock. */
-static void test_differential_clock(void **state)
-{
-    (void)state;
-    run_one(P_CLOCK, 24, 8, 3, 120000, 0xc10c5eedull);
-    run_one(P_CLOCK, 4, 3, 1, 40000, 0xc10c5eefull);
-}
-
-/* Same rule — fifo. */
-static void test_differential_fifo(void **state)
-{
-    (void)state;
-    run_one(P_FIFO, 24, 8, 3, 120000, 0xf1f05eedull);
-    run_one(P_FIFO, 4, 3, 1, 40000, 0xf1f05eefull);
-}
+/* test_differential under policy s_<p>, named after it. */
+#define UNDER_POLICY(p)                                                                            \
+    {                                                                                              \
+        .name = "test_differential/" #p, .test_func = test_differential,                           \
+        .initial_state = (void *)&s_##p                                                            \
+    }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_differential_lru),
-        cmocka_unit_test(test_differential_clock),
-        cmocka_unit_test(test_differential_fifo),
+        UNDER_POLICY(lru),
+        UNDER_POLICY(clock),
+        UNDER_POLICY(fifo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* test_kvt_data.c — libkvtier's data role against a real host tier actor
  * (actors/tier_actor.h) started in this process, with tokens minted by the
- * scripted coordinator of ../fake_coord.h (key k -> slot k.b[0]). Checks the
+ * scripted coordinator of tests/support/fake_coord.h (key k -> slot k.b[0]). Checks the
  * shared-memory path and the frame path byte for byte, which path was taken (the
  * tier actor's counters), checksums (the actor verifies them at PutHeader), the
  * completion rules (exactly once, unique job ids, bounds) and failures. */
@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "../fake_coord.h"
 #include "bus_host.h"
 #include "etcd_fixture.h"
+#include "fake_coord.h"
 #include "kvtier.h"
 #include "tier_actor.h"
 

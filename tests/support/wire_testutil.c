@@ -1,27 +1,18 @@
-/* wire_testutil.h — helpers shared by the bus wire tests (envelope, bad input,
- * request/reply): deterministic keys and arrays, a generic filler that sets every
- * static field of a nanopb message to a non-default value, and a raw protobuf
- * writer for hand-made (bad) frames. Header-only: static inline, test use only. */
-#ifndef KVT_WIRE_TESTUTIL_H
-#define KVT_WIRE_TESTUTIL_H
+/* wire_testutil.c — the helpers of wire_testutil.h. Test use only. */
+#include "wire_testutil.h"
 
 #include <pb_common.h>
-#include <pb_encode.h>
-#include <stdint.h>
 #include <string.h>
 
-#include "bus_arrays.h"
-#include "bus_envelope.h"
-
 /* Key i: 16 bytes that differ in every position from key i+1. */
-static inline void tu_key(uint32_t i, uint8_t out[BUS_KEY_LEN])
+void tu_key(uint32_t i, uint8_t out[BUS_KEY_LEN])
 {
     for (uint32_t j = 0; j < BUS_KEY_LEN; j++)
         out[j] = (uint8_t)(i * 131u + j * 7u + (i >> 8) + (i >> 16) * 3u);
 }
 
 /* Fills every role of arr with n elements (payload: blob_len bytes) from seed. */
-static inline void tu_arrays_fill(bus_arrays_t *a, uint32_t n, uint32_t blob_len, uint32_t seed)
+void tu_arrays_fill(bus_arrays_t *a, uint32_t n, uint32_t blob_len, uint32_t seed)
 {
     bus_arrays_clear(a);
     for (uint32_t i = 0; i < n; i++) {
@@ -41,7 +32,7 @@ static inline void tu_arrays_fill(bus_arrays_t *a, uint32_t n, uint32_t blob_len
 }
 
 /* Does role r hold the same elements in a and b? */
-static inline bool tu_role_equal(const bus_arrays_t *a, const bus_arrays_t *b, bus_role_t r)
+bool tu_role_equal(const bus_arrays_t *a, const bus_arrays_t *b, bus_role_t r)
 {
     if (bus_arrays_count(a, r) != bus_arrays_count(b, r))
         return false;
@@ -68,9 +59,7 @@ static inline bool tu_role_equal(const bus_arrays_t *a, const bus_arrays_t *b, b
     }
 }
 
-static inline void tu_fill_msg(const pb_msgdesc_t *desc, void *msg, uint32_t seed);
-
-static inline void tu_fill_value(const pb_field_iter_t *it, void *p, uint32_t seed)
+static void s_fill_value(const pb_field_iter_t *it, void *p, uint32_t seed)
 {
     switch (PB_LTYPE(it->type)) {
     case PB_LTYPE_BOOL:
@@ -125,7 +114,7 @@ static inline void tu_fill_value(const pb_field_iter_t *it, void *p, uint32_t se
 
 /* Sets every static field (repeated ones to their max count) to a non-default
  * value; callback fields and oneofs are left alone. */
-static inline void tu_fill_msg(const pb_msgdesc_t *desc, void *msg, uint32_t seed)
+void tu_fill_msg(const pb_msgdesc_t *desc, void *msg, uint32_t seed)
 {
     pb_field_iter_t it;
     if (!pb_field_iter_begin(&it, desc, msg))
@@ -141,13 +130,13 @@ static inline void tu_fill_msg(const pb_msgdesc_t *desc, void *msg, uint32_t see
             *(bool *)it.pSize = true;
         }
         for (pb_size_t i = 0; i < count; i++)
-            tu_fill_value(&it, (uint8_t *)it.pData + (size_t)i * it.data_size,
-                          seed + it.tag * 31u + i);
+            s_fill_value(&it, (uint8_t *)it.pData + (size_t)i * it.data_size,
+                         seed + it.tag * 31u + i);
     } while (pb_field_iter_next(&it));
 }
 
 /* Descriptor of the body with field number tag (NULL if none). */
-static inline const pb_msgdesc_t *tu_body_desc(pb_size_t tag)
+const pb_msgdesc_t *tu_body_desc(pb_size_t tag)
 {
     kvtier_Envelope dummy;
     pb_field_iter_t it;
@@ -156,40 +145,32 @@ static inline const pb_msgdesc_t *tu_body_desc(pb_size_t tag)
     return it.submsg_desc;
 }
 
-/* Raw protobuf writer for hand-made frames. */
-typedef struct {
-    uint8_t buf[8192];
-    pb_ostream_t s;
-} tu_writer_t;
-
-static inline void tu_w_init(tu_writer_t *w)
+void tu_w_init(tu_writer_t *w)
 {
     w->s = pb_ostream_from_buffer(w->buf, sizeof w->buf);
 }
 
-static inline void tu_w_varint(tu_writer_t *w, uint32_t tag, uint64_t v)
+void tu_w_varint(tu_writer_t *w, uint32_t tag, uint64_t v)
 {
     (void)pb_encode_tag(&w->s, PB_WT_VARINT, tag);
     (void)pb_encode_varint(&w->s, v);
 }
 
-static inline void tu_w_bytes(tu_writer_t *w, uint32_t tag, const void *p, size_t n)
+void tu_w_bytes(tu_writer_t *w, uint32_t tag, const void *p, size_t n)
 {
     (void)pb_encode_tag(&w->s, PB_WT_STRING, tag);
     (void)pb_encode_string(&w->s, p, n);
 }
 
-static inline size_t tu_w_len(const tu_writer_t *w)
+size_t tu_w_len(const tu_writer_t *w)
 {
     return w->s.bytes_written;
 }
 
 /* Header of a hand-made envelope: corr_id and version. */
-static inline void tu_w_header(tu_writer_t *w, uint64_t corr_id, uint32_t version)
+void tu_w_header(tu_writer_t *w, uint64_t corr_id, uint32_t version)
 {
     tu_w_init(w);
     tu_w_varint(w, kvtier_Envelope_corr_id_tag, corr_id);
     tu_w_varint(w, kvtier_Envelope_version_tag, version);
 }
-
-#endif

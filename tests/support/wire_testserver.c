@@ -1,34 +1,15 @@
-/* wire_testserver.h — a real bus_server in its own thread (zactor) for the
- * request/reply and bad-input tests. It answers:
- *   LookupRequest  -> LookupReply: hit_count = request window, hit[i] = key[i][0] & 1,
- *                     tier_ids[i] = key[i][1];
- *                     window TU_HOLD: held unanswered until a window TU_FLUSH arrives,
- *                     which first answers every held request (late), then itself;
- *                     with reverse_batch N: lookups are queued and answered N at a
- *                     time in reverse order of arrival.
- *   WriteSlotsRequest -> WriteSlotsReply.written = sum of payload bytes, checked
- *                     against each frame's pattern (byte = slot + segment).
- *   ReadSlotsRequest  -> ReadSlotsReply with one zero-copy frame per slot of
- *                     sizes[i] bytes, each byte = slot & 0xff.
- *   anything else  -> NOT_FOUND without body.
- * Pipe commands: "STATS" -> "<accepted> <rejected>". Test use only. */
-#ifndef KVT_WIRE_TESTSERVER_H
-#define KVT_WIRE_TESTSERVER_H
+/* wire_testserver.c — the test server of wire_testserver.h: a zactor owning a
+ * bus_server, answering as that header says. Test use only. */
+#include "wire_testserver.h"
 
-#include <czmq.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bus_server.h"
 
-#define TU_HOLD 999u
-#define TU_FLUSH 1000u
 #define TU_QUEUE_MAX 64
-
-typedef struct {
-    const char *endpoint;
-    uint32_t reverse_batch;
-} tu_server_args_t;
 
 typedef struct {
     zframe_t *rid;
@@ -47,14 +28,14 @@ typedef struct {
     uint32_t nbatch;
 } tu_server_t;
 
-static inline void tu_free_block(void *data, void *hint)
+static void s_free_block(void *data, void *hint)
 {
     (void)hint;
     free(data);
 }
 
 /* Answers one request held as a message (decoded again here). */
-static inline void tu_answer(tu_server_t *s, zframe_t *rid, zmsg_t *msg)
+static void s_answer(tu_server_t *s, zframe_t *rid, zmsg_t *msg)
 {
     kvtier_Status st;
     if (bus_msg_decode(msg, BUS_DIR_REQUEST, s->req_env, s->in, &st) < 0) {
@@ -102,7 +83,7 @@ static inline void tu_answer(tu_server_t *s, zframe_t *rid, zmsg_t *msg)
             size_t size = i < s->in->sizes.n ? s->in->sizes.v[i] : 64;
             uint8_t *block = malloc(size ? size : 1);
             memset(block, (int)(s->in->slots.v[i] & 0xff), size);
-            pl[i] = (bus_payload_t){.data = block, .size = size, .free_fn = tu_free_block};
+            pl[i] = (bus_payload_t){.data = block, .size = size, .free_fn = s_free_block};
             s->out->sizes.v[i] = size;
         }
         s->out->sizes.n = n;
@@ -116,14 +97,14 @@ static inline void tu_answer(tu_server_t *s, zframe_t *rid, zmsg_t *msg)
     }
 }
 
-static inline void tu_answer_queued(tu_server_t *s, tu_queued_t *q)
+static void s_answer_queued(tu_server_t *s, tu_queued_t *q)
 {
-    tu_answer(s, q->rid, q->msg);
+    s_answer(s, q->rid, q->msg);
     zframe_destroy(&q->rid);
     zmsg_destroy(&q->msg);
 }
 
-static inline void tu_on_request(tu_server_t *s, const tu_server_args_t *cfg, bus_request_t *req)
+static void s_on_request(tu_server_t *s, const tu_server_args_t *cfg, bus_request_t *req)
 {
     tu_queued_t q = {.rid = req->routing_id, .msg = req->msg};
     req->routing_id = NULL;
@@ -136,21 +117,21 @@ static inline void tu_on_request(tu_server_t *s, const tu_server_args_t *cfg, bu
         }
         if (window == TU_FLUSH) {
             for (uint32_t i = 0; i < s->nheld; i++)
-                tu_answer_queued(s, &s->held[i]);
+                s_answer_queued(s, &s->held[i]);
             s->nheld = 0;
         } else if (cfg->reverse_batch && s->nbatch < TU_QUEUE_MAX) {
             s->batch[s->nbatch++] = q;
             if (s->nbatch >= cfg->reverse_batch) {
                 while (s->nbatch > 0)
-                    tu_answer_queued(s, &s->batch[--s->nbatch]);
+                    s_answer_queued(s, &s->batch[--s->nbatch]);
             }
             return;
         }
     }
-    tu_answer_queued(s, &q);
+    s_answer_queued(s, &q);
 }
 
-static inline void tu_server_actor(zsock_t *pipe, void *args)
+static void s_server_actor(zsock_t *pipe, void *args)
 {
     const tu_server_args_t *cfg = args;
     tu_server_t s = {0};
@@ -178,7 +159,7 @@ static inline void tu_server_actor(zsock_t *pipe, void *args)
                 break;
         } else if (which == bus_server_sock(s.srv)) {
             if (bus_server_recv(s.srv, 0, req, s.in) == 1)
-                tu_on_request(&s, cfg, req);
+                s_on_request(&s, cfg, req);
         } else {
             break;
         }
@@ -202,14 +183,14 @@ static inline void tu_server_actor(zsock_t *pipe, void *args)
 }
 
 /* Starts the server; *endpoint_out gets its bound endpoint (free with zstr_free). */
-static inline zactor_t *tu_server_start(tu_server_args_t *args, char **endpoint_out)
+zactor_t *tu_server_start(tu_server_args_t *args, char **endpoint_out)
 {
-    zactor_t *actor = zactor_new(tu_server_actor, args);
+    zactor_t *actor = zactor_new(s_server_actor, args);
     *endpoint_out = zstr_recv(actor);
     return actor;
 }
 
-static inline void tu_server_counts(zactor_t *actor, uint64_t *accepted, uint64_t *rejected)
+void tu_server_counts(zactor_t *actor, uint64_t *accepted, uint64_t *rejected)
 {
     zstr_send(actor, "STATS");
     char *reply = zstr_recv(actor);
@@ -220,5 +201,3 @@ static inline void tu_server_counts(zactor_t *actor, uint64_t *accepted, uint64_
     *rejected = r;
     zstr_free(&reply);
 }
-
-#endif

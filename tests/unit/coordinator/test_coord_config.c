@@ -20,7 +20,7 @@ static coord_config_t g_cfg;
 static void s_repo_path(const char *rel, char *out, size_t len)
 {
     const char *me = __FILE__;
-    const char *cut = strstr(me, "tests/unit/coordinator_main/");
+    const char *cut = strstr(me, "tests/unit/coordinator/");
     assert_non_null(cut);
     snprintf(out, len, "%.*s%s", (int)(cut - me), me, rel);
 }

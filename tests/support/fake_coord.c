@@ -1,55 +1,14 @@
-/* fake_coord.h — a scripted coordinator for the client library's tests: a real
- * bus_server on tcp://127.0.0.1:* in its own thread (zactor) that speaks the meta
- * plane just enough to check the client's side of it — discovery, NOT_LEADER
- * following, retries, token handling. It is NOT a scheduler: no index, no slot
- * engine; tokens map key k to slot k.b[0] of one configured tier.
- *
- * Modes (fc_mode):
- *   FC_LEADER   answers everything itself (ClusterInfo names its own endpoint);
- *   FC_STANDBY  ClusterInfo names the configured leader; every other request gets
- *               NOT_LEADER with the leader in Envelope.leader_endpoint;
- *   FC_SILENT   reads requests and never answers (a hung coordinator).
- * Leader replies: RegisterInstance created; RequestBegin/End empty; Lookup hit[i] =
- * key[i][0] & 1, tier 1 where hit, hit_count = hits; Touch/Remove count the keys;
- * Stats two counters, unpaged like an older scheduler (after fc_set_counters: n
- * counters "c<i>" = 1000 + i, paged by offset / max_counters with total and
- * next_offset, the list one longer on every request when `growing`); Prepare* a token over the
- * request keys (FC_TOKEN_* corrupts it on purpose); CompletePut writes SERVING headers through the
- * tier actor named by fc_set_tier (PutHeader) for the keys marked successful; Complete* record the
- * success mask they got.
- * Test use only. */
-#ifndef KVT_FAKE_COORD_H
-#define KVT_FAKE_COORD_H
+/* fake_coord.c — the scripted coordinator of fake_coord.h: one zactor owning a
+ * bus_server, driven through its pipe by the fc_* wrappers at the end. Test use
+ * only; never a scheduler (no index, no slot engine). */
+#include "fake_coord.h"
 
-#include <czmq.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bus_client.h"
 #include "bus_server.h"
-#include "bus_token.h"
-
-typedef enum { FC_LEADER = 0, FC_STANDBY = 1, FC_SILENT = 2 } fc_mode_t;
-typedef enum {
-    FC_TOKEN_GOOD = 0,
-    FC_TOKEN_GARBAGE = 1,    /* payload is not a token */
-    FC_TOKEN_SHORT = 2,      /* one entry fewer than keys */
-    FC_TOKEN_WRONG_KIND = 3, /* a PUT payload for a GET and vice versa */
-    FC_TOKEN_V1 = 4,         /* a version 1 payload (an older coordinator's) */
-} fc_token_mode_t;
-
-typedef struct {
-    uint64_t requests;       /* requests received (any mode) */
-    uint64_t served;         /* requests answered in LEADER mode */
-    uint64_t not_leader;     /* NOT_LEADER answers */
-    uint64_t completes;      /* Complete* received */
-    uint64_t last_success_n; /* success flags in the last Complete* */
-    uint64_t last_success_true;
-    uint64_t headers_put; /* SERVING headers the tier actor accepted */
-    uint64_t begins;      /* RequestBegin received */
-    uint64_t stats_reqs;  /* StatsRequest received */
-} fc_stats_t;
 
 typedef struct {
     bus_server_t *srv;
@@ -69,18 +28,18 @@ typedef struct {
     fc_stats_t stats;
 } fc_state_t;
 
-static inline void fc_reply(fc_state_t *s, pb_size_t tag)
+static void s_reply(fc_state_t *s, pb_size_t tag)
 {
     bus_env_init_reply(s->rep, &s->req->env, tag, "fake");
 }
 
-static inline void fc_send(fc_state_t *s, bus_arrays_t *arr)
+static void s_send(fc_state_t *s, bus_arrays_t *arr)
 {
     bus_server_reply(s->srv, s->req->routing_id, s->rep, arr, NULL, 0, NULL);
     s->stats.served++;
 }
 
-static inline void fc_token(fc_state_t *s, bus_token_kind_t kind, kvtier_Token *tok)
+static void s_token(fc_state_t *s, bus_token_kind_t kind, kvtier_Token *tok)
 {
     uint32_t n = s->in->keys.n;
     bus_token_entry_t *e = calloc(n ? n : 1, sizeof *e);
@@ -118,7 +77,7 @@ static inline void fc_token(fc_state_t *s, bus_token_kind_t kind, kvtier_Token *
     tok->lease_ms = 30000;
 }
 
-static inline void fc_put_headers(fc_state_t *s)
+static void s_put_headers(fc_state_t *s)
 {
     if (!s->tier_cl)
         return;
@@ -151,7 +110,7 @@ static inline void fc_put_headers(fc_state_t *s)
 }
 
 /* A page of the n_counters counters, as the scheduler pages them. */
-static inline void fc_stats_page(fc_state_t *s, const kvtier_StatsRequest *q, kvtier_StatsReply *r)
+static void s_stats_page(fc_state_t *s, const kvtier_StatsRequest *q, kvtier_StatsReply *r)
 {
     if (s->growing)
         s->n_counters++;
@@ -175,7 +134,7 @@ typedef struct {
     uint32_t n;
 } fc_last_t;
 
-static inline void fc_record_success(fc_state_t *s)
+static void s_record_success(fc_state_t *s)
 {
     s->stats.completes++;
     s->stats.last_success_n = s->in->mask.n;
@@ -184,13 +143,13 @@ static inline void fc_record_success(fc_state_t *s)
         s->stats.last_success_true += s->in->mask.v[i];
 }
 
-static inline void fc_serve(fc_state_t *s, fc_last_t *last)
+static void s_serve(fc_state_t *s, fc_last_t *last)
 {
     kvtier_Envelope *q = &s->req->env;
     bus_arrays_clear(s->out);
     switch (q->which_body) {
     case kvtier_Envelope_cluster_info_req_tag:
-        fc_reply(s, kvtier_Envelope_cluster_info_rep_tag);
+        s_reply(s, kvtier_Envelope_cluster_info_rep_tag);
         snprintf(s->rep->body.cluster_info_rep.cluster, 64, "test");
         snprintf(s->rep->body.cluster_info_rep.leader_endpoint, 128, "%s",
                  bus_server_endpoint(s->srv));
@@ -200,25 +159,25 @@ static inline void fc_serve(fc_state_t *s, fc_last_t *last)
         snprintf(s->rep->body.cluster_info_rep.tiers[0].name, 32, "host0");
         s->rep->body.cluster_info_rep.tiers[0].kind = kvtier_TierKind_TIER_KIND_HOST;
         s->rep->body.cluster_info_rep.tiers[0].up = true;
-        fc_send(s, NULL);
+        s_send(s, NULL);
         return;
     case kvtier_Envelope_register_instance_req_tag:
-        fc_reply(s, kvtier_Envelope_register_instance_rep_tag);
+        s_reply(s, kvtier_Envelope_register_instance_rep_tag);
         s->rep->body.register_instance_rep.created = true;
-        fc_send(s, NULL);
+        s_send(s, NULL);
         return;
     case kvtier_Envelope_request_begin_req_tag:
         s->stats.begins++;
-        fc_reply(s, kvtier_Envelope_request_begin_rep_tag);
-        fc_send(s, NULL);
+        s_reply(s, kvtier_Envelope_request_begin_rep_tag);
+        s_send(s, NULL);
         return;
     case kvtier_Envelope_request_end_req_tag:
-        fc_reply(s, kvtier_Envelope_request_end_rep_tag);
+        s_reply(s, kvtier_Envelope_request_end_rep_tag);
         s->rep->body.request_end_rep.released_pins = 3;
-        fc_send(s, NULL);
+        s_send(s, NULL);
         return;
     case kvtier_Envelope_lookup_req_tag: {
-        fc_reply(s, kvtier_Envelope_lookup_rep_tag);
+        s_reply(s, kvtier_Envelope_lookup_rep_tag);
         uint32_t hits = 0;
         for (uint32_t i = 0; i < s->in->keys.n; i++) {
             s->out->mask.v[i] = s->in->keys.keys[i][0] & 1;
@@ -227,25 +186,25 @@ static inline void fc_serve(fc_state_t *s, fc_last_t *last)
         }
         s->out->mask.n = s->out->tier_ids.n = s->in->keys.n;
         s->rep->body.lookup_rep.hit_count = hits;
-        fc_send(s, s->out);
+        s_send(s, s->out);
         return;
     }
     case kvtier_Envelope_touch_req_tag:
-        fc_reply(s, kvtier_Envelope_touch_rep_tag);
+        s_reply(s, kvtier_Envelope_touch_rep_tag);
         s->rep->body.touch_rep.touched = s->in->keys.n;
-        fc_send(s, NULL);
+        s_send(s, NULL);
         return;
     case kvtier_Envelope_remove_req_tag:
-        fc_reply(s, kvtier_Envelope_remove_rep_tag);
+        s_reply(s, kvtier_Envelope_remove_rep_tag);
         s->rep->body.remove_rep.removed = s->in->keys.n;
-        fc_send(s, NULL);
+        s_send(s, NULL);
         return;
     case kvtier_Envelope_stats_req_tag:
         s->stats.stats_reqs++;
-        fc_reply(s, kvtier_Envelope_stats_rep_tag);
+        s_reply(s, kvtier_Envelope_stats_rep_tag);
         if (s->n_counters) {
-            fc_stats_page(s, &q->body.stats_req, &s->rep->body.stats_rep);
-            fc_send(s, NULL);
+            s_stats_page(s, &q->body.stats_req, &s->rep->body.stats_rep);
+            s_send(s, NULL);
             return;
         }
         s->rep->body.stats_rep.counters_count = 2;
@@ -253,7 +212,7 @@ static inline void fc_serve(fc_state_t *s, fc_last_t *last)
         s->rep->body.stats_rep.counters[0].value = 11;
         snprintf(s->rep->body.stats_rep.counters[1].name, 48, "hits");
         s->rep->body.stats_rep.counters[1].value = 5;
-        fc_send(s, NULL);
+        s_send(s, NULL);
         return;
     case kvtier_Envelope_prepare_get_req_tag:
     case kvtier_Envelope_prepare_put_req_tag:
@@ -262,7 +221,7 @@ static inline void fc_serve(fc_state_t *s, fc_last_t *last)
         bus_token_kind_t kind = tag == kvtier_Envelope_prepare_get_req_tag   ? BUS_TOKEN_GET
                                 : tag == kvtier_Envelope_prepare_put_req_tag ? BUS_TOKEN_PUT
                                                                              : BUS_TOKEN_PREFETCH;
-        fc_reply(s, (pb_size_t)(tag + 1));
+        s_reply(s, (pb_size_t)(tag + 1));
         kvtier_Token *tok =
             tag == kvtier_Envelope_prepare_get_req_tag   ? &s->rep->body.prepare_get_rep.token
             : tag == kvtier_Envelope_prepare_put_req_tag ? &s->rep->body.prepare_put_rep.token
@@ -273,28 +232,28 @@ static inline void fc_serve(fc_state_t *s, fc_last_t *last)
             s->rep->body.prepare_put_rep.has_token = true;
         else
             s->rep->body.prepare_prefetch_rep.has_token = true;
-        fc_token(s, kind, tok);
+        s_token(s, kind, tok);
         last->n = s->in->keys.n < 4096 ? s->in->keys.n : 4096;
         memcpy(last->keys, s->in->keys.keys, (size_t)last->n * BUS_KEY_LEN);
-        fc_send(s, s->out);
+        s_send(s, s->out);
         return;
     }
     case kvtier_Envelope_complete_put_req_tag: {
-        fc_record_success(s);
+        s_record_success(s);
         /* headers for the remembered keys of the last prepare */
         memcpy(s->in->keys.keys, last->keys, (size_t)last->n * BUS_KEY_LEN);
         s->in->keys.n = last->n;
-        fc_put_headers(s);
-        fc_reply(s, kvtier_Envelope_complete_put_rep_tag);
+        s_put_headers(s);
+        s_reply(s, kvtier_Envelope_complete_put_rep_tag);
         s->rep->body.complete_put_rep.committed = (uint32_t)s->stats.last_success_true;
-        fc_send(s, NULL);
+        s_send(s, NULL);
         return;
     }
     case kvtier_Envelope_complete_get_req_tag:
     case kvtier_Envelope_complete_prefetch_req_tag:
-        fc_record_success(s);
-        fc_reply(s, (pb_size_t)(q->which_body + 1));
-        fc_send(s, NULL);
+        s_record_success(s);
+        s_reply(s, (pb_size_t)(q->which_body + 1));
+        s_send(s, NULL);
         return;
     default:
         bus_server_reply_error(s->srv, s->req->routing_id, q->corr_id,
@@ -303,7 +262,7 @@ static inline void fc_serve(fc_state_t *s, fc_last_t *last)
     }
 }
 
-static inline void fc_on_request(fc_state_t *s, fc_last_t *last)
+static void s_on_request(fc_state_t *s, fc_last_t *last)
 {
     s->stats.requests++;
     kvtier_Envelope *q = &s->req->env;
@@ -311,7 +270,7 @@ static inline void fc_on_request(fc_state_t *s, fc_last_t *last)
         return;
     if (s->mode == FC_STANDBY) {
         if (q->which_body == kvtier_Envelope_cluster_info_req_tag) {
-            fc_reply(s, kvtier_Envelope_cluster_info_rep_tag);
+            s_reply(s, kvtier_Envelope_cluster_info_rep_tag);
             snprintf(s->rep->body.cluster_info_rep.leader_endpoint, 128, "%s", s->leader);
             bus_server_reply(s->srv, s->req->routing_id, s->rep, NULL, NULL, 0, NULL);
             return;
@@ -325,13 +284,13 @@ static inline void fc_on_request(fc_state_t *s, fc_last_t *last)
         s->stats.not_leader++;
         return;
     }
-    fc_serve(s, last);
+    s_serve(s, last);
 }
 
 /* Pipe: "MODE" i s | "TOKEN" i | "TIER" b i i (a bus_token_tier_t, block size,
  * write headers) | "COUNTERS" i i (n, growing) | "STATS" -> b | "ENDPOINT" -> s. Each command but
  * the last two is acknowledged with a signal. */
-static inline void fc_actor(zsock_t *pipe, void *args)
+static void s_actor(zsock_t *pipe, void *args)
 {
     (void)args;
     fc_state_t s = {0};
@@ -395,7 +354,7 @@ static inline void fc_actor(zsock_t *pipe, void *args)
                 break;
         } else if (which == bus_server_sock(s.srv)) {
             if (bus_server_recv(s.srv, 0, s.req, s.in) == 1)
-                fc_on_request(&s, last);
+                s_on_request(&s, last);
             bus_request_reset(s.req);
         } else {
             break;
@@ -412,14 +371,14 @@ static inline void fc_actor(zsock_t *pipe, void *args)
     free(last);
 }
 
-/* ---- test-side wrappers ---- */
+/* ---- test-side wrappers (fake_coord.h) ---- */
 
-static inline zactor_t *fc_new(void)
+zactor_t *fc_new(void)
 {
-    return zactor_new(fc_actor, NULL);
+    return zactor_new(s_actor, NULL);
 }
 
-static inline char *fc_endpoint(zactor_t *a, char *buf, size_t len)
+char *fc_endpoint(zactor_t *a, char *buf, size_t len)
 {
     zstr_send(a, "ENDPOINT");
     char *ep = zstr_recv(a);
@@ -428,21 +387,20 @@ static inline char *fc_endpoint(zactor_t *a, char *buf, size_t len)
     return buf;
 }
 
-static inline void fc_set_mode(zactor_t *a, fc_mode_t mode, const char *leader)
+void fc_set_mode(zactor_t *a, fc_mode_t mode, const char *leader)
 {
     zsock_send(a, "sis", "MODE", (int)mode, leader ? leader : "");
     zsock_wait(a);
 }
 
-static inline void fc_set_token_mode(zactor_t *a, fc_token_mode_t mode)
+void fc_set_token_mode(zactor_t *a, fc_token_mode_t mode)
 {
     zsock_send(a, "si", "TOKEN", (int)mode);
     zsock_wait(a);
 }
 
 /* headers: CompletePut writes SERVING headers through the tier actor at t->endpoint. */
-static inline void fc_set_tier(zactor_t *a, const bus_token_tier_t *t, uint32_t block_size,
-                               bool headers)
+void fc_set_tier(zactor_t *a, const bus_token_tier_t *t, uint32_t block_size, bool headers)
 {
     zsock_send(a, "sbii", "TIER", t, sizeof *t, (int)block_size, (int)headers);
     zsock_wait(a);
@@ -450,13 +408,13 @@ static inline void fc_set_tier(zactor_t *a, const bus_token_tier_t *t, uint32_t 
 
 /* Stats from now on: n paged counters (0: the two unpaged ones), one more on every
  * StatsRequest when growing. */
-static inline void fc_set_counters(zactor_t *a, uint32_t n, bool growing)
+void fc_set_counters(zactor_t *a, uint32_t n, bool growing)
 {
     zsock_send(a, "sii", "COUNTERS", (int)n, (int)growing);
     zsock_wait(a);
 }
 
-static inline fc_stats_t fc_stats(zactor_t *a)
+fc_stats_t fc_stats(zactor_t *a)
 {
     fc_stats_t st = {0};
     zstr_send(a, "STATS");
@@ -467,5 +425,3 @@ static inline fc_stats_t fc_stats(zactor_t *a)
     zframe_destroy(&f);
     return st;
 }
-
-#endif
