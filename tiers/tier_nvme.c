@@ -9,6 +9,7 @@
 
 #include "tier_checksum.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -211,6 +212,7 @@ static uint8_t *s_bounce(s_nvme_t *nv, unsigned tag)
 
 static uint8_t *s_hdrbuf(s_nvme_t *nv, unsigned tag)
 {
+    assert((size_t)(tag + 1) * nv->rec <= nv->hdrpool_len); /* s_alloc sized it */
     return nv->hdrpool + (size_t)tag * nv->rec;
 }
 
@@ -1112,7 +1114,10 @@ static int s_open_file(s_nvme_t *nv, bool *created, char *err, size_t errlen)
 static int s_alloc(s_nvme_t *nv, char *err, size_t errlen)
 {
     nv->pool_len = (size_t)nv->depth * nv->chunk;
-    nv->hdrpool_len = s_round_up((uint64_t)nv->depth * nv->rec, S_PAGE);
+    /* Sized for the largest record (S_PAGE): an existing file's own record size
+     * (its superblock, read after this) may exceed the one detected here, and each
+     * of the depth header writes in flight uses one record of it. */
+    nv->hdrpool_len = (size_t)nv->depth * S_PAGE;
     /* Pre-faulted: first touches of fresh memory are slow (ENVIRONMENT.md). */
     nv->pool = mmap(NULL, nv->pool_len, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
