@@ -220,6 +220,7 @@ typedef struct {
     int64_t now;
     uint64_t order; /* place in the policy's order of the slot being looked at */
     uint32_t n, max;
+    uint32_t eligible, budget; /* reclaimable slots seen, and how many to look at */
     s_cand_t *best;
 } s_walk_t;
 
@@ -231,25 +232,29 @@ static bool s_candidate(void *arg, uint32_t slot)
     if (tier_slots_slot_info(w->t->slots, slot, &info) < 0 ||
         !sched_reclaim_rank(w->t, &info, slot, w->now, order, &rank))
         return false;
+    bool enough = ++w->eligible >= w->budget;
     if (w->n == w->max && rank >= w->best[w->n - 1].rank)
-        return false;
+        return enough;
     uint32_t j = w->n < w->max ? w->n++ : w->n - 1; /* drop the warmest when full */
     while (j > 0 && w->best[j - 1].rank > rank) {
         w->best[j] = w->best[j - 1];
         j--;
     }
     w->best[j] = (s_cand_t){.rank = rank, .slot = slot};
-    return false; /* an expired block further on still ranks first */
+    return enough; /* an expired block further on still ranks first */
 }
 
-/* The coldest reclaimable blocks among the first cfg.reclaim_scan slots of the
- * tier policy's order, coldest first, into best[0..max). Returns how many. */
+/* The coldest reclaimable blocks among the first cfg.reclaim_scan reclaimable
+ * slots of the tier policy's order, coldest first, into best[0..max). Blocks that
+ * cannot be taken (pinned, DELETING, being demoted) do not use the budget, so
+ * they cannot hide the blocks behind them; the walk still ends at the tier's
+ * size. Returns how many. */
 static uint32_t s_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64_t now,
                              s_cand_t *best)
 {
-    s_walk_t w = {.t = t, .now = now, .max = max, .best = best};
+    s_walk_t w = {.t = t, .now = now, .max = max, .budget = self->cfg.reclaim_scan, .best = best};
     if (max > 0)
-        (void)tier_slots_walk_coldest(t->slots, self->cfg.reclaim_scan, s_candidate, &w);
+        (void)tier_slots_walk_coldest(t->slots, (uint32_t)t->cfg.capacity, s_candidate, &w);
     return w.n;
 }
 

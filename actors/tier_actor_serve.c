@@ -755,8 +755,10 @@ static void s_on_probe(self_t *self, bus_request_t *req)
         rc = s_check_slots(self, &a->slots, "Probe", &st);
     if (rc == 0)
         rc = s_check_count(self, a->keys.n, a->slots.n, true, "Probe", "keys", &st);
-    if (rc == 0 && tier_probe(self->tier, a->slots.v, a->slots.n, self->rep_mask) < 0)
-        rc = tier_actor_fail(self, &st, S_INTERNAL, "probe failed");
+    int prc = rc == 0 ? tier_probe(self->tier, a->slots.v, a->slots.n, self->rep_mask) : 0;
+    if (prc < 0)
+        rc = tier_actor_fail(self, &st, S_INTERNAL, "probe of %u slots failed: %s", a->slots.n,
+                             strerror(-prc));
     for (uint32_t i = 0; rc == 0 && a->keys.n && i < a->slots.n; i++) {
         tier_slot_header_t h; /* a keyed probe: the present block must be that key's */
         if (self->rep_mask[i])
@@ -827,6 +829,8 @@ typedef struct {
 static int s_page_entry(void *arg, uint64_t slot, const tier_slot_header_t *h)
 {
     s_page_t *p = arg;
+    if (p->r->entries_count >= p->max) /* a backend that walks on after a stop */
+        return 1;
     s_inventory_entry(p->self, slot, h, &p->r->entries[p->r->entries_count++]);
     if (p->r->entries_count < p->max)
         return 0;

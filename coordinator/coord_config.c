@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bus_config.h"
+#include "bus_limits.h"
 #include "tier_host.h"
 #include "tier_policy.h"
 
@@ -271,7 +272,8 @@ static int s_check_tier_keys(const bus_config_node_t *tn, const struct tier_ops 
         allowed[na++] = s_tier_keys[i];
     if (ops->path_key)
         allowed[na++] = ops->path_key;
-    for (size_t i = 0; ops->option_keys && ops->option_keys[i] && na < TIER_MAX_OPTIONS + 8; i++)
+    size_t room = sizeof allowed / sizeof allowed[0] - 1; /* the NULL */
+    for (size_t i = 0; ops->option_keys && ops->option_keys[i] && na < room; i++)
         allowed[na++] = ops->option_keys[i];
     allowed[na] = NULL;
     return bus_config_check_keys(tn, "", allowed, err, errlen);
@@ -325,7 +327,11 @@ static int s_read_backend(const bus_config_node_t *tn, const coord_config_t *c,
         }
         char value[TIER_OPTION_VALUE_MAX];
         rc = s_backend_value(tn, key, value, sizeof value, err, errlen);
-        if (rc == 0 && tier_config_set(b, key, value) < 0)
+        int set = rc == 0 ? tier_config_set(b, key, value) : 0;
+        if (set == -ENOSPC)
+            rc = bus_config_error(tn, key, err, errlen, "more than %d backend options",
+                                  TIER_MAX_OPTIONS);
+        else if (set < 0)
             rc = bus_config_error(tn, key, err, errlen, "too long (at most %d bytes)",
                                   TIER_OPTION_VALUE_MAX - 1);
     }
@@ -339,12 +345,20 @@ static int s_read_backend(const bus_config_node_t *tn, const coord_config_t *c,
         bool named = bad[0] && (bus_config_has(tn, bad) ||
                                 (ops->path_key && strcmp(bad, ops->path_key) == 0));
         rc = named
-                 ? bus_config_error(tn, bad, err, errlen, "%s", colon + 2)
+                 ? bus_config_error(tn, bad, err, errlen, "%s",
+                                    colon[1] ? colon + 1 + (colon[1] == ' ') : "invalid")
                  : bus_config_error(
                        tn,
                        ops->path_key && !bus_config_has(tn, ops->path_key) ? ops->path_key : "kind",
                        err, errlen, "%s", why);
     }
+    /* a same-host segment's name travels in TierInfo.shm and tokens: it must fit */
+    if (rc == 0 && ops->path_access == TIER_ACCESS_SHM && strlen(b->path) >= BUS_TIER_SHM_MAX)
+        rc = bus_config_error(tn, ops->path_key ? ops->path_key : "kind", err, errlen,
+                              bus_config_has(tn, ops->path_key ? ops->path_key : "")
+                                  ? "\"%s\" is longer than %u bytes"
+                                  : "the default name \"%s\" is longer than %u bytes: set \"shm\"",
+                              b->path, BUS_TIER_SHM_MAX - 1);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,9 +200,20 @@ const struct tier_ops *tier_load(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "tier plug-in: a path of 1..%d bytes is needed", TIER_PATH_MAX - 1);
         return NULL;
     }
+    /* one object under two spellings (../, a symlink) is one plug-in */
+    char real[PATH_MAX];
+    if (!realpath(path, real)) {
+        snprintf(err, errlen, "tier plug-in %s: file not found (%s)", path, strerror(errno));
+        return NULL;
+    }
+    if (strlen(real) >= TIER_PATH_MAX) {
+        snprintf(err, errlen, "tier plug-in %s: its real path is longer than %d bytes", path,
+                 TIER_PATH_MAX - 1);
+        return NULL;
+    }
     pthread_once(&s_once, s_register_builtins);
     pthread_mutex_lock(&s_lock);
-    const struct tier_ops *ops = s_load_locked(path, err, errlen);
+    const struct tier_ops *ops = s_load_locked(real, err, errlen);
     pthread_mutex_unlock(&s_lock);
     return ops;
 }

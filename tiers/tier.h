@@ -12,7 +12,11 @@
  * TierKind) to ops tables. A kind outside the tree is one shared object loaded by
  * path (tier_load): it exports TIER_PLUGIN_ENTRY, a function returning its ops
  * table, and configures through the plain-C options below — never through the
- * service's own config types. */
+ * service's own config types. Of this process a plug-in may call only
+ * tier_config_get / tier_config_set, the tier_option_* readers and tier_checksum
+ * (tier_checksum.h): the executables export exactly those
+ * (tiers/tier_plugin_api.list). A plug-in's write must stop serving a SERVING
+ * slot before its bytes change (see write below): nothing above it can. */
 #ifndef KVT_TIER_H
 #define KVT_TIER_H
 

@@ -1,13 +1,14 @@
-/* tier_fake.c — see tier_fake.h. Self-contained on purpose: as a plug-in it may
- * use nothing of the process that loads it (which exports no symbols), so it
- * parses its own option and hashes with xxhash directly. */
+/* tier_fake.c — see tier_fake.h. As a plug-in it calls the tier.h helpers the
+ * loading executable exports (tiers/tier_plugin_api.list): tier_option_u64 and
+ * tier_checksum resolve at dlopen, which the plug-in tests rely on. */
 #include "tier_fake.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+
+#include "tier_checksum.h"
 
 #define S_DEFAULT_MAX_BYTES (1ull << 30)
 
@@ -22,21 +23,7 @@ static const char *const s_option_keys[] = {"max_bytes", NULL};
 
 static int s_max_bytes(const tier_config_t *cfg, uint64_t *out, char *err, size_t errlen)
 {
-    *out = S_DEFAULT_MAX_BYTES;
-    for (uint32_t i = 0; i < cfg->n_options; i++) {
-        if (strcmp(cfg->options[i].key, "max_bytes") != 0)
-            continue;
-        char *end = NULL;
-        errno = 0;
-        unsigned long long v = strtoull(cfg->options[i].value, &end, 10);
-        if (errno || !end || *end || cfg->options[i].value[0] == '-' || v == 0) {
-            snprintf(err, errlen, "max_bytes: \"%s\" is not a positive integer",
-                     cfg->options[i].value);
-            return -EINVAL;
-        }
-        *out = v;
-    }
-    return 0;
+    return tier_option_u64(cfg, "max_bytes", 1, UINT64_MAX, S_DEFAULT_MAX_BYTES, out, err, errlen);
 }
 
 static int s_configure(tier_config_t *cfg, char *err, size_t errlen)
@@ -123,7 +110,8 @@ static int s_put_header(tier_t *t, uint64_t slot, const tier_slot_header_t *h)
     s_fake_t *f = t->priv;
     tier_slot_header_t n = *h;
     if (n.state == TIER_SLOT_SERVING && n.checksum == 0)
-        n.checksum = XXH3_64bits(f->bytes + slot * f->slot_size, n.size);
+        n.checksum = tier_checksum(
+            &(struct iovec){.iov_base = f->bytes + slot * f->slot_size, .iov_len = n.size}, 1);
     f->hdrs[slot] = n;
     return 0;
 }

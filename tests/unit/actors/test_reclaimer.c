@@ -164,6 +164,32 @@ static void s_clock(sched_config_t *c)
     snprintf(c->tiers[0].policy, sizeof c->tiers[0].policy, "clock");
 }
 
+static void s_small_scan(sched_config_t *c)
+{
+    c->delete_delay_ms = 600000;
+    c->reclaim_scan = 4;
+}
+
+/* The reclaim budget (reclaim_scan) counts blocks that can be taken: DELETING
+ * blocks at the cold end of the order do not hide the blocks behind them, so
+ * each call marks more until the tier is down to its target. */
+static void test_reclaim_walks_past_blocks_it_cannot_take(void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start(&fx, s_small_scan);
+    assert_int_equal(tk_put(fx.e.t, "w", 0, 16), 0);
+    for (int call = 0; call < 3; call++) { /* 16 used, target 20 x 0.2 = 4 */
+        assert_int_equal(s_candidates(&fx, 4, true, 200), 0);
+        const kvtier_ReclaimCandidatesReply *r = &fx.e.t->rep->body.reclaim_candidates_rep;
+        if (r->marked != 4)
+            fail_msg("call %d marked %u blocks, expected 4", call, r->marked);
+    }
+    assert_int_equal(s_candidates(&fx, 4, true, 200), 0);
+    assert_int_equal(fx.e.t->rep->body.reclaim_candidates_rep.marked, 0); /* at target */
+    s_stop(&fx);
+}
+
 /* The first n candidates, as key numbers (tk_key), coldest first. */
 static void s_candidate_ids(fx_t *fx, uint32_t n, uint32_t *ids)
 {
@@ -381,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_drains_last_tier_from_above_high_to_low),
         cmocka_unit_test(test_reclaim_never_removes_pinned_blocks),
         cmocka_unit_test(test_reclaim_order_is_the_tier_policy_order),
+        cmocka_unit_test(test_reclaim_walks_past_blocks_it_cannot_take),
         cmocka_unit_test(test_deleting_block_not_served_and_slot_kept_until_delay),
         cmocka_unit_test(test_reclaim_pending_bound_is_backpressure),
         cmocka_unit_test(test_reclaim_tier_with_next_tier_is_only_watched),

@@ -238,6 +238,15 @@ static void test_other_bad_values_are_rejected_with_path(void **state)
     s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:1\","
              "\"capacity\":2147483649}]}",
              "tiers[0].capacity", "out of range");
+    /* a same-host segment's name must fit TierInfo.shm (63 bytes) */
+    s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:1\","
+             "\"capacity\":1,\"shm\":\"/"
+             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]}",
+             "tiers[0].shm", "longer than 63 bytes");
+    s_reject("{\"cluster\":\"cccccccccccccccccccccccccccccccccccccccccccccccccccccc\","
+             "\"tiers\":[{\"name\":\"host0\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:1\","
+             "\"capacity\":1}]}",
+             "tiers[0].shm", "set \"shm\"");
     /* backend options are the backend's to check, under their key path */
     s_reject("{\"tiers\":[{\"name\":\"a\",\"kind\":\"nvme\",\"endpoint\":\"tcp://127.0.0.1:1\","
              "\"capacity\":1,\"path\":\"/tmp/x.dat\",\"sync\":\"maybe\"}]}",

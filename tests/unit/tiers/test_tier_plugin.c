@@ -80,6 +80,12 @@ static void test_same_path_again_and_duplicate_kind(void **state)
     (void)state;
     char err[512] = "", copy[] = "/tmp/kvt-plugin-copy-XXXXXX";
     assert_ptr_equal(tier_load(KVT_TIER_FAKE_SO, err, sizeof err), g_fake);
+    char spelled[600]; /* the same object under another spelling of its path */
+    const char *slash = strrchr(KVT_TIER_FAKE_SO, '/');
+    assert_non_null(slash);
+    snprintf(spelled, sizeof spelled, "%.*s/.%s", (int)(slash - KVT_TIER_FAKE_SO), /* dir/./x.so */
+             KVT_TIER_FAKE_SO, slash);
+    assert_ptr_equal(tier_load(spelled, err, sizeof err), g_fake);
     int fd = mkstemp(copy);
     assert_true(fd >= 0);
     FILE *in = fopen(KVT_TIER_FAKE_SO, "rb");
@@ -229,6 +235,46 @@ static void test_inventory_fallback_walks_serving_slots(void **state)
     tier_close(&t);
 }
 
+/* tier.h write: before new bytes go over a slot it stops being served — a rule of
+ * every backend (nothing above the ops table marks the slot), checked on each
+ * registered kind. */
+static void test_write_stops_serving_for_every_kind(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"host", "nvme", "fake"};
+    char dir[] = "/tmp/kvt-conform-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        char err[512] = "";
+        tier_config_t c = s_cfg();
+        snprintf(c.kind, sizeof c.kind, "%s", kinds[k]);
+        if (k == 0)
+            snprintf(c.path, sizeof c.path, "/kvt-conform-%d", (int)getpid());
+        else if (k == 1)
+            snprintf(c.path, sizeof c.path, "%s/t.dat", dir);
+        tier_t *t = tier_open(&c, err, sizeof err);
+        if (!t)
+            fail_msg("%s: %s", kinds[k], err);
+        static uint8_t b[SLOT];
+        s_fill(b, 9);
+        struct iovec v = {b, SLOT};
+        tier_slot_header_t h = {.state = TIER_SLOT_SERVING, .size = SLOT}, got;
+        assert_int_equal(tier_write(t, 2, &v, 1), 0);
+        assert_int_equal(tier_put_header(t, 2, &h), 0);
+        assert_int_equal(tier_get_header(t, 2, &got), 0);
+        assert_int_equal(got.state, TIER_SLOT_SERVING);
+        s_fill(b, 10);
+        assert_int_equal(tier_write(t, 2, &v, 1), 0);
+        assert_int_equal(tier_get_header(t, 2, &got), 0);
+        if (got.state == TIER_SLOT_SERVING)
+            fail_msg("%s: slot still SERVING while its bytes were replaced", kinds[k]);
+        tier_close(&t);
+    }
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_options_are_checked_by_the_backend),
         cmocka_unit_test(test_fallbacks_match_one_by_one),
         cmocka_unit_test(test_inventory_fallback_walks_serving_slots),
+        cmocka_unit_test(test_write_stops_serving_for_every_kind),
     };
     return cmocka_run_group_tests(tests, s_setup, NULL);
 }
