@@ -31,9 +31,9 @@
 #define SCHED_EXPIRE_BATCH 64u                /* expired blocks removed per tier per tick */
 #define SCHED_INV_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
 #define SCHED_INV_TRIES 5u                    /* failed inventory pages retried before giving up */
-#define SCHED_DEMOTE_JOBS 16u              /* migrator jobs in flight (demotion) */
-#define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */
-#define SCHED_ROOM_HOLD_MS 1000            /* room kept for a BUSY write that stopped retrying */
+#define SCHED_DEMOTE_JOBS 16u                 /* migrator jobs in flight (demotion) */
+#define SCHED_DEMOTE_JOB_BYTES (16u << 20)    /* slot bytes per demotion job, at most */
+#define SCHED_ROOM_HOLD_MS 1000               /* room kept for a BUSY write that stopped retrying */
 
 /* The index's key (tier_key_t) and the wire's key rows (bus_arrays.h) are the same
  * 16 bytes: copies between them are plain memcpy. */
@@ -379,6 +379,27 @@ void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, cons
 /* Frees DELETING blocks whose delay passed and that no reader holds. */
 void sched_deleting_tick(sched_t *self, int64_t now);
 uint32_t sched_deleting_count(const sched_t *self);
+/* A reclaim candidate: its rank (sched_reclaim_rank) and slot. */
+typedef struct {
+    uint64_t rank;
+    uint32_t slot;
+} sched_cand_t;
+
+/* Keeps best[0..*n) the max lowest ranks, lowest first: inserts (rank, slot)
+ * unless the list is full of lower ranks (the warmest drops out when full). */
+static inline void sched_cand_insert(sched_cand_t *best, uint32_t *n, uint32_t max, uint64_t rank,
+                                     uint32_t slot)
+{
+    if (max == 0 || (*n == max && rank >= best[*n - 1].rank))
+        return;
+    uint32_t j = *n < max ? (*n)++ : *n - 1;
+    while (j > 0 && best[j - 1].rank > rank) {
+        best[j] = best[j - 1];
+        j--;
+    }
+    best[j] = (sched_cand_t){.rank = rank, .slot = slot};
+}
+
 /* Reclaim order (ReclaimCandidates, QuotaEnforce, room): a committed block nobody
  * holds (no pin, no rewriter) and not DELETING ranks 0 when expired, else 1 + its
  * place in the tier policy's order (tier_slots_walk_coldest: lower = colder).

@@ -209,10 +209,7 @@ static uint32_t s_fill_permille(const sched_tier_t *t)
 
 /* ---- ReclaimCandidates ---- */
 
-typedef struct {
-    uint64_t rank; /* 0: expired; else 1 + stamp */
-    uint32_t slot;
-} s_cand_t;
+typedef sched_cand_t s_cand_t;
 
 /* The walk of s_candidates: keeps the max lowest ranks, coldest first. */
 typedef struct {
@@ -232,16 +229,8 @@ static bool s_candidate(void *arg, uint32_t slot)
     if (tier_slots_slot_info(w->t->slots, slot, &info) < 0 ||
         !sched_reclaim_rank(w->t, &info, slot, w->now, order, &rank))
         return false;
-    bool enough = ++w->eligible >= w->budget;
-    if (w->n == w->max && rank >= w->best[w->n - 1].rank)
-        return enough;
-    uint32_t j = w->n < w->max ? w->n++ : w->n - 1; /* drop the warmest when full */
-    while (j > 0 && w->best[j - 1].rank > rank) {
-        w->best[j] = w->best[j - 1];
-        j--;
-    }
-    w->best[j] = (s_cand_t){.rank = rank, .slot = slot};
-    return enough; /* an expired block further on still ranks first */
+    sched_cand_insert(w->best, &w->n, w->max, rank, slot);
+    return ++w->eligible >= w->budget; /* an expired block further on still ranks first */
 }
 
 /* The coldest reclaimable blocks among the first cfg.reclaim_scan reclaimable

@@ -34,10 +34,7 @@
 #define S_MAX_REFS BUS_MAX_QUOTA_BATCH /* QuotaEnforceReply.blocks */
 #define S_SERVE 8u                     /* over-quota instances served per call */
 
-typedef struct {
-    uint64_t rank;
-    uint32_t slot;
-} s_cand_t;
+typedef sched_cand_t s_cand_t;
 
 /* An over-quota instance served by this call and its candidates on one tier. */
 typedef struct {
@@ -217,14 +214,8 @@ static bool s_scan_slot(void *arg, uint32_t slot)
     for (uint32_t i = 0; i < w->n_sv && !s; i++)
         if (w->sv[i].k && w->self->inst[w->sv[i].inst].number == info.instance)
             s = &w->sv[i];
-    if (!s || (s->n == s->k && rank >= s->best[s->n - 1].rank))
-        return false;
-    uint32_t j = s->n < s->k ? s->n++ : s->n - 1; /* drop the warmest when full */
-    while (j > 0 && s->best[j - 1].rank > rank) {
-        s->best[j] = s->best[j - 1];
-        j--;
-    }
-    s->best[j] = (s_cand_t){.rank = rank, .slot = slot};
+    if (s)
+        sched_cand_insert(s->best, &s->n, s->k, rank, slot);
     return false;
 }
 

@@ -337,24 +337,10 @@ uint64_t tier_actor_epoch(zactor_t *actor)
 
 int tier_actor_describe(zactor_t *actor, tier_desc_t *out)
 {
-    zframe_t *f = s_ask(actor, "DESCRIBE") ? zframe_recv(actor) : NULL;
-    int rc = -1;
-    if (f && zframe_size(f) == sizeof *out) {
-        memcpy(out, zframe_data(f), sizeof *out);
-        rc = 0;
-    }
-    zframe_destroy(&f);
-    return rc;
+    return bus_actor_ask_struct(actor, "DESCRIBE", out, sizeof *out);
 }
 
 int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out)
 {
-    zframe_t *f = s_ask(actor, "STATS") ? zframe_recv(actor) : NULL;
-    int rc = -1;
-    if (f && zframe_size(f) == sizeof *out) {
-        memcpy(out, zframe_data(f), sizeof *out);
-        rc = 0;
-    }
-    zframe_destroy(&f);
-    return rc;
+    return bus_actor_stats(actor, out, sizeof *out);
 }

@@ -74,7 +74,12 @@ int bus_actor_pipe(zsock_t *pipe, const char *log, const void *stats, size_t len
 
 int bus_actor_stats(zactor_t *actor, void *out, size_t len)
 {
-    if (!out || bus_actor_ask(actor, BUS_ACTOR_ASK_MS, "s", "STATS") < 0)
+    return bus_actor_ask_struct(actor, "STATS", out, len);
+}
+
+int bus_actor_ask_struct(zactor_t *actor, const char *cmd, void *out, size_t len)
+{
+    if (!out || !cmd || bus_actor_ask(actor, BUS_ACTOR_ASK_MS, "s", cmd) < 0)
         return -1;
     zframe_t *f = zframe_recv(actor);
     int rc = -1;

@@ -49,4 +49,7 @@ int bus_actor_pipe(zsock_t *pipe, const char *log, const void *stats, size_t len
  * filled, or -1 (no actor, no answer in time, or an answer of another size). */
 int bus_actor_stats(zactor_t *actor, void *out, size_t len);
 
+/* The same for any command answered with one struct frame ("DESCRIBE"...). */
+int bus_actor_ask_struct(zactor_t *actor, const char *cmd, void *out, size_t len);
+
 #endif
