@@ -14,6 +14,10 @@
 #include "bus_actor.h"
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_index.h"
+#include "sched_reclaim.h"
+#include "sched_requests.h"
+#include "sched_tiers.h"
 #include "tier_policy.h"
 
 #define S_LOG "sched"

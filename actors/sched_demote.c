@@ -28,6 +28,8 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_reclaim.h"
+#include "sched_tiers.h"
 
 #define S_LOG "sched"
 

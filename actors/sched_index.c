@@ -23,6 +23,10 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_index.h"
+#include "sched_reclaim.h"
+#include "sched_requests.h"
+#include "sched_tiers.h"
 
 /* TTLs above this (about 34 years) are refused: deadlines must not overflow. */
 #define S_MAX_TTL_MS (1ull << 40)

@@ -25,6 +25,9 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_index.h"
+#include "sched_reclaim.h"
+#include "sched_tiers.h"
 
 #define S_LOG "sched"
 #define S_MAX_REFS BUS_MAX_RECLAIM_BATCH /* ReclaimCandidatesReply.blocks */

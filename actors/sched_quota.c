@@ -29,6 +29,7 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_reclaim.h"
 
 #define S_LOG "sched"
 #define S_MAX_REFS BUS_MAX_QUOTA_BATCH /* QuotaEnforceReply.blocks */

@@ -21,6 +21,10 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_index.h"
+#include "sched_reclaim.h"
+#include "sched_requests.h"
+#include "sched_tiers.h"
 
 #define S_LOG "sched"
 #define S_MAX_TTL_MS (1ull << 40)

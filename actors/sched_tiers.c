@@ -25,6 +25,10 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_index.h"
+#include "sched_reclaim.h"
+#include "sched_requests.h"
+#include "sched_tiers.h"
 #include "tier.h"
 
 #define S_LOG "sched"

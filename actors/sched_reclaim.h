@@ -1,0 +1,105 @@
+/* sched_reclaim.h — reclaim, demotion and quotas: the internal plane (GcScan / GcDrop /
+ * ReclaimCandidates / DemoteDone), DELETING blocks, room making, QuotaEnforce, demotion jobs.
+ * Private to actors/sched_*.c; includes only the core types (sched_int.h). */
+#ifndef KVT_SCHED_RECLAIM_H
+#define KVT_SCHED_RECLAIM_H
+
+#include "sched_int.h"
+
+/* ---- sched_internal.c ---- */
+void sched_on_internal(sched_t *self, sched_call_t *call); /* one internal-plane request */
+/* Per-slot side arrays of a fresh engine (DELETING marks); 0 or -1. */
+int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity);
+void sched_internal_fini(sched_tier_t *t);
+/* Is (number, key) at slot marked DELETING (hidden from lookups and pins)? */
+bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                       uint32_t slot);
+/* Before reserving keys[0..n) on t: finishes the deletion of those marked
+ * DELETING and unheld, so a put stores them again instead of skipping them. */
+void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *keys,
+                           uint32_t n);
+/* Frees DELETING blocks whose delay passed and that no reader holds. */
+void sched_deleting_tick(sched_t *self, int64_t now);
+uint32_t sched_deleting_count(const sched_t *self);
+/* A reclaim candidate: its rank (sched_reclaim_rank) and slot. */
+typedef struct {
+    uint64_t rank;
+    uint32_t slot;
+} sched_cand_t;
+
+/* Keeps best[0..*n) the max lowest ranks, lowest first: inserts (rank, slot)
+ * unless the list is full of lower ranks (the warmest drops out when full). */
+static inline void sched_cand_insert(sched_cand_t *best, uint32_t *n, uint32_t max, uint64_t rank,
+                                     uint32_t slot)
+{
+    if (max == 0 || (*n == max && rank >= best[*n - 1].rank))
+        return;
+    uint32_t j = *n < max ? (*n)++ : *n - 1;
+    while (j > 0 && best[j - 1].rank > rank) {
+        best[j] = best[j - 1];
+        j--;
+    }
+    best[j] = (sched_cand_t){.rank = rank, .slot = slot};
+}
+
+/* Reclaim order (ReclaimCandidates, QuotaEnforce, room): a committed block nobody
+ * holds (no pin, no rewriter) and not DELETING ranks 0 when expired, else 1 + its
+ * place in the tier policy's order (tier_slots_walk_coldest: lower = colder).
+ * false: not a candidate. */
+static inline bool sched_reclaim_rank(const sched_tier_t *t, const tier_slot_info_t *info,
+                                      uint32_t slot, int64_t now, uint64_t order, uint64_t *rank)
+{
+    if (info->state != TIER_SLOT_COMMITTED || info->pins || info->refs ||
+        (t->del_mark[slot] && sched_is_deleting(t, info->instance, &info->key, slot)))
+        return false;
+    bool expired = info->expired || (info->deadline_ms && info->deadline_ms <= (uint64_t)now);
+    *rank = expired ? 0 : order + 1;
+    return true;
+}
+/* A BlockRef naming (number, key) at slot of t (the instance id, or "#xxxxxxxx"). */
+void sched_block_ref(sched_t *self, const sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                     uint32_t slot, kvtier_BlockRef *out);
+/* Marks a committed block DELETING (freed after the delete delay once unheld).
+ * false when the tier's DELETING queue is full or it already is. */
+bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                         uint32_t slot, int64_t now);
+
+/* Does a full tier t keep its live blocks (demoted to the next tier of its
+ * chain, never dropped to make room)? Only when the migrator runs and the next
+ * tier is UP; otherwise its writes evict as on a last tier. */
+bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t);
+/* A write found tier t full (reserve with TIER_RESERVE_NO_EVICT failed): starts
+ * demoting up to NEED of its coldest unheld blocks now, without waiting for the
+ * reclaimer's next pass. Returns how many blocks of t are on their way out
+ * (demotions in flight and DELETING, counting those started); 0 when nothing can
+ * make room (all held, or the next tier cannot take any). */
+uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need);
+/* The source of a finished demotion (its block now serves from the next tier):
+ * freed at once when no reader holds it, else DELETING and freed once released.
+ * No delete delay: the block is moved, not deleted, and every reader pins. */
+void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                           uint32_t slot, int64_t now);
+
+/* ---- sched_quota.c ---- */
+int sched_quota_init(sched_t *self); /* 0 or -1 (allocation at start) */
+void sched_quota_fini(sched_t *self);
+void sched_on_quota(sched_t *self, sched_call_t *call); /* QuotaEnforce (internal plane) */
+
+/* ---- sched_demote.c ---- */
+int sched_demote_init(sched_t *self); /* starts the migrator when cfg.demote; 0 or -1 */
+void sched_demote_fini(sched_t *self);
+/* DemoteDone from the migrator (internal plane): switches or rolls back the
+ * job's blocks and answers DemoteDoneReply. */
+void sched_on_demote_done(sched_t *self, sched_call_t *call);
+/* Blocks of tier t being demoted now (sources of jobs in flight). */
+uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t);
+/* Demotes the blocks at slots[0..n) of t to dst (same instance as the first;
+ * others wait for a later call): pins the sources, reserves on dst all or
+ * nothing, submits one migrator job. Blocks already SERVING on dst are marked
+ * DELETING at once. Returns the blocks taken; their slots are written to
+ * taken[]. *backpressure: nothing could be taken now (no job slot, dst full,
+ * migrator queue full). */
+uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const uint32_t *slots,
+                      uint32_t n, uint32_t *taken, bool *backpressure);
+
+#endif
