@@ -16,6 +16,7 @@ static const struct {
     {"bus", bench_bus, "bus request/reply rt/s and p50/p99 vs raw libzmq DEALER/ROUTER"},
     {"data", bench_data, "put+get GB/s: shm path vs memcpy, frame path vs raw ZeroMQ"},
     {"meta", bench_meta, "256-key prefix lookups keys/s and p50/p99 vs Redis EXISTS/MGET"},
+    {"ops", bench_ops, "N single operations (lookup, put/get pairs, shm batches) for callgrind"},
     {"migrate", bench_migrate, "migrator demotion/promotion host<->nvme GB/s vs raw O_DIRECT"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
