@@ -406,8 +406,8 @@ static void s_read(s_copy_t *c)
     for (uint32_t k = c->nidx; k-- > 0;) /* spread back, keeping order */
         cp->gets[k] = cp->bufs[k] ? cp->gets[--m] : (tier_io_t){.rc = -ENOMEM};
     /* The unchanged-source check: the bytes read are the header's (a backend that
-     * verifies its own reads has refused a mismatch already). */
-    for (uint32_t k = 0; k < c->nidx; k++)
+     * verifies its own reads, tier_desc_t.reads_verified, has refused a mismatch). */
+    for (uint32_t k = 0; k < c->nidx && !self->desc.reads_verified; k++)
         if (cp->gets[k].rc == 0 && tier_checksum(&cp->iov[k], 1) != c->hdr[c->idx[k]].checksum)
             cp->gets[k].rc = -EBADMSG;
     for (uint32_t k = 0; k < c->nidx; k++) {

@@ -96,6 +96,9 @@ typedef struct tier_desc {
     uint32_t access_kind;         /* enum tier_access */
     char access[TIER_PATH_MAX];   /* the descriptor: shm name, later an IPC handle or address */
     char detail[TIER_DETAIL_MAX]; /* for people: engine, queue depth... */
+    /* reads check the bytes against the header's checksum themselves (and refuse
+     * a mismatch, -EBADMSG): a caller need not hash them again */
+    bool reads_verified;
 } tier_desc_t;
 
 struct tier;

@@ -1642,6 +1642,7 @@ static int s_op_describe(tier_t *t, tier_desc_t *out)
 {
     const s_nvme_t *nv = t->priv;
     out->access_kind = TIER_ACCESS_NONE;
+    out->reads_verified = true; /* every read verifies the checksum (tier_nvme.h) */
     snprintf(out->detail, sizeof out->detail, "%s, queue depth %u%s", tier_uring_name(nv->io),
              nv->depth, tier_uring_fixed_buffers(nv->io) ? ", fixed buffers" : "");
     return 0;
