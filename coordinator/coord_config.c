@@ -12,7 +12,6 @@
 
 #include "bus_config.h"
 #include "bus_limits.h"
-#include "tier_host.h"
 #include "tier_policy.h"
 
 /* The default deployment (wave-2 decisions): everything on this host, etcd
