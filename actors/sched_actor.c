@@ -394,6 +394,10 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "demote_failed", g->demote_failed);
     s_stat(r, "demote_stale", g->demote_stale);
     s_stat(r, "room_demotions", g->room_demotions);
+    s_stat(r, "prefetch_copy_jobs", g->prefetch_copy_jobs);
+    s_stat(r, "prefetch_copied", g->prefetch_copied);
+    s_stat(r, "prefetch_copy_failed", g->prefetch_copy_failed);
+    s_stat(r, "prefetch_copy_lost", g->prefetch_copy_lost);
     s_stat(r, "quota_reclaimed", g->quota_reclaimed);
     s_stat(r, "quota_backpressure", g->quota_backpressure);
     s_stat(r, "quota_over_instances", g->quota_over);
@@ -510,6 +514,9 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
         break;
     case kvtier_Envelope_prepare_prefetch_req_tag:
         sched_on_prepare_prefetch(self, call);
+        break;
+    case kvtier_Envelope_copy_prefetch_req_tag:
+        sched_on_copy_prefetch(self, call);
         break;
     case kvtier_Envelope_complete_prefetch_req_tag:
         sched_on_complete_prefetch(self, call);
@@ -645,6 +652,7 @@ static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
     sched_tiers_tick(self, now);
     sched_lease_scan(self, now);
     sched_deleting_tick(self, now);
+    sched_copy_tick(self, now);
     sched_tiers_flush(self);
     return 0;
 }

@@ -19,6 +19,10 @@
  * released and the source keeps serving. A tier reset (down, new epoch) between
  * submit and result is detected by its generation and its side is left alone.
  *
+ * The migrator also runs the prefetch copies (sched_requests.c, CopyPrefetch):
+ * it is started or connected whether or not demotion is on, and a result of
+ * priority MIGRATOR_PREFETCH is handed to sched_on_copy_done.
+ *
  * Bounded: SCHED_DEMOTE_JOBS jobs in flight, MIGRATOR_MAX_JOB_SLOTS blocks each;
  * the migrator bounds its own queue (refusal = backpressure). Never blocks for long:
  * the migrator answers a submission at once (bounded by BUS_ACTOR_ASK_MS). */
@@ -29,6 +33,7 @@
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_reclaim.h"
+#include "sched_requests.h"
 #include "sched_tiers.h"
 
 #define S_LOG "sched"
@@ -36,8 +41,6 @@
 int sched_demote_init(sched_t *self)
 {
     self->next_job_id = 1;
-    if (!self->cfg.demote)
-        return 0;
     char ep[SCHED_ENDPOINT_MAX];
     if (self->cfg.migrator_endpoint[0]) { /* a sibling actor: connect only */
         sched_strcpy(ep, sizeof ep, self->cfg.migrator_endpoint);
@@ -77,6 +80,28 @@ uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t)
     return n;
 }
 
+uint32_t sched_job_slots(const sched_t *self, const sched_tier_t *t)
+{
+    /* a job moves at most SCHED_DEMOTE_JOB_BYTES of slots: one CopySlots is one
+     * WriteSlots message and must finish within the migrator's deadline */
+    uint64_t by_bytes = SCHED_DEMOTE_JOB_BYTES / (t->cfg.slot_size ? t->cfg.slot_size : 1);
+    uint32_t max_m = by_bytes < 1                        ? 1
+                     : by_bytes < MIGRATOR_MAX_JOB_SLOTS ? (uint32_t)by_bytes
+                                                         : MIGRATOR_MAX_JOB_SLOTS;
+    /* and at most max_batch: the slot engines take no longer batch */
+    return max_m > self->cfg.max_batch ? self->cfg.max_batch : max_m;
+}
+
+int sched_migrate_submit(sched_t *self, migrator_job_t *mj, char *why, size_t len)
+{
+    if (!self->mig_client) {
+        snprintf(why, len, "no migrator");
+        return -1;
+    }
+    mj->job_id = self->next_job_id++;
+    return migrator_submit(self->mig_client, mj, 0, why, len) == 0 ? 0 : -1;
+}
+
 static sched_demote_t *s_job_free(sched_t *self)
 {
     for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS; i++)
@@ -89,8 +114,8 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                       uint32_t n, uint32_t *taken, bool *backpressure)
 {
     *backpressure = false;
-    if (!self->mig_client || n == 0 || t->state != SCHED_TIER_UP || dst->state != SCHED_TIER_UP ||
-        !t->client || !dst->client)
+    if (!self->cfg.demote || !self->mig_client || n == 0 || t->state != SCHED_TIER_UP ||
+        dst->state != SCHED_TIER_UP || !t->client || !dst->client)
         return 0;
     sched_demote_t *job = s_job_free(self);
     if (!job) {
@@ -99,15 +124,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     }
     int64_t now = sched_now();
     uint32_t number = 0, m = 0;
-    /* a job moves at most SCHED_DEMOTE_JOB_BYTES of slots: one CopySlots is one
-     * WriteSlots message and must finish within the migrator's deadline */
-    uint64_t by_bytes = SCHED_DEMOTE_JOB_BYTES / (t->cfg.slot_size ? t->cfg.slot_size : 1);
-    uint32_t max_m = by_bytes < 1                        ? 1
-                     : by_bytes < MIGRATOR_MAX_JOB_SLOTS ? (uint32_t)by_bytes
-                                                         : MIGRATOR_MAX_JOB_SLOTS;
-    /* and at most max_batch: the slot engines take no longer batch */
-    if (max_m > self->cfg.max_batch)
-        max_m = self->cfg.max_batch;
+    uint32_t max_m = sched_job_slots(self, t);
     /* pin the sources: one instance per job (a reservation is per instance) */
     for (uint32_t i = 0; i < n && m < max_m; i++) {
         tier_slot_info_t info;
@@ -189,7 +206,6 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
         job->used = false;
         return k;
     }
-    mj.job_id = job->job_id;
     mj.priority = MIGRATOR_DEMOTE;
     mj.src_tier_id = t->cfg.tier_id;
     mj.dst_tier_id = dst->cfg.tier_id;
@@ -198,6 +214,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     mj.dst_state = kvtier_LocationState_LOCATION_SERVING;
     mj.n = job->n;
     char why[160];
+    mj.job_id = job->job_id;
     if (migrator_submit(self->mig_client, &mj, 0, why, sizeof why) != 0) {
         for (uint32_t i = 0; i < job->n; i++) {
             (void)tier_slots_unpin(t->slots, number, &job->keys[i]);
@@ -263,6 +280,10 @@ void sched_on_demote_done(sched_t *self, sched_call_t *call)
     char why[200];
     if (migrator_result_decode(&call->req.env.body.demote_done_req, &r, why, sizeof why) < 0) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "%s", why);
+        return;
+    }
+    if (r.priority == MIGRATOR_PREFETCH) {
+        sched_on_copy_done(self, call, &r);
         return;
     }
     sched_demote_t *job = NULL;

@@ -37,6 +37,8 @@
 #define SCHED_DEMOTE_JOBS 16u                 /* migrator jobs in flight (demotion) */
 #define SCHED_DEMOTE_JOB_BYTES (16u << 20)    /* slot bytes per demotion job, at most */
 #define SCHED_ROOM_HOLD_MS 1000               /* room kept for a BUSY write that stopped retrying */
+#define SCHED_COPY_JOBS 64u                   /* migrator jobs in flight (prefetch copies) */
+#define SCHED_COPY_LOST_MS 60000              /* a prefetch copy without a result by then failed */
 
 /* The index's key (tier_key_t) and the wire's key rows (bus_arrays.h) are the same
  * 16 bytes: copies between them are plain memcpy. */
@@ -62,10 +64,14 @@ typedef struct {
     uint64_t gc_scans, gc_dropped;
     uint64_t reclaim_marked, reclaimed, reclaim_stale, reclaim_backpressure;
     uint64_t demote_submitted, demoted, demote_failed, demote_stale;
-    uint64_t quota_reclaimed;    /* blocks marked DELETING by quota enforcement */
-    uint64_t quota_backpressure; /* enforcements cut short by a full DELETING queue */
-    uint64_t quota_over;         /* instances being brought down at the last enforcement */
-    uint64_t room_demotions;     /* blocks demoted at once because a write found the head full */
+    uint64_t quota_reclaimed;      /* blocks marked DELETING by quota enforcement */
+    uint64_t quota_backpressure;   /* enforcements cut short by a full DELETING queue */
+    uint64_t quota_over;           /* instances being brought down at the last enforcement */
+    uint64_t room_demotions;       /* blocks demoted at once because a write found the head full */
+    uint64_t prefetch_copy_jobs;   /* migrator jobs submitted for prefetch copies */
+    uint64_t prefetch_copied;      /* blocks the migrator copied for a prefetch */
+    uint64_t prefetch_copy_failed; /* blocks whose prefetch copy failed or was not submitted */
+    uint64_t prefetch_copy_lost;   /* jobs without a result after SCHED_COPY_LOST_MS */
 } sched_global_t;
 
 /* ---- open-addressing hash map of u32 indices (instances, requests) ---- */
@@ -112,6 +118,12 @@ typedef struct {
     uint32_t chain;
     int64_t last_ms; /* begin or the last window call (request_idle_ms) */
     sched_window_t win[SCHED_WIN_KINDS];
+    /* the prefetch window's copy through the migrator (CopyPrefetch) */
+    bool copy_ran;      /* the scheduler copied this window: complete trusts only its copies */
+    bool ended;         /* request_end came mid-copy: out of the map, freed when the copy ends */
+    uint32_t copies;    /* migrator jobs in flight */
+    zframe_t *copy_rid; /* the CopyPrefetch caller, answered when the last job ends */
+    uint64_t copy_corr;
 } sched_request_t;
 
 /* ---- tiers ---- */
@@ -181,6 +193,18 @@ typedef struct {
     uint32_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
     tier_key_t keys[MIGRATOR_MAX_JOB_SLOTS];
 } sched_demote_t;
+
+/* A prefetch copy at the migrator: pairs of one window (token key indices,
+ * ascending), all from one source tier to the head tier. */
+typedef struct {
+    bool used;
+    uint64_t job_id;
+    uint32_t req;      /* request index */
+    uint64_t token_id; /* its window's token: a result for another window is ignored */
+    int64_t submitted_ms;
+    uint32_t n;
+    uint32_t pairs[MIGRATOR_MAX_JOB_SLOTS];
+} sched_copy_t;
 
 /* A complete_put waiting for its tier's PutHeader reply. */
 typedef struct {
@@ -267,7 +291,9 @@ typedef struct sched {
     uint32_t n_chunks, n_chunk_free;
 
     sched_put_op_t *ops;
-    kvtier_Envelope *op_rep; /* the envelope of deferred put replies (the op pool's own) */
+    kvtier_Envelope *op_rep; /* the envelope of deferred replies (put ops, prefetch copies) */
+    bool *copy_mask;         /* max_batch: the success mask of a deferred CopyPrefetch reply */
+    sched_copy_t copies[SCHED_COPY_JOBS];
     uint32_t *op_free;
     uint32_t n_op_free;
 

@@ -346,7 +346,7 @@ static void s_on_reclaim(sched_t *self, sched_call_t *call)
 
 bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t)
 {
-    if (!self->mig_client)
+    if (!self->cfg.demote || !self->mig_client)
         return false;
     uint32_t next = s_next_tier(self, t);
     return next && self->tiers[next - 1].state == SCHED_TIER_UP;

@@ -101,5 +101,10 @@ uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t);
  * migrator queue full). */
 uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const uint32_t *slots,
                       uint32_t n, uint32_t *taken, bool *backpressure);
+/* Slots per migrator job from tier t: MIGRATOR_MAX_JOB_SLOTS, SCHED_DEMOTE_JOB_BYTES
+ * of its slots and max_batch, whichever is least (at least 1). */
+uint32_t sched_job_slots(const sched_t *self, const sched_tier_t *t);
+/* Submits mj (job_id set here) to the migrator: 0, or -1 with why filled. */
+int sched_migrate_submit(sched_t *self, migrator_job_t *mj, char *why, size_t len);
 
 #endif

@@ -31,6 +31,9 @@
 
 static const char *s_kind_name[SCHED_WIN_KINDS] = {"get", "put", "prefetch"};
 
+static bool s_copying(sched_t *self, sched_call_t *call, const sched_request_t *q,
+                      uint64_t token_id, const char *what);
+
 /* ---- window pool ---- */
 
 static uint32_t s_chunks_for(uint32_t n)
@@ -102,8 +105,9 @@ int sched_requests_init(sched_t *self)
     self->req_free = calloc(nr, sizeof *self->req_free);
     self->ops = calloc(self->cfg.max_pending_puts, sizeof *self->ops);
     self->op_free = calloc(self->cfg.max_pending_puts, sizeof *self->op_free);
+    self->copy_mask = calloc(self->cfg.max_batch, sizeof *self->copy_mask);
     if (!self->pool || !self->chunk_next || !self->chunk_free || !self->reqs || !self->req_free ||
-        !self->ops || !self->op_free || sched_map_init(&self->req_map, nr) < 0)
+        !self->ops || !self->op_free || !self->copy_mask || sched_map_init(&self->req_map, nr) < 0)
         return -1;
     for (uint32_t c = 0; c < self->n_chunks; c++)
         self->chunk_free[c] = self->n_chunks - 1 - c;
@@ -124,6 +128,12 @@ void sched_requests_fini(sched_t *self)
     if (self->ops)
         for (uint32_t i = 0; i < self->cfg.max_pending_puts; i++)
             zframe_destroy(&self->ops[i].routing_id);
+    /* prefetch copies in flight: their callers time out */
+    if (self->reqs)
+        for (uint32_t i = 0; i < self->cfg.max_requests; i++)
+            zframe_destroy(&self->reqs[i].copy_rid);
+    free(self->copy_mask);
+    self->copy_mask = NULL;
     free(self->pool);
     free(self->chunk_next);
     free(self->chunk_free);
@@ -331,9 +341,15 @@ static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind, sche
     return n;
 }
 
+/* A request leaves the map (its name can be begun again); its entry is freed now,
+ * or, when a prefetch copy still writes into its slots, once that copy ends. */
 static void s_request_free(sched_t *self, sched_request_t *q)
 {
-    sched_map_remove(&self->req_map, q->hash, (uint32_t)(q - self->reqs));
+    if (!q->ended)
+        sched_map_remove(&self->req_map, q->hash, (uint32_t)(q - self->reqs));
+    q->ended = true;
+    if (q->win[SCHED_WIN_PREFETCH].state == SCHED_WIN_ABANDONED)
+        return;
     q->used = false;
     self->req_free[self->n_req_free++] = (uint32_t)(q - self->reqs);
 }
@@ -351,6 +367,13 @@ void sched_on_end(sched_t *self, sched_call_t *call)
                                                           kvtier_WindowKind_WINDOW_KIND_PUT,
                                                           kvtier_WindowKind_WINDOW_KIND_PREFETCH};
     for (int k = 0; k < SCHED_WIN_KINDS; k++) {
+        if (q->win[k].state == SCHED_WIN_COPYING) {
+            /* the migrator still writes into its head slots: held until it ends */
+            (void)s_window_step(self, q, k, SCHED_WEV_END, 0);
+            er->closed_windows[er->closed_windows_count++] = wk[k];
+            self->g.safety_net_windows++;
+            continue;
+        }
         if (!sched_window_open(&q->win[k]))
             continue;
         uint32_t n = s_window_close(self, q, k, SCHED_WEV_END);
@@ -1146,6 +1169,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
             self->g.evictions++;
     }
     s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id);
+    q->copy_ran = false;
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     uint32_t j = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -1198,7 +1222,7 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
     const kvtier_CompletePrefetchRequest *r = &call->req.env.body.complete_prefetch_req;
     sched_instance_t *in;
     sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
-    if (!q)
+    if (!q || s_copying(self, call, q, r->token_id, "complete_prefetch"))
         return;
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
     if (!w || !s_mask_ok(self, call, w->entries.n / 2))
@@ -1219,8 +1243,10 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
         }
         /* a pair: dst (head reservation), e (source pin) */
         sched_tier_t *src = &self->tiers[e->tier];
-        bool ok = s_success(call, i++) && dst->gen == t->gen && e->gen == src->gen &&
-                  t->state == SCHED_TIER_UP;
+        /* a window the scheduler copied commits what the migrator copied; one the
+         * caller copied itself (CopySlots) commits what the caller reports */
+        bool ok = s_success(call, i++) && (!q->copy_ran || (dst->kind & SCHED_ENTRY_COPIED)) &&
+                  dst->gen == t->gen && e->gen == src->gen && t->state == SCHED_TIER_UP;
         if (!ok) {
             s_abort_entry(self, in->number, dst, now);
             dst->kind |= SCHED_ENTRY_SKIP;
@@ -1238,6 +1264,264 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
     uint64_t wall = q->ttl_ms ? (uint64_t)sched_wall_ms() + q->ttl_ms : 0;
     if (sched_tier_put_headers(self, op, in->id, wall, call->checksums, call->sizes, &st) < 0)
         sched_put_done(op, &st, 0); /* aborts, unpins, replies, frees the op */
+}
+
+/* ---- prefetch copies through the migrator (DESIGN.md §6) ----
+ *
+ * CopyPrefetch, between prepare_prefetch and complete_prefetch: the window's
+ * pairs not copied yet go to the migrator as jobs of priority PREFETCH (ahead of
+ * demotions), one source tier and at most sched_job_slots() pairs each, header
+ * WRITING at the head slot (complete_prefetch's PutHeader makes it SERVING).
+ * The window is COPYING until the last job's result: it does not lapse, a
+ * complete is answered BUSY, and a request_end leaves it ABANDONED (the request's
+ * name is free at once; pins and reservations are released when the copy ends,
+ * since the migrator may still be writing into those slots). The caller is
+ * answered when the last job ends, with one flag per token key. A job that finds
+ * no free entry (SCHED_COPY_JOBS) or that the migrator refuses fails its pairs
+ * at once; a job whose result never comes fails after SCHED_COPY_LOST_MS (the
+ * migrator's copy timeout is far shorter). */
+
+/* A CopyPrefetch or complete while the window copies: BUSY (the copy's end
+ * answers soon; complete after it). true when it answered. */
+static bool s_copying(sched_t *self, sched_call_t *call, const sched_request_t *q,
+                      uint64_t token_id, const char *what)
+{
+    const sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
+    if (w->state != SCHED_WIN_COPYING || w->token_id != token_id)
+        return false;
+    sched_reply_error(self, call, kvtier_StatusCode_STATUS_BUSY,
+                      "%s: the prefetch window of token %" PRIu64
+                      " is being copied (%u migrator jobs in flight): retry after CopyPrefetch "
+                      "answers",
+                      what, token_id, q->copies);
+    return true;
+}
+
+static sched_copy_t *s_copy_free_entry(sched_t *self)
+{
+    for (uint32_t i = 0; i < SCHED_COPY_JOBS; i++)
+        if (!self->copies[i].used)
+            return &self->copies[i];
+    return NULL;
+}
+
+/* Submits the pairs gathered in mj / pairs (source tier src). false: not submitted. */
+static bool s_copy_submit(sched_t *self, sched_request_t *q, const sched_tier_t *src,
+                          const sched_tier_t *head, migrator_job_t *mj, const uint32_t *pairs)
+{
+    sched_copy_t *job = s_copy_free_entry(self);
+    char why[160] = "";
+    if (!job) {
+        snprintf(why, sizeof why, "%u prefetch copies in flight (SCHED_COPY_JOBS)",
+                 SCHED_COPY_JOBS);
+    } else {
+        mj->priority = MIGRATOR_PREFETCH;
+        mj->src_tier_id = src->cfg.tier_id;
+        mj->dst_tier_id = head->cfg.tier_id;
+        sched_strcpy(mj->src_endpoint, sizeof mj->src_endpoint, src->endpoint);
+        sched_strcpy(mj->dst_endpoint, sizeof mj->dst_endpoint, head->endpoint);
+        mj->dst_state = kvtier_LocationState_LOCATION_WRITING;
+        if (sched_migrate_submit(self, mj, why, sizeof why) == 0) {
+            *job = (sched_copy_t){.used = true,
+                                  .job_id = mj->job_id,
+                                  .req = (uint32_t)(q - self->reqs),
+                                  .token_id = q->win[SCHED_WIN_PREFETCH].token_id,
+                                  .submitted_ms = sched_now(),
+                                  .n = mj->n};
+            memcpy(job->pairs, pairs, (size_t)mj->n * sizeof *pairs);
+            q->copies++;
+            self->g.prefetch_copy_jobs++;
+            return true;
+        }
+    }
+    bus_info(S_LOG, "request %s: prefetch copy of %u blocks %s -> %s not submitted: %s", q->id,
+             mj->n, src->cfg.name, head->cfg.name, why);
+    self->g.prefetch_copy_failed += mj->n;
+    return false;
+}
+
+/* Hands every pair not copied yet to the migrator, one source tier at a time. */
+static void s_copy_start(sched_t *self, sched_request_t *q)
+{
+    sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
+    sched_tier_t *head = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    migrator_job_t mj; /* ~2 KiB */
+    uint32_t pairs[MIGRATOR_MAX_JOB_SLOTS];
+    bool head_ok = head->state == SCHED_TIER_UP && head->client;
+    for (uint32_t s = 0; s < self->n_tiers; s++) {
+        sched_tier_t *src = &self->tiers[s];
+        if (s == head->idx)
+            continue;
+        bool src_ok = head_ok && src->state != SCHED_TIER_DOWN && src->client;
+        uint32_t max_m = sched_job_slots(self, src), p = 0;
+        memset(&mj, 0, sizeof mj);
+        sched_iter_t it;
+        sched_entry_t *dst = NULL;
+        for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e;
+             e = sched_list_next(self, &it)) {
+            if (!(e->kind & SCHED_ENTRY_PIN)) {
+                dst = e;
+                continue;
+            }
+            uint32_t pair = p++;
+            if (e->tier != s || (dst->kind & SCHED_ENTRY_COPIED))
+                continue;
+            if (!src_ok || dst->gen != head->gen || e->gen != src->gen) {
+                self->g.prefetch_copy_failed++;
+                continue;
+            }
+            mj.src_slots[mj.n] = e->slot;
+            mj.dst_slots[mj.n] = dst->slot;
+            memcpy(mj.keys[mj.n], e->key.b, TIER_KEY_BYTES);
+            pairs[mj.n++] = pair;
+            if (mj.n == max_m) {
+                (void)s_copy_submit(self, q, src, head, &mj, pairs);
+                memset(&mj, 0, sizeof mj);
+            }
+        }
+        if (mj.n)
+            (void)s_copy_submit(self, q, src, head, &mj, pairs);
+    }
+}
+
+/* The last copy of q's window ended: the caller learns which keys were copied. */
+static void s_copy_finish(sched_t *self, sched_request_t *q)
+{
+    sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
+    uint32_t n = 0, copied = 0;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e;
+         e = sched_list_next(self, &it)) {
+        if (e->kind & SCHED_ENTRY_PIN)
+            continue;
+        bool c = (e->kind & SCHED_ENTRY_COPIED) != 0;
+        self->copy_mask[n++] = c;
+        copied += c;
+    }
+    kvtier_Envelope *rep = self->op_rep;
+    bus_env_init(rep, kvtier_Envelope_copy_prefetch_rep_tag, self->cfg.node_name);
+    rep->corr_id = q->copy_corr;
+    rep->has_status = true;
+    bus_arrays_t arr = {0};
+    if (w->state == SCHED_WIN_ABANDONED) {
+        (void)s_window_close(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPIED);
+        rep->status.code = kvtier_StatusCode_STATUS_NOT_FOUND;
+        snprintf(rep->status.message, sizeof rep->status.message,
+                 "request %.64s ended while its prefetch copied: nothing promoted", q->id);
+        s_request_free(self, q);
+    } else {
+        (void)s_window_step(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPIED, 0);
+        rep->status.code = kvtier_StatusCode_STATUS_OK;
+        rep->body.copy_prefetch_rep.copied = copied;
+        arr.mask = (bus_bools_t){.v = self->copy_mask, .n = n, .cap = self->cfg.max_batch};
+    }
+    kvtier_Status st;
+    if (q->copy_rid && bus_server_reply(self->server, q->copy_rid, rep, &arr, NULL, 0, &st) < 0)
+        bus_warn(S_LOG, "CopyPrefetch reply not sent: %s", st.message);
+    zframe_destroy(&q->copy_rid);
+}
+
+void sched_on_copy_prefetch(sched_t *self, sched_call_t *call)
+{
+    const kvtier_CopyPrefetchRequest *r = &call->req.env.body.copy_prefetch_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    if (!q || s_copying(self, call, q, r->token_id, "CopyPrefetch"))
+        return;
+    sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
+    if (!w)
+        return;
+    if (!self->mig_client) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "no migrator runs beside this scheduler: prefetch cannot copy");
+        return;
+    }
+    zframe_t *rid = zframe_dup(call->req.routing_id); /* answered when the copies end */
+    if (!rid) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL,
+                          "out of memory: retry CopyPrefetch");
+        return;
+    }
+    q->copy_rid = rid;
+    q->copy_corr = call->req.env.corr_id;
+    q->copy_ran = true;
+    q->copies = 0;
+    (void)s_window_step(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPY, 0);
+    s_copy_start(self, q);
+    if (q->copies == 0)
+        s_copy_finish(self, q);
+}
+
+/* One job's outcome on its window (ok: per pair, NULL when nothing was copied). */
+static void s_copy_result(sched_t *self, sched_copy_t *job, const bool *ok, uint32_t n_ok)
+{
+    sched_request_t *q = &self->reqs[job->req];
+    sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
+    job->used = false;
+    if (!q->used || w->token_id != job->token_id ||
+        (w->state != SCHED_WIN_COPYING && w->state != SCHED_WIN_ABANDONED)) {
+        bus_warn(S_LOG, "prefetch copy %" PRIu64 ": its window is gone", job->job_id);
+        return;
+    }
+    uint32_t p = 0, k = 0, copied = 0;
+    sched_iter_t it;
+    sched_entry_t *dst = NULL;
+    for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e && k < job->n;
+         e = sched_list_next(self, &it)) {
+        if (!(e->kind & SCHED_ENTRY_PIN)) {
+            dst = e;
+            continue;
+        }
+        if (p++ != job->pairs[k])
+            continue;
+        if (ok && k < n_ok && ok[k]) {
+            dst->kind |= SCHED_ENTRY_COPIED;
+            copied++;
+        }
+        k++;
+    }
+    self->g.prefetch_copied += copied;
+    self->g.prefetch_copy_failed += job->n - copied;
+    if (--q->copies == 0)
+        s_copy_finish(self, q);
+}
+
+void sched_on_copy_done(sched_t *self, sched_call_t *call, const migrator_result_t *r)
+{
+    sched_copy_t *job = NULL;
+    for (uint32_t i = 0; i < SCHED_COPY_JOBS && !job; i++)
+        if (self->copies[i].used && self->copies[i].job_id == r->job_id)
+            job = &self->copies[i];
+    if (!job) {
+        bus_warn(S_LOG, "migrator: result for unknown prefetch copy %" PRIu64, r->job_id);
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
+                          "no prefetch copy %" PRIu64 " in flight", r->job_id);
+        return;
+    }
+    if (r->status != kvtier_StatusCode_STATUS_OK)
+        bus_info(S_LOG, "prefetch copy %" PRIu64 ": %s", r->job_id,
+                 r->message[0] ? r->message : "the source tier actor reported it failed");
+    uint32_t n = job->n, copied = 0;
+    for (uint32_t i = 0; i < n && i < r->n; i++)
+        copied += r->ok[i];
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_demote_done_rep_tag);
+    rep->body.demote_done_rep.switched = copied;
+    rep->body.demote_done_rep.rolled_back = n - copied;
+    sched_reply(self, call);
+    s_copy_result(self, job, r->ok, r->n);
+}
+
+void sched_copy_tick(sched_t *self, int64_t now)
+{
+    for (uint32_t i = 0; i < SCHED_COPY_JOBS; i++) {
+        sched_copy_t *job = &self->copies[i];
+        if (!job->used || now - job->submitted_ms < SCHED_COPY_LOST_MS)
+            continue;
+        bus_warn(S_LOG, "prefetch copy %" PRIu64 ": no result after %d ms: failed", job->job_id,
+                 SCHED_COPY_LOST_MS);
+        self->g.prefetch_copy_lost++;
+        s_copy_result(self, job, NULL, 0);
+    }
 }
 
 /* ---- leases ---- */

@@ -13,6 +13,13 @@
  *   OPEN        END          CLOSED      request_end: released (the safety net)
  *   OPEN        TIER_RESET   OPEN        entries of the reset tier are stale (by
  *                                        generation) and fail at complete
+ *   OPEN        COPY         COPYING     prefetch: copies handed to the migrator;
+ *                                        no lapse, no complete until they end
+ *   COPYING     COPIED       OPEN        the last copy ended: the caller is told
+ *                                        which keys were copied
+ *   COPYING     END          ABANDONED   request_end mid-copy: the request's name is
+ *                                        free, its entries held until the copy ends
+ *   ABANDONED   COPIED       CLOSED      the copy ended: released
  *
  * Anything else (a complete of a closed window, a second prepare, a lapse while
  * completing) is refused: -1, nothing changes. */
@@ -33,6 +40,10 @@ static const s_transition_t s_table[] = {
     {SCHED_WIN_OPEN, SCHED_WEV_LAPSE, SCHED_WIN_CLOSED},
     {SCHED_WIN_OPEN, SCHED_WEV_END, SCHED_WIN_CLOSED},
     {SCHED_WIN_OPEN, SCHED_WEV_TIER_RESET, SCHED_WIN_OPEN},
+    {SCHED_WIN_OPEN, SCHED_WEV_COPY, SCHED_WIN_COPYING},
+    {SCHED_WIN_COPYING, SCHED_WEV_COPIED, SCHED_WIN_OPEN},
+    {SCHED_WIN_COPYING, SCHED_WEV_END, SCHED_WIN_ABANDONED},
+    {SCHED_WIN_ABANDONED, SCHED_WEV_COPIED, SCHED_WIN_CLOSED},
 };
 
 void sched_window_init(sched_window_t *w)
@@ -65,13 +76,15 @@ int sched_window_step(sched_window_t *w, sched_win_event_t ev, uint64_t token_id
 
 const char *sched_window_state_name(sched_win_state_t s)
 {
-    static const char *const names[SCHED_WIN_STATES] = {"closed", "open", "completing"};
+    static const char *const names[SCHED_WIN_STATES] = {"closed", "open", "completing", "copying",
+                                                        "abandoned"};
     return (unsigned)s < SCHED_WIN_STATES ? names[s] : "?";
 }
 
 const char *sched_window_event_name(sched_win_event_t ev)
 {
     static const char *const names[SCHED_WEV_COUNT] = {
-        "prepare", "cancel", "complete", "done", "handoff", "lapse", "end", "tier-reset"};
+        "prepare", "cancel", "complete",   "done", "handoff",
+        "lapse",   "end",    "tier-reset", "copy", "copied"};
     return (unsigned)ev < SCHED_WEV_COUNT ? names[ev] : "?";
 }

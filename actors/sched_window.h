@@ -15,6 +15,9 @@
 
 #define SCHED_ENTRY_SKIP 0x80u /* sched_entry_t.kind flag: excluded from the batch */
 #define SCHED_ENTRY_PIN 0x40u  /* sched_entry_t.kind flag: a pinned source (prefetch) */
+#define SCHED_ENTRY_COPIED                                                                         \
+    0x20u /* sched_entry_t.kind flag: a prefetch destination the                                   \
+             migrator filled (CopyPrefetch) */
 
 /* One key of a window. */
 typedef struct {
@@ -37,7 +40,9 @@ typedef enum {
     SCHED_WIN_CLOSED = 0,     /* no prepare outstanding */
     SCHED_WIN_OPEN = 1,       /* prepared: its entries are held (pins, reservations) */
     SCHED_WIN_COMPLETING = 2, /* a complete is concluding its entries */
-    SCHED_WIN_STATES = 3,
+    SCHED_WIN_COPYING = 3,    /* prefetch: the migrator is copying its entries */
+    SCHED_WIN_ABANDONED = 4,  /* copying, and its request ended: released when the copy ends */
+    SCHED_WIN_STATES = 5,
 } sched_win_state_t;
 
 typedef enum {
@@ -49,6 +54,8 @@ typedef enum {
     SCHED_WEV_LAPSE,       /* its lease ran out (the scheduler's scan) */
     SCHED_WEV_END,         /* request_end (or the request's end) with the window open */
     SCHED_WEV_TIER_RESET,  /* a tier of its entries was reset: they are stale */
+    SCHED_WEV_COPY,        /* prefetch: its copies were handed to the migrator */
+    SCHED_WEV_COPIED,      /* prefetch: the last of those copies ended */
     SCHED_WEV_COUNT,
 } sched_win_event_t;
 

@@ -73,6 +73,8 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
         B(PreparePrefetchReply, token.payload, PAYLOAD)),
     REQ(complete_prefetch_req, CompletePrefetchRequest, B(CompletePrefetchRequest, success, MASK)),
     REP(complete_prefetch_rep, CompletePrefetchReply),
+    REQ(copy_prefetch_req, CopyPrefetchRequest),
+    REP(copy_prefetch_rep, CopyPrefetchReply, B(CopyPrefetchReply, success, MASK)),
     REQ(touch_req, TouchRequest, B(TouchRequest, keys, KEYS)),
     REP(touch_rep, TouchReply),
     REQ(remove_req, RemoveRequest, B(RemoveRequest, keys, KEYS)),

@@ -7,8 +7,9 @@
  * - shm (kvt_transport_shm.c): the tier actor is on this host, names its
  *   segment, the segment attaches with the token's epoch and is live, and shm is
  *   not disabled; copies inside submit.
- * - frames (kvt_transport_frames.c): WriteSlots / ReadSlots / CopySlots to the
- *   tier actor's endpoint; every tier and kind can go this way.
+ * - frames (kvt_transport_frames.c): WriteSlots / ReadSlots to the tier actor's
+ *   endpoint, and a prefetch's CopyPrefetch to the scheduler (the migrator
+ *   copies); every tier and kind can go this way.
  *
  * Owns the job table (max_in_flight jobs, from submit until collected) and each
  * transport's state for the handle. Never reports a job twice, never keeps a job

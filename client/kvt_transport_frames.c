@@ -1,9 +1,11 @@
 /* kvt_transport_frames.c — the frame transport of the data path, usable for every
  * tier and kind (the last of the table, so every tier has one): WriteSlots /
- * ReadSlots (CopySlots for prefetch: the source tier actor copies to the
- * destination) to the tier actor's endpoint, in chunks of at most S_CHUNK_SLOTS
+ * ReadSlots to the tier actor's endpoint, in chunks of at most S_CHUNK_SLOTS
  * slots and S_CHUNK_BYTES bytes. Put bytes are copied into the messages when a
- * chunk is sent; get bytes are copied out of the reply frames.
+ * chunk is sent; get bytes are copied out of the reply frames. A prefetch is one
+ * CopyPrefetch to the scheduler that minted the token (the leader): it has the
+ * migrator copy the blocks tier actor to tier actor and answers, once they are
+ * copied, with one flag per token key; no bytes pass through the client.
  *
  * Owns the tier-plane DEALERs (one per tier endpoint, kept for the handle's life)
  * and per job slot the send order and chunks (grown to the largest token, never
@@ -30,9 +32,8 @@ typedef struct s_fjob s_fjob_t;
 
 typedef struct {
     s_fjob_t *fj;
-    uint16_t tier;     /* token tier index the request goes to (prefetch: the source) */
-    uint16_t dst_tier; /* prefetch: destination tier index */
-    uint32_t start;    /* first index into fj->order */
+    uint16_t tier;  /* token tier index the request goes to (prefetch: unused) */
+    uint32_t start; /* first index into fj->order */
     uint32_t count;
     uint8_t state;
 } s_chunk_t;
@@ -46,6 +47,9 @@ struct s_fjob {
     s_chunk_t *chunks;
     uint32_t n_chunks, chunks_cap;
     uint32_t unsent; /* chunks UNSENT */
+    bool *mask;      /* a CopyPrefetch reply's flags (one per token key) */
+    uint32_t mask_cap;
+    bus_arrays_t arr; /* a CopyPrefetch reply decodes here */
 };
 
 typedef struct {
@@ -62,7 +66,7 @@ struct s_frames {
     kvtier_Envelope *env;
     /* one chunk's arrays to send, and the arrays every tier-plane reply decodes
      * into (replies are decoded one at a time, right before their callback) */
-    uint64_t slots[S_CHUNK_SLOTS], dst_slots[S_CHUNK_SLOTS], sizes[S_CHUNK_SLOTS];
+    uint64_t slots[S_CHUNK_SLOTS], sizes[S_CHUNK_SLOTS];
     uint8_t keys[S_CHUNK_SLOTS][BUS_KEY_LEN];
     bus_payload_t payload[S_CHUNK_SLOTS];
     uint64_t rep_sizes[S_CHUNK_SLOTS];
@@ -106,6 +110,7 @@ static void s_close(void **xs)
     for (uint32_t i = 0; fs->fjobs && i < fs->cap; i++) {
         free(fs->fjobs[i].order);
         free(fs->fjobs[i].chunks);
+        free(fs->fjobs[i].mask);
     }
     free(fs->fjobs);
     free(fs->env);
@@ -119,8 +124,10 @@ static int s_reserve(void *xs, uint32_t job, uint32_t n)
     s_fjob_t *fj = &fs->fjobs[job];
     fj->n_chunks = fj->unsent = 0;
     if (kvti_grow((void **)&fj->order, &fj->order_cap, n, sizeof *fj->order) < 0 ||
-        kvti_grow((void **)&fj->chunks, &fj->chunks_cap, n, sizeof *fj->chunks) < 0)
+        kvti_grow((void **)&fj->chunks, &fj->chunks_cap, n, sizeof *fj->chunks) < 0 ||
+        kvti_grow((void **)&fj->mask, &fj->mask_cap, n, sizeof *fj->mask) < 0)
         return -1;
+    fj->arr = (bus_arrays_t){.mask = {.v = fj->mask, .cap = fj->mask_cap}};
     return 0;
 }
 
@@ -153,7 +160,7 @@ static bus_client_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, siz
 
 static const char *s_op_name(bus_token_kind_t k)
 {
-    return k == BUS_TOKEN_GET ? "ReadSlots" : k == BUS_TOKEN_PUT ? "WriteSlots" : "CopySlots";
+    return k == BUS_TOKEN_GET ? "ReadSlots" : k == BUS_TOKEN_PUT ? "WriteSlots" : "CopyPrefetch";
 }
 
 /* The chunk ended: one part of its job is done. */
@@ -169,8 +176,12 @@ static void s_chunk_fail(s_chunk_t *ch, int code, const char *msg)
 {
     kvti_job_t *j = ch->fj->job;
     const bus_token_tier_t *t = &j->tok->view.tiers[ch->tier];
-    kvti_job_error(j, code, "%s of %u slots to tier %u (%s): %s: %s", s_op_name(j->kind), ch->count,
-                   t->tier_id, t->endpoint, kvt_status_name(code), msg);
+    if (j->kind == BUS_TOKEN_PREFETCH)
+        kvti_job_error(j, code, "%s of %u blocks at the scheduler (%s): %s: %s", s_op_name(j->kind),
+                       ch->count, ch->fj->fs->c->leader, kvt_status_name(code), msg);
+    else
+        kvti_job_error(j, code, "%s of %u slots to tier %u (%s): %s: %s", s_op_name(j->kind),
+                       ch->count, t->tier_id, t->endpoint, kvt_status_name(code), msg);
     s_chunk_end(ch);
 }
 
@@ -185,20 +196,21 @@ static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
         return;
     }
     if (j->kind == BUS_TOKEN_PREFETCH) {
-        bool all = fs->rep_arr.mask.n == ch->count;
+        bool all = fj->arr.mask.n == ch->count;
         uint32_t refused = 0;
         for (uint32_t k = 0; k < ch->count; k++) {
-            tok->ok[fj->order[ch->start + k]] = all && fs->rep_mask[k];
-            refused += all && !fs->rep_mask[k];
+            tok->ok[fj->order[ch->start + k]] = all && fj->mask[k];
+            refused += all && !fj->mask[k];
         }
         if (!all)
-            kvti_job_error(j, KVT_INTERNAL, "CopySlots reply has %u flags for %u slots",
-                           fs->rep_arr.mask.n, ch->count);
+            kvti_job_error(j, KVT_INTERNAL, "CopyPrefetch reply has %u flags for %u keys",
+                           fj->arr.mask.n, ch->count);
         else if (refused)
-            /* The source tier no longer holds the expected block in that slot
-             * (the unchanged-source check failed): nothing to promote. */
+            /* The copy failed, or the source no longer held the expected block in
+             * that slot (the unchanged-source check): nothing to promote. */
             kvti_job_error(j, KVT_NOT_FOUND,
-                           "CopySlots: %u of %u source slots no longer hold the expected block",
+                           "CopyPrefetch: %u of %u blocks not copied (the copy failed or their "
+                           "source changed)",
                            refused, ch->count);
         return;
     }
@@ -233,6 +245,21 @@ static void s_chunk_done(void *arg, bus_reply_t *r)
     s_chunk_end(ch);
 }
 
+/* Sends fs->env for chunk ch (replies decode into rep). */
+static void s_send_env(s_frames_t *fs, bus_client_t *cl, s_chunk_t *ch, bus_arrays_t *arr,
+                       uint32_t npayload, bus_arrays_t *rep)
+{
+    kvtier_Status st = {0};
+    int rc = bus_client_send(cl, fs->env, arr, fs->payload, npayload, fs->c->timeout_ms, rep,
+                             s_chunk_done, ch, NULL, &st);
+    if (rc == 0) {
+        ch->state = S_SENT;
+        ch->fj->unsent--;
+    } else if (st.code != kvtier_StatusCode_STATUS_UNAVAILABLE) {
+        s_chunk_fail(ch, (int)st.code, st.message);
+    }
+}
+
 /* Sends one chunk. Leaves it UNSENT when the endpoint's bound or queue is full
  * (sent again by progress); fails it on any other error. */
 static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
@@ -241,25 +268,35 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
     kvti_job_t *j = fj->job;
     struct kvt_token *tok = j->tok;
     const bus_token_tier_t *t = &tok->view.tiers[ch->tier];
+    bool prefetch = j->kind == BUS_TOKEN_PREFETCH;
     char why[BUS_ENDPOINT_MAX + 128];
-    bus_client_t *cl = s_conn(fs, t->endpoint, why, sizeof why);
+    bus_client_t *cl = s_conn(fs, prefetch ? fs->c->leader : t->endpoint, why, sizeof why);
     if (!cl) {
         s_chunk_fail(ch, KVT_UNAVAILABLE, why);
+        return;
+    }
+    if (prefetch) {
+        bus_env_init(fs->env, kvtier_Envelope_copy_prefetch_req_tag, fs->c->name);
+        kvtier_CopyPrefetchRequest *cp = &fs->env->body.copy_prefetch_req;
+        snprintf(cp->instance_id, sizeof cp->instance_id, "%s", tok->instance_id);
+        snprintf(cp->request_id, sizeof cp->request_id, "%s", tok->request_id);
+        cp->job_id = tok->prepare_id;
+        cp->token_id = tok->token_id;
+        fj->arr.mask.n = 0;
+        s_send_env(fs, cl, ch, NULL, 0, &fj->arr);
         return;
     }
     bus_arrays_t arr = {0};
     arr.slots = (bus_u64s_t){.v = fs->slots, .n = ch->count, .cap = S_CHUNK_SLOTS};
     uint32_t npayload = 0;
-    pb_size_t tag = j->kind == BUS_TOKEN_PUT   ? kvtier_Envelope_write_slots_req_tag
-                    : j->kind == BUS_TOKEN_GET ? kvtier_Envelope_read_slots_req_tag
-                                               : kvtier_Envelope_copy_slots_req_tag;
+    pb_size_t tag = j->kind == BUS_TOKEN_PUT ? kvtier_Envelope_write_slots_req_tag
+                                             : kvtier_Envelope_read_slots_req_tag;
     bus_env_init(fs->env, tag, fs->c->name);
     for (uint32_t k = 0; k < ch->count; k++) {
         uint32_t i = fj->order[ch->start + k];
         bus_token_entry_t e;
         bus_token_entry_at(&tok->view, i, &e);
-        fs->slots[k] = j->kind == BUS_TOKEN_PREFETCH ? e.src_slot : e.slot;
-        fs->dst_slots[k] = e.slot;
+        fs->slots[k] = e.slot;
         fs->sizes[k] = e.size;
         memcpy(fs->keys[k], tok->keys[i].b, BUS_KEY_LEN);
         if (j->kind == BUS_TOKEN_PUT) {
@@ -274,37 +311,15 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
         w->epoch = t->epoch; /* fence: a restarted tier actor refuses an old token */
         w->segments = 1;
         arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
-    } else if (j->kind == BUS_TOKEN_GET) {
+    } else {
         kvtier_ReadSlotsRequest *rd = &fs->env->body.read_slots_req;
         rd->tier_id = t->tier_id;
         rd->epoch = t->epoch;
         rd->segments = 1;
         arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
         arr.keys = (bus_keys_t){.keys = fs->keys, .n = ch->count, .cap = S_CHUNK_SLOTS};
-    } else {
-        const bus_token_tier_t *dst = &tok->view.tiers[ch->dst_tier];
-        kvtier_CopySlotsRequest *cp = &fs->env->body.copy_slots_req;
-        cp->tier_id = t->tier_id;
-        cp->dst_tier_id = dst->tier_id;
-        size_t elen = strnlen(dst->endpoint, sizeof dst->endpoint);
-        if (elen >= sizeof cp->dst_endpoint) {
-            s_chunk_fail(ch, KVT_INVALID_ARGUMENT, "destination endpoint too long for CopySlots");
-            return;
-        }
-        memcpy(cp->dst_endpoint, dst->endpoint, elen + 1);
-        cp->dst_state = kvtier_LocationState_LOCATION_WRITING;
-        arr.dst_slots = (bus_u64s_t){.v = fs->dst_slots, .n = ch->count, .cap = S_CHUNK_SLOTS};
-        arr.keys = (bus_keys_t){.keys = fs->keys, .n = ch->count, .cap = S_CHUNK_SLOTS};
     }
-    kvtier_Status st = {0};
-    int rc = bus_client_send(cl, fs->env, &arr, fs->payload, npayload, fs->c->timeout_ms,
-                             &fs->rep_arr, s_chunk_done, ch, NULL, &st);
-    if (rc == 0) {
-        ch->state = S_SENT;
-        fj->unsent--;
-    } else if (st.code != kvtier_StatusCode_STATUS_UNAVAILABLE) {
-        s_chunk_fail(ch, (int)st.code, st.message);
-    }
+    s_send_env(fs, cl, ch, &arr, npayload, &fs->rep_arr);
 }
 
 /* ---- moving a job ----------------------------------------------------------------- */
@@ -316,14 +331,28 @@ static void s_plan_chunks(s_fjob_t *fj, const bool mine[BUS_TOKEN_MAX_TIERS])
 {
     kvti_job_t *j = fj->job;
     struct kvt_token *tok = j->tok;
-    bool prefetch = j->kind == BUS_TOKEN_PREFETCH;
+    fj->n_chunks = 0;
+    if (j->kind == BUS_TOKEN_PREFETCH) { /* one CopyPrefetch: every key, token order */
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < tok->n; i++) {
+            bus_token_entry_t e;
+            bus_token_entry_at(&tok->view, i, &e);
+            if (mine[e.tier])
+                fj->order[n++] = i;
+        }
+        if (n)
+            fj->chunks[fj->n_chunks++] = (s_chunk_t){.fj = fj, .start = 0, .count = n};
+        fj->unsent = fj->n_chunks;
+        j->open += fj->n_chunks;
+        return;
+    }
     uint32_t start[BUS_TOKEN_MAX_TIERS + 1] = {0};
     uint32_t n_frames = 0;
     for (uint32_t i = 0; i < tok->n; i++) {
         bus_token_entry_t e;
         bus_token_entry_at(&tok->view, i, &e);
         if (mine[e.tier]) {
-            start[(prefetch ? e.src_tier : e.tier) + 1]++;
+            start[e.tier + 1]++;
             n_frames++;
         }
     }
@@ -333,20 +362,17 @@ static void s_plan_chunks(s_fjob_t *fj, const bool mine[BUS_TOKEN_MAX_TIERS])
         bus_token_entry_t e;
         bus_token_entry_at(&tok->view, i, &e);
         if (mine[e.tier])
-            fj->order[start[prefetch ? e.src_tier : e.tier]++] = i;
+            fj->order[start[e.tier]++] = i;
     }
-    fj->n_chunks = 0;
     s_chunk_t *cur = NULL;
     uint64_t bytes = 0;
     for (uint32_t k = 0; k < n_frames; k++) {
         bus_token_entry_t e;
         bus_token_entry_at(&tok->view, fj->order[k], &e);
-        uint16_t to = prefetch ? e.src_tier : e.tier;
-        uint16_t dst = prefetch ? e.tier : 0;
-        if (!cur || cur->tier != to || cur->dst_tier != dst || cur->count == S_CHUNK_SLOTS ||
-            (!prefetch && bytes + e.size > S_CHUNK_BYTES)) {
+        if (!cur || cur->tier != e.tier || cur->count == S_CHUNK_SLOTS ||
+            bytes + e.size > S_CHUNK_BYTES) {
             cur = &fj->chunks[fj->n_chunks++];
-            *cur = (s_chunk_t){.fj = fj, .tier = to, .dst_tier = dst, .start = k};
+            *cur = (s_chunk_t){.fj = fj, .tier = e.tier, .start = k};
             bytes = 0;
         }
         cur->count++;

@@ -5,7 +5,7 @@
  * (key zero, as the tier actor does for a WriteSlots) so an evicted block's old
  * header is never served, then copies and computes the xxh3-64 in the same pass;
  * a get checks the header is SERVING with the token's key and size before and
- * after copying out. No prefetch: the tier actors copy between themselves.
+ * after copying out. No prefetch: the scheduler has the migrator copy (frames sends CopyPrefetch).
  *
  * Owns the segment attachments (one per segment name; replaced when the epoch
  * changes, least recently used one evicted past S_MAX_ATTACH). Never allocates

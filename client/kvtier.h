@@ -272,6 +272,10 @@ int kvt_submit_get(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, void *con
                    size_t len);
 int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const void *const *bufs,
                    size_t len);
+/* The service copies the token's blocks from their lower tiers to the head (the
+ * migrator, tier actor to tier actor, ahead of demotions); no bytes pass through
+ * the caller. The job finishes once they are copied; complete_prefetch then
+ * commits the copied ones on the head. */
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok);
 
 /* Collects up to cap finished jobs without waiting, oldest finished first. */

@@ -124,7 +124,8 @@ print(b[sys.argv[3]] - a[sys.argv[3]] if sys.argv[3] in a and sys.argv[3] in b e
 }
 pf() { json_get "$it_dir/prefetcher.json" "$1"; }
 summary=""
-for n in prefetches prefetch_keys prefetch_committed prefetch_failed demote_submitted demoted \
+for n in prefetches prefetch_keys prefetch_committed prefetch_failed prefetch_copy_jobs \
+  prefetch_copied prefetch_copy_failed demote_submitted demoted \
   demote_failed demote_stale room_demotions reclaim_marked reclaimed evictions put_busy \
   busy_refusals put_no_space get_not_found; do
   summary+=" $n=$(counter $n)"
@@ -136,6 +137,8 @@ it_log "scheduler counters during the run:$summary"
 # the race happened: blocks came back up, blocks were read from below the head, and
 # demotion and deletion ran meanwhile
 [ "$(counter prefetch_committed)" -gt 0 ] || it_fail "no prefetch committed a block"
+# the copies went through the migrator, beside the demotions (DESIGN.md §6)
+[ "$(counter prefetch_copied)" -gt 0 ] || it_fail "no prefetch copy ran through the migrator"
 [ "$(pf prefetched_on_head)" -gt 0 ] || it_fail "no prefetched block showed on the head tier"
 [ "$(pf blocks_from_lower)" -gt 0 ] || it_fail "no block was loaded from nvme0"
 [ "$(counter demoted)" -gt 0 ] || it_fail "no block was demoted during the run"

@@ -249,6 +249,15 @@ static void s_serve(fc_state_t *s, fc_last_t *last)
         s_send(s, NULL);
         return;
     }
+    case kvtier_Envelope_copy_prefetch_req_tag:
+        /* no migrator here: nothing is copied, every key of the last prepare fails */
+        s->stats.copies++;
+        s_reply(s, kvtier_Envelope_copy_prefetch_rep_tag);
+        for (uint32_t i = 0; i < last->n; i++)
+            s->out->mask.v[i] = false;
+        s->out->mask.n = last->n;
+        s_send(s, s->out);
+        return;
     case kvtier_Envelope_complete_get_req_tag:
     case kvtier_Envelope_complete_prefetch_req_tag:
         s_record_success(s);

@@ -15,8 +15,9 @@
  * counters "c<i>" = 1000 + i, paged by offset / max_counters with total and
  * next_offset, the list one longer on every request when `growing`); Prepare* a token over the
  * request keys (FC_TOKEN_* corrupts it on purpose); CompletePut writes SERVING headers through the
- * tier actor named by fc_set_tier (PutHeader) for the keys marked successful; Complete* record the
- * success mask they got.
+ * tier actor named by fc_set_tier (PutHeader) for the keys marked successful; CopyPrefetch OK with
+ * every key of the last prepare not copied (no migrator); Complete* record the success mask they
+ * got.
  * Test use only. */
 #ifndef KVT_FAKE_COORD_H
 #define KVT_FAKE_COORD_H
@@ -46,6 +47,7 @@ typedef struct {
     uint64_t headers_put; /* SERVING headers the tier actor accepted */
     uint64_t begins;      /* RequestBegin received */
     uint64_t stats_reqs;  /* StatsRequest received */
+    uint64_t copies;      /* CopyPrefetch received (answered OK, nothing copied) */
 } fc_stats_t;
 
 /* Starts the fake (tcp://127.0.0.1:*, FC_LEADER, FC_TOKEN_GOOD, block size 4096,

@@ -2,8 +2,9 @@
  * by real tier actors (host: POSIX shm; nvme: a file in a mkdtemp directory):
  * prefetch (promotion, DESIGN.md §6, issue 4 §3). Blocks are stored on the nvme
  * tier actor through the tier plane and adopted by the scheduler from its
- * inventory when the tier comes up; the copy is the one the client's
- * submit_prefetch sends (CopySlots from the source, destination header WRITING).
+ * inventory when the tier comes up; the copy is either CopyPrefetch (the
+ * scheduler has the migrator copy, what libkvtier's submit_prefetch sends) or a
+ * CopySlots the test sends itself (a client that copies on its own).
  * And demotion (issue 4 §4): the reclaimer drains the full host tier through
  * the scheduler's migrator down to nvme. */
 #include <inttypes.h>
@@ -36,7 +37,7 @@ static bool s_adopted(tk_t *t, void *arg)
     return s_lookup(e, S_NB) == 0 && e->t->rep->body.lookup_rep.hit_count == S_NB;
 }
 
-static void s_start(s_env_t *e)
+static void s_start_with(s_env_t *e, const char *migrator_endpoint)
 {
     memset(e, 0, sizeof *e);
     tier_actor_config_t hc = ck_cfg("host", 1, s_dir, s_seq++);
@@ -56,12 +57,19 @@ static void s_start(s_env_t *e)
     snprintf(cfg.tiers[1].kind, sizeof cfg.tiers[1].kind, "nvme");
     cfg.chains[0].n_tiers = 2;
     cfg.chains[0].tier_ids[1] = 2;
+    if (migrator_endpoint)
+        snprintf(cfg.migrator_endpoint, sizeof cfg.migrator_endpoint, "%s", migrator_endpoint);
     e->t = tk_new(&cfg);
     assert_int_equal(tk_register(e->t, CK_INST, CK_SLOT), 0);
     tk_tier_up(e->t, 1, e->host.ep, tier_actor_epoch(e->host.actor), CK_CAP, CK_SLOT);
     tk_tier_up(e->t, 2, e->nvme.ep, tier_actor_epoch(e->nvme.actor), CK_CAP, CK_SLOT);
     assert_true(tk_poll(s_adopted, e->t, e));
     assert_int_equal(tk_begin(e->t, CK_INST, "r1", 0), 0);
+}
+
+static void s_start(s_env_t *e)
+{
+    s_start_with(e, NULL);
 }
 
 static void s_stop(s_env_t *e)
@@ -105,6 +113,18 @@ static int s_complete(s_env_t *e, uint64_t token, bool *mask, uint32_t n_mask)
     r->token_id = token;
     bus_arrays_t ra = {.mask = {.v = mask, .n = mask ? n_mask : 0, .cap = n_mask}};
     return tk_call(e->t, &ra);
+}
+
+/* CopyPrefetch of the open window (token): the reply's status code; its flags
+ * are in e->t->arr->mask. */
+static int s_copy_prefetch(s_env_t *e, uint64_t token)
+{
+    kvtier_CopyPrefetchRequest *r =
+        &tk_req(e->t, kvtier_Envelope_copy_prefetch_req_tag)->body.copy_prefetch_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
+    snprintf(r->request_id, sizeof r->request_id, "%s", "r1");
+    r->token_id = token;
+    return tk_call(e->t, NULL);
 }
 
 /* prepare_prefetch's token: decoded into *v (payload copied into buf). */
@@ -230,6 +250,193 @@ static void test_prefetch_window_closed_by_request_end(void **state)
     assert_int_equal(s_lookup(&e, S_NB), 0);
     assert_int_equal(e.t->arr->tier_ids.v[0], 2);
     s_stop(&e);
+}
+
+/* DESIGN.md §6: CopyPrefetch has the migrator copy the window's blocks tier actor
+ * to tier actor (prefetch priority) and answers once they are copied, one flag
+ * per token key; complete then commits them on the head, byte-exact. */
+static void test_prefetch_copies_through_the_migrator(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB + 1),
+        0);
+    uint64_t token = e.t->rep->body.prepare_prefetch_rep.token.token_id;
+    uint8_t buf[4096];
+    bus_token_view_t v;
+    s_token(&e, &v, buf, sizeof buf);
+    assert_int_equal(s_copy_prefetch(&e, token), 0);
+    assert_int_equal(e.t->rep->body.copy_prefetch_rep.copied, S_NB);
+    assert_int_equal(e.t->arr->mask.n, S_NB);
+    for (uint32_t i = 0; i < S_NB; i++)
+        assert_true(e.t->arr->mask.v[i]);
+    assert_int_equal(tk_stat(e.t, "prefetch_copied"), S_NB);
+    assert_true(tk_stat(e.t, "prefetch_copy_jobs") >= 1);
+    assert_int_equal(tk_stat(e.t, "pinned"), S_NB); /* held until complete */
+    assert_int_equal(s_complete(&e, token, NULL, 0), 0);
+    assert_int_equal(e.t->rep->body.complete_prefetch_rep.committed, S_NB);
+    assert_int_equal(tk_stat(e.t, "pinned"), 0);
+    assert_int_equal(tk_stat(e.t, "reserved"), 0);
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    for (uint32_t i = 0; i < S_NB; i++) {
+        assert_int_equal(e.t->arr->tier_ids.v[i], 1);
+        bus_token_entry_t en;
+        bus_token_entry_at(&v, i, &en);
+        assert_int_equal(ck_read_code(&e.host, en.slot, i), 0);
+    }
+    /* the window is closed: a CopyPrefetch of it now is refused */
+    assert_int_equal(s_copy_prefetch(&e, token), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    s_stop(&e);
+}
+
+/* A block whose source changed under the copy is not copied (the tier actor's
+ * unchanged-source check); complete commits only what the migrator copied, even
+ * when the caller says every key succeeded. */
+static void test_prefetch_commits_only_what_was_copied(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB), 0);
+    uint64_t token = e.t->rep->body.prepare_prefetch_rep.token.token_id;
+    /* another block behind the scheduler's back in the last key's source slot */
+    ck_store(&e.nvme, 10 + S_NB - 1, 0, 0);
+    assert_int_equal(s_copy_prefetch(&e, token), 0);
+    assert_int_equal(e.t->rep->body.copy_prefetch_rep.copied, S_NB - 1);
+    assert_int_equal(e.t->arr->mask.n, S_NB);
+    assert_false(e.t->arr->mask.v[S_NB - 1]);
+    assert_int_equal(tk_stat(e.t, "prefetch_copy_failed"), 1);
+    bool all[S_NB] = {true, true, true, true};
+    assert_int_equal(s_complete(&e, token, all, S_NB), 0);
+    assert_int_equal(e.t->rep->body.complete_prefetch_rep.committed, S_NB - 1);
+    assert_int_equal(tk_stat(e.t, "reserved"), 0);
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    assert_int_equal(e.t->arr->tier_ids.v[0], 1);
+    assert_int_equal(e.t->arr->tier_ids.v[S_NB - 1], 2);
+    s_stop(&e);
+}
+
+/* A stand-in migrator the test drives: takes one job (answers OK) and sends its
+ * result when told, so a copy can be held in flight. */
+typedef struct {
+    bus_server_t *srv;
+    bus_request_t req;
+    bus_arrays_t *arr;
+    migrator_job_t job;
+} s_mig_t;
+
+static void s_mig_take_job(s_mig_t *m)
+{
+    int64_t until = zclock_mono() + TK_CALL_MS;
+    int rc = 0;
+    while ((rc = bus_server_recv(m->srv, 100, &m->req, m->arr)) == 0 && zclock_mono() < until)
+        ;
+    assert_int_equal(rc, 1);
+    assert_int_equal(m->req.env.which_body, kvtier_Envelope_migrate_job_req_tag);
+    char why[200];
+    assert_int_equal(
+        migrator_job_decode(&m->req.env.body.migrate_job_req, &m->job, why, sizeof why), 0);
+    assert_int_equal(m->job.priority, MIGRATOR_PREFETCH);
+    kvtier_Envelope rep;
+    bus_env_init_reply(&rep, &m->req.env, kvtier_Envelope_migrate_job_rep_tag, "test-migrator");
+    kvtier_Status st;
+    assert_int_equal(bus_server_reply(m->srv, m->req.routing_id, &rep, NULL, NULL, 0, &st), 0);
+    bus_request_reset(&m->req);
+}
+
+/* Sends the held job's result (every slot copied) to the scheduler's internal plane. */
+static void s_mig_result(s_mig_t *m, tk_t *t)
+{
+    char ep[256];
+    assert_int_equal(sched_actor_internal_endpoint(t->sched, ep, sizeof ep), 0);
+    bus_client_config_t cc = {.name = "test-migrator", .max_in_flight = 1};
+    bus_client_t *cl = bus_client_new(ep, &cc);
+    assert_non_null(cl);
+    kvtier_Envelope *env = calloc(1, sizeof *env), *rep = calloc(1, sizeof *rep);
+    assert_true(env && rep);
+    bus_env_init(env, kvtier_Envelope_demote_done_req_tag, "test-migrator");
+    kvtier_DemoteDoneRequest *d = &env->body.demote_done_req;
+    d->job_id = m->job.job_id;
+    d->priority = m->job.priority;
+    d->src_tier_id = m->job.src_tier_id;
+    d->dst_tier_id = m->job.dst_tier_id;
+    d->has_status = true;
+    d->results_count = (pb_size_t)m->job.n;
+    for (uint32_t i = 0; i < m->job.n; i++) {
+        d->results[i].has_block = true;
+        d->results[i].block.tier_id = m->job.src_tier_id;
+        d->results[i].block.slot = m->job.src_slots[i];
+        memcpy(d->results[i].block.key, m->job.keys[i], 16);
+        d->results[i].dst_slot = m->job.dst_slots[i];
+        d->results[i].ok = true;
+    }
+    kvtier_Status st;
+    assert_int_equal(bus_client_call(cl, env, NULL, NULL, 0, TK_CALL_MS, rep, NULL, NULL, &st), 0);
+    free(env);
+    free(rep);
+    bus_client_destroy(&cl);
+}
+
+static int s_copy_reply_code = -1;
+static void s_copy_replied(void *arg, bus_reply_t *r)
+{
+    (void)arg;
+    s_copy_reply_code = (int)r->status.code;
+}
+
+/* The window copies until the migrator's result: no complete (BUSY), no second
+ * copy; request_end mid-copy frees the request's name at once and keeps its pins
+ * and head reservations until the copy ends, then releases them and tells the
+ * CopyPrefetch caller nothing was promoted. */
+static void test_request_end_mid_copy_holds_the_slots(void **state)
+{
+    (void)state;
+    s_mig_t m = {.arr = bus_arrays_new(256, 0)};
+    m.srv = bus_server_new("tcp://127.0.0.1:*", "test-migrator");
+    assert_non_null(m.srv);
+    s_env_t e;
+    s_start_with(&e, bus_server_endpoint(m.srv));
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB), 0);
+    uint64_t token = e.t->rep->body.prepare_prefetch_rep.token.token_id;
+    /* CopyPrefetch sent without waiting: its answer comes when the copy ends */
+    kvtier_CopyPrefetchRequest *r =
+        &tk_req(e.t, kvtier_Envelope_copy_prefetch_req_tag)->body.copy_prefetch_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
+    snprintf(r->request_id, sizeof r->request_id, "%s", "r1");
+    r->token_id = token;
+    kvtier_Status st;
+    s_copy_reply_code = -1;
+    assert_int_equal(bus_client_send(e.t->c, e.t->req, NULL, NULL, 0, TK_CALL_MS, NULL,
+                                     s_copy_replied, NULL, NULL, &st),
+                     0);
+    s_mig_take_job(&m);
+    assert_int_equal(m.job.n, S_NB);
+    assert_int_equal(s_complete(&e, token, NULL, 0), kvtier_StatusCode_STATUS_BUSY);
+    assert_int_equal(s_copy_prefetch(&e, token), kvtier_StatusCode_STATUS_BUSY);
+    assert_int_equal(tk_end(e.t, CK_INST, "r1"), 0);
+    assert_int_equal(e.t->rep->body.request_end_rep.closed_windows_count, 1);
+    assert_int_equal(tk_stat(e.t, "pinned"), S_NB); /* the copy still writes */
+    assert_int_equal(tk_stat(e.t, "reserved"), S_NB);
+    assert_int_equal(tk_begin(e.t, CK_INST, "r1", 0), 0); /* the name is free */
+    assert_int_equal(s_copy_reply_code, -1);
+    s_mig_result(&m, e.t);
+    assert_int_equal(tk_stat(e.t, "pinned"), 0);
+    assert_int_equal(tk_stat(e.t, "reserved"), 0);
+    int64_t until = zclock_mono() + TK_CALL_MS;
+    while (s_copy_reply_code < 0 && zclock_mono() < until)
+        bus_client_dispatch(e.t->c, 50);
+    assert_int_equal(s_copy_reply_code, kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_int_equal(s_lookup(&e, S_NB), 0); /* nothing promoted */
+    for (uint32_t i = 0; i < S_NB; i++)
+        assert_int_equal(e.t->arr->tier_ids.v[i], 2);
+    assert_int_equal(tk_end(e.t, CK_INST, "r1"), 0);
+    s_stop(&e);
+    bus_server_destroy(&m.srv);
+    bus_arrays_destroy(&m.arr);
 }
 
 /* ---- demotion ---- */
@@ -654,6 +861,9 @@ int main(void)
         cmocka_unit_test(test_demote_done_is_checked_on_the_internal_plane),
         cmocka_unit_test(test_failed_prefetch_rolls_back),
         cmocka_unit_test(test_prefetch_window_closed_by_request_end),
+        cmocka_unit_test(test_prefetch_copies_through_the_migrator),
+        cmocka_unit_test(test_prefetch_commits_only_what_was_copied),
+        cmocka_unit_test(test_request_end_mid_copy_holds_the_slots),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
         cmocka_unit_test(test_demotion_respects_max_batch),
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),

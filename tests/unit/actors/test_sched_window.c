@@ -14,14 +14,17 @@
 
 #define NO -1 /* no transition */
 
-/* The expected table: next state, or NO. Rows: CLOSED, OPEN, COMPLETING. */
+/* The expected table: next state, or NO. */
 static const int s_want[SCHED_WIN_STATES][SCHED_WEV_COUNT] = {
     /*            PREPARE         CANCEL            COMPLETE              DONE
-                  HANDOFF         LAPSE             END                   TIER_RESET */
-    [SCHED_WIN_CLOSED] = {SCHED_WIN_OPEN, NO, NO, NO, NO, NO, NO, NO},
+                  HANDOFF         LAPSE             END                   TIER_RESET
+                  COPY            COPIED */
+    [SCHED_WIN_CLOSED] = {SCHED_WIN_OPEN, NO, NO, NO, NO, NO, NO, NO, NO, NO},
     [SCHED_WIN_OPEN] = {NO, SCHED_WIN_CLOSED, SCHED_WIN_COMPLETING, NO, NO, SCHED_WIN_CLOSED,
-                        SCHED_WIN_CLOSED, SCHED_WIN_OPEN},
-    [SCHED_WIN_COMPLETING] = {NO, NO, NO, SCHED_WIN_CLOSED, SCHED_WIN_CLOSED, NO, NO, NO},
+                        SCHED_WIN_CLOSED, SCHED_WIN_OPEN, SCHED_WIN_COPYING, NO},
+    [SCHED_WIN_COMPLETING] = {NO, NO, NO, SCHED_WIN_CLOSED, SCHED_WIN_CLOSED, NO, NO, NO, NO, NO},
+    [SCHED_WIN_COPYING] = {NO, NO, NO, NO, NO, NO, SCHED_WIN_ABANDONED, NO, NO, SCHED_WIN_OPEN},
+    [SCHED_WIN_ABANDONED] = {NO, NO, NO, NO, NO, NO, NO, NO, NO, SCHED_WIN_CLOSED},
 };
 
 static sched_window_t s_in(sched_win_state_t st)
@@ -85,6 +88,34 @@ static void test_lifecycle_and_token(void **state)
     assert_int_equal(w.lapsed_token_id, 0);
 }
 
+/* A prefetch copy holds its window: no lapse, no complete, no second copy while
+ * copying; a request_end mid-copy abandons it until the copy ends. */
+static void test_copy_holds_the_window(void **state)
+{
+    (void)state;
+    sched_window_t w;
+    sched_window_init(&w);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPY, 0, 0, 0), -1);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_PREPARE, 21, 2, 0), 0);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPY, 0, 0, 0), 0);
+    assert_int_equal(w.state, SCHED_WIN_COPYING);
+    assert_false(sched_window_open(&w)); /* the lease scan passes it by */
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_LAPSE, 0, 0, 0), -1);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COMPLETE, 0, 0, 0), -1);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPY, 0, 0, 0), -1);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPIED, 0, 0, 0), 0);
+    assert_true(sched_window_open(&w));
+    assert_int_equal(w.token_id, 21);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPY, 0, 0, 0), 0);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_END, 0, 0, 0), 0);
+    assert_int_equal(w.state, SCHED_WIN_ABANDONED);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_END, 0, 0, 0), -1);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPIED, 0, 0, 0), 0);
+    assert_int_equal(w.state, SCHED_WIN_CLOSED);
+    assert_string_equal(sched_window_state_name(SCHED_WIN_ABANDONED), "abandoned");
+    assert_string_equal(sched_window_event_name(SCHED_WEV_COPIED), "copied");
+}
+
 /* LAPSE records the token, so a late complete of it is told EXPIRED. */
 static void test_lapse_records_the_token(void **state)
 {
@@ -108,6 +139,7 @@ int main(void)
         cmocka_unit_test(test_every_transition_is_the_table_or_refused),
         cmocka_unit_test(test_lifecycle_and_token),
         cmocka_unit_test(test_lapse_records_the_token),
+        cmocka_unit_test(test_copy_holds_the_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -476,10 +476,9 @@ static void dead_tier_endpoint_times_out_the_job(void **state)
     fc_set_tier(e->fc, &e->tok_tier, T_BLOCK, true);
 }
 
-/* tier_actor.h: CopySlots is UNAVAILABLE until the migrator; a prefetch job
- * reports that status for its keys. */
-/* Prefetch of keys never stored: the source tier actor refuses every slot (the
- * unchanged-source check of CopySlots), so the job fails per key with NOT_FOUND. */
+/* A prefetch job is one CopyPrefetch to the scheduler, which copies through the
+ * migrator; the fake scheduler copies nothing, so the job fails per key with
+ * NOT_FOUND and says which call failed. */
 static void prefetch_reports_the_tier_status(void **state)
 {
     t_env_t *e = *state;
@@ -494,7 +493,8 @@ static void prefetch_reports_the_tier_status(void **state)
     assert_int_equal(kvt_wait(c, &id, 1, 10000, &r), 0);
     assert_int_equal(r.status, -KVT_NOT_FOUND);
     assert_int_equal(r.n_failed, 2);
-    assert_non_null(strstr(kvt_last_error(c), "CopySlots"));
+    assert_non_null(strstr(kvt_last_error(c), "CopyPrefetch"));
+    assert_int_equal(fc_stats(e->fc).copies, 1);
     assert_int_equal(kvt_complete_prefetch(c, &tok, NULL), 0);
 }
 
