@@ -541,12 +541,15 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
     case kvtier_Envelope_gc_drop_req_tag:
     case kvtier_Envelope_demote_done_req_tag:
     case kvtier_Envelope_quota_enforce_req_tag:
-        if (call->srv == self->internal)
-            sched_on_internal(self, call);
-        else
+        if (call->srv != self->internal)
             sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                               "%s is served on the scheduler's internal plane only",
                               bus_body_name(call->req.env.which_body));
+        else if (call->req.env.which_body == kvtier_Envelope_demote_done_req_tag &&
+                 call->req.env.body.demote_done_req.priority == MIGRATOR_PREFETCH)
+            sched_on_copy_done(self, call); /* a prefetch copy's result: the windows' */
+        else
+            sched_on_internal(self, call);
         break;
     case kvtier_Envelope_tier_membership_req_tag:
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,

@@ -20,8 +20,8 @@
  * submit and result is detected by its generation and its side is left alone.
  *
  * The migrator also runs the prefetch copies (sched_requests.c, CopyPrefetch):
- * it is started or connected whether or not demotion is on, and a result of
- * priority MIGRATOR_PREFETCH is handed to sched_on_copy_done.
+ * it is started or connected whether or not demotion is on; the actor hands a
+ * result of priority MIGRATOR_PREFETCH to sched_on_copy_done instead.
  *
  * Bounded: SCHED_DEMOTE_JOBS jobs in flight, MIGRATOR_MAX_JOB_SLOTS blocks each;
  * the migrator bounds its own queue (refusal = backpressure). Never blocks for long:
@@ -33,7 +33,6 @@
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_reclaim.h"
-#include "sched_requests.h"
 #include "sched_tiers.h"
 
 #define S_LOG "sched"
@@ -280,10 +279,6 @@ void sched_on_demote_done(sched_t *self, sched_call_t *call)
     char why[200];
     if (migrator_result_decode(&call->req.env.body.demote_done_req, &r, why, sizeof why) < 0) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "%s", why);
-        return;
-    }
-    if (r.priority == MIGRATOR_PREFETCH) {
-        sched_on_copy_done(self, call, &r);
         return;
     }
     sched_demote_t *job = NULL;

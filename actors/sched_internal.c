@@ -34,44 +34,6 @@
 
 /* ---- per-slot side arrays ---- */
 
-int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
-{
-    uint32_t *mark = calloc(capacity, sizeof *mark);
-    sched_deleting_t *del =
-        t->deleting ? t->deleting : calloc(self->cfg.max_pending_deletes, sizeof *del);
-    if (!mark || !del) {
-        free(mark);
-        if (del != t->deleting)
-            free(del);
-        return -1;
-    }
-    free(t->del_mark);
-    t->del_mark = mark;
-    t->deleting = del;
-    t->n_deleting = 0;
-    return 0;
-}
-
-void sched_internal_fini(sched_tier_t *t)
-{
-    free(t->del_mark);
-    free(t->deleting);
-    t->del_mark = NULL;
-    t->deleting = NULL;
-    t->n_deleting = 0;
-}
-
-/* ---- DELETING ---- */
-
-bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key, uint32_t slot)
-{
-    uint32_t m = t->del_mark[slot];
-    if (m == 0 || m > t->n_deleting)
-        return false;
-    const sched_deleting_t *d = &t->deleting[m - 1];
-    return d->slot == slot && d->number == number && tier_key_eq(&d->key, key);
-}
-
 uint32_t sched_deleting_count(const sched_t *self)
 {
     uint32_t n = 0;

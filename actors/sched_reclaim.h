@@ -5,15 +5,10 @@
 #define KVT_SCHED_RECLAIM_H
 
 #include "sched_int.h"
+#include "sched_tiers.h"
 
 /* ---- sched_internal.c ---- */
 void sched_on_internal(sched_t *self, sched_call_t *call); /* one internal-plane request */
-/* Per-slot side arrays of a fresh engine (DELETING marks); 0 or -1. */
-int sched_internal_reset(sched_t *self, sched_tier_t *t, uint64_t capacity);
-void sched_internal_fini(sched_tier_t *t);
-/* Is (number, key) at slot marked DELETING (hidden from lookups and pins)? */
-bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key,
-                       uint32_t slot);
 /* Before reserving keys[0..n) on t: finishes the deletion of those marked
  * DELETING and unheld, so a put stores them again instead of skipping them. */
 void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *keys,

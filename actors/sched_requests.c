@@ -292,7 +292,7 @@ static bool s_abort_entry(sched_t *self, uint32_t number, const sched_entry_t *e
     if (tier_slots_commit(t->slots, number, &key, false, (uint64_t)now, &out) < 0)
         return false;
     if (out == TIER_COMMIT_COMMITTED)
-        sched_tier_reput_header(self, t, number, e->slot, &key);
+        sched_tier_reput_header(self, t, sched_instance_name(self, number), number, e->slot, &key);
     return true;
 }
 
@@ -322,23 +322,32 @@ static bool s_window_step(sched_t *self, sched_request_t *q, int kind, sched_win
 }
 
 /* Closes window `kind` of q on event ev (CANCEL, LAPSE, END, or DONE after a
- * COMPLETE), releasing what it holds. Returns pins released (get) or
- * reservations aborted (put). */
-static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind, sched_win_event_t ev)
+ * COMPLETE), releasing what it holds. Returns pins released (get, prefetch) or
+ * reservations aborted (put); *aborted (may be NULL) gets a prefetch's aborted
+ * head reservations. */
+static uint32_t s_window_close_counted(sched_t *self, sched_request_t *q, int kind,
+                                       sched_win_event_t ev, uint32_t *aborted)
 {
     sched_window_t *w = &q->win[kind];
-    uint32_t number = self->inst[q->inst].number, n = 0;
+    uint32_t number = self->inst[q->inst].number, n = 0, a = 0;
     if (kind == SCHED_WIN_GET)
         n = s_unpin_entries(self, number, &w->entries, false);
     else if (kind == SCHED_WIN_PUT)
         n = s_abort_entries(self, number, &w->entries);
     else { /* prefetch: head reservations aborted, source pins released */
-        (void)s_abort_entries(self, number, &w->entries);
+        a = s_abort_entries(self, number, &w->entries);
         n = s_unpin_entries(self, number, &w->entries, true);
     }
+    if (aborted)
+        *aborted = a;
     sched_list_free(self, &w->entries);
     (void)s_window_step(self, q, kind, ev, 0);
     return n;
+}
+
+static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind, sched_win_event_t ev)
+{
+    return s_window_close_counted(self, q, kind, ev, NULL);
 }
 
 /* A request leaves the map (its name can be begun again); its entry is freed now,
@@ -376,12 +385,15 @@ void sched_on_end(sched_t *self, sched_call_t *call)
         }
         if (!sched_window_open(&q->win[k]))
             continue;
-        uint32_t n = s_window_close(self, q, k, SCHED_WEV_END);
+        uint32_t aborted = 0;
+        uint32_t n = s_window_close_counted(self, q, k, SCHED_WEV_END, &aborted);
         er->closed_windows[er->closed_windows_count++] = wk[k];
-        if (k == SCHED_WIN_GET)
-            er->released_pins += n;
-        else if (k == SCHED_WIN_PUT)
+        if (k == SCHED_WIN_PUT) {
             er->aborted_reservations += n;
+        } else { /* get: pins; prefetch: source pins and head reservations */
+            er->released_pins += n;
+            er->aborted_reservations += aborted;
+        }
         self->g.safety_net_windows++;
     }
     if (er->closed_windows_count)
@@ -1486,8 +1498,15 @@ static void s_copy_result(sched_t *self, sched_copy_t *job, const bool *ok, uint
         s_copy_finish(self, q);
 }
 
-void sched_on_copy_done(sched_t *self, sched_call_t *call, const migrator_result_t *r)
+void sched_on_copy_done(sched_t *self, sched_call_t *call)
 {
+    migrator_result_t res;
+    const migrator_result_t *r = &res;
+    char why[200];
+    if (migrator_result_decode(&call->req.env.body.demote_done_req, &res, why, sizeof why) < 0) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "%s", why);
+        return;
+    }
     sched_copy_t *job = NULL;
     for (uint32_t i = 0; i < SCHED_COPY_JOBS && !job; i++)
         if (self->copies[i].used && self->copies[i].job_id == r->job_id)

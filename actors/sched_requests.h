@@ -22,8 +22,8 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call);
 void sched_on_complete_prefetch(sched_t *self, sched_call_t *call);
 /* CopyPrefetch: the window's copies go to the migrator; answered when they end. */
 void sched_on_copy_prefetch(sched_t *self, sched_call_t *call);
-/* A prefetch copy's result (DemoteDone of priority MIGRATOR_PREFETCH). */
-void sched_on_copy_done(sched_t *self, sched_call_t *call, const migrator_result_t *r);
+/* A prefetch copy's result (DemoteDone of priority MIGRATOR_PREFETCH, internal plane). */
+void sched_on_copy_done(sched_t *self, sched_call_t *call);
 /* Fails prefetch copies without a result after SCHED_COPY_LOST_MS. */
 void sched_copy_tick(sched_t *self, int64_t now);
 void sched_lease_scan(sched_t *self, int64_t now);

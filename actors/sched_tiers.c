@@ -33,6 +33,45 @@
 
 #define S_LOG "sched"
 
+/* ---- DELETING marks (set and cleared by reclaim, sched_internal.c) ---- */
+
+/* Per-slot side arrays of a fresh engine (DELETING marks); 0 or -1. */
+static int s_deleting_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
+{
+    uint32_t *mark = calloc(capacity, sizeof *mark);
+    sched_deleting_t *del =
+        t->deleting ? t->deleting : calloc(self->cfg.max_pending_deletes, sizeof *del);
+    if (!mark || !del) {
+        free(mark);
+        if (del != t->deleting)
+            free(del);
+        return -1;
+    }
+    free(t->del_mark);
+    t->del_mark = mark;
+    t->deleting = del;
+    t->n_deleting = 0;
+    return 0;
+}
+
+static void s_deleting_fini(sched_tier_t *t)
+{
+    free(t->del_mark);
+    free(t->deleting);
+    t->del_mark = NULL;
+    t->deleting = NULL;
+    t->n_deleting = 0;
+}
+
+bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key, uint32_t slot)
+{
+    uint32_t m = t->del_mark[slot];
+    if (m == 0 || m > t->n_deleting)
+        return false;
+    const sched_deleting_t *d = &t->deleting[m - 1];
+    return d->slot == slot && d->number == number && tier_key_eq(&d->key, key);
+}
+
 /* ---- engines ---- */
 
 /* A fresh engine (and side arrays) of `capacity` slots; the old one is dropped. */
@@ -47,7 +86,7 @@ static int s_engine_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
     tier_slots_t *slots = tier_slots_new(&sc);
     uint32_t *sizes = calloc(capacity, sizeof *sizes);
     uint64_t *checksums = calloc(capacity, sizeof *checksums);
-    if (!slots || !sizes || !checksums || sched_internal_reset(self, t, capacity) < 0) {
+    if (!slots || !sizes || !checksums || s_deleting_reset(self, t, capacity) < 0) {
         tier_slots_destroy(&slots);
         free(sizes);
         free(checksums);
@@ -141,7 +180,7 @@ void sched_tiers_fini(sched_t *self)
         free(t->checksums);
         t->sizes = NULL;
         t->checksums = NULL;
-        sched_internal_fini(t);
+        s_deleting_fini(t);
     }
 }
 
@@ -261,10 +300,9 @@ static void s_reput_done(void *arg, bus_reply_t *r)
     }
 }
 
-void sched_tier_reput_header(sched_t *self, sched_tier_t *t, uint32_t number, uint32_t slot,
-                             const tier_key_t *key)
+void sched_tier_reput_header(sched_t *self, sched_tier_t *t, const char *id, uint32_t number,
+                             uint32_t slot, const tier_key_t *key)
 {
-    const char *id = sched_instance_name(self, number);
     tier_slot_info_t info;
     if (!id || !t->client || t->state != SCHED_TIER_UP ||
         tier_slots_peek(t->slots, number, key, &info) < 0)

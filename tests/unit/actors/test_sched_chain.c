@@ -245,6 +245,8 @@ static void test_prefetch_window_closed_by_request_end(void **state)
     assert_int_equal(e.t->rep->body.request_end_rep.closed_windows_count, 1);
     assert_int_equal(e.t->rep->body.request_end_rep.closed_windows[0],
                      kvtier_WindowKind_WINDOW_KIND_PREFETCH);
+    assert_int_equal(e.t->rep->body.request_end_rep.released_pins, S_NB);
+    assert_int_equal(e.t->rep->body.request_end_rep.aborted_reservations, S_NB);
     assert_int_equal(tk_stat(e.t, "pinned"), 0);
     assert_int_equal(tk_stat(e.t, "reserved"), 0);
     assert_int_equal(s_lookup(&e, S_NB), 0);
