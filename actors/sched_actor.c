@@ -14,10 +14,6 @@
 #include "bus_actor.h"
 #include "bus_log.h"
 #include "sched_int.h"
-#include "sched_index.h"
-#include "sched_reclaim.h"
-#include "sched_requests.h"
-#include "sched_tiers.h"
 #include "tier_policy.h"
 
 #define S_LOG "sched"
@@ -317,9 +313,9 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
     sched_strcpy(r->event_endpoint, sizeof r->event_endpoint, self->cfg.event_endpoint);
     r->leader_epoch = self->cfg.leader_epoch;
     _Static_assert(SCHED_MAX_TIERS <= BUS_MAX_TIERS, "every tier fits one ClusterInfoReply");
-    for (uint32_t i = 0; i < self->n_tiers && r->tiers_count < BUS_MAX_TIERS; i++)
-        sched_tier_info(self, &self->tiers[i], &r->tiers[r->tiers_count++]);
-    r->total_tiers = self->n_tiers;
+    for (uint32_t i = 0; i < self->tierset.n_tiers && r->tiers_count < BUS_MAX_TIERS; i++)
+        sched_tier_info(self, &self->tierset.tiers[i], &r->tiers[r->tiers_count++]);
+    r->total_tiers = self->tierset.n_tiers;
     sched_reply(self, call);
 }
 
@@ -402,14 +398,14 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "quota_backpressure", g->quota_backpressure);
     s_stat(r, "quota_over_instances", g->quota_over);
     s_stat(r, "deleting", sched_deleting_count(self));
-    s_stat(r, "instances", self->n_inst);
+    s_stat(r, "instances", self->index.n_inst);
     s_stat(r, "open_requests", sched_open_requests(self));
     s_stat(r, "window_keys", sched_open_windows_keys(self));
-    s_stat(r, "pending_puts", self->cfg.max_pending_puts - self->n_op_free);
+    s_stat(r, "pending_puts", self->cfg.max_pending_puts - self->requests.n_op_free);
     uint64_t blocks = 0, pinned = 0, reserved = 0;
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         tier_slots_stats_t ts;
-        tier_slots_stats(self->tiers[i].slots, &ts);
+        tier_slots_stats(self->tierset.tiers[i].slots, &ts);
         blocks += ts.committed;
         pinned += ts.pinned;
         reserved += ts.reserved;
@@ -419,13 +415,13 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "reserved", reserved);
     _Static_assert(SCHED_NAME_MAX - 1 + sizeof "tier..capacity" <= BUS_STAT_NAME_MAX,
                    "per-tier counter names fit StatCounter.name uncut");
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         tier_slots_stats_t ts;
-        tier_slots_stats(self->tiers[i].slots, &ts);
+        tier_slots_stats(self->tierset.tiers[i].slots, &ts);
         char name[BUS_STAT_NAME_MAX];
-        snprintf(name, sizeof name, "tier.%s.used", self->tiers[i].cfg.name);
+        snprintf(name, sizeof name, "tier.%s.used", self->tierset.tiers[i].cfg.name);
         s_stat(r, name, ts.used);
-        snprintf(name, sizeof name, "tier.%s.capacity", self->tiers[i].cfg.name);
+        snprintf(name, sizeof name, "tier.%s.capacity", self->tierset.tiers[i].cfg.name);
         s_stat(r, name, ts.capacity);
     }
 }
@@ -471,14 +467,14 @@ static void s_on_admin_status(sched_t *self, sched_call_t *call)
                  self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint : self->endpoint);
     r->leader_epoch = self->cfg.leader_epoch;
     r->uptime_ms = (uint64_t)(sched_now() - self->started_ms);
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         tier_slots_stats_t ts;
-        tier_slots_stats(self->tiers[i].slots, &ts);
+        tier_slots_stats(self->tierset.tiers[i].slots, &ts);
         r->blocks += ts.committed;
     }
-    r->instances = self->n_inst;
+    r->instances = self->index.n_inst;
     r->open_requests = sched_open_requests(self);
-    r->tiers = self->n_tiers;
+    r->tiers = self->tierset.n_tiers;
     snprintf(r->version, sizeof r->version, "%s", S_VERSION);
     sched_reply(self, call);
 }
@@ -498,7 +494,7 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
         sched_on_end(self, call);
         break;
     case kvtier_Envelope_lookup_req_tag:
-        sched_on_lookup(self, call);
+        sched_on_lookup(self, call, sched_request_chain);
         break;
     case kvtier_Envelope_prepare_get_req_tag:
         sched_on_prepare_get(self, call);
@@ -607,7 +603,7 @@ static int s_on_internal(zloop_t *loop, zsock_t *sock, void *arg)
 
 static void s_pipe_envelope(sched_t *self, zmsg_t *msg)
 {
-    kvtier_Envelope *env = self->tio.env;
+    kvtier_Envelope *env = self->tierset.tio.env;
     kvtier_Status st;
     if (bus_msg_decode(msg, BUS_DIR_REQUEST, env, NULL, &st) < 0) {
         bus_warn(S_LOG, "pipe: dropped a message that does not decode: %s", st.message);
@@ -675,11 +671,11 @@ static void s_self_destroy(sched_t **self_p)
     zloop_destroy(&self->loop);
     bus_server_destroy(&self->server);
     bus_server_destroy(&self->internal);
-    free(self->tio.env);
-    free(self->tio.slots);
-    free(self->tio.sizes);
-    free(self->tio.keys);
-    free(self->op_rep);
+    free(self->tierset.tio.env);
+    free(self->tierset.tio.slots);
+    free(self->tierset.tio.sizes);
+    free(self->tierset.tio.keys);
+    free(self->requests.op_rep);
     free(self);
     *self_p = NULL;
 }
@@ -688,12 +684,13 @@ static void s_self_destroy(sched_t **self_p)
 static int s_alloc_scratch(sched_t *self)
 {
     size_t n = self->cfg.max_batch;
-    self->tio.env = calloc(1, sizeof *self->tio.env);
-    self->tio.slots = calloc(n, sizeof *self->tio.slots);
-    self->tio.sizes = calloc(n, sizeof *self->tio.sizes);
-    self->tio.keys = calloc(n, sizeof *self->tio.keys);
-    self->op_rep = calloc(1, sizeof *self->op_rep);
-    if (!self->tio.env || !self->tio.slots || !self->tio.sizes || !self->tio.keys || !self->op_rep)
+    self->tierset.tio.env = calloc(1, sizeof *self->tierset.tio.env);
+    self->tierset.tio.slots = calloc(n, sizeof *self->tierset.tio.slots);
+    self->tierset.tio.sizes = calloc(n, sizeof *self->tierset.tio.sizes);
+    self->tierset.tio.keys = calloc(n, sizeof *self->tierset.tio.keys);
+    self->requests.op_rep = calloc(1, sizeof *self->requests.op_rep);
+    if (!self->tierset.tio.env || !self->tierset.tio.slots || !self->tierset.tio.sizes ||
+        !self->tierset.tio.keys || !self->requests.op_rep)
         return -ENOMEM;
     return 0;
 }
@@ -786,7 +783,7 @@ static void s_actor(zsock_t *pipe, void *args)
         return;
     bus_info(S_LOG, "scheduler %s serving cluster '%s' on %s (epoch %" PRIu64 ", %u tiers)",
              self->cfg.node_name, self->cfg.cluster, self->endpoint, self->cfg.leader_epoch,
-             self->n_tiers);
+             self->tierset.n_tiers);
     zloop_start(self->loop);
     bus_info(S_LOG, "scheduler %s stopped", self->cfg.node_name);
     s_self_destroy(&self);

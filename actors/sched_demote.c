@@ -33,13 +33,12 @@
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_reclaim.h"
-#include "sched_tiers.h"
 
 #define S_LOG "sched"
 
 int sched_demote_init(sched_t *self)
 {
-    self->next_job_id = 1;
+    self->reclaim.next_job_id = 1;
     char ep[SCHED_ENDPOINT_MAX];
     if (self->cfg.migrator_endpoint[0]) { /* a sibling actor: connect only */
         sched_strcpy(ep, sizeof ep, self->cfg.migrator_endpoint);
@@ -48,15 +47,15 @@ int sched_demote_init(sched_t *self)
                  self->hash_seed);
         migrator_config_t mc = {
             .name = "migrator", .endpoint = ep, .results_endpoint = self->internal_ep};
-        self->migrator = migrator_new(&mc);
-        if (!self->migrator) {
+        self->reclaim.migrator = migrator_new(&mc);
+        if (!self->reclaim.migrator) {
             bus_error(S_LOG, "cannot start the migrator");
             return -1;
         }
     }
     bus_client_config_t cc = {.name = self->cfg.node_name, .max_in_flight = 1};
-    self->mig_client = bus_client_new(ep, &cc);
-    if (!self->mig_client) {
+    self->reclaim.mig_client = bus_client_new(ep, &cc);
+    if (!self->reclaim.mig_client) {
         bus_error(S_LOG, "cannot connect to the migrator at '%s'", ep);
         return -1;
     }
@@ -65,17 +64,17 @@ int sched_demote_init(sched_t *self)
 
 void sched_demote_fini(sched_t *self)
 {
-    zactor_destroy(&self->migrator);
-    bus_client_destroy(&self->mig_client);
+    zactor_destroy(&self->reclaim.migrator);
+    bus_client_destroy(&self->reclaim.mig_client);
 }
 
 uint32_t sched_demote_in_flight(const sched_t *self, const sched_tier_t *t)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS; i++)
-        if (self->demotes[i].used && self->demotes[i].src == t->idx &&
-            self->demotes[i].src_gen == t->gen)
-            n += self->demotes[i].n;
+        if (self->reclaim.demotes[i].used && self->reclaim.demotes[i].src == t->idx &&
+            self->reclaim.demotes[i].src_gen == t->gen)
+            n += self->reclaim.demotes[i].n;
     return n;
 }
 
@@ -93,19 +92,19 @@ uint32_t sched_job_slots(const sched_t *self, const sched_tier_t *t)
 
 int sched_migrate_submit(sched_t *self, migrator_job_t *mj, char *why, size_t len)
 {
-    if (!self->mig_client) {
+    if (!self->reclaim.mig_client) {
         snprintf(why, len, "no migrator");
         return -1;
     }
-    mj->job_id = self->next_job_id++;
-    return migrator_submit(self->mig_client, mj, 0, why, len) == 0 ? 0 : -1;
+    mj->job_id = self->reclaim.next_job_id++;
+    return migrator_submit(self->reclaim.mig_client, mj, 0, why, len) == 0 ? 0 : -1;
 }
 
 static sched_demote_t *s_job_free(sched_t *self)
 {
     for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS; i++)
-        if (!self->demotes[i].used)
-            return &self->demotes[i];
+        if (!self->reclaim.demotes[i].used)
+            return &self->reclaim.demotes[i];
     return NULL;
 }
 
@@ -113,7 +112,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                       uint32_t n, uint32_t *taken, bool *backpressure)
 {
     *backpressure = false;
-    if (!self->cfg.demote || !self->mig_client || n == 0 || t->state != SCHED_TIER_UP ||
+    if (!self->cfg.demote || !self->reclaim.mig_client || n == 0 || t->state != SCHED_TIER_UP ||
         dst->state != SCHED_TIER_UP || !t->client || !dst->client)
         return 0;
     sched_demote_t *job = s_job_free(self);
@@ -138,31 +137,32 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
             continue;
         }
         number = info.instance;
-        self->dm.keys[m] = info.key;
-        self->dm.pos[m++] = slot;
+        self->reclaim.dm.keys[m] = info.key;
+        self->reclaim.dm.pos[m++] = slot;
     }
     if (m == 0)
         return 0;
     if (dst->n_deleting)
-        sched_deleting_settle(self, dst, number, self->dm.keys, m);
+        sched_deleting_settle(self, dst, number, self->reclaim.dm.keys, m);
     size_t nv = 0;
     /* a destination that itself has a next tier keeps its live blocks too */
     bool keep = sched_keeps_victims(self, dst);
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
-    int rc = tier_slots_reserve(dst->slots, number, self->dm.keys, m, 0, (uint64_t)now, flags,
-                                self->dm.resv, self->dm.victims, &nv);
+    int rc = tier_slots_reserve(dst->slots, number, self->reclaim.dm.keys, m, 0, (uint64_t)now,
+                                flags, self->reclaim.dm.resv, self->reclaim.dm.victims, &nv);
     if (rc < 0) {
         for (uint32_t i = 0; i < m; i++)
-            (void)tier_slots_unpin(t->slots, number, &self->dm.keys[i]);
-        /* its own demotion (after the unpins: it reuses self->dm) */
+            (void)tier_slots_unpin(t->slots, number, &self->reclaim.dm.keys[i]);
+        /* its own demotion (after the unpins: it reuses self->reclaim.dm) */
         if (keep && rc == TIER_SLOTS_ENOSPC)
             (void)sched_make_room(self, dst, m);
         *backpressure = true; /* the next tier is full of held blocks: later */
         return 0;
     }
     for (size_t v = 0; v < nv; v++) {
-        sched_tier_queue_delete(dst, self->dm.victims[v].slot, &self->dm.victims[v].key);
-        if (self->dm.victims[v].expired)
+        sched_tier_queue_delete(dst, self->reclaim.dm.victims[v].slot,
+                                &self->reclaim.dm.victims[v].key);
+        if (self->reclaim.dm.victims[v].expired)
             self->g.expirations++;
         else
             self->g.evictions++;
@@ -170,7 +170,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     migrator_job_t mj; /* ~2 KiB */
     memset(&mj, 0, sizeof mj);
     *job = (sched_demote_t){.used = true,
-                            .job_id = self->next_job_id++,
+                            .job_id = self->reclaim.next_job_id++,
                             .src = t->idx,
                             .dst = dst->idx,
                             .src_gen = t->gen,
@@ -179,27 +179,29 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                             .submitted_ms = now};
     uint32_t k = 0;
     for (uint32_t i = 0; i < m; i++) {
-        tier_resv_kind_t kind = self->dm.resv[i].kind;
+        tier_resv_kind_t kind = self->reclaim.dm.resv[i].kind;
         if (kind == TIER_RESV_NEW || kind == TIER_RESV_EVICTED) { /* stays pinned */
-            job->src_slots[job->n] = self->dm.pos[i];
-            job->dst_slots[job->n] = self->dm.resv[i].slot;
-            job->keys[job->n] = self->dm.keys[i];
-            mj.src_slots[job->n] = self->dm.pos[i];
-            mj.dst_slots[job->n] = self->dm.resv[i].slot;
-            memcpy(mj.keys[job->n], self->dm.keys[i].b, TIER_KEY_BYTES);
+            job->src_slots[job->n] = self->reclaim.dm.pos[i];
+            job->dst_slots[job->n] = self->reclaim.dm.resv[i].slot;
+            job->keys[job->n] = self->reclaim.dm.keys[i];
+            mj.src_slots[job->n] = self->reclaim.dm.pos[i];
+            mj.dst_slots[job->n] = self->reclaim.dm.resv[i].slot;
+            memcpy(mj.keys[job->n], self->reclaim.dm.keys[i].b, TIER_KEY_BYTES);
             job->n++;
             continue;
         }
-        (void)tier_slots_unpin(t->slots, number, &self->dm.keys[i]);
+        (void)tier_slots_unpin(t->slots, number, &self->reclaim.dm.keys[i]);
         if (kind == TIER_RESV_SERVING) {
             /* already stored below (a promoted block keeps its lower copy): only
              * the source goes */
-            if (sched_deleting_mark(self, t, number, &self->dm.keys[i], self->dm.pos[i], now))
-                taken[k++] = self->dm.pos[i];
+            if (sched_deleting_mark(self, t, number, &self->reclaim.dm.keys[i],
+                                    self->reclaim.dm.pos[i], now))
+                taken[k++] = self->reclaim.dm.pos[i];
             continue;
         }
         /* a reservation in flight on dst: concluded at once, retried later */
-        (void)tier_slots_commit(dst->slots, number, &self->dm.keys[i], false, (uint64_t)now, NULL);
+        (void)tier_slots_commit(dst->slots, number, &self->reclaim.dm.keys[i], false, (uint64_t)now,
+                                NULL);
     }
     if (job->n == 0) {
         job->used = false;
@@ -214,7 +216,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     mj.n = job->n;
     char why[160];
     mj.job_id = job->job_id;
-    if (migrator_submit(self->mig_client, &mj, 0, why, sizeof why) != 0) {
+    if (migrator_submit(self->reclaim.mig_client, &mj, 0, why, sizeof why) != 0) {
         for (uint32_t i = 0; i < job->n; i++) {
             (void)tier_slots_unpin(t->slots, number, &job->keys[i]);
             (void)tier_slots_commit(dst->slots, number, &job->keys[i], false, (uint64_t)now, NULL);
@@ -233,8 +235,8 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
 /* One block of a finished job; true when it switched to the destination. */
 static bool s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, bool ok, int64_t now)
 {
-    sched_tier_t *src = &self->tiers[job->src];
-    sched_tier_t *dst = &self->tiers[job->dst];
+    sched_tier_t *src = &self->tierset.tiers[job->src];
+    sched_tier_t *dst = &self->tierset.tiers[job->dst];
     bool src_live = src->gen == job->src_gen, dst_live = dst->gen == job->dst_gen;
     const tier_key_t *key = &job->keys[i];
     uint32_t ss = job->src_slots[i], ds = job->dst_slots[i];
@@ -283,10 +285,10 @@ void sched_on_demote_done(sched_t *self, sched_call_t *call)
     }
     sched_demote_t *job = NULL;
     for (uint32_t i = 0; i < SCHED_DEMOTE_JOBS && !job; i++)
-        if (self->demotes[i].used && self->demotes[i].job_id == r.job_id)
-            job = &self->demotes[i];
-    if (!job || r.src_tier_id != self->tiers[job->src].cfg.tier_id ||
-        r.dst_tier_id != self->tiers[job->dst].cfg.tier_id) {
+        if (self->reclaim.demotes[i].used && self->reclaim.demotes[i].job_id == r.job_id)
+            job = &self->reclaim.demotes[i];
+    if (!job || r.src_tier_id != self->tierset.tiers[job->src].cfg.tier_id ||
+        r.dst_tier_id != self->tierset.tiers[job->dst].cfg.tier_id) {
         bus_warn(S_LOG, "migrator: result for unknown job %" PRIu64, r.job_id);
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "no migrator job %" PRIu64 " from tier %u to tier %u in flight", r.job_id,
@@ -300,8 +302,8 @@ void sched_on_demote_done(sched_t *self, sched_call_t *call)
         bus_info(S_LOG,
                  "demotion job %" PRIu64 " %s -> %s: %u of %u blocks not copied (they keep "
                  "serving from the source): %s",
-                 r.job_id, self->tiers[job->src].cfg.name, self->tiers[job->dst].cfg.name,
-                 not_copied, job->n,
+                 r.job_id, self->tierset.tiers[job->src].cfg.name,
+                 self->tierset.tiers[job->dst].cfg.name, not_copied, job->n,
                  r.message[0] ? r.message : "the source tier actor reported them failed");
     int64_t now = sched_now();
     if (now - job->submitted_ms > 2000) /* writes wait for it when the head is full */

@@ -24,9 +24,6 @@
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_index.h"
-#include "sched_reclaim.h"
-#include "sched_requests.h"
-#include "sched_tiers.h"
 
 /* TTLs above this (about 34 years) are refused: deadlines must not overflow. */
 #define S_MAX_TTL_MS (1ull << 40)
@@ -107,17 +104,17 @@ void sched_map_remove(sched_map_t *m, uint64_t hash, uint32_t idx)
 
 int sched_index_init(sched_t *self)
 {
-    self->inst = calloc(self->cfg.max_instances, sizeof *self->inst);
-    if (!self->inst)
+    self->index.inst = calloc(self->cfg.max_instances, sizeof *self->index.inst);
+    if (!self->index.inst)
         return -1;
-    return sched_map_init(&self->inst_map, self->cfg.max_instances);
+    return sched_map_init(&self->index.inst_map, self->cfg.max_instances);
 }
 
 void sched_index_fini(sched_t *self)
 {
-    free(self->inst);
-    self->inst = NULL;
-    sched_map_fini(&self->inst_map);
+    free(self->index.inst);
+    self->index.inst = NULL;
+    sched_map_fini(&self->index.inst_map);
 }
 
 typedef struct {
@@ -128,15 +125,15 @@ typedef struct {
 static bool s_inst_eq(const void *ctx, uint32_t idx)
 {
     const s_inst_key_t *k = ctx;
-    return strcmp(k->self->inst[idx].id, k->id) == 0;
+    return strcmp(k->self->index.inst[idx].id, k->id) == 0;
 }
 
 sched_instance_t *sched_instance_find(sched_t *self, const char *id)
 {
     s_inst_key_t k = {self, id};
     uint64_t h = sched_hash(self, id, strlen(id), 1);
-    uint32_t i = sched_map_find(&self->inst_map, h, s_inst_eq, &k);
-    return i == SCHED_NONE ? NULL : &self->inst[i];
+    uint32_t i = sched_map_find(&self->index.inst_map, h, s_inst_eq, &k);
+    return i == SCHED_NONE ? NULL : &self->index.inst[i];
 }
 
 sched_instance_t *sched_instance_get(sched_t *self, sched_call_t *call, const char *id)
@@ -155,9 +152,9 @@ sched_instance_t *sched_instance_get(sched_t *self, sched_call_t *call, const ch
 
 const char *sched_instance_name(sched_t *self, uint32_t number)
 {
-    for (uint32_t i = 0; i < self->n_inst; i++)
-        if (self->inst[i].number == number)
-            return self->inst[i].id;
+    for (uint32_t i = 0; i < self->index.n_inst; i++)
+        if (self->index.inst[i].number == number)
+            return self->index.inst[i].id;
     return NULL;
 }
 
@@ -179,7 +176,7 @@ static const sched_tier_t *s_smallest_tier(sched_t *self)
     const sched_tier_t *best = NULL;
     for (uint32_t c = 0; c < self->cfg.n_chains; c++)
         for (uint32_t j = 0; j < self->cfg.chains[c].n_tiers; j++) {
-            const sched_tier_t *t = &self->tiers[self->cfg.chains[c].tier_ids[j] - 1];
+            const sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[c].tier_ids[j] - 1];
             if (!best || t->cfg.slot_size < best->cfg.slot_size)
                 best = t;
         }
@@ -264,21 +261,21 @@ void sched_on_register(sched_t *self, sched_call_t *call)
                           s->instance_id, number, other);
         return;
     }
-    if (self->n_inst >= self->cfg.max_instances) {
+    if (self->index.n_inst >= self->cfg.max_instances) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_NO_SPACE,
-                          "%u instances registered (max_instances %u)", self->n_inst,
+                          "%u instances registered (max_instances %u)", self->index.n_inst,
                           self->cfg.max_instances);
         return;
     }
-    in = &self->inst[self->n_inst];
+    in = &self->index.inst[self->index.n_inst];
     memset(in, 0, sizeof *in);
     in->used = true;
     snprintf(in->id, sizeof in->id, "%s", s->instance_id);
     in->number = number;
     in->spec = *s;
     in->hash = sched_hash(self, in->id, strlen(in->id), 1);
-    sched_map_insert(&self->inst_map, in->hash, self->n_inst);
-    self->n_inst++;
+    sched_map_insert(&self->index.inst_map, in->hash, self->index.n_inst);
+    self->index.n_inst++;
     bus_info("sched",
              "instance %s registered (model %s, %" PRIu64 " bytes per block, number "
              "%08x)",
@@ -320,17 +317,17 @@ uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key,
 {
     const sched_chain_config_t *ch = &self->cfg.chains[chain];
     for (uint32_t j = 0; j < ch->n_tiers; j++) {
-        sched_tier_t *t = &self->tiers[ch->tier_ids[j] - 1];
+        sched_tier_t *t = &self->tierset.tiers[ch->tier_ids[j] - 1];
         if (t->state != SCHED_TIER_DOWN && s_tier_lookup(self, t, number, key, now, slot) == 0)
             return t->idx;
     }
-    if (ch->n_tiers == self->n_tiers)
+    if (ch->n_tiers == self->tierset.n_tiers)
         return SCHED_NONE;
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         bool in_chain = false;
         for (uint32_t j = 0; j < ch->n_tiers; j++)
             in_chain |= ch->tier_ids[j] == i + 1;
-        sched_tier_t *t = &self->tiers[i];
+        sched_tier_t *t = &self->tierset.tiers[i];
         if (!in_chain && t->state != SCHED_TIER_DOWN &&
             s_tier_lookup(self, t, number, key, now, slot) == 0)
             return i;
@@ -342,7 +339,7 @@ uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key,
 
 /* The chain of the named request, 0 without one; SCHED_NONE after replying. */
 static uint32_t s_lookup_chain(sched_t *self, sched_call_t *call, const sched_instance_t *in,
-                               const char *request_id);
+                               const char *request_id, sched_chain_fn chain_of);
 
 static void s_lookup_key(sched_t *self, sched_call_t *call, const sched_instance_t *in,
                          uint32_t chain, uint32_t k, int64_t now)
@@ -354,13 +351,13 @@ static void s_lookup_key(sched_t *self, sched_call_t *call, const sched_instance
     call->pos[k] = slot;
 }
 
-void sched_on_lookup(sched_t *self, sched_call_t *call)
+void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
 {
     const kvtier_LookupRequest *r = &call->req.env.body.lookup_req;
     sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
     if (!in)
         return;
-    uint32_t chain = s_lookup_chain(self, call, in, r->request_id);
+    uint32_t chain = s_lookup_chain(self, call, in, r->request_id, chain_of);
     if (chain == SCHED_NONE)
         return;
     if (r->mode != kvtier_LookupMode_LOOKUP_MODE_PREFIX &&
@@ -421,7 +418,7 @@ void sched_on_lookup(sched_t *self, sched_call_t *call)
             continue;
         hits++;
         advise |= call->rep_tiers[k] != head;
-        sched_tier_t *t = &self->tiers[call->rep_tiers[k] - 1];
+        sched_tier_t *t = &self->tierset.tiers[call->rep_tiers[k] - 1];
         (void)tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, 0);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;
@@ -441,20 +438,17 @@ void sched_on_lookup(sched_t *self, sched_call_t *call)
 }
 
 static uint32_t s_lookup_chain(sched_t *self, sched_call_t *call, const sched_instance_t *in,
-                               const char *request_id)
+                               const char *request_id, sched_chain_fn chain_of)
 {
     if (!request_id[0])
         return 0;
-    sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), request_id);
-    if (!q) {
+    uint32_t chain = chain_of(self, (uint32_t)(in - self->index.inst), request_id);
+    if (chain == SCHED_NONE)
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "request %s of instance %s is not open (request_begin first, or "
                           "look up without a request id)",
                           request_id, in->id);
-        return SCHED_NONE;
-    }
-    q->last_ms = sched_now(); /* in use (request_idle) */
-    return q->chain;
+    return chain;
 }
 
 /* ---- Touch and Remove ---- */
@@ -477,8 +471,8 @@ void sched_on_touch(sched_t *self, sched_call_t *call)
     uint32_t touched = 0;
     for (uint32_t k = 0; k < n; k++) {
         bool any = false;
-        for (uint32_t i = 0; i < self->n_tiers; i++) {
-            sched_tier_t *t = &self->tiers[i];
+        for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+            sched_tier_t *t = &self->tierset.tiers[i];
             if (t->state == SCHED_TIER_DOWN)
                 continue;
             tier_slot_info_t info;
@@ -513,8 +507,8 @@ void sched_on_remove(sched_t *self, sched_call_t *call)
     uint32_t removed = 0, busy = 0;
     for (uint32_t k = 0; k < n; k++) {
         bool gone = false, held = false;
-        for (uint32_t i = 0; i < self->n_tiers; i++) {
-            sched_tier_t *t = &self->tiers[i];
+        for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+            sched_tier_t *t = &self->tierset.tiers[i];
             tier_slot_info_t info;
             if (t->state == SCHED_TIER_DOWN ||
                 tier_slots_peek(t->slots, in->number, &call->keys[k], &info) < 0)

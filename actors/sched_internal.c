@@ -25,9 +25,7 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
-#include "sched_index.h"
 #include "sched_reclaim.h"
-#include "sched_tiers.h"
 
 #define S_LOG "sched"
 #define S_MAX_REFS BUS_MAX_RECLAIM_BATCH /* ReclaimCandidatesReply.blocks */
@@ -37,8 +35,8 @@
 uint32_t sched_deleting_count(const sched_t *self)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < self->n_tiers; i++)
-        n += self->tiers[i].n_deleting;
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++)
+        n += self->tierset.tiers[i].n_deleting;
     return n;
 }
 
@@ -80,8 +78,8 @@ static int s_try_free(sched_t *self, sched_tier_t *t, uint32_t i)
 
 void sched_deleting_tick(sched_t *self, int64_t now)
 {
-    for (uint32_t k = 0; k < self->n_tiers; k++) {
-        sched_tier_t *t = &self->tiers[k];
+    for (uint32_t k = 0; k < self->tierset.n_tiers; k++) {
+        sched_tier_t *t = &self->tierset.tiers[k];
         if (t->state == SCHED_TIER_DOWN)
             continue;
         for (uint32_t i = 0; i < t->n_deleting;) {
@@ -215,12 +213,12 @@ static uint32_t s_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64
 static void s_on_reclaim(sched_t *self, sched_call_t *call)
 {
     const kvtier_ReclaimCandidatesRequest *r = &call->req.env.body.reclaim_candidates_req;
-    if (r->tier_id < 1 || r->tier_id > self->n_tiers) {
+    if (r->tier_id < 1 || r->tier_id > self->tierset.n_tiers) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "no tier with id %u", r->tier_id);
         return;
     }
-    sched_tier_t *t = &self->tiers[r->tier_id - 1];
+    sched_tier_t *t = &self->tierset.tiers[r->tier_id - 1];
     uint32_t next = s_next_tier(self, t);
     if (r->mark_deleting && next) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
@@ -281,7 +279,7 @@ static void s_on_reclaim(sched_t *self, sched_call_t *call)
         for (uint32_t i = 0; i < want; i++)
             slots[i] = best[i].slot;
         bool bp = false;
-        uint32_t k = sched_demote(self, t, &self->tiers[next - 1], slots, want, taken, &bp);
+        uint32_t k = sched_demote(self, t, &self->tierset.tiers[next - 1], slots, want, taken, &bp);
         for (uint32_t i = 0; i < k; i++) {
             tier_slot_info_t info;
             (void)tier_slots_slot_info(t->slots, taken[i], &info);
@@ -308,10 +306,10 @@ static void s_on_reclaim(sched_t *self, sched_call_t *call)
 
 bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t)
 {
-    if (!self->cfg.demote || !self->mig_client)
+    if (!self->cfg.demote || !self->reclaim.mig_client)
         return false;
     uint32_t next = s_next_tier(self, t);
-    return next && self->tiers[next - 1].state == SCHED_TIER_UP;
+    return next && self->tierset.tiers[next - 1].state == SCHED_TIER_UP;
 }
 
 uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need)
@@ -319,7 +317,7 @@ uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need)
     uint32_t next = s_next_tier(self, t);
     if (!next || t->state != SCHED_TIER_UP)
         return 0;
-    sched_tier_t *dst = &self->tiers[next - 1];
+    sched_tier_t *dst = &self->tierset.tiers[next - 1];
     uint32_t going = t->n_deleting + sched_demote_in_flight(self, t);
     /* a little more than asked (1/16 of the tier), so the next writes find room */
     uint64_t more = (t->cfg.capacity + 15) / 16;
@@ -374,8 +372,8 @@ static void s_on_gc_scan(sched_t *self, sched_call_t *call)
     uint64_t slot = r->cursor & 0xffffffffu;
     uint32_t budget = self->cfg.reclaim_scan;
     int64_t now = sched_now();
-    while (ti < self->n_tiers && budget > 0 && out->to_probe_count < max) {
-        sched_tier_t *t = &self->tiers[ti];
+    while (ti < self->tierset.n_tiers && budget > 0 && out->to_probe_count < max) {
+        sched_tier_t *t = &self->tierset.tiers[ti];
         if (t->state != SCHED_TIER_UP || slot >= t->cfg.capacity) {
             ti++;
             slot = 0;
@@ -395,7 +393,7 @@ static void s_on_gc_scan(sched_t *self, sched_call_t *call)
         budget--;
         out->scanned++;
     }
-    if (ti >= self->n_tiers) {
+    if (ti >= self->tierset.n_tiers) {
         out->wrapped = true;
         out->next_cursor = 0;
     } else {
@@ -403,10 +401,10 @@ static void s_on_gc_scan(sched_t *self, sched_call_t *call)
     }
     /* unfinished reservations and pins lapse in the scheduler's own lease scan
      * (write_grace, pin_lease); the gc reports what lapsed since its last round */
-    out->aborted_writes = (uint32_t)(self->g.reservations_lapsed - self->gc_seen_resv);
-    out->released_pins = (uint32_t)(self->g.pins_lapsed - self->gc_seen_pins);
-    self->gc_seen_resv = self->g.reservations_lapsed;
-    self->gc_seen_pins = self->g.pins_lapsed;
+    out->aborted_writes = (uint32_t)(self->g.reservations_lapsed - self->reclaim.gc_seen_resv);
+    out->released_pins = (uint32_t)(self->g.pins_lapsed - self->reclaim.gc_seen_pins);
+    self->reclaim.gc_seen_resv = self->g.reservations_lapsed;
+    self->reclaim.gc_seen_pins = self->g.pins_lapsed;
     self->g.gc_scans++;
     sched_reply(self, call);
 }
@@ -423,9 +421,9 @@ static void s_on_gc_drop(sched_t *self, sched_call_t *call)
     uint32_t dropped = 0;
     for (pb_size_t i = 0; i < r->missing_count; i++) {
         const kvtier_BlockRef *b = &r->missing[i];
-        if (b->tier_id < 1 || b->tier_id > self->n_tiers)
+        if (b->tier_id < 1 || b->tier_id > self->tierset.n_tiers)
             continue;
-        sched_tier_t *t = &self->tiers[b->tier_id - 1];
+        sched_tier_t *t = &self->tierset.tiers[b->tier_id - 1];
         if (t->state != SCHED_TIER_UP || t->epoch != r->epochs[i] || b->slot >= t->cfg.capacity)
             continue;
         tier_key_t key;

@@ -51,40 +51,41 @@ int sched_quota_init(sched_t *self)
     uint32_t buckets = 2;
     while (buckets < 2u * self->cfg.max_instances)
         buckets <<= 1;
-    self->quota_map = calloc(buckets, sizeof *self->quota_map);
-    if (!self->quota_map)
+    self->reclaim.quota_map = calloc(buckets, sizeof *self->reclaim.quota_map);
+    if (!self->reclaim.quota_map)
         return -1;
-    self->quota_mask = buckets - 1;
+    self->reclaim.quota_mask = buckets - 1;
     return 0;
 }
 
 void sched_quota_fini(sched_t *self)
 {
-    free(self->quota_map);
-    self->quota_map = NULL;
+    free(self->reclaim.quota_map);
+    self->reclaim.quota_map = NULL;
 }
 
 /* ---- number -> instance (numbers are hash bits of the id: the low bits spread) ---- */
 
 static void s_map_build(sched_t *self)
 {
-    memset(self->quota_map, 0, ((size_t)self->quota_mask + 1) * sizeof *self->quota_map);
-    for (uint32_t i = 0; i < self->n_inst; i++) {
-        uint32_t b = self->inst[i].number & self->quota_mask;
-        while (self->quota_map[b])
-            b = (b + 1) & self->quota_mask;
-        self->quota_map[b] = i + 1;
+    memset(self->reclaim.quota_map, 0,
+           ((size_t)self->reclaim.quota_mask + 1) * sizeof *self->reclaim.quota_map);
+    for (uint32_t i = 0; i < self->index.n_inst; i++) {
+        uint32_t b = self->index.inst[i].number & self->reclaim.quota_mask;
+        while (self->reclaim.quota_map[b])
+            b = (b + 1) & self->reclaim.quota_mask;
+        self->reclaim.quota_map[b] = i + 1;
     }
 }
 
 static uint32_t s_map_find(const sched_t *self, uint32_t number)
 {
     /* at least half the buckets are empty (2 x max_instances): the probe ends */
-    for (uint32_t b = number & self->quota_mask;; b = (b + 1) & self->quota_mask) {
-        uint32_t v = self->quota_map[b];
+    for (uint32_t b = number & self->reclaim.quota_mask;; b = (b + 1) & self->reclaim.quota_mask) {
+        uint32_t v = self->reclaim.quota_map[b];
         if (!v)
             return SCHED_NONE;
-        if (self->inst[v - 1].number == number)
+        if (self->index.inst[v - 1].number == number)
             return v - 1;
     }
 }
@@ -150,10 +151,10 @@ static uint32_t s_capacity(const sched_tier_t *t)
 static uint64_t s_count_usage(sched_t *self)
 {
     uint64_t scanned = 0;
-    for (uint32_t i = 0; i < self->n_inst; i++)
-        self->inst[i].q_usage = 0;
-    for (uint32_t k = 0; k < self->n_tiers; k++) {
-        sched_tier_t *t = &self->tiers[k];
+    for (uint32_t i = 0; i < self->index.n_inst; i++)
+        self->index.inst[i].q_usage = 0;
+    for (uint32_t k = 0; k < self->tierset.n_tiers; k++) {
+        sched_tier_t *t = &self->tierset.tiers[k];
         uint32_t cap = s_capacity(t);
         for (uint32_t slot = 0; slot < cap; slot++) {
             tier_slot_info_t info;
@@ -164,7 +165,7 @@ static uint64_t s_count_usage(sched_t *self)
                 continue;
             uint32_t i = s_map_find(self, info.instance);
             if (i != SCHED_NONE)
-                self->inst[i].q_usage++;
+                self->index.inst[i].q_usage++;
         }
         scanned += cap;
     }
@@ -183,7 +184,7 @@ static void s_tier_order(const sched_t *self, uint32_t *order)
                 depth[ti] = j;
         }
     }
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         uint32_t j = i;
         while (j > 0 && depth[order[j - 1]] < depth[i]) {
             order[j] = order[j - 1];
@@ -213,7 +214,7 @@ static bool s_scan_slot(void *arg, uint32_t slot)
         return false;
     s_served_t *s = NULL;
     for (uint32_t i = 0; i < w->n_sv && !s; i++)
-        if (w->sv[i].k && w->self->inst[w->sv[i].inst].number == info.instance)
+        if (w->sv[i].k && w->self->index.inst[w->sv[i].inst].number == info.instance)
             s = &w->sv[i];
     if (s)
         sched_cand_insert(s->best, &s->n, s->k, rank, slot);
@@ -236,7 +237,7 @@ static bool s_mark_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t
 {
     for (uint32_t i = 0; i < n_sv; i++) {
         s_served_t *s = &sv[i];
-        sched_instance_t *in = &self->inst[s->inst];
+        sched_instance_t *in = &self->index.inst[s->inst];
         for (uint32_t c = 0; c < s->n && s->need > 0 && *budget > 0; c++) {
             if (t->n_deleting >= self->cfg.max_pending_deletes)
                 return false;
@@ -272,9 +273,9 @@ static uint32_t s_pick(sched_t *self, uint32_t low, s_served_t *sv, bool *left_o
 {
     uint32_t n_sv = 0;
     uint32_t first_left = SCHED_NONE;
-    for (uint32_t k = 0; k < self->n_inst; k++) {
-        uint32_t i = (self->quota_cursor + k) % self->n_inst;
-        sched_instance_t *in = &self->inst[i];
+    for (uint32_t k = 0; k < self->index.n_inst; k++) {
+        uint32_t i = (self->reclaim.quota_cursor + k) % self->index.n_inst;
+        sched_instance_t *in = &self->index.inst[i];
         const sched_quota_config_t *q = s_quota_of(self, in);
         in->q_limit = 0;
         if (!q)
@@ -303,7 +304,7 @@ static uint32_t s_pick(sched_t *self, uint32_t low, s_served_t *sv, bool *left_o
     }
     *left_out = first_left != SCHED_NONE;
     if (*left_out)
-        self->quota_cursor = first_left; /* served first next time */
+        self->reclaim.quota_cursor = first_left; /* served first next time */
     return n_sv;
 }
 
@@ -318,7 +319,7 @@ void sched_on_quota(sched_t *self, sched_call_t *call)
     uint32_t budget = r->max_blocks && r->max_blocks < S_MAX_REFS ? r->max_blocks : S_MAX_REFS;
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_quota_enforce_rep_tag);
     kvtier_QuotaEnforceReply *out = &rep->body.quota_enforce_rep;
-    if (self->cfg.n_quotas == 0 || self->n_inst == 0) {
+    if (self->cfg.n_quotas == 0 || self->index.n_inst == 0) {
         self->g.quota_over = 0;
         sched_reply(self, call);
         return;
@@ -335,8 +336,8 @@ void sched_on_quota(sched_t *self, sched_call_t *call)
     s_tier_order(self, order);
     int64_t now = sched_now();
     bool bp = false;
-    for (uint32_t o = 0; o < self->n_tiers && budget > 0 && s_any_need(sv, n_sv); o++) {
-        sched_tier_t *t = &self->tiers[order[o]];
+    for (uint32_t o = 0; o < self->tierset.n_tiers && budget > 0 && s_any_need(sv, n_sv); o++) {
+        sched_tier_t *t = &self->tierset.tiers[order[o]];
         if (t->state != SCHED_TIER_UP)
             continue;
         if (t->n_deleting >= self->cfg.max_pending_deletes) {

@@ -1,11 +1,55 @@
 /* sched_reclaim.h — reclaim, demotion and quotas: the internal plane (GcScan / GcDrop /
  * ReclaimCandidates / DemoteDone), DELETING blocks, room making, QuotaEnforce, demotion jobs.
- * Private to actors/sched_*.c; includes only the core types (sched_int.h). */
+ * Owns sched_reclaim_t (sched_t.reclaim). Private to actors/sched_*.c; builds on the index
+ * (sched_index.h) and the tier set below it. */
 #ifndef KVT_SCHED_RECLAIM_H
 #define KVT_SCHED_RECLAIM_H
 
-#include "sched_int.h"
-#include "sched_tiers.h"
+#include "sched_index.h"
+
+#define SCHED_DEMOTE_JOBS 16u              /* migrator jobs in flight (demotion) */
+#define SCHED_DEMOTE_JOB_BYTES (16u << 20) /* slot bytes per demotion job, at most */
+
+/* A demotion job at the migrator: sources pinned, destinations reserved. */
+typedef struct {
+    bool used;
+    uint64_t job_id;
+    uint32_t src, dst; /* tier indices */
+    uint16_t src_gen, dst_gen;
+    uint32_t number; /* instance (one per job) */
+    uint32_t n;
+    int64_t submitted_ms; /* a slow job is logged */
+    uint32_t src_slots[MIGRATOR_MAX_JOB_SLOTS];
+    uint32_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
+    tier_key_t keys[MIGRATOR_MAX_JOB_SLOTS];
+} sched_demote_t;
+
+/* Reclaim's state (sched_t.reclaim): gc's cursor, quota enforcement, and the
+ * migrator with the demotions in flight. */
+typedef struct {
+    uint64_t gc_cursor;
+    uint64_t gc_seen_resv, gc_seen_pins; /* lapsed counters reported by the last GcScan */
+    /* quotas (sched_quota.c): slot-header number -> 1 + instance index, rebuilt
+     * per enforcement (open addressing, quota_mask + 1 buckets) */
+    uint32_t *quota_map;
+    uint32_t quota_mask;
+    uint32_t quota_cursor; /* first instance examined by the next enforcement */
+    /* the migrator when this scheduler started it (NULL: it runs beside,
+     * cfg.migrator_endpoint), the client to its jobs ROUTER (results come back as
+     * DemoteDone on the internal plane), demotions in flight */
+    zactor_t *migrator;
+    bus_client_t *mig_client;
+    uint64_t next_job_id;
+    sched_demote_t demotes[SCHED_DEMOTE_JOBS];
+    /* sched_demote's own scratch: a demotion started in the middle of a request
+     * (sched_make_room) never touches the request's keys / pos / resv / victims */
+    struct {
+        tier_key_t keys[MIGRATOR_MAX_JOB_SLOTS];
+        uint32_t pos[MIGRATOR_MAX_JOB_SLOTS];
+        tier_resv_t resv[MIGRATOR_MAX_JOB_SLOTS];
+        tier_victim_t victims[MIGRATOR_MAX_JOB_SLOTS];
+    } dm;
+} sched_reclaim_t;
 
 /* ---- sched_internal.c ---- */
 void sched_on_internal(sched_t *self, sched_call_t *call); /* one internal-plane request */

@@ -15,16 +15,14 @@
  * and only its OK commits the blocks in the slot engine (SERVING) and answers the
  * client (DESIGN.md §4). Never: blocks, allocates per request, or replies twice. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bus_log.h"
 #include "sched_int.h"
-#include "sched_index.h"
-#include "sched_reclaim.h"
 #include "sched_requests.h"
-#include "sched_tiers.h"
 
 #define S_LOG "sched"
 #define S_MAX_TTL_MS (1ull << 40)
@@ -34,90 +32,26 @@ static const char *s_kind_name[SCHED_WIN_KINDS] = {"get", "put", "prefetch"};
 static bool s_copying(sched_t *self, sched_call_t *call, const sched_request_t *q,
                       uint64_t token_id, const char *what);
 
-/* ---- window pool ---- */
-
-static uint32_t s_chunks_for(uint32_t n)
-{
-    return (n + SCHED_CHUNK - 1) / SCHED_CHUNK;
-}
-
-sched_entry_t *sched_list_push(sched_t *self, sched_list_t *l)
-{
-    if (l->n % SCHED_CHUNK == 0) {
-        if (self->n_chunk_free == 0)
-            return NULL;
-        uint32_t c = self->chunk_free[--self->n_chunk_free];
-        self->chunk_next[c] = SCHED_NONE;
-        if (l->head == SCHED_NONE || l->n == 0)
-            l->head = c;
-        else
-            self->chunk_next[l->tail] = c;
-        l->tail = c;
-    }
-    sched_entry_t *e = &self->pool[(size_t)l->tail * SCHED_CHUNK + l->n % SCHED_CHUNK];
-    l->n++;
-    return e;
-}
-
-void sched_list_free(sched_t *self, sched_list_t *l)
-{
-    uint32_t c = l->n ? l->head : SCHED_NONE;
-    while (c != SCHED_NONE) {
-        uint32_t next = self->chunk_next[c];
-        self->chunk_free[self->n_chunk_free++] = c;
-        c = next;
-    }
-    *l = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE, .n = 0};
-}
-
-sched_entry_t *sched_list_first(sched_t *self, const sched_list_t *l, sched_iter_t *it)
-{
-    *it = (sched_iter_t){.chunk = l->head, .i = 0, .left = l->n};
-    if (it->left == 0)
-        return NULL;
-    it->left--;
-    return &self->pool[(size_t)it->chunk * SCHED_CHUNK];
-}
-
-sched_entry_t *sched_list_next(sched_t *self, sched_iter_t *it)
-{
-    if (it->left == 0)
-        return NULL;
-    it->left--;
-    if (++it->i == SCHED_CHUNK) {
-        it->i = 0;
-        it->chunk = self->chunk_next[it->chunk];
-    }
-    return &self->pool[(size_t)it->chunk * SCHED_CHUNK + it->i];
-}
-
-/* ---- init ---- */
-
 int sched_requests_init(sched_t *self)
 {
     uint32_t nr = self->cfg.max_requests;
-    self->n_chunks = s_chunks_for(self->cfg.max_window_keys);
-    /* calloc'd pages stay untouched (not resident) until a window uses them */
-    self->pool = calloc((size_t)self->n_chunks * SCHED_CHUNK, sizeof *self->pool);
-    self->chunk_next = calloc(self->n_chunks, sizeof *self->chunk_next);
-    self->chunk_free = calloc(self->n_chunks, sizeof *self->chunk_free);
-    self->reqs = calloc(nr, sizeof *self->reqs);
-    self->req_free = calloc(nr, sizeof *self->req_free);
-    self->ops = calloc(self->cfg.max_pending_puts, sizeof *self->ops);
-    self->op_free = calloc(self->cfg.max_pending_puts, sizeof *self->op_free);
-    self->copy_mask = calloc(self->cfg.max_batch, sizeof *self->copy_mask);
-    if (!self->pool || !self->chunk_next || !self->chunk_free || !self->reqs || !self->req_free ||
-        !self->ops || !self->op_free || !self->copy_mask || sched_map_init(&self->req_map, nr) < 0)
+    if (sched_pool_init(&self->requests.pool, self->cfg.max_window_keys) < 0)
         return -1;
-    for (uint32_t c = 0; c < self->n_chunks; c++)
-        self->chunk_free[c] = self->n_chunks - 1 - c;
-    self->n_chunk_free = self->n_chunks;
+    self->requests.reqs = calloc(nr, sizeof *self->requests.reqs);
+    self->requests.req_free = calloc(nr, sizeof *self->requests.req_free);
+    self->requests.ops = calloc(self->cfg.max_pending_puts, sizeof *self->requests.ops);
+    self->requests.op_free = calloc(self->cfg.max_pending_puts, sizeof *self->requests.op_free);
+    self->requests.copy_mask = calloc(self->cfg.max_batch, sizeof *self->requests.copy_mask);
+    if (!self->requests.reqs || !self->requests.req_free || !self->requests.ops ||
+        !self->requests.op_free || !self->requests.copy_mask ||
+        sched_map_init(&self->requests.req_map, nr) < 0)
+        return -1;
     for (uint32_t i = 0; i < nr; i++)
-        self->req_free[i] = nr - 1 - i;
-    self->n_req_free = nr;
+        self->requests.req_free[i] = nr - 1 - i;
+    self->requests.n_req_free = nr;
     for (uint32_t i = 0; i < self->cfg.max_pending_puts; i++)
-        self->op_free[i] = self->cfg.max_pending_puts - 1 - i;
-    self->n_op_free = self->cfg.max_pending_puts;
+        self->requests.op_free[i] = self->cfg.max_pending_puts - 1 - i;
+    self->requests.n_op_free = self->cfg.max_pending_puts;
     return 0;
 }
 
@@ -125,36 +59,33 @@ void sched_requests_fini(sched_t *self)
 {
     /* pending puts: their tier clients are failed (and answer the clients) by
      * sched_tiers_fini; here only the memory goes */
-    if (self->ops)
+    if (self->requests.ops)
         for (uint32_t i = 0; i < self->cfg.max_pending_puts; i++)
-            zframe_destroy(&self->ops[i].routing_id);
+            zframe_destroy(&self->requests.ops[i].routing_id);
     /* prefetch copies in flight: their callers time out */
-    if (self->reqs)
+    if (self->requests.reqs)
         for (uint32_t i = 0; i < self->cfg.max_requests; i++)
-            zframe_destroy(&self->reqs[i].copy_rid);
-    free(self->copy_mask);
-    self->copy_mask = NULL;
-    free(self->pool);
-    free(self->chunk_next);
-    free(self->chunk_free);
-    free(self->reqs);
-    free(self->req_free);
-    free(self->ops);
-    free(self->op_free);
-    sched_map_fini(&self->req_map);
-    self->pool = NULL;
-    self->reqs = NULL;
-    self->ops = NULL;
+            zframe_destroy(&self->requests.reqs[i].copy_rid);
+    free(self->requests.copy_mask);
+    self->requests.copy_mask = NULL;
+    sched_pool_fini(&self->requests.pool);
+    free(self->requests.reqs);
+    free(self->requests.req_free);
+    free(self->requests.ops);
+    free(self->requests.op_free);
+    sched_map_fini(&self->requests.req_map);
+    self->requests.reqs = NULL;
+    self->requests.ops = NULL;
 }
 
 uint32_t sched_open_requests(const sched_t *self)
 {
-    return self->cfg.max_requests - self->n_req_free;
+    return self->cfg.max_requests - self->requests.n_req_free;
 }
 
 uint32_t sched_open_windows_keys(const sched_t *self)
 {
-    return (self->n_chunks - self->n_chunk_free) * SCHED_CHUNK;
+    return sched_pool_used(&self->requests.pool);
 }
 
 /* ---- requests ---- */
@@ -168,7 +99,7 @@ typedef struct {
 static bool s_req_eq(const void *ctx, uint32_t idx)
 {
     const s_req_key_t *k = ctx;
-    const sched_request_t *q = &k->self->reqs[idx];
+    const sched_request_t *q = &k->self->requests.reqs[idx];
     return q->inst == k->inst && strcmp(q->id, k->id) == 0;
 }
 
@@ -180,8 +111,17 @@ static uint64_t s_req_hash(sched_t *self, uint32_t inst, const char *id)
 sched_request_t *sched_request_find(sched_t *self, uint32_t inst, const char *id)
 {
     s_req_key_t k = {self, inst, id};
-    uint32_t q = sched_map_find(&self->req_map, s_req_hash(self, inst, id), s_req_eq, &k);
-    return q == SCHED_NONE ? NULL : &self->reqs[q];
+    uint32_t q = sched_map_find(&self->requests.req_map, s_req_hash(self, inst, id), s_req_eq, &k);
+    return q == SCHED_NONE ? NULL : &self->requests.reqs[q];
+}
+
+uint32_t sched_request_chain(sched_t *self, uint32_t inst, const char *request_id)
+{
+    sched_request_t *q = sched_request_find(self, inst, request_id);
+    if (!q)
+        return SCHED_NONE;
+    q->last_ms = sched_now(); /* in use (request_idle) */
+    return q->chain;
 }
 
 /* The open request named by a window call, or NULL after replying. */
@@ -196,7 +136,7 @@ static sched_request_t *s_req_get(sched_t *self, sched_call_t *call, const char 
                           "request_id is empty");
         return NULL;
     }
-    sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->inst), req_id);
+    sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->index.inst), req_id);
     if (!q)
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "request %s of instance %s is not open (request_begin first, "
@@ -225,21 +165,21 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
                           S_MAX_TTL_MS);
         return;
     }
-    uint32_t ii = (uint32_t)(in - self->inst);
+    uint32_t ii = (uint32_t)(in - self->index.inst);
     if (sched_request_find(self, ii, r->ctx.request_id)) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_ALREADY_EXISTS,
                           "request %s of instance %s is already open", r->ctx.request_id, in->id);
         return;
     }
-    if (self->n_req_free == 0) {
+    if (self->requests.n_req_free == 0) {
         self->g.busy_refusals++;
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "%u requests are open (max_requests): end some and retry",
                           self->cfg.max_requests);
         return;
     }
-    uint32_t qi = self->req_free[--self->n_req_free];
-    sched_request_t *q = &self->reqs[qi];
+    uint32_t qi = self->requests.req_free[--self->requests.n_req_free];
+    sched_request_t *q = &self->requests.reqs[qi];
     memset(q, 0, sizeof *q);
     q->used = true;
     q->inst = ii;
@@ -251,7 +191,7 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
     q->last_ms = sched_now();
     for (int k = 0; k < SCHED_WIN_KINDS; k++)
         sched_window_init(&q->win[k]);
-    sched_map_insert(&self->req_map, q->hash, qi);
+    sched_map_insert(&self->requests.req_map, q->hash, qi);
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_begin_rep_tag);
     rep->body.request_begin_rep.branch = q->chain;
     rep->body.request_begin_rep.head_tier_id = self->cfg.chains[q->chain].tier_ids[0];
@@ -266,10 +206,11 @@ static uint32_t s_unpin_entries(sched_t *self, uint32_t number, const sched_list
 {
     uint32_t released = 0;
     sched_iter_t it;
-    for (sched_entry_t *e = sched_list_first(self, l, &it); e; e = sched_list_next(self, &it)) {
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, l, &it); e;
+         e = sched_list_next(&self->requests.pool, &it)) {
         if (pins_only && !(e->kind & SCHED_ENTRY_PIN))
             continue;
-        sched_tier_t *t = &self->tiers[e->tier];
+        sched_tier_t *t = &self->tierset.tiers[e->tier];
         tier_key_t key;
         key = e->key;
         if (e->gen == t->gen && tier_slots_unpin(t->slots, number, &key) == 0)
@@ -283,7 +224,7 @@ static uint32_t s_unpin_entries(sched_t *self, uint32_t number, const sched_list
  * this writer may have overwritten it with WRITING. */
 static bool s_abort_entry(sched_t *self, uint32_t number, const sched_entry_t *e, int64_t now)
 {
-    sched_tier_t *t = &self->tiers[e->tier];
+    sched_tier_t *t = &self->tierset.tiers[e->tier];
     if (e->gen != t->gen || (e->kind & (SCHED_ENTRY_SKIP | SCHED_ENTRY_PIN)))
         return false;
     tier_key_t key;
@@ -301,7 +242,8 @@ static uint32_t s_abort_entries(sched_t *self, uint32_t number, const sched_list
     uint32_t aborted = 0;
     int64_t now = sched_now();
     sched_iter_t it;
-    for (sched_entry_t *e = sched_list_first(self, l, &it); e; e = sched_list_next(self, &it))
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, l, &it); e;
+         e = sched_list_next(&self->requests.pool, &it))
         aborted += s_abort_entry(self, number, e, now);
     return aborted;
 }
@@ -329,7 +271,7 @@ static uint32_t s_window_close_counted(sched_t *self, sched_request_t *q, int ki
                                        sched_win_event_t ev, uint32_t *aborted)
 {
     sched_window_t *w = &q->win[kind];
-    uint32_t number = self->inst[q->inst].number, n = 0, a = 0;
+    uint32_t number = self->index.inst[q->inst].number, n = 0, a = 0;
     if (kind == SCHED_WIN_GET)
         n = s_unpin_entries(self, number, &w->entries, false);
     else if (kind == SCHED_WIN_PUT)
@@ -340,7 +282,7 @@ static uint32_t s_window_close_counted(sched_t *self, sched_request_t *q, int ki
     }
     if (aborted)
         *aborted = a;
-    sched_list_free(self, &w->entries);
+    sched_list_free(&self->requests.pool, &w->entries);
     (void)s_window_step(self, q, kind, ev, 0);
     return n;
 }
@@ -355,12 +297,12 @@ static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind, sche
 static void s_request_free(sched_t *self, sched_request_t *q)
 {
     if (!q->ended)
-        sched_map_remove(&self->req_map, q->hash, (uint32_t)(q - self->reqs));
+        sched_map_remove(&self->requests.req_map, q->hash, (uint32_t)(q - self->requests.reqs));
     q->ended = true;
     if (q->win[SCHED_WIN_PREFETCH].state == SCHED_WIN_ABANDONED)
         return;
     q->used = false;
-    self->req_free[self->n_req_free++] = (uint32_t)(q - self->reqs);
+    self->requests.req_free[self->requests.n_req_free++] = (uint32_t)(q - self->requests.reqs);
 }
 
 void sched_on_end(sched_t *self, sched_call_t *call)
@@ -419,7 +361,7 @@ static bool s_window_can_open(sched_t *self, sched_call_t *call, sched_request_t
                           q->id, s_kind_name[kind], w->token_id);
         return false;
     }
-    if (s_chunks_for(n) > self->n_chunk_free) {
+    if (!sched_pool_can_take(&self->requests.pool, n)) {
         self->g.busy_refusals++;
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "open windows hold too many keys (max_window_keys %u): retry after "
@@ -457,9 +399,9 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
     /* entries placed on a tier that was reset since fail at complete, by generation */
     uint32_t stale = 0;
     sched_iter_t it;
-    for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e;
-         e = sched_list_next(self, &it))
-        stale += e->gen != self->tiers[e->tier].gen;
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->entries, &it); e;
+         e = sched_list_next(&self->requests.pool, &it))
+        stale += e->gen != self->tierset.tiers[e->tier].gen;
     if (stale && s_window_step(self, q, kind, SCHED_WEV_TIER_RESET, 0))
         bus_debug(S_LOG, "request %s: %s window: %u entries on a reset tier", q->id,
                   s_kind_name[kind], stale);
@@ -516,7 +458,7 @@ static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t ki
         uint16_t t = call->tok[i].tier;
         if (map[t] == BUS_TOKEN_NO_TIER) {
             map[t] = (uint16_t)nt;
-            sched_tier_token(&self->tiers[t], &tt[nt++]);
+            sched_tier_token(&self->tierset.tiers[t], &tt[nt++]);
         }
         call->tok[i].tier = map[t];
         uint16_t st = call->tok[i].src_tier;
@@ -524,7 +466,7 @@ static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t ki
             continue;
         if (map[st] == BUS_TOKEN_NO_TIER) {
             map[st] = (uint16_t)nt;
-            sched_tier_token(&self->tiers[st], &tt[nt++]);
+            sched_tier_token(&self->tierset.tiers[st], &tt[nt++]);
         }
         call->tok[i].src_tier = map[st];
     }
@@ -548,8 +490,8 @@ static void s_get_not_found(sched_t *self, sched_call_t *call, sched_instance_t 
 {
     char hex[33];
     uint32_t down = 0;
-    for (uint32_t i = 0; i < self->n_tiers; i++)
-        down += self->tiers[i].state == SCHED_TIER_DOWN;
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++)
+        down += self->tierset.tiers[i].state == SCHED_TIER_DOWN;
     in->c.get_not_found++;
     self->c.get_not_found++;
     sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
@@ -578,33 +520,35 @@ void sched_on_prepare_get(sched_t *self, sched_call_t *call)
     for (uint32_t k = 0; k < n; k++) {
         uint32_t slot = 0;
         uint32_t t = sched_block_find(self, in->number, &call->keys[k], q->chain, now, &slot);
-        if (t != SCHED_NONE && tier_slots_pin(self->tiers[t].slots, in->number, &call->keys[k],
-                                              (uint64_t)now, &slot) != 0)
+        if (t != SCHED_NONE && tier_slots_pin(self->tierset.tiers[t].slots, in->number,
+                                              &call->keys[k], (uint64_t)now, &slot) != 0)
             t = SCHED_NONE;
         call->pos[k] = t;
         if (t == SCHED_NONE && missing++ == 0)
             first_miss = k;
-        call->tok[k] = (bus_token_entry_t){.tier = (uint16_t)(t == SCHED_NONE ? 0 : t),
-                                           .src_tier = BUS_TOKEN_NO_TIER,
-                                           .size = t == SCHED_NONE ? 0 : self->tiers[t].sizes[slot],
-                                           .slot = slot};
+        call->tok[k] =
+            (bus_token_entry_t){.tier = (uint16_t)(t == SCHED_NONE ? 0 : t),
+                                .src_tier = BUS_TOKEN_NO_TIER,
+                                .size = t == SCHED_NONE ? 0 : self->tierset.tiers[t].sizes[slot],
+                                .slot = slot};
     }
     if (missing) { /* all or nothing */
         for (uint32_t k = 0; k < n; k++)
             if (call->pos[k] != SCHED_NONE)
-                (void)tier_slots_unpin(self->tiers[call->pos[k]].slots, in->number, &call->keys[k]);
+                (void)tier_slots_unpin(self->tierset.tiers[call->pos[k]].slots, in->number,
+                                       &call->keys[k]);
         s_get_not_found(self, call, in, missing, n, first_miss);
         return;
     }
     s_window_open(self, q, SCHED_WIN_GET, r->job_id);
     sched_window_t *w = &q->win[SCHED_WIN_GET];
     for (uint32_t k = 0; k < n; k++) {
-        sched_entry_t *e = sched_list_push(self, &w->entries);
+        sched_entry_t *e = sched_list_push(&self->requests.pool, &w->entries);
         e->key = call->keys[k];
         e->slot = (uint32_t)call->tok[k].slot;
         e->tier = (uint8_t)call->pos[k];
         e->kind = 0;
-        e->gen = self->tiers[call->pos[k]].gen;
+        e->gen = self->tierset.tiers[call->pos[k]].gen;
     }
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.pin_lease_ms);
@@ -656,7 +600,7 @@ static uint32_t s_put_compact(sched_t *self, sched_call_t *call, const sched_ins
     for (uint32_t k = 0; k < n; k++) {
         bool serving = false;
         for (uint32_t j = 1; j < ch->n_tiers && !serving; j++) {
-            sched_tier_t *t = &self->tiers[ch->tier_ids[j] - 1];
+            sched_tier_t *t = &self->tierset.tiers[ch->tier_ids[j] - 1];
             tier_slot_info_t info;
             /* a DELETING block is going away: the put stores the key again */
             serving =
@@ -814,7 +758,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
     if (!q)
         return;
     uint32_t n = call->req_arr->keys.n;
-    sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
     if (n == 0) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to put");
         return;
@@ -857,7 +801,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
     for (uint32_t i = 0; i < m; i++) {
         if (call->resv[i].kind == TIER_RESV_SERVING)
             continue;
-        sched_entry_t *e = sched_list_push(self, &w->entries);
+        sched_entry_t *e = sched_list_push(&self->requests.pool, &w->entries);
         e->key = call->keys[i];
         e->slot = call->resv[i].slot;
         e->tier = (uint8_t)t->idx;
@@ -897,7 +841,7 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
 {
     sched_window_t *w = &q->win[kind];
     bool prefetch = kind == SCHED_WIN_PREFETCH;
-    if (self->n_op_free == 0) {
+    if (self->requests.n_op_free == 0) {
         self->g.busy_refusals++;
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "%u puts are waiting for tier confirmation (max_pending_puts): retry "
@@ -913,12 +857,12 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
                           prefetch ? "complete_prefetch" : "complete_put");
         return NULL;
     }
-    sched_put_op_t *op = &self->ops[self->op_free[--self->n_op_free]];
+    sched_put_op_t *op = &self->requests.ops[self->requests.op_free[--self->requests.n_op_free]];
     *op = (sched_put_op_t){.used = true,
                            .routing_id = rid,
                            .self = self,
                            .corr_id = call->req.env.corr_id,
-                           .inst = (uint32_t)(in - self->inst),
+                           .inst = (uint32_t)(in - self->index.inst),
                            .tier = t->idx,
                            .gen = t->gen,
                            .prefetch = prefetch,
@@ -931,10 +875,10 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
 
 static void s_op_free(sched_t *self, sched_put_op_t *op)
 {
-    sched_list_free(self, &op->entries);
+    sched_list_free(&self->requests.pool, &op->entries);
     zframe_destroy(&op->routing_id);
     op->used = false;
-    self->op_free[self->n_op_free++] = (uint32_t)(op - self->ops);
+    self->requests.op_free[self->requests.n_op_free++] = (uint32_t)(op - self->requests.ops);
 }
 
 /* Answers a complete_put (now or deferred) with its counts; code != OK carries msg. */
@@ -942,7 +886,7 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
                         uint64_t corr_id, uint32_t committed, uint32_t failed, bus_code_t code,
                         const char *msg)
 {
-    kvtier_Envelope *rep = self->op_rep;
+    kvtier_Envelope *rep = self->requests.op_rep;
     bool prefetch = op && op->prefetch;
     if (!rid) { /* its routing id could not be kept (out of memory): the caller times out */
         bus_warn(S_LOG, "complete_%s reply lost: no routing id", prefetch ? "prefetch" : "put");
@@ -968,19 +912,19 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
                  st.message);
 }
 
-void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t written)
+static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t written)
 {
     sched_t *self = op->self;
-    sched_instance_t *in = &self->inst[op->inst];
-    sched_tier_t *t = &self->tiers[op->tier];
+    sched_instance_t *in = &self->index.inst[op->inst];
+    sched_tier_t *t = &self->tierset.tiers[op->tier];
     bool ok_status = st->code == kvtier_StatusCode_STATUS_OK;
     uint32_t committed = 0, failed = op->failed, i = 0;
     int64_t now = sched_now();
     sched_iter_t it;
-    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
-         e = sched_list_next(self, &it)) {
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &op->entries, &it); e;
+         e = sched_list_next(&self->requests.pool, &it)) {
         if (e->kind & SCHED_ENTRY_PIN) { /* prefetch source: the copy is done with it */
-            sched_tier_t *src = &self->tiers[e->tier];
+            sched_tier_t *src = &self->tierset.tiers[e->tier];
             tier_key_t key;
             key = e->key;
             if (e->gen == src->gen)
@@ -1040,6 +984,30 @@ void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t writte
     s_op_free(self, op);
 }
 
+/* The tier set's answer to an op's headers. */
+static void s_op_headers_done(sched_header_cb_t *cb, const kvtier_Status *st, uint32_t written)
+{
+    sched_put_done((sched_put_op_t *)(void *)((char *)cb - offsetof(sched_put_op_t, cb)), st,
+                   written);
+}
+
+/* Sends an op's SERVING headers (its entries flagged neither SKIP nor PIN) to its
+ * tier; sizes NULL: the instance's block size. -1 (st set) when not sent. */
+static int s_op_headers(sched_t *self, sched_put_op_t *op, const sched_instance_t *in,
+                        uint64_t deadline_wall_ms, const uint64_t *checksums, const uint64_t *sizes,
+                        kvtier_Status *st)
+{
+    op->cb.done = s_op_headers_done;
+    sched_headers_t h = {.instance_id = in->id,
+                         .block_bytes = in->spec.bytes_per_block,
+                         .deadline_wall_ms = deadline_wall_ms,
+                         .checksums = checksums,
+                         .sizes = sizes,
+                         .cb = &op->cb};
+    return sched_tier_put_headers(self, &self->tierset.tiers[op->tier], &self->requests.pool,
+                                  &op->entries, &h, st);
+}
+
 /* Validates a complete_put's arrays against its window (n token keys). */
 static bool s_put_arrays_ok(sched_t *self, sched_call_t *call, uint32_t n)
 {
@@ -1069,7 +1037,7 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PUT, r->token_id);
     if (!w || !s_put_arrays_ok(self, call, w->entries.n))
         return;
-    sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
     sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PUT);
     if (!op)
         return;
@@ -1077,8 +1045,8 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
     uint32_t i = 0;
     bool wanted = false;
     sched_iter_t it;
-    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
-         e = sched_list_next(self, &it), i++) {
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &op->entries, &it); e;
+         e = sched_list_next(&self->requests.pool, &it), i++) {
         wanted |= s_success(call, i);
         if (e->gen != t->gen || !s_success(call, i) || t->state != SCHED_TIER_UP) {
             s_abort_entry(self, in->number, e, now);
@@ -1102,7 +1070,7 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
     }
     uint64_t wall = q->ttl_ms ? (uint64_t)sched_wall_ms() + q->ttl_ms : 0;
     kvtier_Status st;
-    if (sched_tier_put_headers(self, op, in->id, wall, call->checksums, NULL, &st) < 0)
+    if (s_op_headers(self, op, in, wall, call->checksums, NULL, &st) < 0)
         sched_put_done(op, &st, 0); /* aborts the keys, replies, frees the op */
 }
 
@@ -1128,7 +1096,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
     if (!q)
         return;
     uint32_t n = call->req_arr->keys.n;
-    sched_tier_t *head = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *head = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
     if (!s_window_can_open(self, call, q, SCHED_WIN_PREFETCH, 2 * n))
         return;
     if (n && !s_put_tier_ready(self, call, head, in))
@@ -1141,14 +1109,14 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
         uint32_t slot = 0;
         uint32_t t = sched_block_find(self, in->number, &call->keys[k], q->chain, now, &slot);
         if (t == SCHED_NONE || t == head->idx ||
-            tier_slots_pin(self->tiers[t].slots, in->number, &call->keys[k], (uint64_t)now,
+            tier_slots_pin(self->tierset.tiers[t].slots, in->number, &call->keys[k], (uint64_t)now,
                            &slot) != 0)
             continue;
         call->keys[m] = call->keys[k];
         call->pos[m] = t;
         call->tok[m++] = (bus_token_entry_t){.tier = (uint16_t)head->idx,
                                              .src_tier = (uint16_t)t,
-                                             .size = self->tiers[t].sizes[slot],
+                                             .size = self->tierset.tiers[t].sizes[slot],
                                              .src_slot = slot};
     }
     if (head->n_deleting && m)
@@ -1160,7 +1128,8 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
     unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
     if (m && keep && s_room_held(call, head, q, in->number, m)) {
         for (uint32_t i = 0; i < m; i++)
-            (void)tier_slots_unpin(self->tiers[call->pos[i]].slots, in->number, &call->keys[i]);
+            (void)tier_slots_unpin(self->tierset.tiers[call->pos[i]].slots, in->number,
+                                   &call->keys[i]);
         s_room_busy(self, call, in, head, m);
         return;
     }
@@ -1169,7 +1138,8 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
                                          (uint64_t)now, flags, call->resv, call->victims, &nv);
     if (rc < 0) {
         for (uint32_t i = 0; i < m; i++)
-            (void)tier_slots_unpin(self->tiers[call->pos[i]].slots, in->number, &call->keys[i]);
+            (void)tier_slots_unpin(self->tierset.tiers[call->pos[i]].slots, in->number,
+                                   &call->keys[i]);
         s_reserve_failed(self, call, in, head, rc, m, keep, NULL); /* not retried: no waiter */
         return;
     }
@@ -1185,7 +1155,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     uint32_t j = 0;
     for (uint32_t i = 0; i < m; i++) {
-        sched_tier_t *src = &self->tiers[call->pos[i]];
+        sched_tier_t *src = &self->tierset.tiers[call->pos[i]];
         tier_resv_kind_t kind = call->resv[i].kind;
         if (kind != TIER_RESV_NEW && kind != TIER_RESV_EVICTED) {
             /* already on the head (SERVING, or a put writing it): nothing to
@@ -1196,13 +1166,13 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
             (void)tier_slots_unpin(src->slots, in->number, &call->keys[i]);
             continue;
         }
-        sched_entry_t *e = sched_list_push(self, &w->entries);
+        sched_entry_t *e = sched_list_push(&self->requests.pool, &w->entries);
         e->key = call->keys[i];
         e->slot = call->resv[i].slot;
         e->tier = (uint8_t)head->idx;
         e->kind = (uint8_t)kind;
         e->gen = head->gen;
-        e = sched_list_push(self, &w->entries);
+        e = sched_list_push(&self->requests.pool, &w->entries);
         e->key = call->keys[i];
         e->slot = (uint32_t)call->tok[i].src_slot;
         e->tier = (uint8_t)src->idx;
@@ -1239,7 +1209,7 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
     if (!w || !s_mask_ok(self, call, w->entries.n / 2))
         return;
-    sched_tier_t *t = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
     sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PREFETCH);
     if (!op)
         return;
@@ -1247,14 +1217,14 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
     uint32_t i = 0;
     sched_iter_t it;
     sched_entry_t *dst = NULL;
-    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
-         e = sched_list_next(self, &it)) {
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &op->entries, &it); e;
+         e = sched_list_next(&self->requests.pool, &it)) {
         if (!(e->kind & SCHED_ENTRY_PIN)) {
             dst = e;
             continue;
         }
         /* a pair: dst (head reservation), e (source pin) */
-        sched_tier_t *src = &self->tiers[e->tier];
+        sched_tier_t *src = &self->tierset.tiers[e->tier];
         /* a window the scheduler copied commits what the migrator copied; one the
          * caller copied itself (CopySlots) commits what the caller reports */
         bool ok = s_success(call, i++) && (!q->copy_ran || (dst->kind & SCHED_ENTRY_COPIED)) &&
@@ -1274,7 +1244,7 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
     }
     kvtier_Status st;
     uint64_t wall = q->ttl_ms ? (uint64_t)sched_wall_ms() + q->ttl_ms : 0;
-    if (sched_tier_put_headers(self, op, in->id, wall, call->checksums, call->sizes, &st) < 0)
+    if (s_op_headers(self, op, in, wall, call->checksums, call->sizes, &st) < 0)
         sched_put_done(op, &st, 0); /* aborts, unpins, replies, frees the op */
 }
 
@@ -1312,8 +1282,8 @@ static bool s_copying(sched_t *self, sched_call_t *call, const sched_request_t *
 static sched_copy_t *s_copy_free_entry(sched_t *self)
 {
     for (uint32_t i = 0; i < SCHED_COPY_JOBS; i++)
-        if (!self->copies[i].used)
-            return &self->copies[i];
+        if (!self->requests.copies[i].used)
+            return &self->requests.copies[i];
     return NULL;
 }
 
@@ -1336,7 +1306,7 @@ static bool s_copy_submit(sched_t *self, sched_request_t *q, const sched_tier_t 
         if (sched_migrate_submit(self, mj, why, sizeof why) == 0) {
             *job = (sched_copy_t){.used = true,
                                   .job_id = mj->job_id,
-                                  .req = (uint32_t)(q - self->reqs),
+                                  .req = (uint32_t)(q - self->requests.reqs),
                                   .token_id = q->win[SCHED_WIN_PREFETCH].token_id,
                                   .submitted_ms = sched_now(),
                                   .n = mj->n};
@@ -1356,12 +1326,12 @@ static bool s_copy_submit(sched_t *self, sched_request_t *q, const sched_tier_t 
 static void s_copy_start(sched_t *self, sched_request_t *q)
 {
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
-    sched_tier_t *head = &self->tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *head = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
     migrator_job_t mj; /* ~2 KiB */
     uint32_t pairs[MIGRATOR_MAX_JOB_SLOTS];
     bool head_ok = head->state == SCHED_TIER_UP && head->client;
-    for (uint32_t s = 0; s < self->n_tiers; s++) {
-        sched_tier_t *src = &self->tiers[s];
+    for (uint32_t s = 0; s < self->tierset.n_tiers; s++) {
+        sched_tier_t *src = &self->tierset.tiers[s];
         if (s == head->idx)
             continue;
         bool src_ok = head_ok && src->state != SCHED_TIER_DOWN && src->client;
@@ -1369,8 +1339,8 @@ static void s_copy_start(sched_t *self, sched_request_t *q)
         memset(&mj, 0, sizeof mj);
         sched_iter_t it;
         sched_entry_t *dst = NULL;
-        for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e;
-             e = sched_list_next(self, &it)) {
+        for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->entries, &it); e;
+             e = sched_list_next(&self->requests.pool, &it)) {
             if (!(e->kind & SCHED_ENTRY_PIN)) {
                 dst = e;
                 continue;
@@ -1402,15 +1372,15 @@ static void s_copy_finish(sched_t *self, sched_request_t *q)
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     uint32_t n = 0, copied = 0;
     sched_iter_t it;
-    for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e;
-         e = sched_list_next(self, &it)) {
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->entries, &it); e;
+         e = sched_list_next(&self->requests.pool, &it)) {
         if (e->kind & SCHED_ENTRY_PIN)
             continue;
         bool c = (e->kind & SCHED_ENTRY_COPIED) != 0;
-        self->copy_mask[n++] = c;
+        self->requests.copy_mask[n++] = c;
         copied += c;
     }
-    kvtier_Envelope *rep = self->op_rep;
+    kvtier_Envelope *rep = self->requests.op_rep;
     bus_env_init(rep, kvtier_Envelope_copy_prefetch_rep_tag, self->cfg.node_name);
     rep->corr_id = q->copy_corr;
     rep->has_status = true;
@@ -1425,7 +1395,7 @@ static void s_copy_finish(sched_t *self, sched_request_t *q)
         (void)s_window_step(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPIED, 0);
         rep->status.code = kvtier_StatusCode_STATUS_OK;
         rep->body.copy_prefetch_rep.copied = copied;
-        arr.mask = (bus_bools_t){.v = self->copy_mask, .n = n, .cap = self->cfg.max_batch};
+        arr.mask = (bus_bools_t){.v = self->requests.copy_mask, .n = n, .cap = self->cfg.max_batch};
     }
     kvtier_Status st;
     if (q->copy_rid && bus_server_reply(self->server, q->copy_rid, rep, &arr, NULL, 0, &st) < 0)
@@ -1443,7 +1413,7 @@ void sched_on_copy_prefetch(sched_t *self, sched_call_t *call)
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
     if (!w)
         return;
-    if (!self->mig_client) {
+    if (!self->reclaim.mig_client) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "no migrator runs beside this scheduler: prefetch cannot copy");
         return;
@@ -1467,7 +1437,7 @@ void sched_on_copy_prefetch(sched_t *self, sched_call_t *call)
 /* One job's outcome on its window (ok: per pair, NULL when nothing was copied). */
 static void s_copy_result(sched_t *self, sched_copy_t *job, const bool *ok, uint32_t n_ok)
 {
-    sched_request_t *q = &self->reqs[job->req];
+    sched_request_t *q = &self->requests.reqs[job->req];
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     job->used = false;
     if (!q->used || w->token_id != job->token_id ||
@@ -1478,8 +1448,8 @@ static void s_copy_result(sched_t *self, sched_copy_t *job, const bool *ok, uint
     uint32_t p = 0, k = 0, copied = 0;
     sched_iter_t it;
     sched_entry_t *dst = NULL;
-    for (sched_entry_t *e = sched_list_first(self, &w->entries, &it); e && k < job->n;
-         e = sched_list_next(self, &it)) {
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->entries, &it);
+         e && k < job->n; e = sched_list_next(&self->requests.pool, &it)) {
         if (!(e->kind & SCHED_ENTRY_PIN)) {
             dst = e;
             continue;
@@ -1509,8 +1479,8 @@ void sched_on_copy_done(sched_t *self, sched_call_t *call)
     }
     sched_copy_t *job = NULL;
     for (uint32_t i = 0; i < SCHED_COPY_JOBS && !job; i++)
-        if (self->copies[i].used && self->copies[i].job_id == r->job_id)
-            job = &self->copies[i];
+        if (self->requests.copies[i].used && self->requests.copies[i].job_id == r->job_id)
+            job = &self->requests.copies[i];
     if (!job) {
         bus_warn(S_LOG, "migrator: result for unknown prefetch copy %" PRIu64, r->job_id);
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
@@ -1533,7 +1503,7 @@ void sched_on_copy_done(sched_t *self, sched_call_t *call)
 void sched_copy_tick(sched_t *self, int64_t now)
 {
     for (uint32_t i = 0; i < SCHED_COPY_JOBS; i++) {
-        sched_copy_t *job = &self->copies[i];
+        sched_copy_t *job = &self->requests.copies[i];
         if (!job->used || now - job->submitted_ms < SCHED_COPY_LOST_MS)
             continue;
         bus_warn(S_LOG, "prefetch copy %" PRIu64 ": no result after %d ms: failed", job->job_id,
@@ -1550,8 +1520,8 @@ void sched_lease_scan(sched_t *self, int64_t now)
     uint32_t nr = self->cfg.max_requests;
     uint32_t steps = self->cfg.scan_max < nr ? self->cfg.scan_max : nr;
     for (uint32_t s = 0; s < steps; s++) {
-        sched_request_t *q = &self->reqs[self->scan_cursor];
-        self->scan_cursor = (self->scan_cursor + 1) % nr;
+        sched_request_t *q = &self->requests.reqs[self->requests.scan_cursor];
+        self->requests.scan_cursor = (self->requests.scan_cursor + 1) % nr;
         if (!q->used)
             continue;
         for (int k = 0; k < SCHED_WIN_KINDS; k++) {
@@ -1567,7 +1537,7 @@ void sched_lease_scan(sched_t *self, int64_t now)
             bus_warn(S_LOG,
                      "request %s/%s: %s window (token %" PRIu64 ") lapsed after %" PRIu64
                      " ms: %u %s released",
-                     self->inst[q->inst].id, q->id, s_kind_name[k], w->token_id, lease, n,
+                     self->index.inst[q->inst].id, q->id, s_kind_name[k], w->token_id, lease, n,
                      k == SCHED_WIN_PUT ? "reservations" : "pins");
         }
         /* a request nobody uses any more (its client died after request_begin, or
@@ -1577,7 +1547,7 @@ void sched_lease_scan(sched_t *self, int64_t now)
             open = open || q->win[k].state != SCHED_WIN_CLOSED;
         if (!open && now - q->last_ms >= (int64_t)self->cfg.request_idle_ms) {
             bus_warn(S_LOG, "request %s/%s: no call for %" PRIu64 " ms (request_idle): ended",
-                     self->inst[q->inst].id, q->id, self->cfg.request_idle_ms);
+                     self->index.inst[q->inst].id, q->id, self->cfg.request_idle_ms);
             self->g.requests_lapsed++;
             s_request_free(self, q);
         }

@@ -1,10 +1,78 @@
 /* sched_requests.h — requests and their windows (sched_window.h), get / put / prefetch, leases, the
- * window entry pool and deferred put replies. Private to actors/sched_*.c; includes only the core
- * types (sched_int.h). */
+ * deferred put replies and prefetch copies through the migrator. Owns sched_requests_t
+ * (sched_t.requests). Private to actors/sched_*.c; the top module: builds on reclaim
+ * (sched_reclaim.h) and everything below it. */
 #ifndef KVT_SCHED_REQUESTS_H
 #define KVT_SCHED_REQUESTS_H
 
-#include "sched_int.h"
+#include "sched_reclaim.h"
+
+#define SCHED_COPY_JOBS 64u      /* migrator jobs in flight (prefetch copies) */
+#define SCHED_COPY_LOST_MS 60000 /* a prefetch copy without a result by then failed */
+
+typedef struct {
+    bool used;
+    uint32_t inst; /* instance index */
+    char id[64];
+    uint64_t hash;
+    uint64_t ttl_ms;
+    uint32_t total_blocks;
+    uint32_t chain;
+    int64_t last_ms; /* begin or the last window call (request_idle_ms) */
+    sched_window_t win[SCHED_WIN_KINDS];
+    /* the prefetch window's copy through the migrator (CopyPrefetch) */
+    bool copy_ran;      /* the scheduler copied this window: complete trusts only its copies */
+    bool ended;         /* request_end came mid-copy: out of the map, freed when the copy ends */
+    uint32_t copies;    /* migrator jobs in flight */
+    zframe_t *copy_rid; /* the CopyPrefetch caller, answered when the last job ends */
+    uint64_t copy_corr;
+} sched_request_t;
+
+/* A prefetch copy at the migrator: pairs of one window (token key indices,
+ * ascending), all from one source tier to the head tier. */
+typedef struct {
+    bool used;
+    uint64_t job_id;
+    uint32_t req;      /* request index */
+    uint64_t token_id; /* its window's token: a result for another window is ignored */
+    int64_t submitted_ms;
+    uint32_t n;
+    uint32_t pairs[MIGRATOR_MAX_JOB_SLOTS];
+} sched_copy_t;
+
+/* A complete_put waiting for its tier's PutHeader reply. */
+typedef struct sched_put_op {
+    bool used;
+    sched_t *self;
+    zframe_t *routing_id;
+    uint64_t corr_id;
+    uint32_t inst;
+    uint32_t tier;
+    uint16_t gen;
+    uint32_t n_sent;      /* entries not flagged SKIP, in list order = header order */
+    uint32_t failed;      /* failed before sending (mask, stale) */
+    bool prefetch;        /* a complete_prefetch: entries also hold PIN entries (sources) */
+    sched_header_cb_t cb; /* the tier's answer to its headers */
+    sched_list_t entries;
+} sched_put_op_t;
+
+/* The requests module's state (sched_t.requests): the request table, the
+ * windows' entry pool, the complete_puts waiting for their tier, prefetch copies
+ * at the migrator, and the envelope and mask of the replies it sends late. */
+typedef struct {
+    sched_request_t *reqs;
+    uint32_t *req_free;
+    uint32_t n_req_free;
+    sched_map_t req_map;
+    uint32_t scan_cursor;
+    sched_pool_t pool;
+    sched_put_op_t *ops;
+    uint32_t *op_free;
+    uint32_t n_op_free;
+    sched_copy_t copies[SCHED_COPY_JOBS];
+    kvtier_Envelope *op_rep; /* deferred replies (put ops, prefetch copies) */
+    bool *copy_mask;         /* max_batch: the flags of a deferred CopyPrefetch reply */
+} sched_requests_t;
 
 /* ---- sched_requests.c ---- */
 int sched_requests_init(sched_t *self);
@@ -28,16 +96,8 @@ void sched_on_copy_done(sched_t *self, sched_call_t *call);
 void sched_copy_tick(sched_t *self, int64_t now);
 void sched_lease_scan(sched_t *self, int64_t now);
 
-/* ---- window pool (sched_requests.c) ---- */
-sched_entry_t *sched_list_push(sched_t *self, sched_list_t *l);
-void sched_list_free(sched_t *self, sched_list_t *l);
-/* Iteration: for (it = sched_list_first(..); e; e = sched_list_next(..)) */
-typedef struct {
-    uint32_t chunk, i, left;
-} sched_iter_t;
-sched_entry_t *sched_list_first(sched_t *self, const sched_list_t *l, sched_iter_t *it);
-sched_entry_t *sched_list_next(sched_t *self, sched_iter_t *it);
-/* Put op completion (called by sched_tiers.c from the PutHeader reply). */
-void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t written);
+/* The chain of open request request_id of instance inst (touching it), or
+ * SCHED_NONE: the index's sched_chain_fn. */
+uint32_t sched_request_chain(sched_t *self, uint32_t inst, const char *request_id);
 
 #endif

@@ -25,9 +25,6 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
-#include "sched_index.h"
-#include "sched_reclaim.h"
-#include "sched_requests.h"
 #include "sched_tiers.h"
 #include "tier.h"
 
@@ -157,9 +154,9 @@ static int s_client_open(sched_t *self, sched_tier_t *t)
 
 int sched_tiers_init(sched_t *self)
 {
-    self->n_tiers = self->cfg.n_tiers;
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
-        sched_tier_t *t = &self->tiers[i];
+    self->tierset.n_tiers = self->cfg.n_tiers;
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        sched_tier_t *t = &self->tierset.tiers[i];
         t->self = self;
         t->idx = i;
         t->cfg = self->cfg.tiers[i];
@@ -172,8 +169,8 @@ int sched_tiers_init(sched_t *self)
 
 void sched_tiers_fini(sched_t *self)
 {
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
-        sched_tier_t *t = &self->tiers[i];
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        sched_tier_t *t = &self->tierset.tiers[i];
         s_client_close(self, t, "the scheduler is stopping");
         tier_slots_destroy(&t->slots);
         free(t->sizes);
@@ -205,7 +202,7 @@ static void s_flush_tier(sched_t *self, sched_tier_t *t)
         self->g.deletes_dropped += n;
         return;
     }
-    kvtier_Envelope *env = self->tio.env;
+    kvtier_Envelope *env = self->tierset.tio.env;
     bus_env_init(env, kvtier_Envelope_delete_slots_req_tag, self->cfg.node_name);
     env->body.delete_slots_req.tier_id = t->cfg.tier_id;
     env->body.delete_slots_req.epoch = t->epoch;
@@ -234,61 +231,59 @@ void sched_tier_queue_delete(sched_tier_t *t, uint32_t slot, const tier_key_t *k
 
 void sched_tiers_flush(sched_t *self)
 {
-    for (uint32_t i = 0; i < self->n_tiers; i++)
-        if (self->tiers[i].n_del)
-            s_flush_tier(self, &self->tiers[i]);
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++)
+        if (self->tierset.tiers[i].n_del)
+            s_flush_tier(self, &self->tierset.tiers[i]);
 }
 
 /* ---- headers ---- */
 
 static void s_put_header_done(void *arg, bus_reply_t *r)
 {
-    sched_put_op_t *op = arg;
+    sched_header_cb_t *cb = arg;
     uint32_t written = 0;
     if (r->env && r->env->which_body == kvtier_Envelope_put_header_rep_tag)
         written = r->env->body.put_header_rep.written;
-    sched_put_done(op, &r->status, written);
+    cb->done(cb, &r->status, written);
 }
 
-int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instance_id,
-                           uint64_t deadline_wall_ms, const uint64_t *checksums_by_entry,
-                           const uint64_t *sizes_by_entry, kvtier_Status *st)
+int sched_tier_put_headers(sched_t *self, sched_tier_t *t, const sched_pool_t *pool,
+                           const sched_list_t *entries, const sched_headers_t *h, kvtier_Status *st)
 {
-    sched_tier_t *t = &self->tiers[op->tier];
     if (!t->client || t->state != SCHED_TIER_UP)
         return bus_status_set(st, kvtier_StatusCode_STATUS_UNAVAILABLE, "tier %s is down",
                               t->cfg.name);
-    uint64_t size = self->inst[op->inst].spec.bytes_per_block;
     uint32_t i = 0;
     sched_iter_t it;
-    for (sched_entry_t *e = sched_list_first(self, &op->entries, &it); e;
-         e = sched_list_next(self, &it)) {
+    for (sched_entry_t *e = sched_list_first(pool, entries, &it); e;
+         e = sched_list_next(pool, &it)) {
         if (e->kind & (SCHED_ENTRY_SKIP | SCHED_ENTRY_PIN))
             continue;
-        self->tio.slots[i] = e->slot;
-        memcpy(self->tio.keys[i], e->key.b, TIER_KEY_BYTES);
-        self->tio.sizes[i] = sizes_by_entry ? sizes_by_entry[i] : size;
+        self->tierset.tio.slots[i] = e->slot;
+        memcpy(self->tierset.tio.keys[i], e->key.b, TIER_KEY_BYTES);
+        self->tierset.tio.sizes[i] = h->sizes ? h->sizes[i] : h->block_bytes;
         /* side arrays of a slot being written: nobody reads them until it serves */
-        t->sizes[e->slot] = (uint32_t)self->tio.sizes[i];
-        t->checksums[e->slot] = checksums_by_entry[i];
+        t->sizes[e->slot] = (uint32_t)self->tierset.tio.sizes[i];
+        t->checksums[e->slot] = h->checksums[i];
         i++;
     }
-    kvtier_Envelope *env = self->tio.env;
+    kvtier_Envelope *env = self->tierset.tio.env;
     bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);
     kvtier_PutHeaderRequest *ph = &env->body.put_header_req;
     ph->tier_id = t->cfg.tier_id;
-    sched_strcpy(ph->instance_id, sizeof ph->instance_id, instance_id);
+    sched_strcpy(ph->instance_id, sizeof ph->instance_id, h->instance_id);
     ph->state = kvtier_LocationState_LOCATION_SERVING;
-    ph->ttl_deadline_ms = deadline_wall_ms;
+    ph->ttl_deadline_ms = h->deadline_wall_ms;
     ph->epoch = t->epoch;
     uint32_t cap = self->cfg.max_batch;
     bus_arrays_t arr = {
-        .slots = {.v = self->tio.slots, .n = i, .cap = cap},
-        .keys = {.keys = self->tio.keys, .n = i, .cap = cap},
-        .sizes = {.v = self->tio.sizes, .n = i, .cap = cap},
-        .checksums = {.v = (uint64_t *)checksums_by_entry, .n = i, .cap = cap},
+        .slots = {.v = self->tierset.tio.slots, .n = i, .cap = cap},
+        .keys = {.keys = self->tierset.tio.keys, .n = i, .cap = cap},
+        .sizes = {.v = self->tierset.tio.sizes, .n = i, .cap = cap},
+        .checksums = {.v = (uint64_t *)h->checksums, .n = i, .cap = cap},
     };
-    return bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_put_header_done, op, NULL, st);
+    return bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_put_header_done, h->cb, NULL,
+                           st);
 }
 
 static void s_reput_done(void *arg, bus_reply_t *r)
@@ -315,7 +310,7 @@ void sched_tier_reput_header(sched_t *self, sched_tier_t *t, const char *id, uin
     uint64_t s = slot, size = t->sizes[slot], ck = t->checksums[slot];
     uint8_t k[1][BUS_KEY_LEN];
     memcpy(k[0], key->b, TIER_KEY_BYTES);
-    kvtier_Envelope *env = self->tio.env;
+    kvtier_Envelope *env = self->tierset.tio.env;
     bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);
     kvtier_PutHeaderRequest *ph = &env->body.put_header_req;
     ph->tier_id = t->cfg.tier_id;
@@ -450,7 +445,7 @@ static void s_inventory_done(void *arg, bus_reply_t *r)
 
 static void s_inventory_send(sched_t *self, sched_tier_t *t)
 {
-    kvtier_Envelope *env = self->tio.env;
+    kvtier_Envelope *env = self->tierset.tio.env;
     bus_env_init(env, kvtier_Envelope_inventory_req_tag, self->cfg.node_name);
     env->body.inventory_req.tier_id = t->cfg.tier_id;
     env->body.inventory_req.cursor = t->inv_cursor;
@@ -531,12 +526,12 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
 void sched_tier_membership(sched_t *self, const kvtier_TierMembershipRequest *m)
 {
     const kvtier_TierInfo *in = &m->tier;
-    if (!m->has_tier || in->tier_id < 1 || in->tier_id > self->n_tiers) {
+    if (!m->has_tier || in->tier_id < 1 || in->tier_id > self->tierset.n_tiers) {
         bus_warn(S_LOG, "membership change for unknown tier id %u ignored",
                  m->has_tier ? in->tier_id : 0);
         return;
     }
-    sched_tier_t *t = &self->tiers[in->tier_id - 1];
+    sched_tier_t *t = &self->tierset.tiers[in->tier_id - 1];
     if (in->name[0] && strcmp(in->name, t->cfg.name) != 0) {
         bus_warn(S_LOG,
                  "membership change for tier id %u names '%s', the deployment says '%s': "
@@ -562,16 +557,17 @@ void sched_tier_membership(sched_t *self, const kvtier_TierMembershipRequest *m)
 
 void sched_tiers_tick(sched_t *self, int64_t now)
 {
-    for (uint32_t i = 0; i < self->n_tiers; i++) {
-        sched_tier_t *t = &self->tiers[i];
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        sched_tier_t *t = &self->tierset.tiers[i];
         if (t->client)
             bus_client_dispatch(t->client, 0); /* deadlines of tier requests */
         size_t n = 0;
         if (t->state != SCHED_TIER_DOWN &&
-            tier_slots_expire(t->slots, (uint64_t)now, self->tio.victims, SCHED_EXPIRE_BATCH, &n) ==
-                0) {
+            tier_slots_expire(t->slots, (uint64_t)now, self->tierset.tio.victims,
+                              SCHED_EXPIRE_BATCH, &n) == 0) {
             for (size_t v = 0; v < n; v++)
-                sched_tier_queue_delete(t, self->tio.victims[v].slot, &self->tio.victims[v].key);
+                sched_tier_queue_delete(t, self->tierset.tio.victims[v].slot,
+                                        &self->tierset.tio.victims[v].key);
             self->g.expirations += n;
         }
         if (t->client && t->inv_active && !t->inv_in_flight)

@@ -1,9 +1,99 @@
 /* sched_tiers.h — the tier set: slot engines, tier clients, membership, inventory adoption, header
- * writes and deletes. Private to actors/sched_*.c; includes only the core types (sched_int.h). */
+ * writes and deletes, and the DELETING marks of each tier. Owns sched_tierset_t (sched_t.tierset).
+ * Private to actors/sched_*.c; builds on the core (sched_types.h) and the windows' entries
+ * (sched_window.h) only. */
 #ifndef KVT_SCHED_TIERS_H
 #define KVT_SCHED_TIERS_H
 
-#include "sched_int.h"
+#include "sched_types.h"
+#include "sched_window.h"
+
+#define SCHED_DEL_BATCH 512u                  /* slots per DeleteSlots message */
+#define SCHED_EXPIRE_BATCH 64u                /* expired blocks removed per tier per tick */
+#define SCHED_INV_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
+#define SCHED_INV_TRIES 5u                    /* failed inventory pages retried before giving up */
+#define SCHED_ROOM_HOLD_MS 1000               /* room kept for a BUSY write that stopped retrying */
+
+typedef enum {
+    SCHED_TIER_DOWN = 0,       /* no tier actor known: nothing stored, no puts */
+    SCHED_TIER_RECOVERING = 1, /* paging its inventory: reads only */
+    SCHED_TIER_UP = 2,
+} sched_tier_state_t;
+
+/* A block marked DELETING (reclaim, DESIGN §6): not served, not pinnable; its
+ * slot is freed at `due` once no reader holds it. */
+typedef struct {
+    tier_key_t key;
+    uint32_t number;
+    uint32_t slot;
+    int64_t due; /* monotonic ms */
+} sched_deleting_t;
+
+typedef struct sched_tier {
+    sched_t *self;
+    uint32_t idx;
+    sched_tier_config_t cfg; /* capacity / slot_size as last announced */
+    sched_tier_state_t state;
+    uint64_t epoch;
+    char endpoint[SCHED_ENDPOINT_MAX];
+    char shm[64];
+    char host[64];
+    uint16_t gen; /* bumped whenever the engine is reset */
+    tier_slots_t *slots;
+    uint32_t *sizes;     /* per slot: block bytes of the committed block */
+    uint64_t *checksums; /* per slot */
+    bus_client_t *client;
+    /* inventory paging (one page in flight) */
+    bool inv_active, inv_in_flight;
+    uint64_t inv_cursor;
+    uint32_t inv_failures;
+    uint64_t inv_adopted;
+    /* DeleteSlots queued until the end of the current event */
+    uint32_t n_del;
+    uint64_t del_slots[SCHED_DEL_BATCH];
+    uint8_t del_keys[SCHED_DEL_BATCH][BUS_KEY_LEN];
+    uint64_t dropped; /* blocks dropped because the tier went down / changed epoch */
+    /* DELETING blocks (bounded by cfg.max_pending_deletes) */
+    uint32_t *del_mark; /* per slot: 1 + index in deleting[], 0 = not deleting */
+    sched_deleting_t *deleting;
+    uint32_t n_deleting;
+    /* the largest write told BUSY lately (a keep tier): room is kept for it, so
+     * smaller writes cannot take every freed slot first and starve it */
+    uint32_t room_need;    /* its blocks; 0: none */
+    uint64_t room_waiter;  /* its request's hash */
+    int64_t room_asked_ms; /* its last try; forgotten SCHED_ROOM_HOLD_MS after */
+} sched_tier_t;
+
+/* The tier set (sched_t.tierset): every tier of the deployment, and the
+ * module's own scratch for the tier-plane messages it builds (headers, deletes,
+ * inventory, membership from the pipe), max_batch each. */
+typedef struct {
+    uint32_t n_tiers;
+    sched_tier_t tiers[SCHED_MAX_TIERS];
+    struct {
+        kvtier_Envelope *env;
+        uint64_t *slots, *sizes;
+        uint8_t (*keys)[16];
+        tier_victim_t victims[SCHED_EXPIRE_BATCH]; /* expired blocks of one tick */
+    } tio;
+} sched_tierset_t;
+
+/* A completion embedded in the caller's record (the record is found back from
+ * it with offsetof): a header batch's outcome, written = headers confirmed. */
+typedef struct sched_header_cb {
+    void (*done)(struct sched_header_cb *cb, const kvtier_Status *st, uint32_t written);
+} sched_header_cb_t;
+
+/* A batch of SERVING headers for one tier: the entries of a list flagged
+ * neither SKIP nor PIN, in list order. */
+typedef struct {
+    const char *instance_id;
+    uint64_t block_bytes;      /* each header's size when sizes is NULL */
+    uint64_t deadline_wall_ms; /* 0: none */
+    const uint64_t *checksums; /* one per header */
+    const uint64_t *sizes;     /* one per header, or NULL */
+    sched_header_cb_t *cb;     /* called once, with the tier's answer or the failure */
+} sched_headers_t;
 
 /* ---- sched_tiers.c ---- */
 int sched_tiers_init(sched_t *self);
@@ -19,11 +109,11 @@ bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t 
                        uint32_t slot);
 /* Fills one token tier entry from the tier's announced identity. */
 void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out);
-/* Sends PutHeader(SERVING) for entries of `list` flagged neither SKIP nor PIN
- * (done: op callback). sizes_by_entry NULL: the instance's block size. */
-int sched_tier_put_headers(sched_t *self, sched_put_op_t *op, const char *instance_id,
-                           uint64_t deadline_wall_ms, const uint64_t *checksums_by_entry,
-                           const uint64_t *sizes_by_entry, kvtier_Status *st);
+/* Sends PutHeader(SERVING) for h's entries of `entries` to t; h->cb is called
+ * when it is answered. -1 (st set, no callback) when it cannot be sent. */
+int sched_tier_put_headers(sched_t *self, sched_tier_t *t, const sched_pool_t *pool,
+                           const sched_list_t *entries, const sched_headers_t *h,
+                           kvtier_Status *st);
 /* Re-sends one block's header (a shared reservation concluded by a failing sharer);
  * id: the instance's id (NULL: nothing is sent). */
 void sched_tier_reput_header(sched_t *self, sched_tier_t *t, const char *id, uint32_t number,

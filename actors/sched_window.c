@@ -25,6 +25,8 @@
  * completing) is refused: -1, nothing changes. */
 #include "sched_window.h"
 
+#include <stdlib.h>
+
 typedef struct {
     sched_win_state_t from;
     sched_win_event_t ev;
@@ -87,4 +89,96 @@ const char *sched_window_event_name(sched_win_event_t ev)
         "prepare", "cancel", "complete",   "done", "handoff",
         "lapse",   "end",    "tier-reset", "copy", "copied"};
     return (unsigned)ev < SCHED_WEV_COUNT ? names[ev] : "?";
+}
+
+/* ---- the entry pool ---- */
+
+static uint32_t s_chunks_for(uint32_t n)
+{
+    return (n + SCHED_CHUNK - 1) / SCHED_CHUNK;
+}
+
+int sched_pool_init(sched_pool_t *p, uint32_t max_entries)
+{
+    *p = (sched_pool_t){.n_chunks = s_chunks_for(max_entries)};
+    /* calloc'd pages stay untouched (not resident) until a window uses them */
+    p->entries = calloc((size_t)p->n_chunks * SCHED_CHUNK, sizeof *p->entries);
+    p->chunk_next = calloc(p->n_chunks, sizeof *p->chunk_next);
+    p->chunk_free = calloc(p->n_chunks, sizeof *p->chunk_free);
+    if (!p->entries || !p->chunk_next || !p->chunk_free) {
+        sched_pool_fini(p);
+        return -1;
+    }
+    for (uint32_t c = 0; c < p->n_chunks; c++)
+        p->chunk_free[c] = p->n_chunks - 1 - c;
+    p->n_chunk_free = p->n_chunks;
+    return 0;
+}
+
+void sched_pool_fini(sched_pool_t *p)
+{
+    free(p->entries);
+    free(p->chunk_next);
+    free(p->chunk_free);
+    *p = (sched_pool_t){0};
+}
+
+bool sched_pool_can_take(const sched_pool_t *p, uint32_t n)
+{
+    return s_chunks_for(n) <= p->n_chunk_free;
+}
+
+uint32_t sched_pool_used(const sched_pool_t *p)
+{
+    return (p->n_chunks - p->n_chunk_free) * SCHED_CHUNK;
+}
+
+sched_entry_t *sched_list_push(sched_pool_t *p, sched_list_t *l)
+{
+    if (l->n % SCHED_CHUNK == 0) {
+        if (p->n_chunk_free == 0)
+            return NULL;
+        uint32_t c = p->chunk_free[--p->n_chunk_free];
+        p->chunk_next[c] = UINT32_MAX;
+        if (l->head == UINT32_MAX || l->n == 0)
+            l->head = c;
+        else
+            p->chunk_next[l->tail] = c;
+        l->tail = c;
+    }
+    sched_entry_t *e = &p->entries[(size_t)l->tail * SCHED_CHUNK + l->n % SCHED_CHUNK];
+    l->n++;
+    return e;
+}
+
+void sched_list_free(sched_pool_t *p, sched_list_t *l)
+{
+    uint32_t c = l->n ? l->head : UINT32_MAX;
+    while (c != UINT32_MAX) {
+        uint32_t next = p->chunk_next[c];
+        p->chunk_free[p->n_chunk_free++] = c;
+        c = next;
+    }
+    *l = (sched_list_t){.head = UINT32_MAX, .tail = UINT32_MAX, .n = 0};
+}
+
+sched_entry_t *sched_list_first(const sched_pool_t *p, const sched_list_t *l, sched_iter_t *it)
+{
+    *it = (sched_iter_t){.chunk = l->head, .i = 0, .left = l->n};
+    if (it->left == 0)
+        return NULL;
+    it->left--;
+    return &p->entries[(size_t)it->chunk * SCHED_CHUNK];
+}
+
+sched_entry_t *sched_list_next(const sched_pool_t *p, sched_iter_t *it)
+{
+    if (it->left == 0)
+        return NULL;
+    it->left--;
+    if (++it->i == SCHED_CHUNK) {
+        it->i = 0;
+        it->chunk = p->chunk_next[it->chunk];
+    }
+    return &p->entries[(size_t)it->chunk * SCHED_CHUNK + it->i];
 }

@@ -28,11 +28,41 @@ typedef struct {
     uint16_t gen; /* the tier's generation when the entry was made */
 } sched_entry_t;
 
-/* A window's entries: chunks of the scheduler's entry pool. */
+/* A window's entries: chunks of an entry pool. */
 typedef struct {
     uint32_t head, tail; /* chunk indices, UINT32_MAX when empty */
     uint32_t n;          /* entries */
 } sched_list_t;
+
+#define SCHED_CHUNK 256u /* entries per chunk of the pool */
+
+/* The entries of every window: fixed chunks sized once (max entries), handed to
+ * lists and back; never allocates after sched_pool_init. */
+typedef struct {
+    sched_entry_t *entries; /* n_chunks x SCHED_CHUNK */
+    uint32_t *chunk_next;
+    uint32_t *chunk_free;
+    uint32_t n_chunks, n_chunk_free;
+} sched_pool_t;
+
+/* A pool for at least max_entries entries (0 or -1); fini frees it (idempotent). */
+int sched_pool_init(sched_pool_t *p, uint32_t max_entries);
+void sched_pool_fini(sched_pool_t *p);
+/* Could a list of n entries be placed now (enough free chunks)? */
+bool sched_pool_can_take(const sched_pool_t *p, uint32_t n);
+/* Entries held by lists (in whole chunks). */
+uint32_t sched_pool_used(const sched_pool_t *p);
+
+/* Appends an entry to l (NULL when the pool is out of chunks). */
+sched_entry_t *sched_list_push(sched_pool_t *p, sched_list_t *l);
+/* Returns l's chunks to the pool; l becomes empty. */
+void sched_list_free(sched_pool_t *p, sched_list_t *l);
+/* Iteration: for (e = sched_list_first(p, l, &it); e; e = sched_list_next(p, &it)) */
+typedef struct {
+    uint32_t chunk, i, left;
+} sched_iter_t;
+sched_entry_t *sched_list_first(const sched_pool_t *p, const sched_list_t *l, sched_iter_t *it);
+sched_entry_t *sched_list_next(const sched_pool_t *p, sched_iter_t *it);
 
 enum { SCHED_WIN_GET = 0, SCHED_WIN_PUT = 1, SCHED_WIN_PREFETCH = 2, SCHED_WIN_KINDS = 3 };
 

@@ -1,7 +1,8 @@
 /* test_sched_window.c — the window lifecycle (actors/sched_window.c, DESIGN.md §2
  * "window"): every (state, event) pair is either the one transition of the table
  * or refused (-1) with nothing changed; PREPARE hands out the token, LAPSE records
- * it as lapsed, TIER_RESET counts stale entries and keeps the window open. */
+ * it as lapsed, TIER_RESET counts stale entries and keeps the window open; COPY
+ * holds a prefetch window until COPIED. And the windows' entry pool. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -133,6 +134,43 @@ static void test_lapse_records_the_token(void **state)
     assert_string_equal(sched_window_event_name(SCHED_WEV_TIER_RESET), "tier-reset");
 }
 
+/* The entry pool: lists take whole chunks and give them back; iteration is in
+ * push order across chunks; a full pool refuses (NULL) and changes nothing. */
+static void test_pool_lists(void **state)
+{
+    (void)state;
+    sched_pool_t p;
+    assert_int_equal(sched_pool_init(&p, 2 * SCHED_CHUNK + 1), 0); /* 3 chunks */
+    assert_int_equal(p.n_chunks, 3);
+    sched_list_t a = {.head = UINT32_MAX, .tail = UINT32_MAX}, b = a;
+    assert_true(sched_pool_can_take(&p, 3 * SCHED_CHUNK));
+    assert_false(sched_pool_can_take(&p, 3 * SCHED_CHUNK + 1));
+    for (uint32_t i = 0; i < SCHED_CHUNK + 10; i++) {
+        sched_entry_t *e = sched_list_push(&p, &a);
+        assert_non_null(e);
+        e->slot = i;
+    }
+    assert_int_equal(sched_pool_used(&p), 2 * SCHED_CHUNK);
+    for (uint32_t i = 0; i < SCHED_CHUNK; i++)
+        assert_non_null(sched_list_push(&p, &b));
+    assert_null(sched_list_push(&p, &b)); /* a fourth chunk: none left */
+    assert_int_equal(b.n, SCHED_CHUNK);
+    uint32_t want = 0;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(&p, &a, &it); e; e = sched_list_next(&p, &it))
+        assert_int_equal(e->slot, want++);
+    assert_int_equal(want, SCHED_CHUNK + 10);
+    sched_list_free(&p, &a);
+    assert_int_equal(a.n, 0);
+    assert_null(sched_list_first(&p, &a, &it));
+    assert_int_equal(sched_pool_used(&p), SCHED_CHUNK);
+    assert_non_null(sched_list_push(&p, &b)); /* a freed chunk is taken again */
+    sched_list_free(&p, &b);
+    assert_int_equal(sched_pool_used(&p), 0);
+    sched_pool_fini(&p);
+    sched_pool_fini(&p); /* idempotent */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -140,6 +178,7 @@ int main(void)
         cmocka_unit_test(test_lifecycle_and_token),
         cmocka_unit_test(test_lapse_records_the_token),
         cmocka_unit_test(test_copy_holds_the_window),
+        cmocka_unit_test(test_pool_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
