@@ -39,8 +39,9 @@ struct s_self;
 typedef struct {
     struct s_self *owner;
     migrator_job_t job;
-    bool busy;    /* queued or in flight */
-    s_src_t *src; /* in flight through it */
+    bool busy;         /* queued or in flight */
+    int64_t queued_ms; /* arrival (dispatch_within_ms counts from here) */
+    s_src_t *src;      /* in flight through it */
     bool mask[MIGRATOR_MAX_JOB_SLOTS];
     bus_arrays_t rarr; /* the CopySlots reply's success flags land in mask */
 } s_job_t;
@@ -334,6 +335,7 @@ static void s_on_job(self_t *self, const kvtier_MigrateJobRequest *in)
         j->job = job;
         j->busy = true;
         j->src = NULL;
+        j->queued_ms = zclock_mono();
         uint32_t p = j->job.priority;
         self->queue[p][self->qlen[p]++] = k;
         self->stats.submitted++;
@@ -434,9 +436,51 @@ static void s_dispatch(self_t *self, s_job_t *j)
     self->stats.dispatched++;
 }
 
+/* Fails the queued jobs past their dispatch_within_ms (nothing was copied). */
+static void s_expire(self_t *self)
+{
+    int64_t now = zclock_mono();
+    for (uint32_t p = 0; p < 2; p++)
+        for (uint32_t q = 0; q < self->qlen[p];) {
+            s_job_t *j = &self->jobs[self->queue[p][q]];
+            uint32_t within = j->job.dispatch_within_ms;
+            if (!within || now - j->queued_ms <= (int64_t)within) {
+                q++;
+                continue;
+            }
+            memmove(&self->queue[p][q], &self->queue[p][q + 1],
+                    (self->qlen[p] - q - 1) * sizeof self->queue[p][0]);
+            self->qlen[p]--;
+            self->stats.expired++;
+            kvtier_Status st = {0};
+            bus_status_set(&st, S_TIMEOUT, "%s: job %" PRIu64 " not dispatched within %u ms",
+                           self->name, j->job.job_id, within);
+            s_result_send(self, j, &st, false);
+        }
+}
+
+/* The time until the first queued job's dispatch deadline (-1: none). */
+static int64_t s_next_expiry(const self_t *self)
+{
+    int64_t best = -1, now = zclock_mono();
+    for (uint32_t p = 0; p < 2; p++)
+        for (uint32_t q = 0; q < self->qlen[p]; q++) {
+            const s_job_t *j = &self->jobs[self->queue[p][q]];
+            if (!j->job.dispatch_within_ms)
+                continue;
+            int64_t t = j->queued_ms + j->job.dispatch_within_ms + 1 - now;
+            if (t < 0)
+                t = 0;
+            if (best < 0 || t < best)
+                best = t;
+        }
+    return best;
+}
+
 static void s_pump(self_t *self)
 {
     uint32_t p, q;
+    s_expire(self);
     while (self->in_flight < self->max_in_flight && s_pick(self, &p, &q)) {
         s_job_t *j = &self->jobs[self->queue[p][q]];
         memmove(&self->queue[p][q], &self->queue[p][q + 1],
@@ -490,6 +534,9 @@ static void s_service(self_t *self)
 static int s_wait_ms(self_t *self)
 {
     int64_t best = bus_client_next_timeout_ms(self->results);
+    int64_t ex = s_next_expiry(self);
+    if (ex >= 0 && (best < 0 || ex < best))
+        best = ex;
     for (uint32_t i = 0; i < self->max_sources; i++) {
         s_src_t *s = &self->srcs[i];
         if (!s->client)
@@ -604,6 +651,7 @@ void migrator_job_encode(const migrator_job_t *job, kvtier_Envelope *env, const 
     snprintf(m->dst_endpoint, sizeof m->dst_endpoint, "%.*s", (int)sizeof m->dst_endpoint - 1,
              job->dst_endpoint);
     m->dst_state = (kvtier_LocationState)job->dst_state;
+    m->dispatch_within_ms = job->dispatch_within_ms;
     m->src_slots_count = m->dst_slots_count = m->keys_count = (pb_size_t)n;
     for (uint32_t i = 0; i < n; i++) {
         m->src_slots[i] = job->src_slots[i];
@@ -629,6 +677,7 @@ int migrator_job_decode(const kvtier_MigrateJobRequest *in, migrator_job_t *out,
     out->src_tier_id = in->src_tier_id;
     out->dst_tier_id = in->dst_tier_id;
     out->dst_state = (uint32_t)in->dst_state;
+    out->dispatch_within_ms = in->dispatch_within_ms;
     out->n = n;
     snprintf(out->src_endpoint, sizeof out->src_endpoint, "%.*s",
              (int)strnlen(in->src_endpoint, sizeof out->src_endpoint - 1), in->src_endpoint);

@@ -31,6 +31,11 @@
  *   - the pipe carries only $TERM, "STATS" -> frame(migrator_stats_t) and
  *     "ENDPOINT" -> string (the jobs endpoint as bound).
  *
+ * Deadlines: a job with dispatch_within_ms still queued that long after it
+ * arrived fails (TIMEOUT) without being dispatched, so its submitter knows when
+ * no copy of it can start any more (prefetch copies use it: a late promotion
+ * helps nobody, and their destination slots are freed after a bound).
+ *
  * Timeouts: a CopySlots that gets no answer within cfg.copy_timeout_ms fails its
  * job (TIMEOUT) and the client to that source is closed, so requests queued
  * toward it are dropped rather than delivered late. Keep copy_timeout_ms above
@@ -80,7 +85,11 @@ typedef struct {
     uint32_t dst_tier_id;
     char dst_endpoint[MIGRATOR_ENDPOINT_MAX];
     uint32_t dst_state; /* kvtier_LocationState written at the destination */
-    uint32_t n;         /* 1..MIGRATOR_MAX_JOB_SLOTS */
+    /* 0: none; a job still queued this many ms after it arrived fails (TIMEOUT,
+     * nothing copied): after that its submitter may free the destination slots,
+     * once the longest copy (copy_timeout_ms) could have ended */
+    uint32_t dispatch_within_ms;
+    uint32_t n; /* 1..MIGRATOR_MAX_JOB_SLOTS */
     uint64_t src_slots[MIGRATOR_MAX_JOB_SLOTS];
     uint64_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
     uint8_t keys[MIGRATOR_MAX_JOB_SLOTS][BUS_KEY_LEN]; /* expected at the source */
@@ -108,6 +117,7 @@ typedef struct {
     uint64_t slots_copied;
     uint64_t slots_failed;
     uint64_t timeouts;        /* jobs failed by copy_timeout_ms */
+    uint64_t expired;         /* jobs failed undispatched past dispatch_within_ms */
     uint64_t results_lost;    /* results not sent or not answered (should stay 0) */
     uint32_t queued_prefetch; /* now */
     uint32_t queued_demote;   /* now */

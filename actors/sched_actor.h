@@ -102,11 +102,12 @@ typedef struct {
     uint64_t delete_delay_ms;     /* DELETING -> slot freed after this (0: 1 s) */
     uint32_t max_pending_deletes; /* DELETING blocks per tier awaiting their free (0: 4096) */
     uint32_t reclaim_scan;        /* slots examined per ReclaimCandidates / GcScan (0: 8192) */
-    /* Demotion (issue 4 §4): ReclaimCandidates(demote) blocks go to the next tier
-     * of their chain through a migrator (actors/migrator.h): the one whose jobs
-     * ROUTER is at migrator_endpoint, running beside the scheduler (its results
-     * come back on the internal plane); "" = the scheduler starts one itself.
-     * false: no migrator, demote requests do nothing. */
+    /* The migrator (actors/migrator.h) copies between tiers: prefetches (always)
+     * and, with demote, ReclaimCandidates(demote) blocks to the next tier of their
+     * chain. It is the one whose jobs ROUTER is at migrator_endpoint, running
+     * beside the scheduler (its results come back on the internal plane); "" =
+     * the scheduler starts one itself. demote false: demote requests do nothing
+     * and a full tier evicts as a last tier does. */
     bool demote;
     char migrator_endpoint[SCHED_ENDPOINT_MAX];
     /* Per-instance quotas (issue 4 §4): enforced when the reclaimer sends

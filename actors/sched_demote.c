@@ -38,7 +38,10 @@
 
 int sched_demote_init(sched_t *self)
 {
-    self->reclaim.next_job_id = 1;
+    /* job ids differ between schedulers (and terms): a result of another one's
+     * job, reaching this one through a migrator that runs beside, names none of
+     * this one's jobs */
+    self->reclaim.next_job_id = (self->hash_seed ^ (uint64_t)zclock_usecs()) << 16 | 1;
     char ep[SCHED_ENDPOINT_MAX];
     if (self->cfg.migrator_endpoint[0]) { /* a sibling actor: connect only */
         sched_strcpy(ep, sizeof ep, self->cfg.migrator_endpoint);

@@ -125,7 +125,7 @@ void sched_quota_fini(sched_t *self);
 void sched_on_quota(sched_t *self, sched_call_t *call); /* QuotaEnforce (internal plane) */
 
 /* ---- sched_demote.c ---- */
-int sched_demote_init(sched_t *self); /* starts the migrator when cfg.demote; 0 or -1 */
+int sched_demote_init(sched_t *self); /* starts or connects the migrator; 0 or -1 */
 void sched_demote_fini(sched_t *self);
 /* DemoteDone from the migrator (internal plane): switches or rolls back the
  * job's blocks and answers DemoteDoneReply. */

@@ -42,8 +42,9 @@ int sched_requests_init(sched_t *self)
     self->requests.ops = calloc(self->cfg.max_pending_puts, sizeof *self->requests.ops);
     self->requests.op_free = calloc(self->cfg.max_pending_puts, sizeof *self->requests.op_free);
     self->requests.copy_mask = calloc(self->cfg.max_batch, sizeof *self->requests.copy_mask);
+    self->requests.copy_wait = calloc(nr, sizeof *self->requests.copy_wait);
     if (!self->requests.reqs || !self->requests.req_free || !self->requests.ops ||
-        !self->requests.op_free || !self->requests.copy_mask ||
+        !self->requests.op_free || !self->requests.copy_mask || !self->requests.copy_wait ||
         sched_map_init(&self->requests.req_map, nr) < 0)
         return -1;
     for (uint32_t i = 0; i < nr; i++)
@@ -67,6 +68,8 @@ void sched_requests_fini(sched_t *self)
         for (uint32_t i = 0; i < self->cfg.max_requests; i++)
             zframe_destroy(&self->requests.reqs[i].copy_rid);
     free(self->requests.copy_mask);
+    free(self->requests.copy_wait);
+    self->requests.copy_wait = NULL;
     self->requests.copy_mask = NULL;
     sched_pool_fini(&self->requests.pool);
     free(self->requests.reqs);
@@ -296,6 +299,8 @@ static uint32_t s_window_close(sched_t *self, sched_request_t *q, int kind, sche
  * or, when a prefetch copy still writes into its slots, once that copy ends. */
 static void s_request_free(sched_t *self, sched_request_t *q)
 {
+    if (!q->used)
+        return; /* freed already (a copy that ended during request_end) */
     if (!q->ended)
         sched_map_remove(&self->requests.req_map, q->hash, (uint32_t)(q - self->requests.reqs));
     q->ended = true;
@@ -1254,14 +1259,22 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
  * pairs not copied yet go to the migrator as jobs of priority PREFETCH (ahead of
  * demotions), one source tier and at most sched_job_slots() pairs each, header
  * WRITING at the head slot (complete_prefetch's PutHeader makes it SERVING).
- * The window is COPYING until the last job's result: it does not lapse, a
+ * The window is COPYING until the last pair has an outcome: it does not lapse, a
  * complete is answered BUSY, and a request_end leaves it ABANDONED (the request's
  * name is free at once; pins and reservations are released when the copy ends,
  * since the migrator may still be writing into those slots). The caller is
- * answered when the last job ends, with one flag per token key. A job that finds
- * no free entry (SCHED_COPY_JOBS) or that the migrator refuses fails its pairs
- * at once; a job whose result never comes fails after SCHED_COPY_LOST_MS (the
- * migrator's copy timeout is far shorter). */
+ * answered then, with one flag per token key, and the window's lease restarts.
+ *
+ * Bounds: SCHED_COPY_JOBS jobs in flight over all windows. Pairs that find no
+ * free job (or that the migrator refuses: its queue is full) wait in the window,
+ * and the window waits in a FIFO; each finished job (and each tick) hands free
+ * jobs to the waiting windows in turn, one window's share at a time, so a large
+ * window does not starve the others. A pair still waiting SCHED_COPY_DISPATCH_MS
+ * after its CopyPrefetch fails. Every job carries dispatch_within_ms =
+ * SCHED_COPY_DISPATCH_MS, so the migrator never starts it later than that; a job
+ * without a result after SCHED_COPY_LOST_MS (that bound plus the longest copy the
+ * migrator allows, copy_timeout_ms <= 50 s) has no copy left running and fails,
+ * and only then may its head slots be reused. */
 
 /* A CopyPrefetch or complete while the window copies: BUSY (the copy's end
  * answers soon; complete after it). true when it answered. */
@@ -1287,49 +1300,72 @@ static sched_copy_t *s_copy_free_entry(sched_t *self)
     return NULL;
 }
 
-/* Submits the pairs gathered in mj / pairs (source tier src). false: not submitted. */
+/* Submits the pairs gathered in mj / pairs / dsts (source tier src) as one job.
+ * false: not submitted (no free job, or the migrator refused it). */
 static bool s_copy_submit(sched_t *self, sched_request_t *q, const sched_tier_t *src,
-                          const sched_tier_t *head, migrator_job_t *mj, const uint32_t *pairs)
+                          const sched_tier_t *head, migrator_job_t *mj, const uint32_t *pairs,
+                          sched_entry_t *const *dsts)
 {
     sched_copy_t *job = s_copy_free_entry(self);
+    if (!job)
+        return false;
+    mj->priority = MIGRATOR_PREFETCH;
+    mj->src_tier_id = src->cfg.tier_id;
+    mj->dst_tier_id = head->cfg.tier_id;
+    sched_strcpy(mj->src_endpoint, sizeof mj->src_endpoint, src->endpoint);
+    sched_strcpy(mj->dst_endpoint, sizeof mj->dst_endpoint, head->endpoint);
+    mj->dst_state = kvtier_LocationState_LOCATION_WRITING;
+    mj->dispatch_within_ms = SCHED_COPY_DISPATCH_MS;
     char why[160] = "";
-    if (!job) {
-        snprintf(why, sizeof why, "%u prefetch copies in flight (SCHED_COPY_JOBS)",
-                 SCHED_COPY_JOBS);
-    } else {
-        mj->priority = MIGRATOR_PREFETCH;
-        mj->src_tier_id = src->cfg.tier_id;
-        mj->dst_tier_id = head->cfg.tier_id;
-        sched_strcpy(mj->src_endpoint, sizeof mj->src_endpoint, src->endpoint);
-        sched_strcpy(mj->dst_endpoint, sizeof mj->dst_endpoint, head->endpoint);
-        mj->dst_state = kvtier_LocationState_LOCATION_WRITING;
-        if (sched_migrate_submit(self, mj, why, sizeof why) == 0) {
-            *job = (sched_copy_t){.used = true,
-                                  .job_id = mj->job_id,
-                                  .req = (uint32_t)(q - self->requests.reqs),
-                                  .token_id = q->win[SCHED_WIN_PREFETCH].token_id,
-                                  .submitted_ms = sched_now(),
-                                  .n = mj->n};
-            memcpy(job->pairs, pairs, (size_t)mj->n * sizeof *pairs);
-            q->copies++;
-            self->g.prefetch_copy_jobs++;
-            return true;
-        }
+    if (sched_migrate_submit(self, mj, why, sizeof why) != 0) {
+        bus_debug(S_LOG, "request %s: prefetch copy of %u blocks %s -> %s waits: %s", q->id, mj->n,
+                  src->cfg.name, head->cfg.name, why);
+        return false;
     }
-    bus_info(S_LOG, "request %s: prefetch copy of %u blocks %s -> %s not submitted: %s", q->id,
-             mj->n, src->cfg.name, head->cfg.name, why);
-    self->g.prefetch_copy_failed += mj->n;
-    return false;
+    *job = (sched_copy_t){.used = true,
+                          .job_id = mj->job_id,
+                          .req = (uint32_t)(q - self->requests.reqs),
+                          .token_id = q->win[SCHED_WIN_PREFETCH].token_id,
+                          .src_tier_id = src->cfg.tier_id,
+                          .dst_tier_id = head->cfg.tier_id,
+                          .submitted_ms = sched_now(),
+                          .n = mj->n};
+    memcpy(job->pairs, pairs, (size_t)mj->n * sizeof *pairs);
+    for (uint32_t i = 0; i < mj->n; i++)
+        dsts[i]->kind |= SCHED_ENTRY_COPYING;
+    q->copies++;
+    self->g.prefetch_copy_jobs++;
+    return true;
 }
 
-/* Hands every pair not copied yet to the migrator, one source tier at a time. */
-static void s_copy_start(sched_t *self, sched_request_t *q)
+/* A pair's copy will not happen in this CopyPrefetch. */
+static void s_copy_fail(sched_t *self, sched_entry_t *dst)
+{
+    dst->kind |= SCHED_ENTRY_COPY_FAILED;
+    self->g.prefetch_copy_failed++;
+}
+
+static bool s_copy_settled(const sched_entry_t *dst)
+{
+    return (dst->kind & (SCHED_ENTRY_COPIED | SCHED_ENTRY_COPYING | SCHED_ENTRY_COPY_FAILED)) != 0;
+}
+
+/* Hands the window's unsettled pairs to the migrator, one source tier at a time,
+ * at most `share` jobs (0: as many as are free). Pairs that cannot go now stay
+ * unsettled (or fail when they can never go, or waited too long). Returns
+ * whether some wait. */
+static bool s_copy_start(sched_t *self, sched_request_t *q, uint32_t share)
 {
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     sched_tier_t *head = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    bool too_late = w->state == SCHED_WIN_ABANDONED ||
+                    sched_now() - q->copy_started_ms > SCHED_COPY_DISPATCH_MS;
+    bool head_ok = head->state == SCHED_TIER_UP && head->client;
+    bool waiting = false, blocked = false;
+    uint32_t jobs = 0;
     migrator_job_t mj; /* ~2 KiB */
     uint32_t pairs[MIGRATOR_MAX_JOB_SLOTS];
-    bool head_ok = head->state == SCHED_TIER_UP && head->client;
+    sched_entry_t *dsts[MIGRATOR_MAX_JOB_SLOTS];
     for (uint32_t s = 0; s < self->tierset.n_tiers; s++) {
         sched_tier_t *src = &self->tierset.tiers[s];
         if (s == head->idx)
@@ -1346,27 +1382,78 @@ static void s_copy_start(sched_t *self, sched_request_t *q)
                 continue;
             }
             uint32_t pair = p++;
-            if (e->tier != s || (dst->kind & SCHED_ENTRY_COPIED))
+            if (e->tier != s || s_copy_settled(dst))
                 continue;
-            if (!src_ok || dst->gen != head->gen || e->gen != src->gen) {
-                self->g.prefetch_copy_failed++;
+            if (too_late || !src_ok || dst->gen != head->gen || e->gen != src->gen) {
+                s_copy_fail(self, dst);
+                continue;
+            }
+            if (blocked || (share && jobs == share)) {
+                waiting = true;
                 continue;
             }
             mj.src_slots[mj.n] = e->slot;
             mj.dst_slots[mj.n] = dst->slot;
             memcpy(mj.keys[mj.n], e->key.b, TIER_KEY_BYTES);
+            dsts[mj.n] = dst;
             pairs[mj.n++] = pair;
             if (mj.n == max_m) {
-                (void)s_copy_submit(self, q, src, head, &mj, pairs);
+                if (s_copy_submit(self, q, src, head, &mj, pairs, dsts))
+                    jobs++;
+                else
+                    blocked = waiting = true;
                 memset(&mj, 0, sizeof mj);
             }
         }
-        if (mj.n)
-            (void)s_copy_submit(self, q, src, head, &mj, pairs);
+        if (mj.n) {
+            if (s_copy_submit(self, q, src, head, &mj, pairs, dsts))
+                jobs++;
+            else
+                blocked = waiting = true;
+        }
+    }
+    return waiting;
+}
+
+/* Puts q at the end of the windows waiting for free jobs (once). */
+static void s_copy_wait(sched_t *self, sched_request_t *q)
+{
+    sched_requests_t *rq = &self->requests;
+    if (q->copy_waiting)
+        return;
+    q->copy_waiting = true;
+    rq->copy_wait[(rq->copy_wait_head + rq->n_copy_wait++) % self->cfg.max_requests] =
+        (uint32_t)(q - rq->reqs);
+}
+
+static void s_copy_finish(sched_t *self, sched_request_t *q);
+
+/* Has the window copied everything it will (no job in flight, nothing waiting)? */
+static void s_copy_check_done(sched_t *self, sched_request_t *q, bool waiting)
+{
+    if (waiting)
+        s_copy_wait(self, q);
+    else if (q->copies == 0 && !q->copy_waiting)
+        s_copy_finish(self, q);
+}
+
+/* Free jobs go to the waiting windows in turn, one job each per round. */
+static void s_copy_pump(sched_t *self)
+{
+    sched_requests_t *rq = &self->requests;
+    uint32_t rounds = rq->n_copy_wait;
+    while (rounds-- > 0 && rq->n_copy_wait > 0 && s_copy_free_entry(self)) {
+        uint32_t qi = rq->copy_wait[rq->copy_wait_head];
+        rq->copy_wait_head = (rq->copy_wait_head + 1) % self->cfg.max_requests;
+        rq->n_copy_wait--;
+        sched_request_t *q = &rq->reqs[qi];
+        q->copy_waiting = false;
+        s_copy_check_done(self, q, s_copy_start(self, q, 1));
     }
 }
 
-/* The last copy of q's window ended: the caller learns which keys were copied. */
+/* The window's copy is over (no job in flight, no pair waiting): the caller learns
+ * which keys were copied; an abandoned window is released with its request. */
 static void s_copy_finish(sched_t *self, sched_request_t *q)
 {
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
@@ -1385,14 +1472,12 @@ static void s_copy_finish(sched_t *self, sched_request_t *q)
     rep->corr_id = q->copy_corr;
     rep->has_status = true;
     bus_arrays_t arr = {0};
-    if (w->state == SCHED_WIN_ABANDONED) {
-        (void)s_window_close(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPIED);
+    bool abandoned = w->state == SCHED_WIN_ABANDONED;
+    if (abandoned) {
         rep->status.code = kvtier_StatusCode_STATUS_NOT_FOUND;
         snprintf(rep->status.message, sizeof rep->status.message,
                  "request %.64s ended while its prefetch copied: nothing promoted", q->id);
-        s_request_free(self, q);
     } else {
-        (void)s_window_step(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPIED, 0);
         rep->status.code = kvtier_StatusCode_STATUS_OK;
         rep->body.copy_prefetch_rep.copied = copied;
         arr.mask = (bus_bools_t){.v = self->requests.copy_mask, .n = n, .cap = self->cfg.max_batch};
@@ -1401,6 +1486,12 @@ static void s_copy_finish(sched_t *self, sched_request_t *q)
     if (q->copy_rid && bus_server_reply(self->server, q->copy_rid, rep, &arr, NULL, 0, &st) < 0)
         bus_warn(S_LOG, "CopyPrefetch reply not sent: %s", st.message);
     zframe_destroy(&q->copy_rid);
+    if (abandoned) {
+        (void)s_window_close(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPIED);
+        s_request_free(self, q);
+    } else {
+        (void)s_window_step(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPIED, 0);
+    }
 }
 
 void sched_on_copy_prefetch(sched_t *self, sched_call_t *call)
@@ -1424,14 +1515,19 @@ void sched_on_copy_prefetch(sched_t *self, sched_call_t *call)
                           "out of memory: retry CopyPrefetch");
         return;
     }
+    /* pairs that failed an earlier CopyPrefetch are tried again */
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->entries, &it); e;
+         e = sched_list_next(&self->requests.pool, &it))
+        e->kind &= (uint8_t)~SCHED_ENTRY_COPY_FAILED;
     q->copy_rid = rid;
     q->copy_corr = call->req.env.corr_id;
     q->copy_ran = true;
     q->copies = 0;
+    q->copy_started_ms = sched_now();
     (void)s_window_step(self, q, SCHED_WIN_PREFETCH, SCHED_WEV_COPY, 0);
-    s_copy_start(self, q);
-    if (q->copies == 0)
-        s_copy_finish(self, q);
+    /* a share while others wait, so the newcomer queues behind them */
+    s_copy_check_done(self, q, s_copy_start(self, q, self->requests.n_copy_wait ? 1 : 0));
 }
 
 /* One job's outcome on its window (ok: per pair, NULL when nothing was copied). */
@@ -1442,7 +1538,8 @@ static void s_copy_result(sched_t *self, sched_copy_t *job, const bool *ok, uint
     job->used = false;
     if (!q->used || w->token_id != job->token_id ||
         (w->state != SCHED_WIN_COPYING && w->state != SCHED_WIN_ABANDONED)) {
-        bus_warn(S_LOG, "prefetch copy %" PRIu64 ": its window is gone", job->job_id);
+        /* not reached: a window is held until its last job's result */
+        bus_error(S_LOG, "prefetch copy %" PRIu64 ": its window is gone", job->job_id);
         return;
     }
     uint32_t p = 0, k = 0, copied = 0;
@@ -1456,16 +1553,22 @@ static void s_copy_result(sched_t *self, sched_copy_t *job, const bool *ok, uint
         }
         if (p++ != job->pairs[k])
             continue;
+        dst->kind &= (uint8_t)~SCHED_ENTRY_COPYING;
         if (ok && k < n_ok && ok[k]) {
             dst->kind |= SCHED_ENTRY_COPIED;
             copied++;
+        } else {
+            dst->kind |= SCHED_ENTRY_COPY_FAILED;
         }
         k++;
     }
     self->g.prefetch_copied += copied;
     self->g.prefetch_copy_failed += job->n - copied;
-    if (--q->copies == 0)
-        s_copy_finish(self, q);
+    q->copies--;
+    /* the window's own waiting pairs first, then the other windows' */
+    bool waiting = q->copy_waiting ? true : s_copy_start(self, q, 0);
+    s_copy_check_done(self, q, waiting);
+    s_copy_pump(self);
 }
 
 void sched_on_copy_done(sched_t *self, sched_call_t *call)
@@ -1481,10 +1584,20 @@ void sched_on_copy_done(sched_t *self, sched_call_t *call)
     for (uint32_t i = 0; i < SCHED_COPY_JOBS && !job; i++)
         if (self->requests.copies[i].used && self->requests.copies[i].job_id == r->job_id)
             job = &self->requests.copies[i];
-    if (!job) {
-        bus_warn(S_LOG, "migrator: result for unknown prefetch copy %" PRIu64, r->job_id);
-        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
-                          "no prefetch copy %" PRIu64 " in flight", r->job_id);
+    if (!job) { /* a demotion's result without its priority: demotion answers it */
+        sched_on_demote_done(self, call);
+        return;
+    }
+    if (r->src_tier_id != job->src_tier_id || r->dst_tier_id != job->dst_tier_id ||
+        r->n != job->n) {
+        bus_warn(S_LOG,
+                 "migrator: result for prefetch copy %" PRIu64 " names tiers %u -> %u and %u "
+                 "slots, the job is %u -> %u with %u: ignored",
+                 r->job_id, r->src_tier_id, r->dst_tier_id, r->n, job->src_tier_id,
+                 job->dst_tier_id, job->n);
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "prefetch copy %" PRIu64 " is %u -> %u with %u slots", r->job_id,
+                          job->src_tier_id, job->dst_tier_id, job->n);
         return;
     }
     if (r->status != kvtier_StatusCode_STATUS_OK)
@@ -1511,6 +1624,7 @@ void sched_copy_tick(sched_t *self, int64_t now)
         self->g.prefetch_copy_lost++;
         s_copy_result(self, job, NULL, 0);
     }
+    s_copy_pump(self); /* windows the migrator refused wait for no job's result */
 }
 
 /* ---- leases ---- */

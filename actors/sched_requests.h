@@ -7,8 +7,13 @@
 
 #include "sched_reclaim.h"
 
-#define SCHED_COPY_JOBS 64u      /* migrator jobs in flight (prefetch copies) */
-#define SCHED_COPY_LOST_MS 60000 /* a prefetch copy without a result by then failed */
+#define SCHED_COPY_JOBS 64u /* migrator jobs in flight (prefetch copies) */
+#define SCHED_COPY_DISPATCH_MS                                                                     \
+    10000 /* a pair not started by then fails (and a job at the                                    \
+             migrator: its dispatch_within_ms) */
+#define SCHED_COPY_LOST_MS                                                                         \
+    60000 /* a job without a result by then failed: the dispatch                                   \
+             bound plus the longest copy (copy_timeout_ms <= 50 s) */
 
 typedef struct {
     bool used;
@@ -21,10 +26,12 @@ typedef struct {
     int64_t last_ms; /* begin or the last window call (request_idle_ms) */
     sched_window_t win[SCHED_WIN_KINDS];
     /* the prefetch window's copy through the migrator (CopyPrefetch) */
-    bool copy_ran;      /* the scheduler copied this window: complete trusts only its copies */
-    bool ended;         /* request_end came mid-copy: out of the map, freed when the copy ends */
-    uint32_t copies;    /* migrator jobs in flight */
-    zframe_t *copy_rid; /* the CopyPrefetch caller, answered when the last job ends */
+    bool copy_ran;     /* the scheduler copied this window: complete trusts only its copies */
+    bool ended;        /* request_end came mid-copy: out of the map, freed when the copy ends */
+    uint32_t copies;   /* migrator jobs in flight */
+    bool copy_waiting; /* in the FIFO of windows waiting for free jobs */
+    int64_t copy_started_ms; /* the CopyPrefetch's arrival */
+    zframe_t *copy_rid;      /* the CopyPrefetch caller, answered when the last job ends */
     uint64_t copy_corr;
 } sched_request_t;
 
@@ -35,6 +42,7 @@ typedef struct {
     uint64_t job_id;
     uint32_t req;      /* request index */
     uint64_t token_id; /* its window's token: a result for another window is ignored */
+    uint32_t src_tier_id, dst_tier_id; /* checked against the result */
     int64_t submitted_ms;
     uint32_t n;
     uint32_t pairs[MIGRATOR_MAX_JOB_SLOTS];
@@ -70,6 +78,8 @@ typedef struct {
     uint32_t *op_free;
     uint32_t n_op_free;
     sched_copy_t copies[SCHED_COPY_JOBS];
+    uint32_t *copy_wait; /* FIFO (max_requests) of windows with pairs waiting for a job */
+    uint32_t copy_wait_head, n_copy_wait;
     kvtier_Envelope *op_rep; /* deferred replies (put ops, prefetch copies) */
     bool *copy_mask;         /* max_batch: the flags of a deferred CopyPrefetch reply */
 } sched_requests_t;

@@ -16,7 +16,7 @@
  *   OPEN        COPY         COPYING     prefetch: copies handed to the migrator;
  *                                        no lapse, no complete until they end
  *   COPYING     COPIED       OPEN        the last copy ended: the caller is told
- *                                        which keys were copied
+ *                                        which keys were copied; its lease restarts
  *   COPYING     END          ABANDONED   request_end mid-copy: the request's name is
  *                                        free, its entries held until the copy ends
  *   ABANDONED   COPIED       CLOSED      the copy ended: released
@@ -66,6 +66,8 @@ int sched_window_step(sched_window_t *w, sched_win_event_t ev, uint64_t token_id
             w->job_id = job_id;
             w->opened_ms = now_ms;
             w->stale = 0;
+        } else if (ev == SCHED_WEV_COPIED) {
+            w->opened_ms = now_ms; /* the lease restarts: the caller still has to complete */
         } else if (ev == SCHED_WEV_LAPSE) {
             w->lapsed_token_id = w->token_id;
         } else if (ev == SCHED_WEV_TIER_RESET) {

@@ -13,11 +13,12 @@
 
 #include "tier_key.h"
 
-#define SCHED_ENTRY_SKIP 0x80u /* sched_entry_t.kind flag: excluded from the batch */
-#define SCHED_ENTRY_PIN 0x40u  /* sched_entry_t.kind flag: a pinned source (prefetch) */
-#define SCHED_ENTRY_COPIED                                                                         \
-    0x20u /* sched_entry_t.kind flag: a prefetch destination the                                   \
-             migrator filled (CopyPrefetch) */
+/* sched_entry_t.kind flags (the low three bits hold a put's tier_resv_kind_t) */
+#define SCHED_ENTRY_SKIP 0x80u        /* excluded from the batch */
+#define SCHED_ENTRY_PIN 0x40u         /* a pinned source (prefetch) */
+#define SCHED_ENTRY_COPIED 0x20u      /* a prefetch destination the migrator filled */
+#define SCHED_ENTRY_COPYING 0x10u     /* ... its copy job is at the migrator */
+#define SCHED_ENTRY_COPY_FAILED 0x08u /* ... its copy failed in this CopyPrefetch */
 
 /* One key of a window. */
 typedef struct {
@@ -103,8 +104,8 @@ typedef struct {
 void sched_window_init(sched_window_t *w);
 
 /* Applies ev: 0 and the new state, or -1 (the table has no such transition; w
- * is unchanged). PREPARE takes token_id, job_id and now_ms; LAPSE records the
- * token as lapsed; the others ignore them. */
+ * is unchanged). PREPARE takes token_id, job_id and now_ms; COPIED restarts the
+ * lease at now_ms; LAPSE records the token as lapsed; the others ignore them. */
 int sched_window_step(sched_window_t *w, sched_win_event_t ev, uint64_t token_id, uint64_t job_id,
                       int64_t now_ms);
 

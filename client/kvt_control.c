@@ -516,7 +516,19 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
         return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete,
                          "a job on this token is still in flight: collect it with "
                          "kvt_get_finished or kvt_wait first (the token is kept)");
-    int rc = s_send_complete(c, t, success ? success : t->ok, w->complete);
+    /* BUSY: the scheduler still copies the prefetch window (its CopyPrefetch job
+     * gave up first): nothing was concluded, so the complete is sent again
+     * (1, 2, 4 .. 32 ms) within timeout_ms; still BUSY, the token is kept. */
+    int64_t give_up = zclock_mono() + c->timeout_ms;
+    int rc;
+    for (int pause = 1;; pause = pause < 32 ? 2 * pause : 32) {
+        rc = s_send_complete(c, t, success ? success : t->ok, w->complete);
+        if (rc != -KVT_BUSY || zclock_mono() + pause > give_up)
+            break;
+        zclock_sleep(pause);
+    }
+    if (rc == -KVT_BUSY)
+        return rc; /* the window is still held: complete again later (the token is kept) */
     kvti_token_release(c, t);
     *tokp = NULL;
     return rc;

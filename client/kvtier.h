@@ -170,7 +170,10 @@ int kvt_lookup(kvt_client_t *c, const char *instance_id, const char *request_id 
 /* Prepare opens the request's window of that kind (one per kind at a time) and
  * returns a token; complete closes it. success: one flag per token key, or NULL to
  * use the outcome the data role recorded for each key (a key never transferred
- * counts as failed). Complete consumes the token (*tok = NULL). */
+ * counts as failed). Complete consumes the token (*tok = NULL), except when it
+ * returns -KVT_BUSY: nothing was concluded and the token is kept (a prefetch
+ * window whose copy is still running; complete retries that within timeout_ms
+ * first). */
 int kvt_prepare_get(kvt_client_t *c, const char *instance_id, const char *request_id,
                     const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
 int kvt_complete_get(kvt_client_t *c, kvt_token_t **tok, const bool *success);

@@ -418,6 +418,8 @@ class Client:
         self._submit("put", job_id, token, buffers, length)
 
     def submit_prefetch(self, job_id, token):
+        """The service copies the token's blocks up to the head tier (through its
+        migrator, tier actor to tier actor); no bytes pass through this process."""
         self._check(_lib.kvt_submit_prefetch(self._h, job_id, token._h))
         self._jobs[job_id] = []
 

@@ -434,6 +434,53 @@ static void test_migrator_dead_source_times_out_the_job(void **state)
     s_env_stop(&e);
 }
 
+/* migrator.h "Deadlines": a job still queued dispatch_within_ms after it arrived
+ * fails TIMEOUT without a copy (here it waits behind a copy to a dead source
+ * with max_in_flight 1); the job in flight is not affected. */
+static void test_migrator_undispatched_job_expires(void **state)
+{
+    (void)state;
+    env_t e;
+    migrator_config_t cfg = {.copy_timeout_ms = 2000, .max_in_flight = 1};
+    s_env_start(&e, &cfg);
+    ck_store(&e.host, 0, 611, 0);
+    uint64_t s = 0, d = 0;
+    uint32_t seed = 611;
+    migrator_job_t dead = s_job(1, MIGRATOR_PREFETCH, &e.host, e.nvme.ep, 2, &s, &d, &seed, 1);
+    snprintf(dead.src_endpoint, sizeof dead.src_endpoint, "ipc://%.64s/no-source-%d", s_dir,
+             s_seq++);
+    s_submit_ok(&e, &dead);
+    migrator_stats_t ms = {0};
+    int64_t until = zclock_mono() + CK_CALL_MS;
+    while (migrator_stats(e.mig, &ms) == 0 && ms.dispatched < 1 && zclock_mono() < until)
+        zclock_sleep(5);
+    assert_int_equal(ms.dispatched, 1); /* in flight: the next job has to wait */
+    migrator_job_t late = s_job(2, MIGRATOR_PREFETCH, &e.host, e.nvme.ep, 2, &s, &d, &seed, 1);
+    late.dispatch_within_ms = 100;
+    s_submit_ok(&e, &late);
+    migrator_result_t r;
+    s_result(&e, &r); /* the queued one first: it expires long before the copy times out */
+    assert_int_equal(r.job_id, 2);
+    assert_int_equal(r.status, kvtier_StatusCode_STATUS_TIMEOUT);
+    assert_false(r.ok[0]);
+    assert_non_null(strstr(r.message, "not dispatched within 100 ms"));
+    assert_int_not_equal(ck_read_code(&e.nvme, 0, 611), 0); /* never copied */
+    s_result(&e, &r);
+    assert_int_equal(r.job_id, 1);
+    assert_int_equal(r.status, kvtier_StatusCode_STATUS_TIMEOUT);
+    assert_int_equal(migrator_stats(e.mig, &ms), 0);
+    assert_int_equal(ms.expired, 1);
+    assert_int_equal(ms.dispatched, 1);
+    /* the bound round-trips through the envelope */
+    kvtier_Envelope env;
+    migrator_job_encode(&late, &env, "test");
+    migrator_job_t back;
+    char why[200];
+    assert_int_equal(migrator_job_decode(&env.body.migrate_job_req, &back, why, sizeof why), 0);
+    assert_int_equal(back.dispatch_within_ms, 100);
+    s_env_stop(&e);
+}
+
 /* migrator.h: a job whose source is at max_per_source waits without holding up
  * jobs of other sources. The busy source here is scripted (it answers CopySlots
  * only when told). */
@@ -591,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_migrator_failed_copy_leaves_source_serving),
         cmocka_unit_test(test_migrator_dead_source_times_out_the_job),
         cmocka_unit_test(test_migrator_busy_source_does_not_hold_up_others),
+        cmocka_unit_test(test_migrator_undispatched_job_expires),
         cmocka_unit_test(test_migrator_bad_jobs_are_invalid_argument),
         cmocka_unit_test(test_migrator_malformed_envelope_is_invalid_argument),
     };

@@ -37,7 +37,7 @@ static bool s_adopted(tk_t *t, void *arg)
     return s_lookup(e, S_NB) == 0 && e->t->rep->body.lookup_rep.hit_count == S_NB;
 }
 
-static void s_start_with(s_env_t *e, const char *migrator_endpoint)
+static void s_start_with(s_env_t *e, const char *migrator_endpoint, uint64_t pin_lease_ms)
 {
     memset(e, 0, sizeof *e);
     tier_actor_config_t hc = ck_cfg("host", 1, s_dir, s_seq++);
@@ -59,6 +59,8 @@ static void s_start_with(s_env_t *e, const char *migrator_endpoint)
     cfg.chains[0].tier_ids[1] = 2;
     if (migrator_endpoint)
         snprintf(cfg.migrator_endpoint, sizeof cfg.migrator_endpoint, "%s", migrator_endpoint);
+    if (pin_lease_ms)
+        cfg.pin_lease_ms = pin_lease_ms;
     e->t = tk_new(&cfg);
     assert_int_equal(tk_register(e->t, CK_INST, CK_SLOT), 0);
     tk_tier_up(e->t, 1, e->host.ep, tier_actor_epoch(e->host.actor), CK_CAP, CK_SLOT);
@@ -69,7 +71,7 @@ static void s_start_with(s_env_t *e, const char *migrator_endpoint)
 
 static void s_start(s_env_t *e)
 {
-    s_start_with(e, NULL);
+    s_start_with(e, NULL, 0);
 }
 
 static void s_stop(s_env_t *e)
@@ -330,7 +332,7 @@ typedef struct {
     migrator_job_t job;
 } s_mig_t;
 
-static void s_mig_take_job(s_mig_t *m)
+static void s_mig_take_job_answering(s_mig_t *m, bus_code_t answer)
 {
     int64_t until = zclock_mono() + TK_CALL_MS;
     int rc = 0;
@@ -342,15 +344,28 @@ static void s_mig_take_job(s_mig_t *m)
     assert_int_equal(
         migrator_job_decode(&m->req.env.body.migrate_job_req, &m->job, why, sizeof why), 0);
     assert_int_equal(m->job.priority, MIGRATOR_PREFETCH);
-    kvtier_Envelope rep;
-    bus_env_init_reply(&rep, &m->req.env, kvtier_Envelope_migrate_job_rep_tag, "test-migrator");
+    assert_true(m->job.dispatch_within_ms > 0); /* a late copy is refused, not run */
     kvtier_Status st;
-    assert_int_equal(bus_server_reply(m->srv, m->req.routing_id, &rep, NULL, NULL, 0, &st), 0);
+    if (answer == kvtier_StatusCode_STATUS_OK) {
+        kvtier_Envelope rep;
+        bus_env_init_reply(&rep, &m->req.env, kvtier_Envelope_migrate_job_rep_tag, "test-migrator");
+        assert_int_equal(bus_server_reply(m->srv, m->req.routing_id, &rep, NULL, NULL, 0, &st), 0);
+    } else {
+        assert_int_equal(bus_server_reply_error(m->srv, m->req.routing_id, m->req.env.corr_id,
+                                                answer, "test-migrator: queue full"),
+                         0);
+    }
     bus_request_reset(&m->req);
 }
 
-/* Sends the held job's result (every slot copied) to the scheduler's internal plane. */
-static void s_mig_result(s_mig_t *m, tk_t *t)
+static void s_mig_take_job(s_mig_t *m)
+{
+    s_mig_take_job_answering(m, kvtier_StatusCode_STATUS_OK);
+}
+
+/* Sends the held job's result (every slot copied; dst_tier_id 0: the job's) to
+ * the scheduler's internal plane: the answer's status code. */
+static int s_mig_result_as(s_mig_t *m, tk_t *t, uint32_t dst_tier_id)
 {
     char ep[256];
     assert_int_equal(sched_actor_internal_endpoint(t->sched, ep, sizeof ep), 0);
@@ -364,7 +379,7 @@ static void s_mig_result(s_mig_t *m, tk_t *t)
     d->job_id = m->job.job_id;
     d->priority = m->job.priority;
     d->src_tier_id = m->job.src_tier_id;
-    d->dst_tier_id = m->job.dst_tier_id;
+    d->dst_tier_id = dst_tier_id ? dst_tier_id : m->job.dst_tier_id;
     d->has_status = true;
     d->results_count = (pb_size_t)m->job.n;
     for (uint32_t i = 0; i < m->job.n; i++) {
@@ -375,18 +390,52 @@ static void s_mig_result(s_mig_t *m, tk_t *t)
         d->results[i].dst_slot = m->job.dst_slots[i];
         d->results[i].ok = true;
     }
-    kvtier_Status st;
-    assert_int_equal(bus_client_call(cl, env, NULL, NULL, 0, TK_CALL_MS, rep, NULL, NULL, &st), 0);
+    kvtier_Status st = {0};
+    int rc = bus_client_call(cl, env, NULL, NULL, 0, TK_CALL_MS, rep, NULL, NULL, &st);
     free(env);
     free(rep);
     bus_client_destroy(&cl);
+    return rc == 0 ? 0 : (int)st.code;
 }
 
+static void s_mig_result(s_mig_t *m, tk_t *t)
+{
+    assert_int_equal(s_mig_result_as(m, t, 0), 0);
+}
+
+static bool s_copy_mask[S_NB];
+static uint32_t s_copy_mask_n;
+
 static int s_copy_reply_code = -1;
+static bus_arrays_t s_copy_arr = {.mask = {s_copy_mask, 0, S_NB}};
 static void s_copy_replied(void *arg, bus_reply_t *r)
 {
     (void)arg;
     s_copy_reply_code = (int)r->status.code;
+    s_copy_mask_n = s_copy_arr.mask.n;
+}
+
+/* CopyPrefetch of r1's window sent without waiting (s_copy_replied takes the answer). */
+static void s_copy_prefetch_async(s_env_t *e, uint64_t token)
+{
+    kvtier_CopyPrefetchRequest *r =
+        &tk_req(e->t, kvtier_Envelope_copy_prefetch_req_tag)->body.copy_prefetch_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
+    snprintf(r->request_id, sizeof r->request_id, "%s", "r1");
+    r->token_id = token;
+    kvtier_Status st;
+    s_copy_reply_code = -1;
+    s_copy_arr.mask.n = 0;
+    assert_int_equal(bus_client_send(e->t->c, e->t->req, NULL, NULL, 0, TK_CALL_MS, &s_copy_arr,
+                                     s_copy_replied, NULL, NULL, &st),
+                     0);
+}
+
+static void s_copy_reply_wait(s_env_t *e)
+{
+    int64_t until = zclock_mono() + TK_CALL_MS;
+    while (s_copy_reply_code < 0 && zclock_mono() < until)
+        bus_client_dispatch(e->t->c, 50);
 }
 
 /* The window copies until the migrator's result: no complete (BUSY), no second
@@ -400,21 +449,12 @@ static void test_request_end_mid_copy_holds_the_slots(void **state)
     m.srv = bus_server_new("tcp://127.0.0.1:*", "test-migrator");
     assert_non_null(m.srv);
     s_env_t e;
-    s_start_with(&e, bus_server_endpoint(m.srv));
+    s_start_with(&e, bus_server_endpoint(m.srv), 0);
     assert_int_equal(
         tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB), 0);
     uint64_t token = e.t->rep->body.prepare_prefetch_rep.token.token_id;
     /* CopyPrefetch sent without waiting: its answer comes when the copy ends */
-    kvtier_CopyPrefetchRequest *r =
-        &tk_req(e.t, kvtier_Envelope_copy_prefetch_req_tag)->body.copy_prefetch_req;
-    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
-    snprintf(r->request_id, sizeof r->request_id, "%s", "r1");
-    r->token_id = token;
-    kvtier_Status st;
-    s_copy_reply_code = -1;
-    assert_int_equal(bus_client_send(e.t->c, e.t->req, NULL, NULL, 0, TK_CALL_MS, NULL,
-                                     s_copy_replied, NULL, NULL, &st),
-                     0);
+    s_copy_prefetch_async(&e, token);
     s_mig_take_job(&m);
     assert_int_equal(m.job.n, S_NB);
     assert_int_equal(s_complete(&e, token, NULL, 0), kvtier_StatusCode_STATUS_BUSY);
@@ -425,17 +465,58 @@ static void test_request_end_mid_copy_holds_the_slots(void **state)
     assert_int_equal(tk_stat(e.t, "reserved"), S_NB);
     assert_int_equal(tk_begin(e.t, CK_INST, "r1", 0), 0); /* the name is free */
     assert_int_equal(s_copy_reply_code, -1);
+    /* a result naming other tiers is not this job's */
+    assert_int_equal(s_mig_result_as(&m, e.t, 7), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(tk_stat(e.t, "pinned"), S_NB);
     s_mig_result(&m, e.t);
     assert_int_equal(tk_stat(e.t, "pinned"), 0);
     assert_int_equal(tk_stat(e.t, "reserved"), 0);
-    int64_t until = zclock_mono() + TK_CALL_MS;
-    while (s_copy_reply_code < 0 && zclock_mono() < until)
-        bus_client_dispatch(e.t->c, 50);
+    s_copy_reply_wait(&e);
     assert_int_equal(s_copy_reply_code, kvtier_StatusCode_STATUS_NOT_FOUND);
     assert_int_equal(s_lookup(&e, S_NB), 0); /* nothing promoted */
     for (uint32_t i = 0; i < S_NB; i++)
         assert_int_equal(e.t->arr->tier_ids.v[i], 2);
     assert_int_equal(tk_end(e.t, CK_INST, "r1"), 0);
+    s_stop(&e);
+    bus_server_destroy(&m.srv);
+    bus_arrays_destroy(&m.arr);
+}
+
+/* A job the migrator refuses (its queue is full) waits in the window and goes
+ * again at a later tick; when the copy ends the window's lease starts again, so a
+ * copy that took longer than the lease still leaves time to complete. */
+static void test_refused_copy_waits_and_the_lease_restarts(void **state)
+{
+    (void)state;
+    s_mig_t m = {.arr = bus_arrays_new(256, 0)};
+    m.srv = bus_server_new("tcp://127.0.0.1:*", "test-migrator");
+    assert_non_null(m.srv);
+    s_env_t e;
+    s_start_with(&e, bus_server_endpoint(m.srv), 1500);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e.keys, S_NB), 0);
+    uint64_t token = e.t->rep->body.prepare_prefetch_rep.token.token_id;
+    s_copy_prefetch_async(&e, token);
+    s_mig_take_job_answering(&m, kvtier_StatusCode_STATUS_UNAVAILABLE);
+    s_mig_take_job(&m); /* the same pairs, again */
+    assert_int_equal(m.job.n, S_NB);
+    /* the copy runs past the lease (1.5 s) before its result comes */
+    zclock_sleep(2000);
+    assert_int_equal(tk_stat(e.t, "pinned"), S_NB); /* no lapse while copying */
+    s_mig_result(&m, e.t);
+    s_copy_reply_wait(&e);
+    assert_int_equal(s_copy_reply_code, 0);
+    assert_int_equal(s_copy_mask_n, S_NB);
+    for (uint32_t i = 0; i < S_NB; i++)
+        assert_true(s_copy_mask[i]);
+    /* a few lease-scan ticks (at most 250 ms each) well inside the restarted lease:
+     * a lease counted from the prepare would lapse the window here */
+    zclock_sleep(500);
+    assert_int_equal(tk_stat(e.t, "pinned"), S_NB);
+    /* the stand-in copied nothing really: complete fails the headers' check or
+     * commits; either way the window was still open to complete */
+    assert_int_not_equal(s_complete(&e, token, NULL, 0), kvtier_StatusCode_STATUS_EXPIRED);
+    assert_int_equal(tk_stat(e.t, "pinned"), 0);
     s_stop(&e);
     bus_server_destroy(&m.srv);
     bus_arrays_destroy(&m.arr);
@@ -866,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_copies_through_the_migrator),
         cmocka_unit_test(test_prefetch_commits_only_what_was_copied),
         cmocka_unit_test(test_request_end_mid_copy_holds_the_slots),
+        cmocka_unit_test(test_refused_copy_waits_and_the_lease_restarts),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
         cmocka_unit_test(test_demotion_respects_max_batch),
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),

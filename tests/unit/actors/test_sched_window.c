@@ -104,9 +104,10 @@ static void test_copy_holds_the_window(void **state)
     assert_int_equal(sched_window_step(&w, SCHED_WEV_LAPSE, 0, 0, 0), -1);
     assert_int_equal(sched_window_step(&w, SCHED_WEV_COMPLETE, 0, 0, 0), -1);
     assert_int_equal(sched_window_step(&w, SCHED_WEV_COPY, 0, 0, 0), -1);
-    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPIED, 0, 0, 0), 0);
+    assert_int_equal(sched_window_step(&w, SCHED_WEV_COPIED, 0, 0, 4000), 0);
     assert_true(sched_window_open(&w));
     assert_int_equal(w.token_id, 21);
+    assert_int_equal(w.opened_ms, 4000); /* the lease restarts when the copy ends */
     assert_int_equal(sched_window_step(&w, SCHED_WEV_COPY, 0, 0, 0), 0);
     assert_int_equal(sched_window_step(&w, SCHED_WEV_END, 0, 0, 0), 0);
     assert_int_equal(w.state, SCHED_WIN_ABANDONED);
