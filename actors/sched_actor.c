@@ -184,8 +184,12 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
         strnlen(c.advertised_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
         strnlen(c.event_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
         strnlen(c.internal_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
-        strnlen(c.migrator_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
+        strnlen(c.migrator_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
+        strnlen(c.events_input, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
         return s_cfg_fail(err, errlen, "scheduler: a name or endpoint is not NUL-terminated");
+    if (c.events_queue > 65536)
+        return s_cfg_fail(err, errlen, "scheduler: events_queue %u above 65536 batches",
+                          c.events_queue);
     int rc = s_check_tiers(&c, err, errlen);
     if (rc == 0)
         rc = s_check_chains(&c, err, errlen);
@@ -394,6 +398,9 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "prefetch_copied", g->prefetch_copied);
     s_stat(r, "prefetch_copy_failed", g->prefetch_copy_failed);
     s_stat(r, "prefetch_copy_lost", g->prefetch_copy_lost);
+    s_stat(r, "events_recorded", self->events.records);
+    s_stat(r, "events_batches", self->events.handed);
+    s_stat(r, "events_dropped", self->events.dropped);
     s_stat(r, "quota_reclaimed", g->quota_reclaimed);
     s_stat(r, "quota_backpressure", g->quota_backpressure);
     s_stat(r, "quota_over_instances", g->quota_over);
@@ -572,6 +579,7 @@ static void s_drain(sched_t *self, sched_call_t *call, bus_server_t *server)
         bus_request_reset(&call->req);
     }
     sched_tiers_flush(self);
+    sched_events_flush(self);
 }
 
 /* The loop's readers of the two planes: the scheduler and the one call context
@@ -617,6 +625,7 @@ static void s_pipe_envelope(sched_t *self, zmsg_t *msg)
     kvtier_TierMembershipRequest m = env->body.tier_membership_req;
     sched_tier_membership(self, &m);
     sched_tiers_flush(self);
+    sched_events_flush(self);
 }
 
 static int s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
@@ -653,6 +662,7 @@ static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
     sched_deleting_tick(self, now);
     sched_copy_tick(self, now);
     sched_tiers_flush(self);
+    sched_events_flush(self);
     return 0;
 }
 
@@ -668,6 +678,7 @@ static void s_self_destroy(sched_t **self_p)
     sched_requests_fini(self);
     sched_quota_fini(self);
     sched_index_fini(self);
+    sched_events_fini(self);
     zloop_destroy(&self->loop);
     bus_server_destroy(&self->server);
     bus_server_destroy(&self->internal);
@@ -742,6 +753,12 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
         goto out_fail;
     }
     sched_strcpy(self->internal_ep, sizeof self->internal_ep, bus_server_endpoint(self->internal));
+    if (sched_events_init(self, self->cfg.events_input, self->cfg.events_queue,
+                          self->cfg.leader_epoch, self->endpoint, sched_instance_name) < 0) {
+        bus_error(S_LOG, "cannot start the events of this scheduler (publisher input '%s')",
+                  self->cfg.events_input);
+        goto out_fail;
+    }
     zloop_set_nonstop(self->loop, true); /* the owner stops us with $TERM */
     if (zloop_reader(self->loop, pipe, s_on_pipe, self) < 0 ||
         zloop_timer(self->loop, self->cfg.tick_ms, 0, s_on_tick, self) < 0 ||

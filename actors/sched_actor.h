@@ -110,6 +110,10 @@ typedef struct {
      * and a full tier evicts as a last tier does. */
     bool demote;
     char migrator_endpoint[SCHED_ENDPOINT_MAX];
+    /* Events (DESIGN.md §13): the publisher's input (actors/publisher.h), where
+     * the scheduler hands its batches; "" = no events. */
+    char events_input[SCHED_ENDPOINT_MAX];
+    uint32_t events_queue; /* batches waiting for the publisher before more drop (0: 1024) */
     /* Per-instance quotas (issue 4 §4): enforced when the reclaimer sends
      * QuotaEnforce; instance ids unique, "*" at most once. */
     uint32_t n_quotas;

@@ -165,6 +165,11 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     for (size_t v = 0; v < nv; v++) {
         sched_tier_queue_delete(dst, self->reclaim.dm.victims[v].slot,
                                 &self->reclaim.dm.victims[v].key);
+        sched_ev_removed(self, self->reclaim.dm.victims[v].instance, dst->cfg.tier_id, dst->medium,
+                         self->reclaim.dm.victims[v].expired
+                             ? kvtier_RemoveReason_REMOVE_REASON_EXPIRED
+                             : kvtier_RemoveReason_REMOVE_REASON_EVICTED,
+                         &self->reclaim.dm.victims[v].key, 1);
         if (self->reclaim.dm.victims[v].expired)
             self->g.expirations++;
         else
@@ -198,8 +203,11 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
             /* already stored below (a promoted block keeps its lower copy): only
              * the source goes */
             if (sched_deleting_mark(self, t, number, &self->reclaim.dm.keys[i],
-                                    self->reclaim.dm.pos[i], now))
+                                    self->reclaim.dm.pos[i], now, 0)) {
                 taken[k++] = self->reclaim.dm.pos[i];
+                sched_ev_moved(self, number, t->cfg.tier_id, t->medium, dst->cfg.tier_id,
+                               dst->medium, &self->reclaim.dm.keys[i], 1);
+            }
             continue;
         }
         /* a reservation in flight on dst: concluded at once, retried later */
@@ -271,6 +279,8 @@ static bool s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
     }
     if (info.deadline_ms)
         (void)tier_slots_touch(dst->slots, job->number, key, (uint64_t)now, info.deadline_ms);
+    sched_ev_moved(self, job->number, src->cfg.tier_id, src->medium, dst->cfg.tier_id, dst->medium,
+                   key, 1);
     /* the source goes now, or once its readers let go; a full DELETING queue
      * leaves it in place (its reclaimer finds it again: already below) */
     sched_release_demoted(self, src, job->number, key, ss, now);

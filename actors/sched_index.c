@@ -308,6 +308,8 @@ static int s_tier_lookup(sched_t *self, sched_tier_t *t, uint32_t number, const 
     if (rc == TIER_SLOTS_EXPIRED) {
         self->g.expirations++;
         sched_tier_queue_delete(t, info.slot, key);
+        sched_ev_removed(self, number, t->cfg.tier_id, t->medium,
+                         kvtier_RemoveReason_REMOVE_REASON_EXPIRED, key, 1);
     }
     return rc;
 }
@@ -409,7 +411,8 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
             s_lookup_key(self, call, in, chain, k, now);
     }
 
-    uint32_t hits = 0, head = self->cfg.chains[chain].tier_ids[0];
+    uint32_t hits = 0, head = self->cfg.chains[chain].tier_ids[0], head_hits = 0;
+    uint32_t per_tier[SCHED_MAX_TIERS] = {0};
     bool advise = false;
     uint32_t lo = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? 0 : first;
     uint32_t hi = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? n : end;
@@ -418,12 +421,24 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
             continue;
         hits++;
         advise |= call->rep_tiers[k] != head;
+        head_hits += call->rep_tiers[k] == head;
+        per_tier[call->rep_tiers[k] - 1]++;
         sched_tier_t *t = &self->tierset.tiers[call->rep_tiers[k] - 1];
         (void)tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, 0);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;
     lr->hit_count = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? hits : end;
     lr->prefetch_advised = advise;
+    if (sched_events_on(self)) { /* enough to rebuild the trace: keys, mode, hits per tier */
+        uint32_t th[SCHED_EV_TIER_HITS][2], nt = 0;
+        for (uint32_t i = 0; i < self->tierset.n_tiers && nt < SCHED_EV_TIER_HITS; i++)
+            if (per_tier[i]) {
+                th[nt][0] = self->tierset.tiers[i].cfg.tier_id;
+                th[nt++][1] = per_tier[i];
+            }
+        sched_ev_lookup(self, in->number, r->request_id, (uint32_t)mode, lr->hit_count, head_hits,
+                        call->keys, n, (const uint32_t(*)[2])th, nt);
+    }
     call->rep_arr.mask.n = n;
     call->rep_arr.tier_ids.n = n;
     in->c.lookups++;
@@ -485,6 +500,8 @@ void sched_on_touch(sched_t *self, sched_call_t *call)
             } else if (rc == TIER_SLOTS_EXPIRED) {
                 self->g.expirations++;
                 sched_tier_queue_delete(t, info.slot, &call->keys[k]);
+                sched_ev_removed(self, in->number, t->cfg.tier_id, t->medium,
+                                 kvtier_RemoveReason_REMOVE_REASON_EXPIRED, &call->keys[k], 1);
             }
         }
         touched += any;
@@ -517,6 +534,8 @@ void sched_on_remove(sched_t *self, sched_call_t *call)
             if (rc == 0) {
                 gone = true;
                 sched_tier_queue_delete(t, info.slot, &call->keys[k]);
+                sched_ev_removed(self, in->number, t->cfg.tier_id, t->medium,
+                                 kvtier_RemoveReason_REMOVE_REASON_REMOVED, &call->keys[k], 1);
             } else if (rc == TIER_SLOTS_EBUSY) {
                 held = true;
             }

@@ -22,6 +22,7 @@ struct sched {
     uint64_t token_issuer; /* bus_token_meta_t.issuer of the tokens this scheduler mints */
     bool terminated;
 
+    sched_events_t events;     /* sched_events.c */
     sched_tierset_t tierset;   /* sched_tiers.c */
     sched_index_t index;       /* sched_index.c */
     sched_reclaim_t reclaim;   /* sched_internal.c, sched_quota.c, sched_demote.c */

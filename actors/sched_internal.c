@@ -103,7 +103,7 @@ void sched_deleting_settle(sched_t *self, sched_tier_t *t, uint32_t number, cons
 }
 
 bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
-                         uint32_t slot, int64_t now)
+                         uint32_t slot, int64_t now, uint32_t reason)
 {
     if (t->n_deleting >= self->cfg.max_pending_deletes ||
         (t->del_mark[slot] && sched_is_deleting(t, number, key, slot)))
@@ -114,6 +114,8 @@ bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const 
                             .slot = slot,
                             .due = now + (int64_t)self->cfg.delete_delay_ms};
     t->del_mark[slot] = t->n_deleting;
+    if (reason)
+        sched_ev_removed(self, number, t->cfg.tier_id, t->medium, reason, key, 1);
     return true;
 }
 
@@ -258,7 +260,8 @@ static void s_on_reclaim(sched_t *self, sched_call_t *call)
         for (uint32_t i = 0; i < want; i++) {
             tier_slot_info_t info;
             (void)tier_slots_slot_info(t->slots, best[i].slot, &info);
-            (void)sched_deleting_mark(self, t, info.instance, &info.key, best[i].slot, now);
+            (void)sched_deleting_mark(self, t, info.instance, &info.key, best[i].slot, now,
+                                      kvtier_RemoveReason_REMOVE_REASON_EVICTED);
             s_ref(self, t, info.instance, &info.key, best[i].slot,
                   &out->blocks[out->blocks_count++]);
         }
@@ -356,7 +359,8 @@ void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, cons
         return;
     }
     /* held by a reader: DELETING, freed once it lets go (no further delay) */
-    (void)sched_deleting_mark(self, t, number, key, slot, now - (int64_t)self->cfg.delete_delay_ms);
+    (void)sched_deleting_mark(self, t, number, key, slot, now - (int64_t)self->cfg.delete_delay_ms,
+                              0 /* the demotion's result recorded the move */);
 }
 
 /* ---- GcScan / GcDrop ---- */
@@ -437,6 +441,9 @@ static void s_on_gc_drop(sched_t *self, sched_call_t *call)
             continue;
         if (t->del_mark[info.slot] && sched_is_deleting(t, number, &key, info.slot))
             s_forget(t, t->del_mark[info.slot] - 1);
+        else /* a DELETING block was reported removed when it was marked */
+            sched_ev_removed(self, number, t->cfg.tier_id, t->medium,
+                             kvtier_RemoveReason_REMOVE_REASON_GC, &key, 1);
         dropped++;
         bus_info(S_LOG, "gc: tier %s slot %" PRIu64 " (%s) no longer holds its block: dropped",
                  t->cfg.name, b->slot, b->instance_id);

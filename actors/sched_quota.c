@@ -244,7 +244,8 @@ static bool s_mark_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t
             uint32_t slot = s->best[c].slot;
             tier_slot_info_t info;
             if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
-                !sched_deleting_mark(self, t, info.instance, &info.key, slot, now))
+                !sched_deleting_mark(self, t, info.instance, &info.key, slot, now,
+                                     kvtier_RemoveReason_REMOVE_REASON_QUOTA))
                 continue;
             sched_block_ref(self, t, info.instance, &info.key, slot,
                             &out->blocks[out->blocks_count++]);

@@ -98,10 +98,12 @@ static inline bool sched_reclaim_rank(const sched_tier_t *t, const tier_slot_inf
 /* A BlockRef naming (number, key) at slot of t (the instance id, or "#xxxxxxxx"). */
 void sched_block_ref(sched_t *self, const sched_tier_t *t, uint32_t number, const tier_key_t *key,
                      uint32_t slot, kvtier_BlockRef *out);
-/* Marks a committed block DELETING (freed after the delete delay once unheld).
- * false when the tier's DELETING queue is full or it already is. */
+/* Marks a committed block DELETING (freed after the delete delay once unheld):
+ * it is gone for lookups, so a BlockRemoved of `reason` is recorded (0: none,
+ * the caller records what happened). false when the tier's DELETING queue is full
+ * or it already is. */
 bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
-                         uint32_t slot, int64_t now);
+                         uint32_t slot, int64_t now, uint32_t reason);
 
 /* Does a full tier t keep its live blocks (demoted to the next tier of its
  * chain, never dropped to make room)? Only when the migrator runs and the next

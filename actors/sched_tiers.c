@@ -118,6 +118,7 @@ static int s_on_client(zloop_t *loop, zsock_t *sock, void *arg)
     if (t->client)
         bus_client_dispatch(t->client, 0);
     sched_tiers_flush(t->self);
+    sched_events_flush(t->self); /* the end of a loop event: commits are recorded */
     return 0;
 }
 
@@ -160,6 +161,7 @@ int sched_tiers_init(sched_t *self)
         t->self = self;
         t->idx = i;
         t->cfg = self->cfg.tiers[i];
+        t->medium = sched_ev_medium(tier_kind_wire(t->cfg.kind));
         t->state = SCHED_TIER_DOWN;
         if (s_engine_reset(self, t, t->cfg.capacity) < 0)
             return -1;
@@ -409,6 +411,7 @@ static void s_adopt(sched_t *self, sched_tier_t *t, const kvtier_InventoryEntry 
         t->checksums[e->slot] = e->checksum;
         t->inv_adopted++;
         self->g.adopted++;
+        sched_ev_stored(self, number, t->cfg.tier_id, t->medium, e->size, &key, 1);
     } else if (rc == TIER_SLOTS_EDUP) {
         sched_tier_queue_delete(t, (uint32_t)e->slot, &key); /* a second copy of one key */
     }
@@ -471,6 +474,9 @@ static void s_tier_down(sched_t *self, sched_tier_t *t, const char *why)
     (void)s_engine_reset(self, t, t->cfg.capacity);
     t->state = SCHED_TIER_DOWN;
     t->inv_active = false;
+    /* every block it held is gone: one TierChanged, no removal per block */
+    sched_ev_tier(self, t->cfg.tier_id, t->cfg.name, t->medium, false, t->cfg.capacity,
+                  t->cfg.slot_size, t->epoch);
     bus_warn(S_LOG, "tier %s down (%s): its locations are dropped from the index", t->cfg.name,
              why);
 }
@@ -501,6 +507,9 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
     s_client_close(self, t, "the tier actor changed (new epoch, endpoint or geometry)");
     self->g.deletes_dropped += t->n_del;
     t->n_del = 0;
+    if (t->state != SCHED_TIER_DOWN) /* the old actor's blocks are gone */
+        sched_ev_tier(self, t->cfg.tier_id, t->cfg.name, t->medium, false, t->cfg.capacity,
+                      t->cfg.slot_size, t->epoch);
     t->state = SCHED_TIER_DOWN;
     if (s_engine_reset(self, t, in->capacity_slots) < 0)
         return;
@@ -512,6 +521,8 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
         return;
     }
     t->state = SCHED_TIER_RECOVERING;
+    sched_ev_tier(self, t->cfg.tier_id, t->cfg.name, t->medium, true, t->cfg.capacity,
+                  t->cfg.slot_size, t->epoch);
     t->inv_active = true;
     t->inv_cursor = 0;
     t->inv_failures = 0;
@@ -565,9 +576,13 @@ void sched_tiers_tick(sched_t *self, int64_t now)
         if (t->state != SCHED_TIER_DOWN &&
             tier_slots_expire(t->slots, (uint64_t)now, self->tierset.tio.victims,
                               SCHED_EXPIRE_BATCH, &n) == 0) {
-            for (size_t v = 0; v < n; v++)
+            for (size_t v = 0; v < n; v++) {
                 sched_tier_queue_delete(t, self->tierset.tio.victims[v].slot,
                                         &self->tierset.tio.victims[v].key);
+                sched_ev_removed(self, self->tierset.tio.victims[v].instance, t->cfg.tier_id,
+                                 t->medium, kvtier_RemoveReason_REMOVE_REASON_EXPIRED,
+                                 &self->tierset.tio.victims[v].key, 1);
+            }
             self->g.expirations += n;
         }
         if (t->client && t->inv_active && !t->inv_in_flight)

@@ -5,6 +5,7 @@
 #ifndef KVT_SCHED_TIERS_H
 #define KVT_SCHED_TIERS_H
 
+#include "sched_events.h"
 #include "sched_types.h"
 #include "sched_window.h"
 
@@ -38,7 +39,8 @@ typedef struct sched_tier {
     char endpoint[SCHED_ENDPOINT_MAX];
     char shm[64];
     char host[64];
-    uint16_t gen; /* bumped whenever the engine is reset */
+    uint16_t gen;    /* bumped whenever the engine is reset */
+    uint32_t medium; /* kvtier_Medium of its kind (events) */
     tier_slots_t *slots;
     uint32_t *sizes;     /* per slot: block bytes of the committed block */
     uint64_t *checksums; /* per slot */
