@@ -488,8 +488,8 @@ static void test_migrator_undispatched_job_expires(void **state)
 {
     (void)state;
     env_t e;
-    migrator_config_t cfg = {.copy_timeout_ms = 2000, .max_in_flight = 1};
-    s_env_start(&e, &cfg);
+    migrator_config_t cfg = {.copy_timeout_ms = 2000, .max_in_flight = 1}; /* bounds the dead one */
+    s_env_start(&e, &cfg, 0);
     ck_store(&e.host, 0, 611, 0);
     uint64_t s = 0, d = 0;
     uint32_t seed = 611;
