@@ -29,7 +29,10 @@ static const char s_defaults[] =
     "               \"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true } ],\n"
     "  \"gc\": { \"interval\": \"1s\", \"page\": 64, \"probe_timeout\": \"2s\" },\n"
     "  \"reclaimer\": { \"interval\": \"100ms\", \"delete_delay\": \"1s\",\n"
-    "                 \"max_pending\": 4096, \"quota_low\": 0.9 }\n"
+    "                 \"max_pending\": 4096, \"quota_low\": 0.9 },\n"
+    "  \"events\": { \"endpoint\": \"tcp://127.0.0.1:7701\",\n"
+    "              \"replay_endpoint\": \"tcp://127.0.0.1:7702\",\n"
+    "              \"ring_batches\": 4096, \"ring_bytes\": \"64MiB\", \"queue\": 1024 }\n"
     "}\n";
 
 const char *coord_config_defaults(void)
@@ -613,6 +616,48 @@ static int s_read_reclaimer(const bus_config_node_t *root, coord_config_t *c, ch
 }
 
 /* One "quotas" entry: { "instance": id | "*", "max_blocks": N, "max_bytes": size }. */
+/* An endpoint to bind, or "" (off). */
+static int s_opt_endpoint(const bus_config_node_t *node, const char *path, char *out, size_t outsz,
+                          char *err, size_t errlen)
+{
+    int rc = bus_config_get_string(node, path, out, outsz, err, errlen);
+    if (rc == 0 && out[0])
+        rc = s_endpoint(node, path, out, outsz, err, errlen);
+    return rc;
+}
+
+static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"endpoint",   "replay_endpoint", "ring_batches",
+                                       "ring_bytes", "queue",           NULL};
+    bus_config_node_t en;
+    int rc = bus_config_get_object(root, "events", 8, &en, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&en, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_opt_endpoint(&en, "endpoint", c->events_endpoint, sizeof c->events_endpoint, err,
+                            errlen);
+    if (rc == 0)
+        rc = s_opt_endpoint(&en, "replay_endpoint", c->events_replay, sizeof c->events_replay, err,
+                            errlen);
+    if (rc == 0 && !c->events_endpoint[0] && c->events_replay[0])
+        rc = bus_config_error(&en, "replay_endpoint", err, errlen,
+                              "needs events.endpoint (the replay socket resends its batches)");
+    if (rc == 0)
+        rc = s_u32(&en, "ring_batches", 1u << 20, &c->events_ring_batches, err, errlen);
+    if (rc == 0 && c->events_ring_batches == 0)
+        rc = bus_config_error(&en, "ring_batches", err, errlen, "must be at least 1");
+    if (rc == 0)
+        rc = bus_config_get_size(&en, "ring_bytes", &c->events_ring_bytes, err, errlen);
+    if (rc == 0 && (c->events_ring_bytes < (1u << 20) || c->events_ring_bytes > (16ull << 30)))
+        rc = bus_config_error(&en, "ring_bytes", err, errlen, "must be 1MiB..16GiB");
+    if (rc == 0)
+        rc = s_u32(&en, "queue", 65536, &c->events_queue, err, errlen);
+    if (rc == 0 && c->events_queue == 0)
+        rc = bus_config_error(&en, "queue", err, errlen, "must be at least 1");
+    return rc;
+}
+
 static int s_read_quota(const bus_config_node_t *qn, coord_quota_config_t *q, char *err,
                         size_t errlen)
 {
@@ -661,8 +706,8 @@ static int s_read_quotas(const bus_config_node_t *root, coord_config_t *c, char 
 
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster", "etcd",      "coordinator", "tiers", "chains",
-                                       "gc",      "reclaimer", "quotas",      NULL};
+    static const char *const keys[] = {"cluster", "etcd",      "coordinator", "tiers",  "chains",
+                                       "gc",      "reclaimer", "quotas",      "events", NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -681,6 +726,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_reclaimer(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_quotas(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_events(root, c, err, errlen);
     return rc;
 }
 

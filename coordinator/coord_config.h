@@ -105,6 +105,12 @@ typedef struct {
     uint64_t reclaim_delete_delay_ms; /* "reclaimer.delete_delay": DELETING -> freed, 1s */
     uint32_t reclaim_max_pending;     /* "reclaimer.max_pending": DELETING per tier, 4096 */
     double reclaim_quota_low;         /* "reclaimer.quota_low": quota x this is the target, 0.9 */
+    /* events (DESIGN §13, docs/EVENTS.md): the leader's publisher */
+    char events_endpoint[BUS_ENDPOINT_MAX]; /* "events.endpoint": XPUB bind; "" = no events */
+    char events_replay[BUS_ENDPOINT_MAX];   /* "events.replay_endpoint": ROUTER; "" = none */
+    uint32_t events_ring_batches;           /* "events.ring_batches", default 4096 */
+    uint64_t events_ring_bytes;             /* "events.ring_bytes", default 64MiB */
+    uint32_t events_queue;                  /* "events.queue": batches waiting, default 1024 */
 
     /* per-instance quotas ("quotas", top level next to "tiers" and "chains"):
      * instance ids unique, "*" at most once, each with at least one limit */

@@ -1,7 +1,7 @@
 /* test_coord_config_background.c — the deployment file's keys for the background
  * actors (issue 4 §4, §5, §6 "invalid watermark configs rejected at start with the
  * key path"): tiers[i].high_watermark / low_watermark, gc.*, reclaimer.*, and the
- * per-instance "quotas" (issue 4 §4). */
+ * per-instance "quotas" (issue 4 §4), and events.* (the leader's publisher). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -184,6 +184,34 @@ static void test_bad_quotas_rejected_with_key_path(void **state)
     s_reject(text, "quotas", "");
 }
 
+/* docs/EVENTS.md: events are on by default on loopback; "" turns them off; bad
+ * values name their key path. */
+static void test_events_keys(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load("{}"), 0);
+    assert_string_equal(g_cfg.events_endpoint, "tcp://127.0.0.1:7701");
+    assert_string_equal(g_cfg.events_replay, "tcp://127.0.0.1:7702");
+    assert_int_equal(g_cfg.events_ring_batches, 4096);
+    assert_int_equal(g_cfg.events_ring_bytes, 64u << 20);
+    assert_int_equal(g_cfg.events_queue, 1024);
+    assert_int_equal(s_load("{\"events\": {\"endpoint\": \"\", \"replay_endpoint\": \"\"}}"), 0);
+    assert_string_equal(g_cfg.events_endpoint, "");
+    assert_int_equal(s_load("{\"events\": {\"endpoint\": \"ipc:///tmp/kvt-ev\", \"queue\": 8, "
+                            "\"ring_batches\": 16, \"ring_bytes\": \"2MiB\"}}"),
+                     0);
+    assert_string_equal(g_cfg.events_endpoint, "ipc:///tmp/kvt-ev");
+    assert_int_equal(g_cfg.events_queue, 8);
+    assert_int_equal(g_cfg.events_ring_bytes, 2u << 20);
+    s_reject("{\"events\": {\"endpoint\": \"\"}}", "events.replay_endpoint",
+             "needs events.endpoint");
+    s_reject("{\"events\": {\"endpoint\": \"http://x\"}}", "events.endpoint", "");
+    s_reject("{\"events\": {\"ring_batches\": 0}}", "events.ring_batches", "range");
+    s_reject("{\"events\": {\"ring_bytes\": \"1KiB\"}}", "events.ring_bytes", "1MiB");
+    s_reject("{\"events\": {\"queue\": 0}}", "events.queue", "range");
+    s_reject("{\"events\": {\"topics\": 3}}", "events.topics", "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -193,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_gc_and_reclaimer_keys_checked),
         cmocka_unit_test(test_quotas_are_read_with_sizes_and_default),
         cmocka_unit_test(test_bad_quotas_rejected_with_key_path),
+        cmocka_unit_test(test_events_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
