@@ -165,11 +165,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     for (size_t v = 0; v < nv; v++) {
         sched_tier_queue_delete(dst, self->reclaim.dm.victims[v].slot,
                                 &self->reclaim.dm.victims[v].key);
-        sched_ev_removed(self, self->reclaim.dm.victims[v].instance, dst->cfg.tier_id, dst->medium,
-                         self->reclaim.dm.victims[v].expired
-                             ? kvtier_RemoveReason_REMOVE_REASON_EXPIRED
-                             : kvtier_RemoveReason_REMOVE_REASON_EVICTED,
-                         &self->reclaim.dm.victims[v].key, 1);
+        sched_tier_victim(self, dst, &self->reclaim.dm.victims[v]);
         if (self->reclaim.dm.victims[v].expired)
             self->g.expirations++;
         else

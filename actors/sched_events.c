@@ -46,9 +46,8 @@ int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint6
     ev->keys = calloc(SCHED_EV_KEYS, sizeof *ev->keys);
     ev->hits = calloc(2 * SCHED_EV_TIER_HITS * SCHED_EV_RECORDS, sizeof *ev->hits);
     ev->events = calloc(SCHED_EV_RECORDS, sizeof *ev->events);
-    ev->taken = calloc(SCHED_EV_RECORDS, sizeof *ev->taken);
     zsock_t *push = zsock_new(ZMQ_PUSH);
-    if (!ev->rec || !ev->keys || !ev->hits || !ev->events || !ev->taken || !push) {
+    if (!ev->rec || !ev->keys || !ev->hits || !ev->events || !push) {
         zsock_destroy(&push);
         sched_events_fini(self);
         return -1;
@@ -81,12 +80,10 @@ void sched_events_fini(sched_t *self)
     free(ev->keys);
     free(ev->hits);
     free(ev->events);
-    free(ev->taken);
     ev->rec = NULL;
     ev->keys = NULL;
     ev->hits = NULL;
     ev->events = NULL;
-    ev->taken = NULL;
     ev->n_rec = ev->n_keys = ev->n_hits = 0;
 }
 
@@ -318,19 +315,16 @@ void sched_events_flush(sched_t *self)
     sched_events_t *ev = &self->events;
     if (!ev->push || ev->n_rec == 0)
         return;
-    memset(ev->taken, 0, ev->n_rec * sizeof *ev->taken);
-    for (uint32_t i = 0; i < ev->n_rec; i++) {
-        if (ev->taken[i])
-            continue;
+    /* a batch is a run of consecutive records of one (kind, instance): batches
+     * keep the order things happened in (a block stored, then removed, is never
+     * seen removed first) */
+    for (uint32_t i = 0, k; i < ev->n_rec; i = k) {
         const sched_ev_rec_t *first = &ev->rec[i];
         uint32_t n = 0;
-        for (uint32_t k = i; k < ev->n_rec; k++) {
-            const sched_ev_rec_t *r = &ev->rec[k];
-            if (ev->taken[k] || r->kind != first->kind || r->number != first->number)
-                continue;
-            ev->taken[k] = true;
-            s_event(self, r, &ev->events[n++]);
-        }
+        for (k = i;
+             k < ev->n_rec && ev->rec[k].kind == first->kind && ev->rec[k].number == first->number;
+             k++)
+            s_event(self, &ev->rec[k], &ev->events[n++]);
         char topic[SCHED_NAME_MAX + 96];
         const char *kind = s_topic[first->kind];
         bool per_instance = first->kind <= SCHED_EV_LOOKUP;
@@ -344,8 +338,8 @@ void sched_events_flush(sched_t *self)
             snprintf(topic, sizeof topic, "%s/%.64s", kind, id);
         else
             snprintf(topic, sizeof topic, "%s", kind);
-        for (uint32_t k = 0; k < n && per_instance; k++)
-            snprintf(ev->events[k].ev.instance_id, sizeof ev->events[k].ev.instance_id, "%s", id);
+        for (uint32_t e = 0; e < n && per_instance; e++)
+            snprintf(ev->events[e].ev.instance_id, sizeof ev->events[e].ev.instance_id, "%s", id);
         kvtier_EventBatch batch = {.epoch = ev->epoch};
         snprintf(batch.source, sizeof batch.source, "%s", self->cfg.node_name);
         uint64_t seq = ev->epoch << S_SEQ_SHIFT | ev->next++;

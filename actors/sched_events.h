@@ -1,8 +1,9 @@
 /* sched_events.h — the scheduler's changes as events (DESIGN.md §13, docs/EVENTS.md):
  * blocks stored, removed (with the reason), moved, lookups, tiers up / down, the
  * leader, all cleared. The modules record what happens while they serve an event
- * of the loop; the actor flushes at the end of it (and at each tick): records
- * are grouped by (kind, instance) into one EventBatch each (schemas/events.proto),
+ * of the loop; the actor flushes at the end of it (and at each tick): each run of
+ * consecutive records of one (kind, instance) becomes one EventBatch
+ * (schemas/events.proto), so batches keep the order things happened in,
  * numbered, and handed to the publisher (actors/publisher.h) over its input
  * socket as [topic][8-byte big-endian sequence][EventBatch]. The scheduler never
  * waits on the publisher: the hand-over does not block, and a batch that does not
@@ -74,7 +75,6 @@ typedef struct {
     tier_key_t *keys;    /* SCHED_EV_KEYS */
     uint32_t *hits;      /* 2 x SCHED_EV_TIER_HITS x SCHED_EV_RECORDS */
     bus_event_t *events; /* encode scratch, SCHED_EV_RECORDS */
-    bool *taken;         /* flush scratch, SCHED_EV_RECORDS */
     uint64_t records;    /* recorded */
     uint64_t handed;     /* batches handed to the publisher */
     uint64_t dropped;    /* batches not handed (its input was full): a gap */

@@ -41,20 +41,6 @@ uint32_t sched_deleting_count(const sched_t *self)
 }
 
 /* Forgets entry i (swap with the last). */
-static void s_forget(sched_tier_t *t, uint32_t i)
-{
-    sched_deleting_t *d = &t->deleting[i];
-    if (t->del_mark[d->slot] == i + 1)
-        t->del_mark[d->slot] = 0;
-    uint32_t last = t->n_deleting - 1;
-    if (i != last) {
-        *d = t->deleting[last];
-        if (t->del_mark[d->slot] == last + 1)
-            t->del_mark[d->slot] = i + 1;
-    }
-    t->n_deleting--;
-}
-
 /* Frees entry i if its block is still there and unheld. 1 = entry gone, 0 = kept. */
 static int s_try_free(sched_t *self, sched_tier_t *t, uint32_t i)
 {
@@ -63,7 +49,7 @@ static int s_try_free(sched_t *self, sched_tier_t *t, uint32_t i)
     if (tier_slots_slot_info(t->slots, d->slot, &info) < 0 || info.state != TIER_SLOT_COMMITTED ||
         info.instance != d->number || !tier_key_eq(&info.key, &d->key)) {
         self->g.reclaim_stale++; /* evicted, expired or removed meanwhile */
-        s_forget(t, i);
+        sched_deleting_forget(t, i);
         return 1;
     }
     if (info.pins || info.refs)
@@ -72,7 +58,7 @@ static int s_try_free(sched_t *self, sched_tier_t *t, uint32_t i)
         return 0;
     sched_tier_queue_delete(t, d->slot, &d->key);
     self->g.reclaimed++;
-    s_forget(t, i);
+    sched_deleting_forget(t, i);
     return 1;
 }
 
@@ -440,7 +426,7 @@ static void s_on_gc_drop(sched_t *self, sched_call_t *call)
         if (tier_slots_remove(t->slots, number, &key) < 0)
             continue;
         if (t->del_mark[info.slot] && sched_is_deleting(t, number, &key, info.slot))
-            s_forget(t, t->del_mark[info.slot] - 1);
+            sched_deleting_forget(t, t->del_mark[info.slot] - 1);
         else /* a DELETING block was reported removed when it was marked */
             sched_ev_removed(self, number, t->cfg.tier_id, t->medium,
                              kvtier_RemoveReason_REMOVE_REASON_GC, &key, 1);

@@ -201,15 +201,6 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
     sched_reply(self, call);
 }
 
-/* A block a reservation took the slot of (evicted or expired). */
-static void s_ev_victim(sched_t *self, const sched_tier_t *t, const tier_victim_t *v)
-{
-    sched_ev_removed(self, v->instance, t->cfg.tier_id, t->medium,
-                     v->expired ? kvtier_RemoveReason_REMOVE_REASON_EXPIRED
-                                : kvtier_RemoveReason_REMOVE_REASON_EVICTED,
-                     &v->key, 1);
-}
-
 /* ---- closing windows ---- */
 
 /* Unpins the entries of l; pins_only: only those flagged PIN (a prefetch list). */
@@ -804,7 +795,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
         t->room_need = 0; /* the write room was kept for got it */
     for (size_t v = 0; v < nv; v++) {
         sched_tier_queue_delete(t, call->victims[v].slot, &call->victims[v].key);
-        s_ev_victim(self, t, &call->victims[v]);
+        sched_tier_victim(self, t, &call->victims[v]);
         if (call->victims[v].expired)
             self->g.expirations++;
         else
@@ -1162,7 +1153,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
     }
     for (size_t v = 0; v < nv; v++) {
         sched_tier_queue_delete(head, call->victims[v].slot, &call->victims[v].key);
-        s_ev_victim(self, head, &call->victims[v]);
+        sched_tier_victim(self, head, &call->victims[v]);
         if (call->victims[v].expired)
             self->g.expirations++;
         else

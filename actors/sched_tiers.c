@@ -69,6 +69,33 @@ bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t 
     return d->slot == slot && d->number == number && tier_key_eq(&d->key, key);
 }
 
+void sched_deleting_forget(sched_tier_t *t, uint32_t i)
+{
+    sched_deleting_t *d = &t->deleting[i];
+    if (t->del_mark[d->slot] == i + 1)
+        t->del_mark[d->slot] = 0;
+    uint32_t last = t->n_deleting - 1;
+    if (i != last) {
+        *d = t->deleting[last];
+        if (t->del_mark[d->slot] == last + 1)
+            t->del_mark[d->slot] = i + 1;
+    }
+    t->n_deleting--;
+}
+
+void sched_tier_victim(sched_t *self, sched_tier_t *t, const tier_victim_t *v)
+{
+    uint32_t m = t->del_mark[v->slot];
+    if (m && sched_is_deleting(t, v->instance, &v->key, v->slot)) {
+        sched_deleting_forget(t, m - 1); /* reported removed when it was marked */
+        return;
+    }
+    sched_ev_removed(self, v->instance, t->cfg.tier_id, t->medium,
+                     v->expired ? kvtier_RemoveReason_REMOVE_REASON_EXPIRED
+                                : kvtier_RemoveReason_REMOVE_REASON_EVICTED,
+                     &v->key, 1);
+}
+
 /* ---- engines ---- */
 
 /* A fresh engine (and side arrays) of `capacity` slots; the old one is dropped. */
@@ -579,9 +606,7 @@ void sched_tiers_tick(sched_t *self, int64_t now)
             for (size_t v = 0; v < n; v++) {
                 sched_tier_queue_delete(t, self->tierset.tio.victims[v].slot,
                                         &self->tierset.tio.victims[v].key);
-                sched_ev_removed(self, self->tierset.tio.victims[v].instance, t->cfg.tier_id,
-                                 t->medium, kvtier_RemoveReason_REMOVE_REASON_EXPIRED,
-                                 &self->tierset.tio.victims[v].key, 1);
+                sched_tier_victim(self, t, &self->tierset.tio.victims[v]);
             }
             self->g.expirations += n;
         }

@@ -109,6 +109,13 @@ void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
  * marks are the tier's (sched_tier_t.del_mark / deleting); reclaim sets them. */
 bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key,
                        uint32_t slot);
+/* Forgets DELETING entry i of t (swapped with the last). */
+void sched_deleting_forget(sched_tier_t *t, uint32_t i);
+/* A block the engine took back from t (a reservation's victim, an expired one):
+ * its removal is recorded, or, when it was DELETING (recorded when it was
+ * marked), its mark is dropped, so the DELETING queue holds only marked blocks.
+ * Call before anything else is written to v->slot's side arrays. */
+void sched_tier_victim(sched_t *self, sched_tier_t *t, const tier_victim_t *v);
 /* Fills one token tier entry from the tier's announced identity. */
 void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out);
 /* Sends PutHeader(SERVING) for h's entries of `entries` to t; h->cb is called

@@ -26,6 +26,7 @@
 #include "coord_standby.h"
 #include "gc.h"
 #include "migrator.h"
+#include "publisher.h"
 #include "reclaimer.h"
 #include "sched_actor.h"
 
@@ -49,6 +50,10 @@ typedef struct {
     zactor_t *reclaimer; /* idem */
     zactor_t *migrator;  /* idem; the scheduler connects to migrator_ep */
     char migrator_ep[64];
+    zactor_t *publisher; /* started before the scheduler (it hands batches to events_ep),
+                            stopped after it; NULL: events off */
+    char events_ep[64];
+    char events_xpub[BUS_ENDPOINT_MAX]; /* as bound (advertised in ClusterInfo) */
     zactor_t *elector;
     zactor_t *membership;
     bool leader;
@@ -135,6 +140,11 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
      * it (s_start_background; issue 4 §4, DESIGN §3) */
     sc->demote = true;
     snprintf(sc->migrator_endpoint, sizeof sc->migrator_endpoint, "%s", p->migrator_ep);
+    if (p->publisher) { /* events (DESIGN §13): batches to the publisher started beside */
+        snprintf(sc->events_input, sizeof sc->events_input, "%s", p->events_ep);
+        snprintf(sc->event_endpoint, sizeof sc->event_endpoint, "%s", p->events_xpub);
+        sc->events_queue = c->events_queue;
+    }
     sc->n_quotas = c->n_quotas;
     for (uint32_t i = 0; i < c->n_quotas; i++) {
         const coord_quota_config_t *q = &c->quotas[i];
@@ -199,6 +209,42 @@ static void s_stop_sched(s_proc_t *p)
     zactor_destroy(&p->gc);
     zactor_destroy(&p->migrator);
     zactor_destroy(&p->sched);
+    zactor_destroy(&p->publisher); /* last: the scheduler's final batches are in */
+}
+
+/* The leader's publisher (DESIGN §13), before the scheduler: 0, or -1 (logged). */
+static int s_start_publisher(s_proc_t *p)
+{
+    const coord_config_t *c = &p->cfg;
+    if (!c->events_endpoint[0])
+        return 0;
+    static unsigned s_ev_seq; /* a fresh input name per term, as for the migrator */
+    snprintf(p->events_ep, sizeof p->events_ep, "inproc://coord-events-%ld-%u", (long)getpid(),
+             s_ev_seq++);
+    publisher_config_t pc = {.name = "publisher",
+                             .input_endpoint = p->events_ep,
+                             .endpoint = c->events_endpoint,
+                             .replay_endpoint = c->events_replay,
+                             .ring_batches = c->events_ring_batches,
+                             .ring_bytes = c->events_ring_bytes,
+                             .first_seq_hint = p->epoch << 40 | 1};
+    /* the last term's publisher may still be releasing its ports (as for the
+     * meta endpoint, s_start_sched): retried for a bounded time */
+    int64_t deadline = coord_proc_now_ms() + S_SCHED_RETRY_FOR_MS;
+    for (int i = 0; !p->publisher; i++) {
+        p->publisher = publisher_new(&pc);
+        if (p->publisher || (i > 0 && coord_proc_now_ms() >= deadline))
+            break;
+        s_nap_ms(S_SCHED_RETRY_MS);
+    }
+    char replay[BUS_ENDPOINT_MAX];
+    if (!p->publisher || publisher_endpoints(p->publisher, p->events_xpub, sizeof p->events_xpub,
+                                             replay, sizeof replay) < 0) {
+        zactor_destroy(&p->publisher);
+        return -1;
+    }
+    bus_info(S_COMP, "events on %s (replay %s)", p->events_xpub, replay[0] ? replay : "none");
+    return 0;
 }
 
 /* 0, or -1 with *what naming the actor that did not start. */
@@ -212,6 +258,12 @@ static int s_start_sched(s_proc_t *p, const char **what)
     static unsigned s_mig_seq;
     snprintf(p->migrator_ep, sizeof p->migrator_ep, "inproc://coord-migrator-%ld-%u",
              (long)getpid(), s_mig_seq++);
+    *what = "publisher";
+    if (s_start_publisher(p) < 0) {
+        free(sc);
+        return -1;
+    }
+    *what = "scheduler";
     s_sched_config(p, sc);
     /* The standby's socket was just closed: its address is released by ZeroMQ's
      * I/O thread a moment later, hence retries for a bounded time. */
@@ -227,8 +279,10 @@ static int s_start_sched(s_proc_t *p, const char **what)
         s_stop_sched(p);
     coord_proc_block_signals(false);
     free(sc);
-    if (!p->sched)
+    if (!p->sched) {
+        zactor_destroy(&p->publisher);
         return -1;
+    }
     for (uint32_t i = 0; i < COORD_MAX_TIERS; i++)
         if (p->tiers[i].up)
             sched_actor_tier_change(p->sched, true, &p->tiers[i].info);

@@ -63,6 +63,9 @@ for c in d.get("chains", []):
 d["cluster"] = name
 d.setdefault("etcd", {})["endpoints"] = []
 d.setdefault("coordinator", {})["endpoint"] = "tcp://127.0.0.1:%d" % port()
+ev = d.setdefault("events", {})
+ev["endpoint"] = "tcp://127.0.0.1:%d" % port()
+ev["replay_endpoint"] = "tcp://127.0.0.1:%d" % port()
 for t in d["tiers"]:
     t["endpoint"] = "tcp://127.0.0.1:%d" % port()
     if t.get("kind", "host") == "host":
@@ -98,6 +101,10 @@ d["cluster"] = name
 d.setdefault("etcd", {})["endpoints"] = []
 d["etcd"].setdefault("lease_ttl", "3s")
 d.setdefault("coordinator", {})["endpoint"] = port()
+ev = d.setdefault("events", {})
+if ev.get("endpoint", None) != "":
+    ev["endpoint"] = port()
+    ev["replay_endpoint"] = port()
 for t in d["tiers"]:
     t["endpoint"] = port()
     t.setdefault("policy", "lru")

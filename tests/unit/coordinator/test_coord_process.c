@@ -82,6 +82,7 @@ static int s_group_setup(void **state)
             "{\"cluster\":\"%s\",\n"
             " \"etcd\":{\"endpoints\":[\"%s\"],\"lease_ttl\":\"2s\"},\n"
             " \"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:*\"},\n"
+            " \"events\":{\"endpoint\":\"tcp://127.0.0.1:*\",\"replay_endpoint\":\"tcp://127.0.0.1:*\"},\n"
             " \"tiers\":[{\"name\":\"h0\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:*\",\n"
             "            \"capacity\":16,\"slot_size\":4096,\"shm\":\"%s\",\"prefault\":false}]}\n",
             g_cluster, etcd_fixture_url(g_etcd), g_shm);
