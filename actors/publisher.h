@@ -85,7 +85,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PUBLISHER_TOPIC_MAX 64u
+#define PUBLISHER_TOPIC_MAX 96u /* "removed/" and a 64-byte instance id fit */
 #define PUBLISHER_DEFAULT_RING_BATCHES 4096u
 #define PUBLISHER_DEFAULT_RING_BYTES (64ull << 20)
 #define PUBLISHER_MAX_RING_BATCHES (1u << 20)

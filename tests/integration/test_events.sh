@@ -25,6 +25,9 @@ import json, sys
 d = json.load(open(sys.argv[1]))["events"]
 print(d["endpoint"], d["replay_endpoint"])' "$it_dir/deployment.json")
 it_log "events on $ev_ep, replay on $replay_ep"
+it_cli status >"$it_dir/status.txt" || it_fail "status failed"
+grep -q "^events  *$ev_ep\$" "$it_dir/status.txt" ||
+  it_fail "status does not show the event endpoint: $(grep '^events' "$it_dir/status.txt")"
 
 pb="$it_dir/pb"
 mkdir -p "$pb"

@@ -153,6 +153,7 @@ int cli_cmd_status(int argc, char **argv)
     printf("cluster      %s\n", ci->cluster);
     printf("leader       %s (epoch %llu)\n", ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
            (unsigned long long)ci->leader_epoch);
+    printf("events       %s\n", ci->event_endpoint[0] ? ci->event_endpoint : "off");
     s_print_tiers(ci);
     rc = s_all_stats(c, NULL, &st, &n_st, &total);
     if (rc < 0) {

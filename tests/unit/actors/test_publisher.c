@@ -392,7 +392,7 @@ static void test_publisher_drops_bad_input(void **state)
     s_be(be, 9);
     char long_topic[PUBLISHER_TOPIC_MAX + 2];
     memset(long_topic, 'x', sizeof long_topic);
-    long_topic[PUBLISHER_TOPIC_MAX + 1] = '\0'; /* 65 bytes */
+    long_topic[PUBLISHER_TOPIC_MAX + 1] = '\0'; /* one byte too long */
     size_t huge_len = BUS_MAX_BLOB + 1u;
     uint8_t *huge = calloc(1, huge_len);
     assert_non_null(huge);
@@ -420,7 +420,7 @@ static void test_publisher_drops_bad_input(void **state)
         s_send_frames(&f, 3, d, l); /* empty topic */
         d[0] = long_topic;
         l[0] = strlen(long_topic);
-        s_send_frames(&f, 3, d, l); /* 65-byte topic */
+        s_send_frames(&f, 3, d, l); /* a topic one byte too long */
         d[0] = "kv\n";
         l[0] = 3;
         s_send_frames(&f, 3, d, l); /* not printable */
