@@ -552,30 +552,31 @@ static int s_wait_ms(self_t *self)
 
 /* ---- pipe and loop ---- */
 
+static void s_cmd_endpoint(zsock_t *pipe, void *arg)
+{
+    self_t *self = arg;
+    zstr_send(pipe, bus_server_endpoint(self->server));
+}
+
+static void s_cmd_stats(zsock_t *pipe, void *arg)
+{
+    self_t *self = arg;
+    self->stats.queued_prefetch = self->qlen[MIGRATOR_PREFETCH];
+    self->stats.queued_demote = self->qlen[MIGRATOR_DEMOTE];
+    self->stats.in_flight = self->in_flight;
+    zsock_send(pipe, "b", &self->stats, sizeof self->stats);
+}
+
+static const bus_actor_cmd_t s_cmds[] = {
+    {"ENDPOINT", s_cmd_endpoint},
+    {"STATS", s_cmd_stats},
+    {NULL, NULL},
+};
+
 static void s_on_pipe(self_t *self)
 {
-    zmsg_t *msg = zmsg_recv(self->pipe);
-    if (!msg) {
+    if (bus_actor_pipe_cmds(self->pipe, S_LOG, s_cmds, self) < 0)
         self->terminated = true;
-        return;
-    }
-    char *cmd = zmsg_popstr(msg);
-    if (!cmd) {
-        bus_warn(S_LOG, "%s: empty pipe command ignored", self->name);
-    } else if (streq(cmd, "$TERM")) {
-        self->terminated = true;
-    } else if (streq(cmd, "ENDPOINT")) {
-        zstr_send(self->pipe, bus_server_endpoint(self->server));
-    } else if (streq(cmd, "STATS")) {
-        self->stats.queued_prefetch = self->qlen[MIGRATOR_PREFETCH];
-        self->stats.queued_demote = self->qlen[MIGRATOR_DEMOTE];
-        self->stats.in_flight = self->in_flight;
-        zsock_send(self->pipe, "b", &self->stats, sizeof self->stats);
-    } else {
-        bus_warn(S_LOG, "%s: unknown pipe command '%s' ignored", self->name, cmd);
-    }
-    zstr_free(&cmd);
-    zmsg_destroy(&msg);
 }
 
 static void s_run(self_t *self)

@@ -558,31 +558,32 @@ static void s_on_router(self_t *self)
 
 /* ---- pipe and loop ---- */
 
+static void s_cmd_stats(zsock_t *pipe, void *arg)
+{
+    self_t *self = arg;
+    self->st.ring_batches = self->count;
+    self->st.ring_bytes = self->bytes;
+    self->st.ring_first_seq = self->count ? s_ring_at(self, 0)->seq : 0;
+    self->st.replays_active = self->n_replays;
+    zsock_send(pipe, "b", &self->st, sizeof self->st);
+}
+
+static void s_cmd_endpoints(zsock_t *pipe, void *arg)
+{
+    self_t *self = arg;
+    zsock_send(pipe, "ss", self->xpub_ep, self->replay_ep);
+}
+
+static const bus_actor_cmd_t s_cmds[] = {
+    {"STATS", s_cmd_stats},
+    {"ENDPOINTS", s_cmd_endpoints},
+    {NULL, NULL},
+};
+
 static void s_on_pipe(self_t *self)
 {
-    zmsg_t *msg = zmsg_recv(self->pipe);
-    if (!msg) {
+    if (bus_actor_pipe_cmds(self->pipe, S_LOG, s_cmds, self) < 0)
         self->terminated = true;
-        return;
-    }
-    char *cmd = zmsg_popstr(msg);
-    if (!cmd) {
-        bus_warn(S_LOG, "%s: empty pipe command ignored", self->name);
-    } else if (streq(cmd, "$TERM")) {
-        self->terminated = true;
-    } else if (streq(cmd, "STATS")) {
-        self->st.ring_batches = self->count;
-        self->st.ring_bytes = self->bytes;
-        self->st.ring_first_seq = self->count ? s_ring_at(self, 0)->seq : 0;
-        self->st.replays_active = self->n_replays;
-        zsock_send(self->pipe, "b", &self->st, sizeof self->st);
-    } else if (streq(cmd, "ENDPOINTS")) {
-        zsock_send(self->pipe, "ss", self->xpub_ep, self->replay_ep);
-    } else {
-        bus_warn(S_LOG, "%s: unknown pipe command '%s' ignored", self->name, cmd);
-    }
-    zstr_free(&cmd);
-    zmsg_destroy(&msg);
 }
 
 static void s_run(self_t *self)

@@ -72,6 +72,31 @@ int bus_actor_pipe(zsock_t *pipe, const char *log, const void *stats, size_t len
     return rc;
 }
 
+int bus_actor_pipe_cmds(zsock_t *pipe, const char *log, const bus_actor_cmd_t *cmds, void *arg)
+{
+    zmsg_t *msg = zmsg_recv(pipe);
+    if (!msg)
+        return -1;
+    char *cmd = zmsg_popstr(msg);
+    int rc = 0;
+    if (!cmd) {
+        bus_warn(log, "empty pipe command ignored");
+    } else if (streq(cmd, "$TERM")) {
+        rc = -1;
+    } else {
+        const bus_actor_cmd_t *c = cmds;
+        while (c && c->name && !streq(c->name, cmd))
+            c++;
+        if (c && c->name)
+            c->fn(pipe, arg);
+        else
+            bus_warn(log, "unknown pipe command '%s' ignored", cmd);
+    }
+    zstr_free(&cmd);
+    zmsg_destroy(&msg);
+    return rc;
+}
+
 int bus_actor_stats(zactor_t *actor, void *out, size_t len)
 {
     return bus_actor_ask_struct(actor, "STATS", out, len);

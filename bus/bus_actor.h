@@ -45,6 +45,19 @@ int bus_actor_ask(zactor_t *actor, int timeout_ms, const char *picture, ...);
  * anything else is logged under `log` and ignored. */
 int bus_actor_pipe(zsock_t *pipe, const char *log, const void *stats, size_t len);
 
+/* One pipe command of an actor's table: its name and what answers it (arg: the
+ * actor's own state). A table ends with a NULL name. */
+typedef struct {
+    const char *name;
+    void (*fn)(zsock_t *pipe, void *arg);
+} bus_actor_cmd_t;
+
+/* Reads one command from the actor's pipe and runs its entry of cmds: -1 for
+ * "$TERM" or a dead pipe (the loop ends), else 0; an empty or unknown command
+ * is logged under `log` and ignored. (bus_actor_pipe is this with one entry,
+ * STATS.) */
+int bus_actor_pipe_cmds(zsock_t *pipe, const char *log, const bus_actor_cmd_t *cmds, void *arg);
+
 /* Asks an actor for its stats, bounded by BUS_ACTOR_ASK_MS: 0 and out[0..len)
  * filled, or -1 (no actor, no answer in time, or an answer of another size). */
 int bus_actor_stats(zactor_t *actor, void *out, size_t len);

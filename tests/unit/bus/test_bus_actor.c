@@ -155,6 +155,42 @@ static void test_size_mismatch_and_no_actor_fail(void **state)
     zactor_destroy(&actor);
 }
 
+/* bus_actor_pipe_cmds: each table entry answers its command, an unknown or empty
+ * one is ignored, $TERM ends the loop. */
+static void s_cmd_ping(zsock_t *pipe, void *arg)
+{
+    (*(int *)arg)++;
+    zstr_send(pipe, "pong");
+}
+
+static void s_table_actor(zsock_t *pipe, void *args)
+{
+    (void)args;
+    static const bus_actor_cmd_t cmds[] = {{"PING", s_cmd_ping}, {NULL, NULL}};
+    int pings = 0;
+    if (bus_actor_ready(pipe, true) < 0)
+        return;
+    while (bus_actor_pipe_cmds(pipe, "test", cmds, &pings) == 0)
+        ;
+}
+
+static void test_command_table(void **state)
+{
+    (void)state;
+    zactor_t *actor = bus_actor_new(s_table_actor, NULL);
+    assert_non_null(actor);
+    assert_int_equal(zstr_send(actor, "NONSENSE"), 0); /* ignored: no answer */
+    assert_int_equal(zstr_send(actor, ""), 0);         /* ignored too */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(bus_actor_ask(actor, BUS_ACTOR_ASK_MS, "s", "PING"), 0);
+        char *pong = zstr_recv(actor);
+        assert_string_equal(pong, "pong");
+        zstr_free(&pong);
+    }
+    zactor_destroy(&actor); /* $TERM: the loop ends and destroy returns */
+    assert_null(actor);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +199,7 @@ int main(void)
         cmocka_unit_test(test_ask_times_out_on_a_mute_actor),
         cmocka_unit_test(test_stats_answered_unknown_ignored),
         cmocka_unit_test(test_size_mismatch_and_no_actor_fail),
+        cmocka_unit_test(test_command_table),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
