@@ -203,4 +203,19 @@ if fail:
     sys.exit(1)
 EOF
   it_fail "the events do not match the service"
+
+# kvtier events: the leader's endpoint from cluster info, one JSON line per event
+it_cli events --for 5000 --count 1 --topic stored/ >"$it_dir/cli-events.txt" 2>"$it_dir/cli-events.err" &
+cli_pid=$!
+sleep 0.5 # its subscription reaches the publisher
+it_cli put --key 00112233445566778899aabbccddeeff --pattern >/dev/null || it_fail "put failed"
+wait $cli_pid || it_fail "kvtier events failed: $(cat "$it_dir/cli-events.err")"
+/usr/bin/python3 - "$it_dir/cli-events.txt" <<'EOF' || it_fail "kvtier events printed: $(cat "$it_dir/cli-events.txt")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert lines and all(l["kind"] == "stored" for l in lines), lines
+assert any("00112233445566778899aabbccddeeff" in l["keys"] for l in lines), lines
+EOF
+grep -q '^events: 1 batches, 0 gaps (0 missing)$' "$it_dir/cli-events.err" ||
+  it_fail "kvtier events summary: $(cat "$it_dir/cli-events.err")"
 it_log "PASS"

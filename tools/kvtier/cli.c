@@ -16,6 +16,7 @@ static const struct {
     {"put", cli_cmd_put, "store one block from a file (or key-derived bytes)"},
     {"get", cli_cmd_get, "load one block into a file (or check key-derived bytes)"},
     {"replay", cli_cmd_replay, "replay a trace as an engine would, verifying every load"},
+    {"events", cli_cmd_events, "print the leader's events as JSON lines (docs/EVENTS.md)"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
 };
 

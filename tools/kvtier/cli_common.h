@@ -123,5 +123,6 @@ int cli_cmd_put(int argc, char **argv);
 int cli_cmd_get(int argc, char **argv);
 int cli_cmd_replay(int argc, char **argv);
 int cli_cmd_deployment(int argc, char **argv);
+int cli_cmd_events(int argc, char **argv);
 
 #endif
