@@ -182,8 +182,16 @@ void sched_ev_lookup(sched_t *self, uint32_t number, const char *request_id, uin
                      uint32_t hit_count, uint32_t head_hits, const tier_key_t *keys, uint32_t n,
                      const uint32_t (*tier_hits)[2], uint32_t n_tiers)
 {
-    sched_ev_rec_t p = {
-        .kind = SCHED_EV_LOOKUP, .number = number, .tier2 = mode, .a = hit_count, .b = head_hits};
+    sched_ev_rec_t p = {.kind = SCHED_EV_LOOKUP,
+                        .number = number,
+                        .tier2 = mode,
+                        .a = hit_count,
+                        .b = head_hits,
+                        .c = n};
+    /* a lookup longer than the key pool keeps its first SCHED_EV_KEYS keys; its
+     * key_count says how many it had */
+    if (n > SCHED_EV_KEYS)
+        n = SCHED_EV_KEYS;
     sched_ev_rec_t *r = s_record(self, &p, n);
     if (!r)
         return;
@@ -257,7 +265,7 @@ static void s_event(sched_t *self, const sched_ev_rec_t *r, bus_event_t *out)
         g->mode = (kvtier_LookupMode)r->tier2;
         g->hit_count = (uint32_t)r->a;
         g->head_hits = (uint32_t)r->b;
-        g->key_count = r->n_keys;
+        g->key_count = (uint32_t)r->c; /* keys holds the first min(key_count, 16384) */
         for (uint32_t i = 0; i < r->n_hits && i < 32; i++) {
             g->tier_hits[i].tier_id = ev->hits[2 * (r->hits_off + i)];
             g->tier_hits[i].hits = ev->hits[2 * (r->hits_off + i) + 1];

@@ -54,7 +54,7 @@ typedef struct {
     uint64_t a;       /* stored: block bytes; tier: capacity slots; leader: epoch;
                          lookup: hit count */
     uint64_t b;       /* tier: slot bytes; lookup: head hits */
-    uint64_t c;       /* tier: the tier actor's epoch */
+    uint64_t c;       /* tier: the tier actor's epoch; lookup: keys looked up */
     uint32_t key_off; /* first key in the key pool */
     uint32_t n_keys;
     uint32_t hits_off, n_hits; /* lookup: (tier id, hits) pairs in the hits pool */

@@ -18,6 +18,8 @@ static uint32_t s_queue;
 
 static void s_tweak(sched_config_t *cfg)
 {
+    cfg->max_batch = 32768; /* a lookup may be longer than the events' key pool */
+    cfg->max_window_keys = 32768;
     snprintf(cfg->events_input, sizeof cfg->events_input, "%s", s_input);
     cfg->events_queue = s_queue;
     cfg->leader_epoch = S_EPOCH;
@@ -29,7 +31,7 @@ typedef struct {
     kvtier_EventBatch batch;
     bus_event_t ev[64];
     uint32_t n;
-    uint8_t pool[4096][16];
+    uint8_t pool[20000][16];
     bus_keys_t keys;
 } s_batch_t;
 
@@ -52,7 +54,7 @@ static int s_recv_within(zsock_t *pull, s_batch_t *b, int wait_ms)
     b->seq = 0;
     for (int i = 0; i < 8; i++)
         b->seq = b->seq << 8 | zframe_data(s)[i];
-    b->keys = (bus_keys_t){.keys = b->pool, .cap = 4096};
+    b->keys = (bus_keys_t){.keys = b->pool, .cap = 20000};
     kvtier_Status st;
     assert_int_equal(bus_events_decode(zframe_data(pl), zframe_size(pl), &b->batch, b->ev, 64,
                                        &b->n, &b->keys, &st),
@@ -151,6 +153,31 @@ static void test_events_of_a_put_a_lookup_and_a_remove(void **state)
     zsock_destroy(&pull);
 }
 
+/* A lookup longer than the events' key pool keeps its first 16384 keys, and its
+ * key_count says how many it had. */
+static void test_a_long_lookup_is_cut_and_says_so(void **state)
+{
+    (void)state;
+    zsock_t *pull = s_bind_input();
+    tk_env_t e;
+    tk_env_start(&e, S_CAP, s_tweak);
+    s_batch_t *b = calloc(1, sizeof *b);
+    uint64_t last = 0;
+    uint32_t n = 20000;
+    uint8_t(*keys)[16] = calloc(n, 16);
+    tk_keys(0, n, keys);
+    assert_int_equal(
+        tk_lookup(e.t, TK_INST, NULL, kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, keys, n), 0);
+    s_expect(pull, b, "lookup/" TK_INST, &last);
+    assert_int_equal(b->ev[0].ev.kind.cache_get.key_count, n);
+    assert_int_equal(b->ev[0].keys.n, 16384);
+    assert_memory_equal(b->ev[0].keys.keys, keys, 16384 * 16);
+    free(keys);
+    free(b);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
 /* A put into a full tier evicts: the victim's removal says EVICTED. */
 static void test_eviction_is_an_event(void **state)
 {
@@ -224,6 +251,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_events_of_a_put_a_lookup_and_a_remove),
         cmocka_unit_test(test_eviction_is_an_event),
+        cmocka_unit_test(test_a_long_lookup_is_cut_and_says_so),
         cmocka_unit_test(test_a_full_input_drops_and_leaves_a_gap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
