@@ -412,7 +412,10 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
     }
 
     uint32_t hits = 0, head = self->cfg.chains[chain].tier_ids[0], head_hits = 0;
-    uint32_t per_tier[SCHED_MAX_TIERS] = {0};
+    bool events = sched_events_on(self); /* hits per tier are counted for the event only */
+    uint32_t per_tier[SCHED_MAX_TIERS];
+    if (events)
+        memset(per_tier, 0, sizeof per_tier);
     bool advise = false;
     uint32_t lo = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? 0 : first;
     uint32_t hi = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? n : end;
@@ -421,15 +424,17 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
             continue;
         hits++;
         advise |= call->rep_tiers[k] != head;
-        head_hits += call->rep_tiers[k] == head;
-        per_tier[call->rep_tiers[k] - 1]++;
+        if (events) {
+            head_hits += call->rep_tiers[k] == head;
+            per_tier[call->rep_tiers[k] - 1]++;
+        }
         sched_tier_t *t = &self->tierset.tiers[call->rep_tiers[k] - 1];
         (void)tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, 0);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;
     lr->hit_count = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? hits : end;
     lr->prefetch_advised = advise;
-    if (sched_events_on(self)) { /* enough to rebuild the trace: keys, mode, hits per tier */
+    if (events) { /* enough to rebuild the trace: keys, mode, hits per tier */
         uint32_t th[SCHED_EV_TIER_HITS][2], nt = 0;
         for (uint32_t i = 0; i < self->tierset.n_tiers && nt < SCHED_EV_TIER_HITS; i++)
             if (per_tier[i]) {
