@@ -33,16 +33,21 @@
 #include "bus_arrays.h"
 #include "bus_endpoint.h"
 #include "bus_log.h"
+#include "events_vllm.h"
+#include "publisher_mirror.h"
 
 #define S_LOG "publisher"
-#define S_INPUT_PER_TURN 256   /* input batches taken per loop turn */
-#define S_SUBS_PER_TURN 256    /* XPUB subscription messages per turn */
-#define S_REQUESTS_PER_TURN 16 /* replay requests per turn */
-#define S_RETRY_MS 5           /* wait when every replay is held by a full ROUTER */
-#define S_ROUTING_ID_MAX 256   /* ZeroMQ routing ids are 1..255 bytes */
-#define S_REQUEST_FRAMES 4     /* frames kept of a request: id, [delimiter], verb, seq */
-#define S_XPUB_MAXMSG 4096     /* longest subscription message accepted over tcp */
-#define S_ROUTER_MAXMSG 1024   /* longest replay request frame accepted over tcp */
+#define S_INPUT_PER_TURN 256        /* input batches taken per loop turn */
+#define S_SUBS_PER_TURN 256         /* XPUB subscription messages per turn */
+#define S_REQUESTS_PER_TURN 16      /* replay requests per turn */
+#define S_RETRY_MS 5                /* wait when every replay is held by a full ROUTER */
+#define S_ROUTING_ID_MAX 256        /* ZeroMQ routing ids are 1..255 bytes */
+#define S_REQUEST_FRAMES 4          /* frames kept of a request: id, [delimiter], verb, seq */
+#define S_XPUB_MAXMSG 4096          /* longest subscription message accepted over tcp */
+#define S_ROUTER_MAXMSG 1024        /* longest replay request frame accepted over tcp */
+#define S_SNAPSHOT_PAGE_KEYS 4096u  /* locations per snapshot page */
+#define S_SNAPSHOT_PAGE_EVENTS 256u /* BlockStored events per snapshot page */
+#define S_SEQ_SHIFT 40              /* seq = epoch << 40 | n (sched_events.h) */
 
 _Static_assert(PUBLISHER_REPLAY_PER_TURN >= PUBLISHER_MAX_REPLAYS,
                "every replay in progress sends at least one batch per turn");
@@ -54,15 +59,33 @@ typedef struct {
     zmq_msg_t payload; /* the received message; copies share its data */
 } s_entry_t;
 
+/* The last batches of one stream, bounded by count and bytes, oldest at head. */
+typedef struct {
+    s_entry_t *e; /* cap entries */
+    uint32_t cap, head, count;
+    uint64_t bytes, max_bytes;
+    bool have_evicted;
+    uint64_t evicted_upto; /* highest seq no longer in the ring (when have_evicted) */
+} s_ring_t;
+
 typedef enum { S_FREE = 0, S_SENDING } s_replay_state_t;
+
+/* What a cursor sends: a replay of the ring, a snapshot of the mirror (both on
+ * the kvtier ROUTER), or a replay of the vLLM ring in vLLM's framing. */
+typedef enum { S_REPLAY = 0, S_SNAPSHOT, S_VLLM_REPLAY } s_replay_kind_t;
 
 typedef struct {
     s_replay_state_t state;
+    s_replay_kind_t kind;
     uint8_t id[S_ROUTING_ID_MAX];
     size_t id_len;
-    uint64_t next;         /* the lowest seq not yet sent */
-    uint64_t end;          /* the last seq published when the request came */
-    int64_t last_progress; /* zclock_mono of the last message sent */
+    bool delim;                   /* vLLM replay: the request had an empty delimiter */
+    uint64_t next;                /* the lowest seq not yet sent */
+    uint64_t end;                 /* the last seq published when the request came */
+    int64_t last_progress;        /* zclock_mono of the last message sent */
+    publisher_mirror_loc_t *locs; /* snapshot: the mirror copied at the request */
+    uint32_t n_locs, pos;         /* snapshot: locations, the next one to send */
+    bool head_sent;               /* snapshot: the SNAPSHOT message went */
 } s_replay_t;
 
 typedef struct {
@@ -75,21 +98,29 @@ typedef struct {
     char name[64];
     char xpub_ep[BUS_ENDPOINT_MAX];
     char replay_ep[BUS_ENDPOINT_MAX];
-    uint32_t ring_cap;
-    uint64_t ring_max_bytes;
     uint64_t first_seq_hint;
     uint32_t stall_ms;
-    s_entry_t *ring; /* ring_cap entries, oldest at head */
-    uint32_t head, count;
-    uint64_t bytes;
+    s_ring_t ring;
     bool have_last;
-    bool have_evicted;
-    uint64_t evicted_upto; /* highest seq no longer in the ring (when have_evicted) */
     s_replay_t replays[PUBLISHER_MAX_REPLAYS];
     uint32_t n_replays;
     uint32_t rr;         /* replay served first in the next turn */
     bool replay_blocked; /* the last turn sent nothing for any replay */
     publisher_stats_t st;
+    /* derived streams: decoded batches feed the mirror and the vLLM encoding */
+    publisher_mirror_t *mirror;        /* NULL: no replay socket and no vLLM stream */
+    bus_event_t *dec;                  /* BUS_MAX_EVENTS decoded events */
+    bus_keys_t dec_keys;               /* their keys */
+    bus_event_t *page;                 /* S_SNAPSHOT_PAGE_EVENTS, a snapshot page's events */
+    uint8_t (*page_keys)[BUS_KEY_LEN]; /* S_SNAPSHOT_PAGE_KEYS */
+    zsock_t *vxpub;                    /* NULL: no vLLM stream */
+    zsock_t *vrouter;                  /* NULL: no vLLM replay socket */
+    char vxpub_ep[BUS_ENDPOINT_MAX];
+    char vreplay_ep[BUS_ENDPOINT_MAX];
+    events_vllm_layout_t vlayout;
+    s_ring_t vring;
+    uint64_t vlast; /* the vLLM stream's last seq (skipped ones included) */
+    msgpack_sbuffer vbuf;
 } self_t;
 
 /* ---- helpers ---- */
@@ -142,58 +173,73 @@ static void s_close_parts(zmq_msg_t *parts, int n, int max)
 
 /* ---- ring ---- */
 
-static s_entry_t *s_ring_at(self_t *self, uint32_t i)
+static s_entry_t *s_ring_at(s_ring_t *r, uint32_t i)
 {
-    return &self->ring[(self->head + i) % self->ring_cap];
+    return &r->e[(r->head + i) % r->cap];
 }
 
-static void s_ring_evict(self_t *self)
+static void s_ring_evict(s_ring_t *r)
 {
-    s_entry_t *e = s_ring_at(self, 0);
-    self->bytes -= e->topic_len + zmq_msg_size(&e->payload);
-    self->have_evicted = true;
-    self->evicted_upto = e->seq;
+    s_entry_t *e = s_ring_at(r, 0);
+    r->bytes -= e->topic_len + zmq_msg_size(&e->payload);
+    r->have_evicted = true;
+    r->evicted_upto = e->seq;
     zmq_msg_close(&e->payload);
-    self->head = (self->head + 1) % self->ring_cap;
-    self->count--;
+    r->head = (r->head + 1) % r->cap;
+    r->count--;
 }
 
 /* Keeps the batch (moving PAYLOAD in) after evicting what the bounds require. */
-static void s_ring_push(self_t *self, const char *topic, size_t tlen, uint64_t seq,
+static void s_ring_push(s_ring_t *r, const char *topic, size_t tlen, uint64_t seq,
                         zmq_msg_t *payload)
 {
     uint64_t size = tlen + zmq_msg_size(payload);
-    if (size > self->ring_max_bytes) {
-        while (self->count)
-            s_ring_evict(self);
-        self->have_evicted = true;
-        self->evicted_upto = seq;
+    if (size > r->max_bytes) {
+        while (r->count)
+            s_ring_evict(r);
+        r->have_evicted = true;
+        r->evicted_upto = seq;
         return; /* the caller closes PAYLOAD */
     }
-    while (self->count == self->ring_cap || self->bytes + size > self->ring_max_bytes)
-        s_ring_evict(self);
-    s_entry_t *e = s_ring_at(self, self->count);
+    while (r->count == r->cap || r->bytes + size > r->max_bytes)
+        s_ring_evict(r);
+    s_entry_t *e = s_ring_at(r, r->count);
     e->seq = seq;
     e->topic_len = (uint8_t)tlen;
     memcpy(e->topic, topic, tlen);
     zmq_msg_init(&e->payload);
     zmq_msg_move(&e->payload, payload);
-    self->count++;
-    self->bytes += size;
+    r->count++;
+    r->bytes += size;
 }
 
 /* Index of the oldest entry with seq >= SEQ (count when none). */
-static uint32_t s_ring_find(self_t *self, uint64_t seq)
+static uint32_t s_ring_find(s_ring_t *r, uint64_t seq)
 {
-    uint32_t lo = 0, hi = self->count;
+    uint32_t lo = 0, hi = r->count;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (s_ring_at(self, mid)->seq < seq)
+        if (s_ring_at(r, mid)->seq < seq)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+static int s_ring_init(s_ring_t *r, uint32_t cap, uint64_t max_bytes)
+{
+    *r = (s_ring_t){.cap = cap, .max_bytes = max_bytes};
+    r->e = calloc(cap, sizeof *r->e);
+    return r->e ? 0 : -1;
+}
+
+static void s_ring_fini(s_ring_t *r)
+{
+    while (r->e && r->count)
+        s_ring_evict(r);
+    free(r->e);
+    r->e = NULL;
 }
 
 /* ---- input ---- */
@@ -222,10 +268,11 @@ static bool s_topic_ok(const uint8_t *t, size_t n)
     return true;
 }
 
-static void s_publish(self_t *self, const uint8_t *topic, size_t tlen, const uint8_t *seq_be,
-                      zmq_msg_t *payload)
+/* Sends [topic][seq][payload] on XPUB (payload shared, not moved): true when sent. */
+static bool s_publish_on(self_t *self, zsock_t *xpub, const uint8_t *topic, size_t tlen,
+                         const uint8_t *seq_be, zmq_msg_t *payload)
 {
-    void *h = zsock_resolve(self->xpub);
+    void *h = zsock_resolve(xpub);
     zmq_msg_t out;
     zmq_msg_init(&out);
     zmq_msg_copy(&out, payload);
@@ -235,9 +282,123 @@ static void s_publish(self_t *self, const uint8_t *topic, size_t tlen, const uin
         zmq_msg_send(&out, h, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&out);
         bus_debug(S_LOG, "%s: XPUB send failed: %s", self->name, zmq_strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* ---- derived streams: the mirror and the vLLM encoding ---- */
+
+/* The vLLM stream's next seq in EPOCH's range: one per batch sent, one more
+ * skipped for each batch it could not derive (its subscribers see that gap). */
+static uint64_t s_vllm_next(self_t *self, uint64_t epoch)
+{
+    uint64_t base = epoch << S_SEQ_SHIFT;
+    if (self->vlast < base)
+        self->vlast = base;
+    return ++self->vlast;
+}
+
+/* Publishes vbuf on the vLLM XPUB under TOPIC and keeps it in the vLLM ring. */
+static void s_vllm_send(self_t *self, const char *topic, size_t tlen, uint64_t epoch)
+{
+    zmq_msg_t m;
+    if (zmq_msg_init_size(&m, self->vbuf.size) != 0) {
+        (void)s_vllm_next(self, epoch); /* a gap */
         return;
     }
-    self->st.published++;
+    memcpy(zmq_msg_data(&m), self->vbuf.data, self->vbuf.size);
+    uint64_t seq = s_vllm_next(self, epoch);
+    uint8_t be[8];
+    s_put_be64(be, seq);
+    if (s_publish_on(self, self->vxpub, (const uint8_t *)topic, tlen, be, &m))
+        self->st.vllm_published++;
+    self->st.vllm_last_seq = seq;
+    s_ring_push(&self->vring, topic, tlen, seq, &m);
+    zmq_msg_close(&m);
+}
+
+/* A tier went down: vLLM has no tier event, so its blocks (the mirror's
+ * locations on it, before the mirror drops them) go out as BlockRemoved, one
+ * batch per run of (instance, medium) of at most S_SNAPSHOT_PAGE_KEYS keys. */
+static void s_vllm_tier_down(self_t *self, uint64_t epoch, double ts, uint32_t tier)
+{
+    publisher_mirror_loc_t *locs = NULL;
+    uint32_t n = 0;
+    if (publisher_mirror_stale(self->mirror) ||
+        publisher_mirror_copy(self->mirror, &locs, &n) < 0) {
+        (void)s_vllm_next(self, epoch); /* what the tier held is not known: a gap */
+        return;
+    }
+    for (uint32_t i = 0, j; i < n; i = j) {
+        const publisher_mirror_loc_t *f = &locs[i];
+        uint32_t k = 0;
+        for (j = i; j < n && k < S_SNAPSHOT_PAGE_KEYS && locs[j].instance == f->instance &&
+                    locs[j].tier_id == f->tier_id && locs[j].medium == f->medium;
+             j++)
+            if (f->tier_id == tier)
+                memcpy(self->page_keys[k++], locs[j].key, BUS_KEY_LEN);
+        if (!k)
+            continue;
+        msgpack_sbuffer_clear(&self->vbuf);
+        char topic[PUBLISHER_TOPIC_MAX + 1];
+        int tl = snprintf(topic, sizeof topic, "removed/%.64s",
+                          publisher_mirror_instance(self->mirror, f->instance));
+        if (events_vllm_removed(self->vlayout, ts, (const uint8_t(*)[BUS_KEY_LEN])self->page_keys,
+                                k, f->medium, &self->vbuf) < 0)
+            (void)s_vllm_next(self, epoch);
+        else
+            s_vllm_send(self, topic, (size_t)tl, epoch);
+    }
+    free(locs);
+}
+
+static void s_vllm_derive(self_t *self, const char *topic, size_t tlen, const kvtier_EventBatch *b,
+                          uint32_t n)
+{
+    double ts = n ? (double)self->dec[0].ev.ts_us / 1e6 : 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        const kvtier_Event *e = &self->dec[i].ev;
+        if (e->which_kind == kvtier_Event_tier_changed_tag && !e->kind.tier_changed.up)
+            s_vllm_tier_down(self, b->epoch, ts, e->kind.tier_changed.tier_id);
+    }
+    if (!events_vllm_count(self->dec, n))
+        return;
+    msgpack_sbuffer_clear(&self->vbuf);
+    if (events_vllm_batch(self->vlayout, self->dec, n, &self->vbuf) < 0)
+        (void)s_vllm_next(self, b->epoch);
+    else
+        s_vllm_send(self, topic, tlen, b->epoch);
+}
+
+/* Batch SEQ (just published) feeds the mirror and the vLLM stream. GAP: batches
+ * before it never arrived, so neither can be whole from here. */
+static void s_derive(self_t *self, const char *topic, size_t tlen, uint64_t seq, zmq_msg_t *payload,
+                     bool gap)
+{
+    if (!self->mirror)
+        return;
+    uint64_t epoch = seq >> S_SEQ_SHIFT;
+    if (gap) {
+        publisher_mirror_lost(self->mirror, seq - 1,
+                              "the scheduler dropped batches before it: its events.queue was full");
+        if (self->vxpub)
+            (void)s_vllm_next(self, epoch);
+    }
+    kvtier_EventBatch b;
+    uint32_t n = 0;
+    kvtier_Status st;
+    if (bus_events_decode(zmq_msg_data(payload), zmq_msg_size(payload), &b, self->dec,
+                          BUS_MAX_EVENTS, &n, &self->dec_keys, &st) < 0) {
+        self->st.undecodable++;
+        publisher_mirror_lost(self->mirror, seq, "not a readable EventBatch");
+        if (self->vxpub)
+            (void)s_vllm_next(self, epoch);
+        return;
+    }
+    if (self->vxpub)
+        s_vllm_derive(self, topic, tlen, &b, n);
+    publisher_mirror_apply(self->mirror, seq, &b, self->dec, n);
 }
 
 /* One input message of N parts (the first 3 in P). */
@@ -274,14 +435,17 @@ static void s_input_one(self_t *self, zmq_msg_t *p, int n)
         return;
     }
     uint64_t expected = self->have_last ? self->st.last_seq + 1 : self->first_seq_hint;
-    if ((self->have_last || self->first_seq_hint) && seq > expected) {
+    bool gap = (self->have_last || self->first_seq_hint) && seq > expected;
+    if (gap) {
         self->st.gaps_in++;
         self->st.missing_in += seq - expected;
     }
     self->have_last = true;
     self->st.last_seq = seq;
-    s_publish(self, topic, tlen, seq_be, &p[2]);
-    s_ring_push(self, (const char *)topic, tlen, seq, &p[2]);
+    if (s_publish_on(self, self->xpub, topic, tlen, seq_be, &p[2]))
+        self->st.published++;
+    s_derive(self, (const char *)topic, tlen, seq, &p[2], gap);
+    s_ring_push(&self->ring, (const char *)topic, tlen, seq, &p[2]);
 }
 
 static void s_on_input(self_t *self)
@@ -318,10 +482,10 @@ static void s_on_xpub(self_t *self)
 
 /* Sends [id][delim?][frames...] on the ROUTER: 0, or -1 with errno EAGAIN (the
  * peer's queue is full: nothing sent) or another error (the peer is gone). */
-static int s_router_send(self_t *self, const uint8_t *id, size_t id_len, bool delim,
-                         const void *const *data, const size_t *len, int n)
+static int s_router_send_on(zsock_t *router, const uint8_t *id, size_t id_len, bool delim,
+                            const void *const *data, const size_t *len, int n)
 {
-    void *h = zsock_resolve(self->router);
+    void *h = zsock_resolve(router);
     if (zmq_send(h, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return -1;
     /* past the routing id the message is committed: its parts always go */
@@ -330,6 +494,12 @@ static int s_router_send(self_t *self, const uint8_t *id, size_t id_len, bool de
     for (int i = 0; i < n; i++)
         zmq_send(h, data[i], len[i], (i + 1 < n ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
     return 0;
+}
+
+static int s_router_send(self_t *self, const uint8_t *id, size_t id_len, bool delim,
+                         const void *const *data, const size_t *len, int n)
+{
+    return s_router_send_on(self->router, id, id_len, delim, data, len, n);
 }
 
 static int s_send_seq(self_t *self, s_replay_t *r, const char *verb, uint64_t seq)
@@ -362,24 +532,136 @@ static int s_send_batch(self_t *self, s_replay_t *r, s_entry_t *e)
 
 static void s_replay_free(self_t *self, s_replay_t *r)
 {
+    free(r->locs);
+    r->locs = NULL;
     r->state = S_FREE;
     self->n_replays--;
+}
+
+/* One page of snapshot R from r->pos: BlockStored events, one per run of equal
+ * (instance, tier, medium, bytes, tokens), at most S_SNAPSHOT_PAGE_KEYS keys.
+ * Encoded into *frame; the number of locations in it, or 0 on an encode failure. */
+static uint32_t s_snapshot_page(self_t *self, s_replay_t *r, zframe_t **frame)
+{
+    uint32_t n_ev = 0, k = 0;
+    uint64_t now_us = (uint64_t)zclock_time() * 1000;
+    for (uint32_t i = r->pos; i < r->n_locs && k < S_SNAPSHOT_PAGE_KEYS;) {
+        const publisher_mirror_loc_t *f = &r->locs[i];
+        if (n_ev == S_SNAPSHOT_PAGE_EVENTS)
+            break;
+        bus_event_t *e = &self->page[n_ev++];
+        memset(e, 0, sizeof *e);
+        e->ev.ts_us = now_us;
+        snprintf(e->ev.instance_id, sizeof e->ev.instance_id, "%s",
+                 publisher_mirror_instance(self->mirror, f->instance));
+        e->ev.which_kind = kvtier_Event_block_stored_tag;
+        e->ev.kind.block_stored = (kvtier_BlockStored){.tier_id = f->tier_id,
+                                                       .block_bytes = f->bytes,
+                                                       .medium = (kvtier_Medium)f->medium,
+                                                       .tokens_per_block = f->tokens};
+        e->keys.keys = &self->page_keys[k];
+        uint32_t first = k;
+        for (; i < r->n_locs && k < S_SNAPSHOT_PAGE_KEYS && r->locs[i].instance == f->instance &&
+               r->locs[i].tier_id == f->tier_id && r->locs[i].medium == f->medium &&
+               r->locs[i].bytes == f->bytes && r->locs[i].tokens == f->tokens;
+             i++)
+            memcpy(self->page_keys[k++], r->locs[i].key, BUS_KEY_LEN);
+        e->keys.n = e->keys.cap = k - first;
+    }
+    kvtier_EventBatch b = {.epoch = r->end >> S_SEQ_SHIFT};
+    snprintf(b.source, sizeof b.source, "%s", self->name);
+    kvtier_Status st;
+    if (bus_events_encode(&b, self->page, n_ev, frame, &st) < 0) {
+        bus_warn(S_LOG, "%s: snapshot page not encoded: %s", self->name, st.message);
+        return 0;
+    }
+    return k;
+}
+
+/* One message of snapshot R (the protocol in publisher.h): 1 sent, 0 ended, -1 held. */
+static int s_snapshot_step(self_t *self, s_replay_t *r)
+{
+    uint8_t be[8], cnt[8];
+    if (!r->head_sent) {
+        s_put_be64(be, r->end);
+        s_put_be64(cnt, r->n_locs);
+        const void *d[3] = {"SNAPSHOT", be, cnt};
+        size_t l[3] = {8, 8, 8};
+        if (s_router_send(self, r->id, r->id_len, false, d, l, 3) < 0)
+            return -1;
+        r->head_sent = true;
+        return 1;
+    }
+    if (r->pos < r->n_locs) {
+        zframe_t *frame = NULL;
+        uint32_t k = s_snapshot_page(self, r, &frame);
+        if (!k) {
+            errno = EPROTO;
+            return -1; /* given up below: the requester sees no END */
+        }
+        const void *d[2] = {"BLOCKS", zframe_data(frame)};
+        size_t l[2] = {6, zframe_size(frame)};
+        int rc = s_router_send(self, r->id, r->id_len, false, d, l, 2);
+        zframe_destroy(&frame);
+        if (rc < 0)
+            return -1;
+        r->pos += k;
+        self->st.snapshot_blocks_sent += k;
+        return 1;
+    }
+    if (s_send_seq(self, r, "END", r->end + 1) < 0)
+        return -1;
+    self->st.snapshots_served++;
+    s_replay_free(self, r);
+    return 0;
+}
+
+/* One message of a vLLM replay: [delim?][seq][payload] per batch, then the end
+ * marker [delim?][-1][""] as vLLM's publisher sends it. */
+static int s_vllm_replay_step(self_t *self, s_replay_t *r)
+{
+    s_ring_t *ring = &self->vring;
+    uint32_t i = r->next <= r->end ? s_ring_find(ring, r->next) : ring->count;
+    uint8_t be[8];
+    if (i < ring->count && s_ring_at(ring, i)->seq <= r->end) {
+        s_entry_t *e = s_ring_at(ring, i);
+        s_put_be64(be, e->seq);
+        const void *d[2] = {be, zmq_msg_data(&e->payload)};
+        size_t l[2] = {8, zmq_msg_size(&e->payload)};
+        if (s_router_send_on(self->vrouter, r->id, r->id_len, r->delim, d, l, 2) < 0)
+            return -1;
+        r->next = e->seq + 1;
+        return 1;
+    }
+    s_put_be64(be, UINT64_MAX);
+    const void *d[2] = {be, ""};
+    size_t l[2] = {8, 0};
+    if (s_router_send_on(self->vrouter, r->id, r->id_len, r->delim, d, l, 2) < 0)
+        return -1;
+    self->st.vllm_replays_served++;
+    s_replay_free(self, r);
+    return 0;
 }
 
 /* One message of replay R: 1 sent, 0 the replay ended, -1 held (EAGAIN). */
 static int s_replay_step(self_t *self, s_replay_t *r)
 {
-    uint64_t oldest = self->count ? s_ring_at(self, 0)->seq : self->st.last_seq + 1;
-    if (self->have_evicted && r->next <= self->evicted_upto && r->next <= r->end) {
+    if (r->kind == S_SNAPSHOT)
+        return s_snapshot_step(self, r);
+    if (r->kind == S_VLLM_REPLAY)
+        return s_vllm_replay_step(self, r);
+    s_ring_t *ring = &self->ring;
+    uint64_t oldest = ring->count ? s_ring_at(ring, 0)->seq : self->st.last_seq + 1;
+    if (ring->have_evicted && r->next <= ring->evicted_upto && r->next <= r->end) {
         uint64_t to = oldest < r->end + 1 ? oldest : r->end + 1;
         if (s_send_seq(self, r, "GAP", to) < 0)
             return -1;
         r->next = to;
         return 1;
     }
-    uint32_t i = r->next <= r->end ? s_ring_find(self, r->next) : self->count;
-    if (i < self->count && s_ring_at(self, i)->seq <= r->end) {
-        s_entry_t *e = s_ring_at(self, i);
+    uint32_t i = r->next <= r->end ? s_ring_find(ring, r->next) : ring->count;
+    if (i < ring->count && s_ring_at(ring, i)->seq <= r->end) {
+        s_entry_t *e = s_ring_at(ring, i);
         if (s_send_batch(self, r, e) < 0)
             return -1;
         self->st.replay_batches_sent++;
@@ -489,10 +771,58 @@ static void s_replay_start(self_t *self, zmq_msg_t *id, uint64_t from)
             r = &self->replays[k];
     if (!r) /* the caller checked n_replays < PUBLISHER_MAX_REPLAYS */
         return;
-    r->state = S_SENDING;
-    r->id_len = zmq_msg_size(id);
+    *r = (s_replay_t){.state = S_SENDING, .kind = S_REPLAY, .id_len = zmq_msg_size(id)};
     memcpy(r->id, zmq_msg_data(id), r->id_len);
     r->next = from;
+    r->end = self->st.last_seq;
+    r->last_progress = zclock_mono();
+    self->n_replays++;
+}
+
+static s_replay_t *s_replay_slot(self_t *self)
+{
+    for (uint32_t k = 0; k < PUBLISHER_MAX_REPLAYS; k++)
+        if (self->replays[k].state == S_FREE)
+            return &self->replays[k];
+    return NULL;
+}
+
+static uint32_t s_snapshots_active(const self_t *self)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < PUBLISHER_MAX_REPLAYS; k++)
+        n += self->replays[k].state == S_SENDING && self->replays[k].kind == S_SNAPSHOT;
+    return n;
+}
+
+/* ["SNAPSHOT"]: the mirror as it is now (copied, so the stream can go on),
+ * and the seq it reflects. */
+static void s_snapshot_start(self_t *self, zmq_msg_t *id)
+{
+    const char *stale = self->mirror ? publisher_mirror_stale(self->mirror) : NULL;
+    if (!self->mirror || stale) {
+        s_request_error(self, id, false,
+                        "snapshot unavailable: %s; it is whole again at the next leader term. "
+                        "Rebuild from the live stream instead",
+                        stale ? stale : "this publisher keeps no mirror of the index");
+        return;
+    }
+    if (s_snapshots_active(self) >= PUBLISHER_MAX_SNAPSHOTS) {
+        s_request_error(self, id, false, "busy: %u snapshots in progress; retry after one ends",
+                        PUBLISHER_MAX_SNAPSHOTS);
+        return;
+    }
+    s_replay_t *r = s_replay_slot(self);
+    publisher_mirror_loc_t *locs = NULL;
+    uint32_t n = 0;
+    if (!r || publisher_mirror_copy(self->mirror, &locs, &n) < 0) {
+        s_request_error(self, id, false, "busy: no memory for a snapshot now; retry later");
+        return;
+    }
+    *r = (s_replay_t){.state = S_SENDING, .kind = S_SNAPSHOT, .id_len = zmq_msg_size(id)};
+    memcpy(r->id, zmq_msg_data(id), r->id_len);
+    r->locs = locs;
+    r->n_locs = n;
     r->end = self->st.last_seq;
     r->last_progress = zclock_mono();
     self->n_replays++;
@@ -512,20 +842,26 @@ static void s_request_one(self_t *self, zmq_msg_t *p, int n)
                         "[\"REPLAY\"][8-byte big-endian from_seq]");
         return;
     }
-    if (n != 3) {
+    bool snapshot =
+        n >= 2 && zmq_msg_size(&p[1]) == 8 && memcmp(zmq_msg_data(&p[1]), "SNAPSHOT", 8) == 0;
+    if (snapshot && n != 2) {
+        s_request_error(self, id, false, "snapshot: %d frames, expected 1: [\"SNAPSHOT\"]", n - 1);
+        return;
+    }
+    if (!snapshot && n != 3) {
         s_request_error(self, id, false,
-                        "replay: %d frames, expected 2: [\"REPLAY\"][8-byte big-endian from_seq]",
+                        "replay: %d frames, expected 2: [\"REPLAY\"][8-byte big-endian from_seq] "
+                        "(or 1: [\"SNAPSHOT\"])",
                         n - 1);
         return;
     }
-    if (zmq_msg_size(&p[1]) != 6 || memcmp(zmq_msg_data(&p[1]), "REPLAY", 6) != 0) {
+    if (!snapshot && (zmq_msg_size(&p[1]) != 6 || memcmp(zmq_msg_data(&p[1]), "REPLAY", 6) != 0)) {
         char verb[40];
         s_verb_text(&p[1], verb, sizeof verb);
-        s_request_error(self, id, false, "replay: unknown verb '%s' (the only one is REPLAY)",
-                        verb);
+        s_request_error(self, id, false, "replay: unknown verb '%s' (REPLAY or SNAPSHOT)", verb);
         return;
     }
-    if (zmq_msg_size(&p[2]) != 8) {
+    if (!snapshot && zmq_msg_size(&p[2]) != 8) {
         s_request_error(self, id, false,
                         "replay: from_seq of %zu bytes, expected 8 (unsigned, big-endian)",
                         zmq_msg_size(&p[2]));
@@ -541,18 +877,70 @@ static void s_request_one(self_t *self, zmq_msg_t *p, int n)
                         self->n_replays);
         return;
     }
-    s_replay_start(self, id, s_get_be64(zmq_msg_data(&p[2])));
+    if (snapshot)
+        s_snapshot_start(self, id);
+    else
+        s_replay_start(self, id, s_get_be64(zmq_msg_data(&p[2])));
 }
 
-static void s_on_router(self_t *self)
+/* A request on the vLLM replay socket, in vLLM's framing: [id][""][from_seq]
+ * (a REQ) or [id][from_seq] (a DEALER); from_seq 8 bytes big-endian. A bad one
+ * is answered with the end marker and the reason as its payload. */
+static void s_vllm_request_one(self_t *self, zmq_msg_t *p, int n)
+{
+    zmq_msg_t *id = &p[0];
+    if (n < 1 || zmq_msg_size(id) == 0 || zmq_msg_size(id) > S_ROUTING_ID_MAX)
+        return;
+    bool delim = n >= 3 && zmq_msg_size(&p[1]) == 0;
+    int body = n - 1 - (delim ? 1 : 0);
+    zmq_msg_t *seq = &p[delim ? 2 : 1];
+    const char *why = NULL;
+    if (body != 1 || zmq_msg_size(seq) != 8)
+        why = "vllm replay: send one frame, the 8-byte big-endian start sequence";
+    else if (s_replay_of(self, id))
+        why = "vllm replay: busy: a replay to this requester is in progress";
+    else if (self->n_replays >= PUBLISHER_MAX_REPLAYS)
+        why = "vllm replay: busy: too many replays in progress; retry after one ends";
+    uint8_t end[8];
+    s_put_be64(end, UINT64_MAX);
+    if (why) {
+        self->st.replay_errors++;
+        const void *d[2] = {end, why};
+        size_t l[2] = {8, strlen(why)};
+        s_router_send_on(self->vrouter, zmq_msg_data(id), zmq_msg_size(id), delim, d, l, 2);
+        return;
+    }
+    s_replay_t *r = s_replay_slot(self);
+    *r = (s_replay_t){
+        .state = S_SENDING, .kind = S_VLLM_REPLAY, .id_len = zmq_msg_size(id), .delim = delim};
+    memcpy(r->id, zmq_msg_data(id), r->id_len);
+    r->next = s_get_be64(zmq_msg_data(seq));
+    r->end = self->vlast;
+    r->last_progress = zclock_mono();
+    self->n_replays++;
+}
+
+static void s_on_router(self_t *self, zsock_t *router,
+                        void (*one)(self_t *self, zmq_msg_t *p, int n))
 {
     for (int k = 0; k < S_REQUESTS_PER_TURN; k++) {
         zmq_msg_t p[S_REQUEST_FRAMES];
-        int n = s_recv_parts(self->router, p, S_REQUEST_FRAMES);
+        int n = s_recv_parts(router, p, S_REQUEST_FRAMES);
         if (n == 0)
             return;
-        s_request_one(self, p, n);
+        one(self, p, n);
         s_close_parts(p, n, S_REQUEST_FRAMES);
+    }
+}
+
+/* The vLLM XPUB's subscription messages: read so they never queue up. */
+static void s_on_vxpub(self_t *self)
+{
+    for (int k = 0; k < S_SUBS_PER_TURN; k++) {
+        zmq_msg_t m;
+        if (s_recv_parts(self->vxpub, &m, 1) == 0)
+            return;
+        zmq_msg_close(&m);
     }
 }
 
@@ -561,10 +949,12 @@ static void s_on_router(self_t *self)
 static void s_cmd_stats(zsock_t *pipe, void *arg)
 {
     self_t *self = arg;
-    self->st.ring_batches = self->count;
-    self->st.ring_bytes = self->bytes;
-    self->st.ring_first_seq = self->count ? s_ring_at(self, 0)->seq : 0;
+    self->st.ring_batches = self->ring.count;
+    self->st.ring_bytes = self->ring.bytes;
+    self->st.ring_first_seq = self->ring.count ? s_ring_at(&self->ring, 0)->seq : 0;
     self->st.replays_active = self->n_replays;
+    self->st.mirror_blocks = self->mirror ? publisher_mirror_count(self->mirror) : 0;
+    self->st.mirror_stale = self->mirror && publisher_mirror_stale(self->mirror) ? 1 : 0;
     zsock_send(pipe, "b", &self->st, sizeof self->st);
 }
 
@@ -574,9 +964,16 @@ static void s_cmd_endpoints(zsock_t *pipe, void *arg)
     zsock_send(pipe, "ss", self->xpub_ep, self->replay_ep);
 }
 
+static void s_cmd_vllm_endpoints(zsock_t *pipe, void *arg)
+{
+    self_t *self = arg;
+    zsock_send(pipe, "ss", self->vxpub_ep, self->vreplay_ep);
+}
+
 static const bus_actor_cmd_t s_cmds[] = {
     {"STATS", s_cmd_stats},
     {"ENDPOINTS", s_cmd_endpoints},
+    {"VLLM_ENDPOINTS", s_cmd_vllm_endpoints},
     {NULL, NULL},
 };
 
@@ -599,10 +996,13 @@ static void s_run(self_t *self)
             break;
         s_on_input(self);
         s_on_xpub(self);
-        if (self->router) {
-            s_on_router(self);
-            s_replays_service(self);
-        }
+        if (self->vxpub)
+            s_on_vxpub(self);
+        if (self->router)
+            s_on_router(self, self->router, s_request_one);
+        if (self->vrouter)
+            s_on_router(self, self->vrouter, s_vllm_request_one);
+        s_replays_service(self);
     }
 }
 
@@ -640,6 +1040,27 @@ static int s_check_config(const publisher_config_t *cfg, char *why, size_t len)
     if (cfg->replay_endpoint && cfg->replay_endpoint[0] &&
         s_check_endpoint("replay_endpoint", cfg->replay_endpoint, why, len) < 0)
         return -1;
+    if (cfg->vllm_endpoint && cfg->vllm_endpoint[0] &&
+        s_check_endpoint("vllm_endpoint", cfg->vllm_endpoint, why, len) < 0)
+        return -1;
+    if (cfg->vllm_replay_endpoint && cfg->vllm_replay_endpoint[0] &&
+        (!cfg->vllm_endpoint || !cfg->vllm_endpoint[0])) {
+        snprintf(why, len,
+                 "publisher: vllm_replay_endpoint needs vllm_endpoint (the stream it replays)");
+        return -1;
+    }
+    if (cfg->vllm_replay_endpoint && cfg->vllm_replay_endpoint[0] &&
+        s_check_endpoint("vllm_replay_endpoint", cfg->vllm_replay_endpoint, why, len) < 0)
+        return -1;
+    if (cfg->vllm_layout != EVENTS_VLLM_MAP && cfg->vllm_layout != EVENTS_VLLM_ARRAY) {
+        snprintf(why, len, "publisher: vllm_layout %d: 0 (map) or 1 (array)", cfg->vllm_layout);
+        return -1;
+    }
+    if (cfg->snapshot_blocks > PUBLISHER_MIRROR_MAX_BLOCKS) {
+        snprintf(why, len, "publisher: snapshot_blocks %u above %u", cfg->snapshot_blocks,
+                 PUBLISHER_MIRROR_MAX_BLOCKS);
+        return -1;
+    }
     if (cfg->ring_batches > PUBLISHER_MAX_RING_BATCHES) {
         snprintf(why, len, "publisher: ring_batches %u above %u", cfg->ring_batches,
                  PUBLISHER_MAX_RING_BATCHES);
@@ -659,9 +1080,18 @@ static void s_self_destroy(self_t **self_p)
         return;
     self_t *self = *self_p;
     zpoller_destroy(&self->poller);
-    while (self->ring && self->count)
-        s_ring_evict(self);
-    free(self->ring);
+    for (uint32_t k = 0; k < PUBLISHER_MAX_REPLAYS; k++)
+        free(self->replays[k].locs);
+    s_ring_fini(&self->ring);
+    s_ring_fini(&self->vring);
+    publisher_mirror_destroy(&self->mirror);
+    free(self->dec);
+    free(self->dec_keys.keys);
+    free(self->page);
+    free(self->page_keys);
+    msgpack_sbuffer_destroy(&self->vbuf);
+    zsock_destroy(&self->vrouter);
+    zsock_destroy(&self->vxpub);
     zsock_destroy(&self->router);
     zsock_destroy(&self->xpub);
     zsock_destroy(&self->input);
@@ -681,6 +1111,34 @@ static int s_bind(zsock_t *sock, const char *what, const char *ep, char *out, si
     if (out)
         snprintf(out, len, "%s", last ? last : ep);
     zstr_free(&last);
+    return 0;
+}
+
+static int s_open_vllm(self_t *self, const publisher_config_t *cfg, char *why, size_t len)
+{
+    if (!cfg->vllm_endpoint || !cfg->vllm_endpoint[0])
+        return 0;
+    self->vxpub = zsock_new(ZMQ_XPUB);
+    bool replay = cfg->vllm_replay_endpoint && cfg->vllm_replay_endpoint[0];
+    if (replay)
+        self->vrouter = zsock_new(ZMQ_ROUTER);
+    if (!self->vxpub || (replay && !self->vrouter)) {
+        snprintf(why, len, "%s: cannot create the vLLM sockets", self->name);
+        return -1;
+    }
+    zsock_set_sndhwm(self->vxpub, cfg->xpub_hwm ? cfg->xpub_hwm : PUBLISHER_DEFAULT_XPUB_HWM);
+    zsock_set_xpub_nodrop(self->vxpub, 0);
+    zsock_set_maxmsgsize(self->vxpub, S_XPUB_MAXMSG);
+    if (s_bind(self->vxpub, "vllm_endpoint", cfg->vllm_endpoint, self->vxpub_ep,
+               sizeof self->vxpub_ep, why, len) < 0)
+        return -1;
+    if (replay) {
+        zsock_set_router_mandatory(self->vrouter, 1);
+        zsock_set_maxmsgsize(self->vrouter, S_ROUTER_MAXMSG);
+        if (s_bind(self->vrouter, "vllm_replay_endpoint", cfg->vllm_replay_endpoint,
+                   self->vreplay_ep, sizeof self->vreplay_ep, why, len) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -713,8 +1171,12 @@ static int s_open_sockets(self_t *self, const publisher_config_t *cfg, char *why
                    sizeof self->replay_ep, why, len) < 0)
             return -1;
     }
+    if (s_open_vllm(self, cfg, why, len) < 0)
+        return -1;
     self->poller = zpoller_new(self->pipe, self->input, self->xpub, NULL);
-    if (!self->poller || (self->router && zpoller_add(self->poller, self->router) < 0)) {
+    if (!self->poller || (self->router && zpoller_add(self->poller, self->router) < 0) ||
+        (self->vxpub && zpoller_add(self->poller, self->vxpub) < 0) ||
+        (self->vrouter && zpoller_add(self->poller, self->vrouter) < 0)) {
         snprintf(why, len, "%s: no poller", self->name);
         return -1;
     }
@@ -733,16 +1195,31 @@ static self_t *s_self_new(zsock_t *pipe, const publisher_config_t *cfg, char *wh
     }
     self->pipe = pipe;
     snprintf(self->name, sizeof self->name, "%s", cfg->name ? cfg->name : "publisher");
-    self->ring_cap = cfg->ring_batches ? cfg->ring_batches : PUBLISHER_DEFAULT_RING_BATCHES;
-    self->ring_max_bytes = cfg->ring_bytes ? cfg->ring_bytes : PUBLISHER_DEFAULT_RING_BYTES;
+    uint32_t ring_cap = cfg->ring_batches ? cfg->ring_batches : PUBLISHER_DEFAULT_RING_BATCHES;
+    uint64_t ring_bytes = cfg->ring_bytes ? cfg->ring_bytes : PUBLISHER_DEFAULT_RING_BYTES;
     self->first_seq_hint = cfg->first_seq_hint;
     self->stall_ms =
         cfg->replay_stall_ms ? cfg->replay_stall_ms : PUBLISHER_DEFAULT_REPLAY_STALL_MS;
-    self->ring = calloc(self->ring_cap, sizeof *self->ring);
-    if (!self->ring) {
-        snprintf(why, len, "%s: out of memory for a ring of %u batches", self->name,
-                 self->ring_cap);
+    self->vlayout = (events_vllm_layout_t)cfg->vllm_layout;
+    msgpack_sbuffer_init(&self->vbuf);
+    bool vllm = cfg->vllm_endpoint && cfg->vllm_endpoint[0];
+    if (s_ring_init(&self->ring, ring_cap, ring_bytes) < 0 ||
+        (vllm && s_ring_init(&self->vring, ring_cap, ring_bytes) < 0)) {
+        snprintf(why, len, "%s: out of memory for a ring of %u batches", self->name, ring_cap);
         goto out_fail;
+    }
+    if ((cfg->replay_endpoint && cfg->replay_endpoint[0]) || vllm) {
+        self->mirror = publisher_mirror_new(cfg->snapshot_blocks);
+        self->dec = calloc(BUS_MAX_EVENTS, sizeof *self->dec);
+        self->dec_keys.cap = BUS_MAX_BLOB / BUS_KEY_LEN;
+        self->dec_keys.keys = calloc(self->dec_keys.cap, BUS_KEY_LEN);
+        self->page = calloc(S_SNAPSHOT_PAGE_EVENTS, sizeof *self->page);
+        self->page_keys = calloc(S_SNAPSHOT_PAGE_KEYS, BUS_KEY_LEN);
+        if (!self->mirror || !self->dec || !self->dec_keys.keys || !self->page ||
+            !self->page_keys) {
+            snprintf(why, len, "%s: out of memory for the index mirror", self->name);
+            goto out_fail;
+        }
     }
     if (s_open_sockets(self, cfg, why, len) < 0)
         goto out_fail;
@@ -761,9 +1238,11 @@ static void s_actor(zsock_t *pipe, void *args)
         bus_error(S_LOG, "%s", why);
     if (bus_actor_ready(pipe, self != NULL) < 0)
         return;
-    bus_info(S_LOG, "%s: publishing on %s, replay %s, ring %u batches / %" PRIu64 " bytes",
+    bus_info(S_LOG,
+             "%s: publishing on %s, replay %s, ring %u batches / %" PRIu64 " bytes, vLLM %s (%s)",
              self->name, self->xpub_ep, self->replay_ep[0] ? self->replay_ep : "off",
-             self->ring_cap, self->ring_max_bytes);
+             self->ring.cap, self->ring.max_bytes, self->vxpub_ep[0] ? self->vxpub_ep : "off",
+             events_vllm_layout_name(self->vlayout));
     s_run(self);
     s_self_destroy(&self);
 }
@@ -780,10 +1259,11 @@ int publisher_stats(zactor_t *publisher, publisher_stats_t *out)
     return bus_actor_stats(publisher, out, sizeof *out);
 }
 
-int publisher_endpoints(zactor_t *publisher, char *xpub, size_t xlen, char *replay, size_t rlen)
+static int s_ask_endpoints(zactor_t *publisher, const char *cmd, char *xpub, size_t xlen,
+                           char *replay, size_t rlen)
 {
     if (!xpub || !xlen || !replay || !rlen ||
-        bus_actor_ask(publisher, BUS_ACTOR_ASK_MS, "s", "ENDPOINTS") < 0)
+        bus_actor_ask(publisher, BUS_ACTOR_ASK_MS, "s", cmd) < 0)
         return -1;
     char *x = NULL, *r = NULL;
     int rc = -1;
@@ -796,4 +1276,15 @@ int publisher_endpoints(zactor_t *publisher, char *xpub, size_t xlen, char *repl
     zstr_free(&x);
     zstr_free(&r);
     return rc;
+}
+
+int publisher_endpoints(zactor_t *publisher, char *xpub, size_t xlen, char *replay, size_t rlen)
+{
+    return s_ask_endpoints(publisher, "ENDPOINTS", xpub, xlen, replay, rlen);
+}
+
+int publisher_vllm_endpoints(zactor_t *publisher, char *xpub, size_t xlen, char *replay,
+                             size_t rlen)
+{
+    return s_ask_endpoints(publisher, "VLLM_ENDPOINTS", xpub, xlen, replay, rlen);
 }

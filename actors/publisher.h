@@ -92,38 +92,51 @@
 #define PUBLISHER_DEFAULT_XPUB_HWM 1000
 #define PUBLISHER_DEFAULT_INPUT_HWM 1000
 #define PUBLISHER_MAX_REPLAYS 16u
+#define PUBLISHER_MAX_SNAPSHOTS 2u /* each holds a copy of the mirror */
 #define PUBLISHER_REPLAY_PER_TURN 256u
 #define PUBLISHER_DEFAULT_REPLAY_STALL_MS 10000u
 #define PUBLISHER_LOG_EVERY 1000u
 
 typedef struct {
-    const char *name;            /* logs; NULL: "publisher" */
-    const char *input_endpoint;  /* required: PULL bound here, the scheduler PUSHes */
-    const char *endpoint;        /* required: XPUB bound here */
-    const char *replay_endpoint; /* NULL or "": no replay socket; else ROUTER bound here */
-    uint32_t ring_batches;       /* 0: default; at most PUBLISHER_MAX_RING_BATCHES */
-    uint64_t ring_bytes;         /* 0: default */
-    uint64_t first_seq_hint;     /* the first seq expected (gap stats only); 0: none */
-    int xpub_hwm;                /* batches queued per subscriber; 0: default */
-    int input_hwm;               /* batches queued from the scheduler; 0: default */
-    uint32_t replay_stall_ms;    /* a replay not read this long is given up; 0: default */
+    const char *name;                 /* logs; NULL: "publisher" */
+    const char *input_endpoint;       /* required: PULL bound here, the scheduler PUSHes */
+    const char *endpoint;             /* required: XPUB bound here */
+    const char *replay_endpoint;      /* NULL or "": no replay socket; else ROUTER bound here */
+    uint32_t ring_batches;            /* 0: default; at most PUBLISHER_MAX_RING_BATCHES */
+    uint64_t ring_bytes;              /* 0: default */
+    uint64_t first_seq_hint;          /* the first seq expected (gap stats only); 0: none */
+    int xpub_hwm;                     /* batches queued per subscriber; 0: default */
+    int input_hwm;                    /* batches queued from the scheduler; 0: default */
+    uint32_t replay_stall_ms;         /* a replay not read this long is given up; 0: default */
+    uint32_t snapshot_blocks;         /* mirror bound (publisher_mirror.h); 0: default */
+    const char *vllm_endpoint;        /* NULL or "": no vLLM stream; else its XPUB binds here */
+    const char *vllm_replay_endpoint; /* NULL or "": none; else ROUTER, vLLM's replay */
+    int vllm_layout;                  /* events_vllm_layout_t: 0 map, 1 array */
 } publisher_config_t;
 
 typedef struct {
-    uint64_t received;            /* input messages, good or bad */
-    uint64_t published;           /* batches sent on the XPUB */
-    uint64_t bad_input;           /* input messages dropped */
-    uint64_t gaps_in;             /* input seqs that skipped ahead */
-    uint64_t missing_in;          /* sequences those gaps skipped */
-    uint64_t last_seq;            /* last accepted seq (0 before the first) */
-    uint64_t ring_batches;        /* now */
-    uint64_t ring_bytes;          /* now */
-    uint64_t ring_first_seq;      /* oldest seq in the ring; 0 when it is empty */
-    uint64_t replays_served;      /* replays that ended with END */
-    uint64_t replay_batches_sent; /* BATCH messages */
-    uint64_t replay_errors;       /* ERROR answers, replays given up */
-    uint64_t subscribers;         /* subscriptions now */
-    uint64_t replays_active;      /* replays in progress now */
+    uint64_t received;             /* input messages, good or bad */
+    uint64_t published;            /* batches sent on the XPUB */
+    uint64_t bad_input;            /* input messages dropped */
+    uint64_t gaps_in;              /* input seqs that skipped ahead */
+    uint64_t missing_in;           /* sequences those gaps skipped */
+    uint64_t last_seq;             /* last accepted seq (0 before the first) */
+    uint64_t ring_batches;         /* now */
+    uint64_t ring_bytes;           /* now */
+    uint64_t ring_first_seq;       /* oldest seq in the ring; 0 when it is empty */
+    uint64_t replays_served;       /* replays that ended with END */
+    uint64_t replay_batches_sent;  /* BATCH messages */
+    uint64_t replay_errors;        /* ERROR answers, replays given up */
+    uint64_t subscribers;          /* subscriptions now */
+    uint64_t replays_active;       /* replays in progress now */
+    uint64_t snapshots_served;     /* snapshots that ended with END */
+    uint64_t snapshot_blocks_sent; /* locations in them */
+    uint64_t mirror_blocks;        /* locations in the mirror now */
+    uint64_t mirror_stale;         /* 1: the mirror serves no snapshot (see docs) */
+    uint64_t undecodable;          /* batches published that the mirror could not read */
+    uint64_t vllm_published;       /* batches sent on the vLLM XPUB */
+    uint64_t vllm_last_seq;        /* its last sequence */
+    uint64_t vllm_replays_served;  /* vLLM replays that ended with the end marker */
 } publisher_stats_t;
 
 /* Starts the actor. NULL (after logging why) on a bad config or a failed bind. */
@@ -136,5 +149,9 @@ int publisher_stats(zactor_t *publisher, publisher_stats_t *out);
  * replay[0..rlen) ("" without a replay socket). 0, or -1 when the actor does
  * not answer or an endpoint does not fit. */
 int publisher_endpoints(zactor_t *publisher, char *xpub, size_t xlen, char *replay, size_t rlen);
+
+/* The same for the vLLM stream ("" for each socket it does not have). */
+int publisher_vllm_endpoints(zactor_t *publisher, char *xpub, size_t xlen, char *replay,
+                             size_t rlen);
 
 #endif

@@ -36,10 +36,10 @@ uint32_t sched_ev_medium(uint32_t wire_kind)
 /* ---- lifetime ---- */
 
 int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint64_t epoch,
-                      const char *leader, sched_name_fn name_of)
+                      const char *leader, sched_name_fn name_of, sched_tokens_fn tokens_of)
 {
     sched_events_t *ev = &self->events;
-    *ev = (sched_events_t){.name_of = name_of, .epoch = epoch, .next = 1};
+    *ev = (sched_events_t){.name_of = name_of, .tokens_of = tokens_of, .epoch = epoch, .next = 1};
     if (!endpoint || !endpoint[0])
         return 0;
     ev->rec = calloc(SCHED_EV_RECORDS, sizeof *ev->rec);
@@ -244,6 +244,7 @@ static void s_event(sched_t *self, const sched_ev_rec_t *r, bus_event_t *out)
         e->kind.block_stored.tier_id = r->tier;
         e->kind.block_stored.block_bytes = r->a;
         e->kind.block_stored.medium = (kvtier_Medium)r->medium;
+        e->kind.block_stored.tokens_per_block = ev->tokens_of ? ev->tokens_of(self, r->number) : 0;
         break;
     case SCHED_EV_REMOVED:
         e->which_kind = kvtier_Event_block_removed_tag;
@@ -257,6 +258,7 @@ static void s_event(sched_t *self, const sched_ev_rec_t *r, bus_event_t *out)
         e->kind.block_moved.dst_tier_id = r->tier2;
         e->kind.block_moved.src_medium = (kvtier_Medium)r->medium;
         e->kind.block_moved.dst_medium = (kvtier_Medium)r->medium2;
+        e->kind.block_moved.tokens_per_block = ev->tokens_of ? ev->tokens_of(self, r->number) : 0;
         break;
     case SCHED_EV_LOOKUP: {
         e->which_kind = kvtier_Event_cache_get_tag;

@@ -63,11 +63,14 @@ typedef struct {
 } sched_ev_rec_t;
 
 typedef const char *(*sched_name_fn)(sched_t *self, uint32_t number);
+/* Tokens per block of an instance (its spec); 0 when unknown. */
+typedef uint32_t (*sched_tokens_fn)(sched_t *self, uint32_t number);
 
 /* The events module's state (sched_t.events). */
 typedef struct {
     void *push; /* zsock_t *: PUSH to the publisher's input; NULL: events off */
     sched_name_fn name_of;
+    sched_tokens_fn tokens_of;
     uint64_t epoch;
     uint64_t next; /* the next batch's number within the epoch (from 1) */
     uint32_t n_rec, n_keys, n_hits;
@@ -84,7 +87,7 @@ typedef struct {
 /* Connects to the publisher's input at endpoint ("" or NULL: events off) and
  * records the leader's first event. 0 or -1 (allocation, socket). */
 int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint64_t epoch,
-                      const char *leader, sched_name_fn name_of);
+                      const char *leader, sched_name_fn name_of, sched_tokens_fn tokens_of);
 void sched_events_fini(sched_t *self);
 bool sched_events_on(const sched_t *self);
 

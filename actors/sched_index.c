@@ -158,6 +158,14 @@ const char *sched_instance_name(sched_t *self, uint32_t number)
     return NULL;
 }
 
+uint32_t sched_instance_tokens(sched_t *self, uint32_t number)
+{
+    for (uint32_t i = 0; i < self->index.n_inst; i++)
+        if (self->index.inst[i].number == number)
+            return self->index.inst[i].spec.tokens_per_block;
+    return 0;
+}
+
 static bool s_spec_equal(const kvtier_InstanceSpec *a, const kvtier_InstanceSpec *b)
 {
     if (strcmp(a->model, b->model) || strcmp(a->dtype, b->dtype) ||

@@ -41,6 +41,7 @@ sched_instance_t *sched_instance_find(sched_t *self, const char *id);
 /* The instance named in a request, or NULL after replying NOT_FOUND / INVALID_ARGUMENT. */
 sched_instance_t *sched_instance_get(sched_t *self, sched_call_t *call, const char *id);
 const char *sched_instance_name(sched_t *self, uint32_t number); /* NULL if unknown */
+uint32_t sched_instance_tokens(sched_t *self, uint32_t number);  /* 0 if unknown */
 /* Copies n request keys into self->keys. */
 void sched_keys_load(sched_call_t *call, uint32_t n);
 /* The best live SERVING location of key (chain order first): tier index or SCHED_NONE. */

@@ -12,6 +12,8 @@
 
 #include "bus_config.h"
 #include "bus_limits.h"
+#include "events_vllm.h"
+#include "publisher_mirror.h"
 #include "tier_policy.h"
 
 /* The default deployment (wave-2 decisions): everything on this host, etcd
@@ -32,7 +34,11 @@ static const char s_defaults[] =
     "                 \"max_pending\": 4096, \"quota_low\": 0.9 },\n"
     "  \"events\": { \"endpoint\": \"tcp://127.0.0.1:7701\",\n"
     "              \"replay_endpoint\": \"tcp://127.0.0.1:7702\",\n"
-    "              \"ring_batches\": 4096, \"ring_bytes\": \"64MiB\", \"queue\": 1024 }\n"
+    "              \"ring_batches\": 4096, \"ring_bytes\": \"64MiB\", \"queue\": 1024,\n"
+    "              \"snapshot_blocks\": 4194304,\n"
+    "              \"vllm_endpoint\": \"tcp://127.0.0.1:7703\",\n"
+    "              \"vllm_replay_endpoint\": \"tcp://127.0.0.1:7704\",\n"
+    "              \"vllm_layout\": \"map\" }\n"
     "}\n";
 
 const char *coord_config_defaults(void)
@@ -626,12 +632,39 @@ static int s_opt_endpoint(const bus_config_node_t *node, const char *path, char 
     return rc;
 }
 
+/* events.vllm_*: the msgpack stream in vLLM's layout (actors/events_vllm.h). */
+static int s_read_events_vllm(const bus_config_node_t *en, coord_config_t *c, char *err,
+                              size_t errlen)
+{
+    int rc =
+        s_opt_endpoint(en, "vllm_endpoint", c->events_vllm, sizeof c->events_vllm, err, errlen);
+    if (rc == 0)
+        rc = s_opt_endpoint(en, "vllm_replay_endpoint", c->events_vllm_replay,
+                            sizeof c->events_vllm_replay, err, errlen);
+    if (rc == 0 && c->events_vllm_replay[0] && !c->events_vllm[0])
+        rc = bus_config_error(en, "vllm_replay_endpoint", err, errlen,
+                              "needs events.vllm_endpoint (the replay socket resends its batches)");
+    if (rc == 0 && !c->events_endpoint[0]) /* events off: the vLLM stream derives from them */
+        c->events_vllm[0] = c->events_vllm_replay[0] = '\0';
+    char layout[16];
+    if (rc == 0)
+        rc = bus_config_get_string(en, "vllm_layout", layout, sizeof layout, err, errlen);
+    events_vllm_layout_t l = EVENTS_VLLM_MAP;
+    if (rc == 0 && events_vllm_layout_parse(layout, &l) < 0)
+        rc = bus_config_error(en, "vllm_layout", err, errlen,
+                              "must be \"map\" (vLLM's current layout) or \"array\" (older "
+                              "array_like layout)");
+    c->events_vllm_layout = (int)l;
+    return rc;
+}
+
 static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"endpoint",   "replay_endpoint", "ring_batches",
-                                       "ring_bytes", "queue",           NULL};
+    static const char *const keys[] = {
+        "endpoint",        "replay_endpoint", "ring_batches",         "ring_bytes",  "queue",
+        "snapshot_blocks", "vllm_endpoint",   "vllm_replay_endpoint", "vllm_layout", NULL};
     bus_config_node_t en;
-    int rc = bus_config_get_object(root, "events", 8, &en, err, errlen);
+    int rc = bus_config_get_object(root, "events", 16, &en, err, errlen);
     if (rc == 0)
         rc = bus_config_check_keys(&en, "", keys, err, errlen);
     if (rc == 0)
@@ -655,6 +688,11 @@ static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char 
         rc = s_u32(&en, "queue", 65536, &c->events_queue, err, errlen);
     if (rc == 0 && c->events_queue == 0)
         rc = bus_config_error(&en, "queue", err, errlen, "must be at least 1");
+    if (rc == 0)
+        rc = s_u32(&en, "snapshot_blocks", PUBLISHER_MIRROR_MAX_BLOCKS, &c->events_snapshot_blocks,
+                   err, errlen);
+    if (rc == 0)
+        rc = s_read_events_vllm(&en, c, err, errlen);
     return rc;
 }
 

@@ -111,6 +111,10 @@ typedef struct {
     uint32_t events_ring_batches;           /* "events.ring_batches", default 4096 */
     uint64_t events_ring_bytes;             /* "events.ring_bytes", default 64MiB */
     uint32_t events_queue;                  /* "events.queue": batches waiting, default 1024 */
+    uint32_t events_snapshot_blocks;        /* "events.snapshot_blocks": mirror bound, 4194304 */
+    char events_vllm[BUS_ENDPOINT_MAX];     /* "events.vllm_endpoint": XPUB, msgpack; "" = none */
+    char events_vllm_replay[BUS_ENDPOINT_MAX]; /* "events.vllm_replay_endpoint"; "" = none */
+    int events_vllm_layout;                    /* "events.vllm_layout": "map" (0) / "array" (1) */
 
     /* per-instance quotas ("quotas", top level next to "tiers" and "chains"):
      * instance ids unique, "*" at most once, each with at least one limit */

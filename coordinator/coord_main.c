@@ -227,7 +227,11 @@ static int s_start_publisher(s_proc_t *p)
                              .replay_endpoint = c->events_replay,
                              .ring_batches = c->events_ring_batches,
                              .ring_bytes = c->events_ring_bytes,
-                             .first_seq_hint = p->epoch << 40 | 1};
+                             .first_seq_hint = p->epoch << 40 | 1,
+                             .snapshot_blocks = c->events_snapshot_blocks,
+                             .vllm_endpoint = c->events_vllm,
+                             .vllm_replay_endpoint = c->events_vllm_replay,
+                             .vllm_layout = c->events_vllm_layout};
     /* the last term's publisher may still be releasing its ports (as for the
      * meta endpoint, s_start_sched): retried for a bounded time */
     int64_t deadline = coord_proc_now_ms() + S_SCHED_RETRY_FOR_MS;
@@ -243,7 +247,10 @@ static int s_start_publisher(s_proc_t *p)
         zactor_destroy(&p->publisher);
         return -1;
     }
-    bus_info(S_COMP, "events on %s (replay %s)", p->events_xpub, replay[0] ? replay : "none");
+    char vx[BUS_ENDPOINT_MAX] = "", vr[BUS_ENDPOINT_MAX] = "";
+    (void)publisher_vllm_endpoints(p->publisher, vx, sizeof vx, vr, sizeof vr);
+    bus_info(S_COMP, "events on %s (replay %s), vLLM events on %s (replay %s)", p->events_xpub,
+             replay[0] ? replay : "none", vx[0] ? vx : "none", vr[0] ? vr : "none");
     return 0;
 }
 

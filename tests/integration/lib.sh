@@ -66,6 +66,8 @@ d.setdefault("coordinator", {})["endpoint"] = "tcp://127.0.0.1:%d" % port()
 ev = d.setdefault("events", {})
 ev["endpoint"] = "tcp://127.0.0.1:%d" % port()
 ev["replay_endpoint"] = "tcp://127.0.0.1:%d" % port()
+ev["vllm_endpoint"] = "tcp://127.0.0.1:%d" % port()
+ev["vllm_replay_endpoint"] = "tcp://127.0.0.1:%d" % port()
 for t in d["tiers"]:
     t["endpoint"] = "tcp://127.0.0.1:%d" % port()
     if t.get("kind", "host") == "host":
@@ -105,6 +107,11 @@ ev = d.setdefault("events", {})
 if ev.get("endpoint", None) != "":
     ev["endpoint"] = port()
     ev["replay_endpoint"] = port()
+    if ev.get("vllm_endpoint", None) != "":
+        ev["vllm_endpoint"] = port()
+        ev["vllm_replay_endpoint"] = port()
+else:
+    ev["vllm_endpoint"] = ev["vllm_replay_endpoint"] = ""
 for t in d["tiers"]:
     t["endpoint"] = port()
     t.setdefault("policy", "lru")

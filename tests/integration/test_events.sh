@@ -10,7 +10,12 @@
 # - the blocks rebuilt from stored / removed / moved events are as many as the
 #   scheduler holds (blocks - deleting), no block is removed where it was not
 #   stored, and lookups are reported (one CacheGet per lookup);
-# - a malformed replay request gets an ERROR.
+# - a malformed replay request gets an ERROR;
+# - a subscriber that starts late converges: a SNAPSHOT taken while the replay
+#   runs, then REPLAY from the sequence it names, gives the same blocks;
+# - the vLLM stream (msgpack KVEventBatch, Debian's python3-msgpack) rebuilds
+#   the same set of block hashes; its sequences have no gap; its replay socket
+#   answers in vLLM's framing and a malformed request gets the end marker.
 . "$(dirname "$0")/lib.sh"
 
 it_deployment 2048 64KiB
@@ -20,10 +25,11 @@ it_client() {
   KVTIER_COORDINATOR=$KVTIER_COORDINATOR it_python "$KVT_SOURCE_DIR/tests/integration/it_client.py" "$@"
 }
 
-read -r ev_ep replay_ep < <(/usr/bin/python3 -c '
+read -r ev_ep replay_ep vllm_ep vllm_replay_ep < <(/usr/bin/python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["events"]
-print(d["endpoint"], d["replay_endpoint"])' "$it_dir/deployment.json")
+print(d["endpoint"], d["replay_endpoint"], d["vllm_endpoint"], d["vllm_replay_endpoint"])' \
+  "$it_dir/deployment.json")
 it_log "events on $ev_ep, replay on $replay_ep"
 it_cli status >"$it_dir/status.txt" || it_fail "status failed"
 grep -q "^events  *$ev_ep\$" "$it_dir/status.txt" ||
@@ -37,25 +43,64 @@ protoc -I"$KVT_SOURCE_DIR/schemas" --python_out="$pb" \
 
 # the subscriber: SUB to everything until told to stop (a file), then REPLAY from 0
 /usr/bin/python3 - "$ev_ep" "$replay_ep" "$pb" "$it_dir/stop" "$it_dir/events.json" \
-  >"$it_dir/subscriber.log" 2>&1 <<'EOF' &
+  "$vllm_ep" "$vllm_replay_ep" >"$it_dir/subscriber.log" 2>&1 <<'EOF' &
 import json, os, sys, time
-import zmq
-ev_ep, replay_ep, pb, stop, out = sys.argv[1:]
+import msgpack, zmq
+ev_ep, replay_ep, pb, stop, out, vllm_ep, vllm_replay_ep = sys.argv[1:]
 sys.path.insert(0, pb)
 import events_pb2
+
+def seq(f):
+    assert len(f) == 8, "sequence frame of %d bytes" % len(f)
+    return int.from_bytes(f, "big")
 
 ctx = zmq.Context()
 sub = ctx.socket(zmq.SUB)
 sub.setsockopt(zmq.SUBSCRIBE, b"")
 sub.connect(ev_ep)
+vsub = ctx.socket(zmq.SUB)
+vsub.setsockopt(zmq.SUBSCRIBE, b"")
+vsub.connect(vllm_ep)
+poller = zmq.Poller()
+poller.register(sub, zmq.POLLIN)
+poller.register(vsub, zmq.POLLIN)
+
+def snapshot():
+    # the late subscriber: the index now and the sequence it reflects
+    d = ctx.socket(zmq.DEALER)
+    d.connect(replay_ep)
+    d.send_multipart([b"SNAPSHOT"])
+    assert d.poll(10000), "snapshot: no answer within 10 s"
+    head = d.recv_multipart()
+    assert head[0] == b"SNAPSHOT", head
+    at, count, blocks = seq(head[1]), seq(head[2]), set()
+    while True:
+        assert d.poll(10000), "snapshot: stalled"
+        m = d.recv_multipart()
+        if m[0] == b"END":
+            assert seq(m[1]) == at + 1, (seq(m[1]), at)
+            break
+        assert m[0] == b"BLOCKS", m[:1]
+        b = events_pb2.EventBatch()
+        b.ParseFromString(m[1])
+        for e in b.events:
+            assert e.WhichOneof("kind") == "block_stored"
+            for key in e.keys:
+                blocks.add((e.instance_id, key, e.block_stored.tier_id))
+    assert len(blocks) == count, (len(blocks), count)
+    d.close()
+    return at, blocks
+
 open(stop + ".ready", "w").close()
-live = []
-while not os.path.exists(stop) or sub.poll(300):
-    if sub.poll(100):
+live, vlive, snap = [], [], None
+while not os.path.exists(stop) or sub.poll(300) or vsub.poll(100):
+    ready = dict(poller.poll(100))
+    if sub in ready:
         live.append(sub.recv_multipart())
-def seq(f):
-    assert len(f) == 8, "sequence frame of %d bytes" % len(f)
-    return int.from_bytes(f, "big")
+    if vsub in ready:
+        vlive.append(vsub.recv_multipart())
+    if snap is None and len(live) >= 40:
+        snap = snapshot()
 # replay everything from 0
 d = ctx.socket(zmq.DEALER)
 d.connect(replay_ep)
@@ -75,9 +120,27 @@ while end is None:
         raise SystemExit("replay: unexpected %r" % m[:1])
 d.send_multipart([b"REPLAY", b"short"])
 bad = d.recv_multipart() if d.poll(10000) else [b"(none)"]
+# the vLLM replay socket, in vLLM's framing: [""][from_seq] -> [""][seq][payload]..., [""][-1][""]
+vd = ctx.socket(zmq.DEALER)
+vd.connect(vllm_replay_ep)
+vd.send_multipart([b"", (0).to_bytes(8, "big")])
+vreplayed = []
+while True:
+    if not vd.poll(10000):
+        raise SystemExit("vllm replay: no answer within 10 s")
+    m = vd.recv_multipart()
+    assert len(m) == 3 and m[0] == b"", m[:2]
+    if m[1] == b"\xff" * 8:
+        assert m[2] == b"", m[2]
+        break
+    vreplayed.append(m[1:])
+vd.send_multipart([b"", b"short"])
+vbad = vd.recv_multipart() if vd.poll(10000) else [b"", b"", b"(none)"]
 
 res = {"live": len(live), "replayed": len(replayed), "end": end, "gap": gap,
-       "bad_reply": bad[0].decode(), "errors": []}
+       "bad_reply": bad[0].decode(), "errors": [], "vllm_live": len(vlive),
+       "vllm_replayed": len(vreplayed),
+       "vllm_bad": [vbad[1] == b"\xff" * 8, vbad[2].decode(errors="replace")]}
 def err(msg):
     res["errors"].append(msg)
 # framing and sequences
@@ -143,6 +206,67 @@ for i, (topic, s, payload) in enumerate(replayed):
             hits += e.cache_get.hit_count
             if e.cache_get.key_count != len(e.keys):
                 err("CacheGet key_count %d, %d keys" % (e.cache_get.key_count, len(e.keys)))
+# the late subscriber: its snapshot, then the batches after it, give the same blocks
+if snap is None:
+    err("no snapshot was taken (fewer than 40 live batches)")
+else:
+    at, sblocks = snap
+    for topic, s, payload in replayed:
+        if seq(s) <= at:
+            continue
+        b = events_pb2.EventBatch()
+        b.ParseFromString(payload)
+        for e in b.events:
+            k = e.WhichOneof("kind")
+            for key in e.keys:
+                if k == "block_stored":
+                    sblocks.add((e.instance_id, key, e.block_stored.tier_id))
+                elif k == "block_removed":
+                    sblocks.discard((e.instance_id, key, e.block_removed.tier_id))
+                elif k == "block_moved":
+                    sblocks.discard((e.instance_id, key, e.block_moved.src_tier_id))
+                    sblocks.add((e.instance_id, key, e.block_moved.dst_tier_id))
+            if k == "tier_changed" and not e.tier_changed.up:
+                sblocks = {x for x in sblocks if x[2] != e.tier_changed.tier_id}
+    res["snapshot_at"] = at
+    if sblocks != blocks:
+        err("snapshot at %d + replay: %d blocks, the whole history: %d" %
+            (at, len(sblocks), len(blocks)))
+# the vLLM stream: the hashes it stores and removes, per medium
+vblocks, vtypes, last = set(), {}, 0
+vby_seq = {seq(m[0]): m[1] for m in vreplayed}
+for topic, s, payload in vlive:
+    if vby_seq.get(seq(s)) != payload:
+        err("vllm: live batch %d is not in the replay as it is" % seq(s))
+for s, payload in vreplayed:
+    if last and seq(s) != last + 1:
+        err("vllm: gap %d -> %d" % (last, seq(s)))
+    last = seq(s)
+    b = msgpack.unpackb(payload, raw=False)
+    if set(b) != {"ts", "events"} or not isinstance(b["ts"], float):
+        err("vllm: a batch with keys %s" % sorted(b))
+    for e in b["events"]:
+        t = e["type"]
+        vtypes[t] = vtypes.get(t, 0) + 1
+        if t == "BlockStored":
+            want = ["type", "block_hashes", "parent_block_hash", "token_ids", "block_size",
+                    "lora_id", "medium", "lora_name"]
+            if list(e) != want:
+                err("vllm: BlockStored fields %s" % list(e))
+            if e["block_size"] <= 0 or e["medium"] != "CPU":
+                err("vllm: block_size %s medium %s" % (e["block_size"], e["medium"]))
+            for h in e["block_hashes"]:
+                vblocks.add((h, e["medium"]))
+        elif t == "BlockRemoved":
+            for h in e["block_hashes"]:
+                vblocks.discard((h, e["medium"]))
+        elif t == "AllBlocksCleared":
+            vblocks = set()
+if {(k, "CPU") for (_, k, _) in blocks} != vblocks:
+    err("vllm: rebuilt %d hashes, the protobuf stream %d" % (len(vblocks), len(blocks)))
+if not vreplayed or "AllBlocksCleared" not in vtypes:
+    err("vllm: the replay does not start with the term's AllBlocksCleared: %s" % vtypes)
+res["vllm_types"] = vtypes
 res.update({"blocks": len(blocks), "lookups": lookups, "hits": hits, "kinds": kinds,
             "removed_keys": reasons,
             "epoch": epoch})
@@ -179,6 +303,10 @@ if ev["gap"] is not None:
     fail.append("replay from 0 reported a gap at %s" % ev["gap"])
 if ev["bad_reply"] != "ERROR":
     fail.append("a malformed replay request got %s" % ev["bad_reply"])
+if not ev["vllm_bad"][0] or "8-byte" not in ev["vllm_bad"][1]:
+    fail.append("a malformed vLLM replay request got %s" % ev["vllm_bad"])
+if ev["vllm_live"] == 0 or "BlockStored" not in ev["vllm_types"]:
+    fail.append("the vLLM stream carried no BlockStored: %s" % ev["vllm_types"])
 live_blocks = st["blocks"] - st["deleting"]
 if ev["blocks"] != live_blocks:
     fail.append("rebuilt %d blocks, the scheduler holds %d (blocks %d, deleting %d)" %
@@ -196,8 +324,9 @@ if ev["replayed"] != st["events_batches"]:
 for k in ("leader", "tier", "stored", "lookup"):
     if k not in ev["kinds"]:
         fail.append("no %s batch" % k)
-print("events: %d batches (%s), %d blocks rebuilt, %d lookups" %
-      (ev["replayed"], ev["kinds"], ev["blocks"], ev["lookups"]))
+print("events: %d batches (%s), %d blocks rebuilt, %d lookups; snapshot at seq %s; "
+      "vLLM: %d batches %s" % (ev["replayed"], ev["kinds"], ev["blocks"], ev["lookups"],
+                              ev.get("snapshot_at"), ev["vllm_live"], ev["vllm_types"]))
 if fail:
     print("\n".join(fail))
     sys.exit(1)

@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include "bus_arrays.h"
+#include "bus_events.h"
+#include "events_vllm.h"
 #include "publisher.h"
 
 #define S_WAIT_MS 10000
@@ -765,6 +767,373 @@ static void test_publisher_failed_start_is_null(void **state)
     s_stop(&f);
 }
 
+/* ---- derived streams: snapshot and vLLM (docs/EVENTS.md) ---- */
+
+#define S_KEYS_MAX 64
+
+static void s_tkey(uint8_t out[BUS_KEY_LEN], uint32_t i)
+{
+    memset(out, 0, BUS_KEY_LEN);
+    out[0] = 0xab;
+    memcpy(out + 8, &i, sizeof i);
+}
+
+/* Sends one real EventBatch of one event: KIND for instance "a" with keys
+ * first..first+n-1 and the kind's fields from EV (its which_kind and keys are set here). */
+static void s_send_event(fx_t *f, const char *topic, uint64_t seq, pb_size_t kind, kvtier_Event ev,
+                         uint32_t first, uint32_t n)
+{
+    static uint8_t keys[S_KEYS_MAX][BUS_KEY_LEN];
+    assert_true(n <= S_KEYS_MAX);
+    for (uint32_t i = 0; i < n; i++)
+        s_tkey(keys[i], first + i);
+    bus_event_t e = {.ev = ev, .keys = {.keys = keys, .n = n, .cap = S_KEYS_MAX}};
+    e.ev.which_kind = kind;
+    e.ev.ts_us = 1700000000000000ull + seq;
+    if (kind != kvtier_Event_leader_changed_tag && kind != kvtier_Event_tier_changed_tag)
+        snprintf(e.ev.instance_id, sizeof e.ev.instance_id, "a");
+    kvtier_EventBatch b = {.epoch = seq >> 40};
+    zframe_t *fr = NULL;
+    kvtier_Status st;
+    assert_int_equal(bus_events_encode(&b, &e, 1, &fr, &st), 0);
+    s_send(f, topic, seq, zframe_data(fr), zframe_size(fr));
+    zframe_destroy(&fr);
+}
+
+#define S_T1 (1ull << 40)
+
+/* The history the snapshot tests feed: a term starts, keys 0..9 stored on tier 1,
+ * 0..2 removed, 3..4 moved to tier 2 (DISK). Leaves 5..9 on tier 1 and 3..4 on 2. */
+static void s_send_history(fx_t *f)
+{
+    s_send_event(f, "leader", S_T1 | 1, kvtier_Event_leader_changed_tag, (kvtier_Event){0}, 0, 0);
+    kvtier_Event ev = {.kind.block_stored = {.tier_id = 1,
+                                             .block_bytes = 4096,
+                                             .medium = kvtier_Medium_MEDIUM_CPU,
+                                             .tokens_per_block = 16}};
+    s_send_event(f, "stored/a", S_T1 | 2, kvtier_Event_block_stored_tag, ev, 0, 10);
+    ev = (kvtier_Event){.kind.block_removed = {.tier_id = 1, .medium = kvtier_Medium_MEDIUM_CPU}};
+    s_send_event(f, "removed/a", S_T1 | 3, kvtier_Event_block_removed_tag, ev, 0, 3);
+    ev = (kvtier_Event){.kind.block_moved = {.src_tier_id = 1,
+                                             .dst_tier_id = 2,
+                                             .src_medium = kvtier_Medium_MEDIUM_CPU,
+                                             .dst_medium = kvtier_Medium_MEDIUM_DISK,
+                                             .tokens_per_block = 16}};
+    s_send_event(f, "moved/a", S_T1 | 4, kvtier_Event_block_moved_tag, ev, 3, 2);
+}
+
+/* Rule (issue 10 §1): a subscriber that fell behind asks for a snapshot: the
+ * index as stored-events, paged, and the seq to continue from, served from the
+ * publisher's own mirror. */
+static void test_publisher_snapshot_serves_the_index(void **state)
+{
+    (void)state;
+    fx_t f;
+    s_start(&f, NULL);
+    s_send_history(&f);
+    s_wait_received(&f, 4);
+    zsock_t *d = s_dealer(f.replay_ep);
+    zstr_send(d, "SNAPSHOT");
+    zmsg_t *m = s_recv(d);
+    assert_int_equal(zmsg_size(m), 3);
+    s_frame_is(zmsg_first(m), "SNAPSHOT", 8);
+    s_frame_seq(zmsg_next(m), S_T1 | 4);
+    s_frame_seq(zmsg_next(m), 7);
+    zmsg_destroy(&m);
+    bool on1[10] = {0}, on2[10] = {0};
+    uint32_t got = 0;
+    for (;;) {
+        m = s_recv(d);
+        zframe_t *verb = zmsg_first(m);
+        if (zframe_streq(verb, "END")) {
+            s_frame_seq(zmsg_next(m), (S_T1 | 4) + 1);
+            zmsg_destroy(&m);
+            break;
+        }
+        assert_true(zframe_streq(verb, "BLOCKS"));
+        zframe_t *pl = zmsg_next(m);
+        kvtier_EventBatch b;
+        bus_event_t ev[8];
+        uint8_t pool[64][BUS_KEY_LEN];
+        bus_keys_t keys = {.keys = pool, .cap = 64};
+        uint32_t n;
+        kvtier_Status st;
+        assert_int_equal(
+            bus_events_decode(zframe_data(pl), zframe_size(pl), &b, ev, 8, &n, &keys, &st), 0);
+        for (uint32_t i = 0; i < n; i++) {
+            assert_int_equal(ev[i].ev.which_kind, kvtier_Event_block_stored_tag);
+            assert_string_equal(ev[i].ev.instance_id, "a");
+            const kvtier_BlockStored *bs = &ev[i].ev.kind.block_stored;
+            assert_int_equal(bs->block_bytes, 4096);
+            assert_int_equal(bs->tokens_per_block, 16);
+            for (uint32_t k = 0; k < ev[i].keys.n; k++) {
+                uint32_t id;
+                memcpy(&id, ev[i].keys.keys[k] + 8, sizeof id);
+                assert_true(id < 10);
+                bool *on = bs->tier_id == 1 ? on1 : on2;
+                assert_false(on[id]);
+                on[id] = true;
+                got++;
+            }
+        }
+        zmsg_destroy(&m);
+    }
+    assert_int_equal(got, 7);
+    for (uint32_t i = 0; i < 10; i++) {
+        assert_true(on1[i] == (i >= 5));
+        assert_true(on2[i] == (i == 3 || i == 4));
+    }
+    publisher_stats_t st;
+    assert_int_equal(publisher_stats(f.pub, &st), 0);
+    assert_int_equal(st.snapshots_served, 1);
+    assert_int_equal(st.snapshot_blocks_sent, 7);
+    assert_int_equal(st.mirror_blocks, 7);
+    assert_int_equal(st.mirror_stale, 0);
+    zsock_destroy(&d);
+    s_stop(&f);
+}
+
+/* Rule: a mirror that missed batches serves no snapshot (an error that says
+ * why, never a wrong index); bad snapshot requests get an error reply. */
+static void test_publisher_snapshot_refused_when_stale(void **state)
+{
+    (void)state;
+    fx_t f;
+    s_start(&f, NULL);
+    zsock_t *d = s_dealer(f.replay_ep);
+    zmsg_t *m = zmsg_new();
+    zmsg_addstr(m, "SNAPSHOT");
+    zmsg_addstr(m, "now");
+    assert_int_equal(zmsg_send(&m, d), 0);
+    s_expect_error(d, "expected 1");
+    s_send_event(&f, "leader", S_T1 | 1, kvtier_Event_leader_changed_tag, (kvtier_Event){0}, 0, 0);
+    kvtier_Event ev = {.kind.block_stored = {.tier_id = 1}};
+    s_send_event(&f, "stored/a", S_T1 | 3, kvtier_Event_block_stored_tag, ev, 0, 2); /* 2 lost */
+    s_wait_received(&f, 2);
+    zstr_send(d, "SNAPSHOT");
+    s_expect_error(d, "dropped batches");
+    s_send(&f, "stored/a", S_T1 | 4, "not protobuf \xff\xff", 15);
+    s_wait_received(&f, 3);
+    publisher_stats_t st;
+    assert_int_equal(publisher_stats(f.pub, &st), 0);
+    assert_int_equal(st.undecodable, 1);
+    assert_int_equal(st.mirror_stale, 1);
+    assert_int_equal(st.published, 3); /* published all the same */
+    /* a new term makes the mirror whole again */
+    s_send_event(&f, "leader", 2 * S_T1 | 1, kvtier_Event_leader_changed_tag, (kvtier_Event){0}, 0,
+                 0);
+    s_wait_received(&f, 4);
+    zstr_send(d, "SNAPSHOT");
+    m = s_recv(d);
+    s_frame_is(zmsg_first(m), "SNAPSHOT", 8);
+    s_frame_seq(zmsg_next(m), 2 * S_T1 | 1);
+    s_frame_seq(zmsg_next(m), 0);
+    zmsg_destroy(&m);
+    s_expect_seq(d, "END", (2 * S_T1 | 1) + 1);
+    zsock_destroy(&d);
+    s_stop(&f);
+}
+
+/* ---- the vLLM stream ---- */
+
+/* msgpack helpers: the value under key K of map O (NULL when absent). */
+static const msgpack_object *s_mp_get(const msgpack_object *o, const char *k)
+{
+    assert_int_equal(o->type, MSGPACK_OBJECT_MAP);
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object *key = &o->via.map.ptr[i].key;
+        if (key->type == MSGPACK_OBJECT_STR && key->via.str.size == strlen(k) &&
+            memcmp(key->via.str.ptr, k, key->via.str.size) == 0)
+            return &o->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+static void s_mp_str_is(const msgpack_object *o, const char *s)
+{
+    assert_non_null(o);
+    assert_int_equal(o->type, MSGPACK_OBJECT_STR);
+    assert_int_equal(o->via.str.size, strlen(s));
+    assert_memory_equal(o->via.str.ptr, s, strlen(s));
+}
+
+/* The hashes of an event: n 16-byte bins whose ids are first.. */
+static void s_mp_hashes_are(const msgpack_object *o, uint32_t first, uint32_t n)
+{
+    assert_non_null(o);
+    assert_int_equal(o->type, MSGPACK_OBJECT_ARRAY);
+    assert_int_equal(o->via.array.size, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *h = &o->via.array.ptr[i];
+        assert_int_equal(h->type, MSGPACK_OBJECT_BIN);
+        assert_int_equal(h->via.bin.size, BUS_KEY_LEN);
+        uint8_t want[BUS_KEY_LEN];
+        s_tkey(want, first + i);
+        assert_memory_equal(h->via.bin.ptr, want, BUS_KEY_LEN);
+    }
+}
+
+/* A vLLM replay from seq 0 over DEALER d: every [""][seq][payload] until the end
+ * marker, unpacked into zone-backed objects; their seqs into seqs[]. */
+static uint32_t s_vllm_replay(zsock_t *d, msgpack_zone *z, msgpack_object *out, uint64_t *seqs,
+                              uint32_t cap)
+{
+    uint8_t be[8] = {0};
+    zmsg_t *m = zmsg_new();
+    zmsg_addmem(m, "", 0);
+    zmsg_addmem(m, be, 8);
+    assert_int_equal(zmsg_send(&m, d), 0);
+    for (uint32_t n = 0;; n++) {
+        m = s_recv(d);
+        assert_int_equal(zmsg_size(m), 3);
+        s_frame_is(zmsg_first(m), "", 0);
+        zframe_t *seq = zmsg_next(m), *pl = zmsg_next(m);
+        assert_int_equal(zframe_size(seq), 8);
+        if (s_from_be(zframe_data(seq)) == UINT64_MAX) {
+            assert_int_equal(zframe_size(pl), 0);
+            zmsg_destroy(&m);
+            return n;
+        }
+        assert_true(n < cap);
+        seqs[n] = s_from_be(zframe_data(seq));
+        size_t off = 0;
+        /* copy out of the frame: the zone keeps references into the buffer */
+        char *buf = msgpack_zone_malloc(z, zframe_size(pl));
+        memcpy(buf, zframe_data(pl), zframe_size(pl));
+        assert_int_equal(msgpack_unpack(buf, zframe_size(pl), &off, z, &out[n]),
+                         MSGPACK_UNPACK_SUCCESS);
+        assert_int_equal(off, zframe_size(pl));
+        zmsg_destroy(&m);
+    }
+}
+
+/* Rule (issue 10 §1): the vLLM encoding is msgpack KVEventBatch in vLLM's map
+ * layout: {"ts", "events"}, each event a map tagged "type"; block hashes as
+ * 16-byte bins, medium GPU/CPU/DISK/REMOTE, block_size the tokens per block;
+ * moved is removed + stored, a new term is AllBlocksCleared, a tier down is
+ * BlockRemoved of what the tier held; lookups are not in it; its sequences
+ * are dense and monotonic; the replay socket speaks vLLM's protocol. */
+static void test_publisher_vllm_map_layout(void **state)
+{
+    (void)state;
+    fx_t f;
+    s_start(&f, &(publisher_config_t){.vllm_endpoint = "tcp://127.0.0.1:*",
+                                      .vllm_replay_endpoint = "tcp://127.0.0.1:*"});
+    char vx[256], vr[256];
+    assert_int_equal(publisher_vllm_endpoints(f.pub, vx, sizeof vx, vr, sizeof vr), 0);
+    assert_true(strncmp(vr, "tcp://127.0.0.1:", 16) == 0);
+    s_send_history(&f);
+    kvtier_Event ev = {.kind.cache_get = {.hit_count = 1}};
+    s_send_event(&f, "lookup/a", S_T1 | 5, kvtier_Event_cache_get_tag, ev, 0, 4);
+    ev = (kvtier_Event){.kind.tier_changed = {.tier_id = 2, .up = false}};
+    s_send_event(&f, "tier", S_T1 | 6, kvtier_Event_tier_changed_tag, ev, 0, 0);
+    s_wait_received(&f, 6);
+    publisher_stats_t st;
+    assert_int_equal(publisher_stats(f.pub, &st), 0);
+    assert_int_equal(st.vllm_published, 5);
+    zsock_t *d = s_dealer(vr);
+    msgpack_zone z;
+    msgpack_zone_init(&z, 4096);
+    msgpack_object b[8];
+    uint64_t seqs[8];
+    assert_int_equal(s_vllm_replay(d, &z, b, seqs, 8), 5);
+    for (uint32_t i = 0; i < 5; i++)
+        assert_int_equal(seqs[i], S_T1 | (i + 1));
+    const char *types[5][2] = {{"AllBlocksCleared", NULL},
+                               {"BlockStored", NULL},
+                               {"BlockRemoved", NULL},
+                               {"BlockRemoved", "BlockStored"},
+                               {"BlockRemoved", NULL}};
+    for (uint32_t i = 0; i < 5; i++) {
+        assert_int_equal(b[i].via.map.size, 2);
+        const msgpack_object *ts = s_mp_get(&b[i], "ts");
+        assert_non_null(ts);
+        assert_int_equal(ts->type, MSGPACK_OBJECT_FLOAT64);
+        const msgpack_object *evs = s_mp_get(&b[i], "events");
+        assert_non_null(evs);
+        assert_int_equal(evs->via.array.size, types[i][1] ? 2 : 1);
+        for (uint32_t k = 0; k < evs->via.array.size; k++) {
+            const msgpack_object *e = &evs->via.array.ptr[k];
+            s_mp_str_is(&e->via.map.ptr[0].key, "type"); /* the tag comes first */
+            s_mp_str_is(s_mp_get(e, "type"), types[i][k]);
+        }
+    }
+    const msgpack_object *stored = &s_mp_get(&b[1], "events")->via.array.ptr[0];
+    assert_int_equal(stored->via.map.size, 8);
+    s_mp_hashes_are(s_mp_get(stored, "block_hashes"), 0, 10);
+    assert_int_equal(s_mp_get(stored, "parent_block_hash")->type, MSGPACK_OBJECT_NIL);
+    assert_int_equal(s_mp_get(stored, "token_ids")->via.array.size, 0);
+    assert_int_equal(s_mp_get(stored, "block_size")->via.u64, 16);
+    assert_int_equal(s_mp_get(stored, "lora_id")->type, MSGPACK_OBJECT_NIL);
+    assert_int_equal(s_mp_get(stored, "lora_name")->type, MSGPACK_OBJECT_NIL);
+    s_mp_str_is(s_mp_get(stored, "medium"), "CPU");
+    const msgpack_object *moved = s_mp_get(&b[3], "events")->via.array.ptr;
+    s_mp_hashes_are(s_mp_get(&moved[0], "block_hashes"), 3, 2);
+    s_mp_str_is(s_mp_get(&moved[0], "medium"), "CPU");
+    s_mp_str_is(s_mp_get(&moved[1], "medium"), "DISK");
+    const msgpack_object *down = &s_mp_get(&b[4], "events")->via.array.ptr[0];
+    s_mp_hashes_are(s_mp_get(down, "block_hashes"), 3, 2); /* what tier 2 held */
+    s_mp_str_is(s_mp_get(down, "medium"), "DISK");
+    msgpack_zone_destroy(&z);
+
+    /* a bad request: the end marker with the reason */
+    zmsg_t *m = zmsg_new();
+    zmsg_addstr(m, "seven");
+    assert_int_equal(zmsg_send(&m, d), 0);
+    m = s_recv(d);
+    assert_int_equal(zmsg_size(m), 2);
+    s_frame_seq(zmsg_first(m), UINT64_MAX);
+    zframe_t *why = zmsg_next(m);
+    assert_non_null(memmem(zframe_data(why), zframe_size(why), "8-byte", 6));
+    zmsg_destroy(&m);
+    zsock_destroy(&d);
+    s_stop(&f);
+}
+
+/* Rule: the older array layout (array_like): [ts, events], each event
+ * [type, fields...] in vLLM's field order; a gap on the input is a gap in the
+ * vLLM stream's sequence too. */
+static void test_publisher_vllm_array_layout(void **state)
+{
+    (void)state;
+    fx_t f;
+    s_start(&f, &(publisher_config_t){.vllm_endpoint = "tcp://127.0.0.1:*",
+                                      .vllm_replay_endpoint = "tcp://127.0.0.1:*",
+                                      .vllm_layout = EVENTS_VLLM_ARRAY});
+    char vx[256], vr[256];
+    assert_int_equal(publisher_vllm_endpoints(f.pub, vx, sizeof vx, vr, sizeof vr), 0);
+    kvtier_Event ev = {.kind.block_stored = {.tier_id = 1,
+                                             .medium = kvtier_Medium_MEDIUM_GPU,
+                                             .tokens_per_block = 32}};
+    s_send_event(&f, "stored/a", S_T1 | 1, kvtier_Event_block_stored_tag, ev, 0, 2);
+    s_send_event(&f, "stored/a", S_T1 | 3, kvtier_Event_block_stored_tag, ev, 2, 1); /* 2 lost */
+    s_wait_received(&f, 2);
+    zsock_t *d = s_dealer(vr);
+    msgpack_zone z;
+    msgpack_zone_init(&z, 4096);
+    msgpack_object b[4];
+    uint64_t seqs[4];
+    assert_int_equal(s_vllm_replay(d, &z, b, seqs, 4), 2);
+    assert_int_equal(seqs[0], S_T1 | 1);
+    assert_int_equal(seqs[1], S_T1 | 3); /* the input's gap shows */
+    assert_int_equal(b[0].type, MSGPACK_OBJECT_ARRAY);
+    assert_int_equal(b[0].via.array.size, 2);
+    assert_int_equal(b[0].via.array.ptr[0].type, MSGPACK_OBJECT_FLOAT64);
+    const msgpack_object *e = &b[0].via.array.ptr[1].via.array.ptr[0];
+    assert_int_equal(e->type, MSGPACK_OBJECT_ARRAY);
+    assert_int_equal(e->via.array.size, 7);
+    s_mp_str_is(&e->via.array.ptr[0], "BlockStored");
+    s_mp_hashes_are(&e->via.array.ptr[1], 0, 2);
+    assert_int_equal(e->via.array.ptr[2].type, MSGPACK_OBJECT_NIL); /* parent */
+    assert_int_equal(e->via.array.ptr[3].via.array.size, 0);        /* token_ids */
+    assert_int_equal(e->via.array.ptr[4].via.u64, 32);              /* block_size */
+    assert_int_equal(e->via.array.ptr[5].type, MSGPACK_OBJECT_NIL); /* lora_id */
+    s_mp_str_is(&e->via.array.ptr[6], "GPU");
+    msgpack_zone_destroy(&z);
+    zsock_destroy(&d);
+    s_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -780,6 +1149,10 @@ int main(void)
         cmocka_unit_test(test_publisher_replay_busy_bound),
         cmocka_unit_test(test_publisher_endpoints_resolved),
         cmocka_unit_test(test_publisher_failed_start_is_null),
+        cmocka_unit_test(test_publisher_snapshot_serves_the_index),
+        cmocka_unit_test(test_publisher_snapshot_refused_when_stale),
+        cmocka_unit_test(test_publisher_vllm_map_layout),
+        cmocka_unit_test(test_publisher_vllm_array_layout),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();

@@ -195,8 +195,23 @@ static void test_events_keys(void **state)
     assert_int_equal(g_cfg.events_ring_batches, 4096);
     assert_int_equal(g_cfg.events_ring_bytes, 64u << 20);
     assert_int_equal(g_cfg.events_queue, 1024);
+    assert_int_equal(g_cfg.events_snapshot_blocks, 4194304);
+    assert_string_equal(g_cfg.events_vllm, "tcp://127.0.0.1:7703");
+    assert_string_equal(g_cfg.events_vllm_replay, "tcp://127.0.0.1:7704");
+    assert_int_equal(g_cfg.events_vllm_layout, 0);
     assert_int_equal(s_load("{\"events\": {\"endpoint\": \"\", \"replay_endpoint\": \"\"}}"), 0);
     assert_string_equal(g_cfg.events_endpoint, "");
+    assert_string_equal(g_cfg.events_vllm, ""); /* events off: the vLLM stream too */
+    assert_int_equal(
+        s_load("{\"events\": {\"vllm_layout\": \"array\", \"vllm_replay_endpoint\": \"\"}}"), 0);
+    assert_int_equal(g_cfg.events_vllm_layout, 1);
+    assert_string_equal(g_cfg.events_vllm_replay, "");
+    s_reject("{\"events\": {\"vllm_layout\": \"list\"}}", "events.vllm_layout", "map");
+    s_reject("{\"events\": {\"vllm_endpoint\": \"\"}}", "events.vllm_replay_endpoint",
+             "needs events.vllm_endpoint");
+    s_reject("{\"events\": {\"vllm_endpoint\": \"http://x\"}}", "events.vllm_endpoint", "");
+    s_reject("{\"events\": {\"snapshot_blocks\": 0}}", "events.snapshot_blocks",
+             "out of range 1..");
     assert_int_equal(s_load("{\"events\": {\"endpoint\": \"ipc:///tmp/kvt-ev\", \"queue\": 8, "
                             "\"ring_batches\": 16, \"ring_bytes\": \"2MiB\"}}"),
                      0);
