@@ -183,6 +183,9 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
         strnlen(c.node_name, SCHED_NODE_MAX) >= SCHED_NODE_MAX ||
         strnlen(c.advertised_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
         strnlen(c.event_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
+        strnlen(c.event_replay_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
+        strnlen(c.vllm_event_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
+        strnlen(c.vllm_replay_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
         strnlen(c.internal_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
         strnlen(c.migrator_endpoint, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX ||
         strnlen(c.events_input, SCHED_ENDPOINT_MAX) >= SCHED_ENDPOINT_MAX)
@@ -315,6 +318,12 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
     sched_strcpy(r->leader_endpoint, sizeof r->leader_endpoint,
                  self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint : self->endpoint);
     sched_strcpy(r->event_endpoint, sizeof r->event_endpoint, self->cfg.event_endpoint);
+    sched_strcpy(r->event_replay_endpoint, sizeof r->event_replay_endpoint,
+                 self->cfg.event_replay_endpoint);
+    sched_strcpy(r->vllm_event_endpoint, sizeof r->vllm_event_endpoint,
+                 self->cfg.vllm_event_endpoint);
+    sched_strcpy(r->vllm_replay_endpoint, sizeof r->vllm_replay_endpoint,
+                 self->cfg.vllm_replay_endpoint);
     r->leader_epoch = self->cfg.leader_epoch;
     _Static_assert(SCHED_MAX_TIERS <= BUS_MAX_TIERS, "every tier fits one ClusterInfoReply");
     for (uint32_t i = 0; i < self->tierset.n_tiers && r->tiers_count < BUS_MAX_TIERS; i++)

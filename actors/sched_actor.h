@@ -73,7 +73,10 @@ typedef struct {
     char endpoint[SCHED_ENDPOINT_MAX]; /* meta endpoint to bind ("tcp://127.0.0.1:*" ok) */
     /* What ClusterInfo reports as the leader endpoint; "" = the bound endpoint. */
     char advertised_endpoint[SCHED_ENDPOINT_MAX];
-    char event_endpoint[SCHED_ENDPOINT_MAX]; /* ClusterInfo.event_endpoint; may be "" */
+    char event_endpoint[SCHED_ENDPOINT_MAX];        /* ClusterInfo.event_endpoint; may be "" */
+    char event_replay_endpoint[SCHED_ENDPOINT_MAX]; /* ClusterInfo.*: "" = none */
+    char vllm_event_endpoint[SCHED_ENDPOINT_MAX];
+    char vllm_replay_endpoint[SCHED_ENDPOINT_MAX];
     uint64_t leader_epoch;
 
     uint32_t n_tiers;

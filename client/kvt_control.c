@@ -32,7 +32,13 @@ _Static_assert(S_HAS_ROOM(kvt_cluster_info_t, cluster, BUS_CLUSTER_MAX) &&
                    S_HAS_ROOM(kvt_cluster_info_t, leader_endpoint,
                               BUS_FIELD_SIZE(kvtier_ClusterInfoReply, leader_endpoint)) &&
                    S_HAS_ROOM(kvt_cluster_info_t, event_endpoint,
-                              BUS_FIELD_SIZE(kvtier_ClusterInfoReply, event_endpoint)),
+                              BUS_FIELD_SIZE(kvtier_ClusterInfoReply, event_endpoint)) &&
+                   S_HAS_ROOM(kvt_cluster_info_t, event_replay_endpoint,
+                              BUS_FIELD_SIZE(kvtier_ClusterInfoReply, event_replay_endpoint)) &&
+                   S_HAS_ROOM(kvt_cluster_info_t, vllm_event_endpoint,
+                              BUS_FIELD_SIZE(kvtier_ClusterInfoReply, vllm_event_endpoint)) &&
+                   S_HAS_ROOM(kvt_cluster_info_t, vllm_replay_endpoint,
+                              BUS_FIELD_SIZE(kvtier_ClusterInfoReply, vllm_replay_endpoint)),
                "kvt_cluster_info_t strings");
 
 /* ---- token pool ------------------------------------------------------------ */
@@ -657,6 +663,12 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
     snprintf(out->leader_endpoint, sizeof out->leader_endpoint, "%s", r->leader_endpoint);
     out->leader_epoch = r->leader_epoch;
     snprintf(out->event_endpoint, sizeof out->event_endpoint, "%s", r->event_endpoint);
+    snprintf(out->event_replay_endpoint, sizeof out->event_replay_endpoint, "%s",
+             r->event_replay_endpoint);
+    snprintf(out->vllm_event_endpoint, sizeof out->vllm_event_endpoint, "%s",
+             r->vllm_event_endpoint);
+    snprintf(out->vllm_replay_endpoint, sizeof out->vllm_replay_endpoint, "%s",
+             r->vllm_replay_endpoint);
     uint32_t n = r->tiers_count < KVT_MAX_TIERS ? r->tiers_count : KVT_MAX_TIERS;
     out->n_tiers = n;
     /* a server without the field (older) sends 0: its list is the total */

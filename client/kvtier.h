@@ -216,6 +216,9 @@ typedef struct kvt_cluster_info {
     uint32_t n_tiers; /* entries of tiers[] filled */
     kvt_tier_info_t tiers[KVT_MAX_TIERS];
     uint32_t total_tiers; /* tiers the coordinator knows; > n_tiers: the list is cut */
+    char event_replay_endpoint[256]; /* docs/EVENTS.md: "" when the leader has none */
+    char vllm_event_endpoint[256];
+    char vllm_replay_endpoint[256];
 } kvt_cluster_info_t;
 
 /* A reply listing fewer tiers than it says the cluster has (total_tiers > n_tiers)

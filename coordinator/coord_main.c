@@ -53,7 +53,10 @@ typedef struct {
     zactor_t *publisher; /* started before the scheduler (it hands batches to events_ep),
                             stopped after it; NULL: events off */
     char events_ep[64];
-    char events_xpub[BUS_ENDPOINT_MAX]; /* as bound (advertised in ClusterInfo) */
+    char events_xpub[BUS_ENDPOINT_MAX];   /* as bound (advertised in ClusterInfo) */
+    char events_replay[BUS_ENDPOINT_MAX]; /* as bound; "" without a replay socket */
+    char events_vxpub[BUS_ENDPOINT_MAX];  /* the vLLM stream as bound; "" = none */
+    char events_vreplay[BUS_ENDPOINT_MAX];
     zactor_t *elector;
     zactor_t *membership;
     bool leader;
@@ -143,6 +146,11 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     if (p->publisher) { /* events (DESIGN §13): batches to the publisher started beside */
         snprintf(sc->events_input, sizeof sc->events_input, "%s", p->events_ep);
         snprintf(sc->event_endpoint, sizeof sc->event_endpoint, "%s", p->events_xpub);
+        snprintf(sc->event_replay_endpoint, sizeof sc->event_replay_endpoint, "%s",
+                 p->events_replay);
+        snprintf(sc->vllm_event_endpoint, sizeof sc->vllm_event_endpoint, "%s", p->events_vxpub);
+        snprintf(sc->vllm_replay_endpoint, sizeof sc->vllm_replay_endpoint, "%s",
+                 p->events_vreplay);
         sc->events_queue = c->events_queue;
     }
     sc->n_quotas = c->n_quotas;
@@ -241,16 +249,17 @@ static int s_start_publisher(s_proc_t *p)
             break;
         s_nap_ms(S_SCHED_RETRY_MS);
     }
-    char replay[BUS_ENDPOINT_MAX];
-    if (!p->publisher || publisher_endpoints(p->publisher, p->events_xpub, sizeof p->events_xpub,
-                                             replay, sizeof replay) < 0) {
+    if (!p->publisher ||
+        publisher_endpoints(p->publisher, p->events_xpub, sizeof p->events_xpub, p->events_replay,
+                            sizeof p->events_replay) < 0 ||
+        publisher_vllm_endpoints(p->publisher, p->events_vxpub, sizeof p->events_vxpub,
+                                 p->events_vreplay, sizeof p->events_vreplay) < 0) {
         zactor_destroy(&p->publisher);
         return -1;
     }
-    char vx[BUS_ENDPOINT_MAX] = "", vr[BUS_ENDPOINT_MAX] = "";
-    (void)publisher_vllm_endpoints(p->publisher, vx, sizeof vx, vr, sizeof vr);
+    const char *r = p->events_replay, *vx = p->events_vxpub, *vr = p->events_vreplay;
     bus_info(S_COMP, "events on %s (replay %s), vLLM events on %s (replay %s)", p->events_xpub,
-             replay[0] ? replay : "none", vx[0] ? vx : "none", vr[0] ? vr : "none");
+             r[0] ? r : "none", vx[0] ? vx : "none", vr[0] ? vr : "none");
     return 0;
 }
 

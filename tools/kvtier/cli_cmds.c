@@ -154,6 +154,10 @@ int cli_cmd_status(int argc, char **argv)
     printf("leader       %s (epoch %llu)\n", ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
            (unsigned long long)ci->leader_epoch);
     printf("events       %s\n", ci->event_endpoint[0] ? ci->event_endpoint : "off");
+    printf("replay       %s\n", ci->event_replay_endpoint[0] ? ci->event_replay_endpoint : "off");
+    printf("vllm-events  %s (replay %s)\n",
+           ci->vllm_event_endpoint[0] ? ci->vllm_event_endpoint : "off",
+           ci->vllm_replay_endpoint[0] ? ci->vllm_replay_endpoint : "off");
     s_print_tiers(ci);
     rc = s_all_stats(c, NULL, &st, &n_st, &total);
     if (rc < 0) {

@@ -94,7 +94,10 @@ class _ClusterInfo(ctypes.Structure):
     _fields_ = [("cluster", ctypes.c_char * 64), ("leader_endpoint", ctypes.c_char * 256),
                 ("leader_epoch", ctypes.c_uint64), ("event_endpoint", ctypes.c_char * 256),
                 ("n_tiers", ctypes.c_uint32), ("tiers", _TierInfo * MAX_TIERS),
-                ("total_tiers", ctypes.c_uint32)]
+                ("total_tiers", ctypes.c_uint32),
+                ("event_replay_endpoint", ctypes.c_char * 256),
+                ("vllm_event_endpoint", ctypes.c_char * 256),
+                ("vllm_replay_endpoint", ctypes.c_char * 256)]
 
 
 class _Stat(ctypes.Structure):
@@ -359,7 +362,10 @@ class Client:
                  for t in ci.tiers[:ci.n_tiers]]
         return {"cluster": ci.cluster.decode(), "leader_endpoint": ci.leader_endpoint.decode(),
                 "leader_epoch": ci.leader_epoch, "event_endpoint": ci.event_endpoint.decode(),
-                "tiers": tiers, "total_tiers": ci.total_tiers}
+                "tiers": tiers, "total_tiers": ci.total_tiers,
+                "event_replay_endpoint": ci.event_replay_endpoint.decode(),
+                "vllm_event_endpoint": ci.vllm_event_endpoint.decode(),
+                "vllm_replay_endpoint": ci.vllm_replay_endpoint.decode()}
 
     def stats_page(self, instance_id=None, offset=0, cap=STATS_PAGE):
         """Counters offset .. offset + cap - 1 in the scheduler's order, as a list of
