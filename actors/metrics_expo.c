@@ -191,8 +191,16 @@ static void s_double(metrics_buf_t *b, double v)
         metrics_buf_puts(b, "NaN");
     else if (isinf(v))
         metrics_buf_puts(b, v > 0 ? "+Inf" : "-Inf");
-    else
-        metrics_buf_printf(b, "%.17g", v);
+    else {
+        /* the shortest of %.15g .. %.17g that reads back as v (0.21, not 0.20999..) */
+        char t[40];
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(t, sizeof t, "%.*g", prec, v);
+            if (strtod(t, NULL) == v)
+                break;
+        }
+        metrics_buf_puts(b, t);
+    }
 }
 
 void metrics_expo_double(metrics_buf_t *b, const char *name, const metrics_label_t *labels,
@@ -213,7 +221,7 @@ void metrics_expo_histogram(metrics_buf_t *b, const char *name, const metrics_la
     for (size_t i = 0; i <= n_bounds; i++) {
         cum += buckets[i];
         if (i < n_bounds)
-            snprintf(le, sizeof le, "%.17g", bounds[i]);
+            snprintf(le, sizeof le, "%.15g", bounds[i]);
         else
             snprintf(le, sizeof le, "+Inf");
         s_series(b, name, "_bucket", labels, n, "le", le);

@@ -208,7 +208,8 @@ static void s_history(metrics_buf_t *b, const metrics_page_t *p)
                        p->sample_ms / 1000 ? p->sample_ms / 1000 : 1, p->n_points);
     s_frame(b, "history", "time (oldest left, now right)");
     uint32_t valid = 0;
-    metrics_buf_puts(b, "<polyline fill=\"none\" stroke=\"#2f7dd1\" stroke-width=\"2\" points=\"");
+    metrics_buf_puts(b, "<polyline id=\"history-line\" fill=\"none\" stroke=\"#2f7dd1\" "
+                        "stroke-width=\"2\" points=\"");
     for (uint32_t i = 0; i < p->n_points; i++) {
         if (!p->points[i].valid)
             continue;
@@ -220,7 +221,7 @@ static void s_history(metrics_buf_t *b, const metrics_page_t *p)
     if (!valid)
         metrics_buf_printf(b,
                            "<text x=\"%d\" y=\"%d\" font-size=\"14\" fill=\"#5a6675\">no lookups "
-                           "yet</text>",
+                           "in these intervals</text>",
                            S_PAD + 20, S_PAD + S_H / 2);
     metrics_buf_puts(b, "</svg>\n");
 }

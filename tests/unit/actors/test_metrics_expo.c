@@ -30,6 +30,9 @@ static void test_label_values_are_escaped(void **state)
     metrics_buf_reset(&b);
     metrics_expo_double(&b, "kvtier_r", NULL, 0, 0.25);
     assert_string_equal(b.buf, "kvtier_r 0.25\n");
+    metrics_buf_reset(&b);
+    metrics_expo_double(&b, "kvtier_r", NULL, 0, 0.21);
+    assert_string_equal(b.buf, "kvtier_r 0.21\n");
     metrics_buf_free(&b);
 }
 
