@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bus_actor.h"
 #include "bus_log.h"
@@ -440,6 +441,127 @@ static void s_stat_global(sched_t *self, s_page_t *r)
         snprintf(name, sizeof name, "tier.%s.capacity", self->tierset.tiers[i].cfg.name);
         s_stat(r, name, ts.capacity);
     }
+    /* appended after the list above, so its older order stays (kvtier status) */
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        const sched_tier_t *t = &self->tierset.tiers[i];
+        tier_slots_stats_t ts;
+        tier_slots_stats(t->slots, &ts);
+        char name[BUS_STAT_NAME_MAX];
+        snprintf(name, sizeof name, "tier.%s.hits", t->cfg.name);
+        s_stat(r, name, t->hits);
+        snprintf(name, sizeof name, "tier.%s.blocks", t->cfg.name);
+        s_stat(r, name, ts.committed);
+        snprintf(name, sizeof name, "tier.%s.slot_bytes", t->cfg.name);
+        s_stat(r, name, t->cfg.slot_size);
+        snprintf(name, sizeof name, "tier.%s.up", t->cfg.name);
+        s_stat(r, name, t->state == SCHED_TIER_UP);
+        snprintf(name, sizeof name, "tier.%s.evictions", t->cfg.name);
+        s_stat(r, name, ts.evictions);
+    }
+}
+
+/* ---- latency of the meta-plane calls (SCHED_LAT_*) ---- */
+
+const char *const sched_lat_call_names[SCHED_LAT_CALLS] = {
+    "register_instance", "request_begin", "request_end",  "lookup",           "prepare_get",
+    "complete_get",      "prepare_put",   "complete_put", "prepare_prefetch", "copy_prefetch",
+    "complete_prefetch", "touch",         "remove",       "cluster_info",     "stats",
+    "admin_status"};
+
+/* The histogram index of a meta-plane request body; -1: not a meta-plane call. */
+static int s_lat_call(pb_size_t tag)
+{
+    switch (tag) {
+    case kvtier_Envelope_register_instance_req_tag:
+        return 0;
+    case kvtier_Envelope_request_begin_req_tag:
+        return 1;
+    case kvtier_Envelope_request_end_req_tag:
+        return 2;
+    case kvtier_Envelope_lookup_req_tag:
+        return 3;
+    case kvtier_Envelope_prepare_get_req_tag:
+        return 4;
+    case kvtier_Envelope_complete_get_req_tag:
+        return 5;
+    case kvtier_Envelope_prepare_put_req_tag:
+        return 6;
+    case kvtier_Envelope_complete_put_req_tag:
+        return 7;
+    case kvtier_Envelope_prepare_prefetch_req_tag:
+        return 8;
+    case kvtier_Envelope_copy_prefetch_req_tag:
+        return 9;
+    case kvtier_Envelope_complete_prefetch_req_tag:
+        return 10;
+    case kvtier_Envelope_touch_req_tag:
+        return 11;
+    case kvtier_Envelope_remove_req_tag:
+        return 12;
+    case kvtier_Envelope_cluster_info_req_tag:
+        return 13;
+    case kvtier_Envelope_stats_req_tag:
+        return 14;
+    case kvtier_Envelope_admin_status_req_tag:
+        return 15;
+    default:
+        return -1;
+    }
+}
+
+static int64_t s_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void s_lat_record(sched_t *self, pb_size_t tag, int64_t us)
+{
+    static const uint32_t bounds[SCHED_LAT_BUCKETS] = SCHED_LAT_BOUNDS_US;
+    int c = s_lat_call(tag);
+    if (c < 0)
+        return;
+    uint64_t v = us < 0 ? 0 : (uint64_t)us;
+    uint32_t b = 0;
+    while (b < SCHED_LAT_BUCKETS && v > bounds[b])
+        b++;
+    sched_lat_t *l = &self->lat[c];
+    l->count++;
+    l->sum_us += v;
+    l->buckets[b]++;
+}
+
+static void s_stat_latency(sched_t *self, s_page_t *r)
+{
+    _Static_assert(sizeof "lat.complete_prefetch.sum_us" <= BUS_STAT_NAME_MAX,
+                   "latency counter names fit StatCounter.name");
+    char name[BUS_STAT_NAME_MAX];
+    for (uint32_t c = 0; c < SCHED_LAT_CALLS; c++) {
+        const sched_lat_t *l = &self->lat[c];
+        for (uint32_t b = 0; b <= SCHED_LAT_BUCKETS; b++) {
+            snprintf(name, sizeof name, "lat.%s.b%u", sched_lat_call_names[c], b);
+            s_stat(r, name, l->buckets[b]);
+        }
+        snprintf(name, sizeof name, "lat.%s.count", sched_lat_call_names[c]);
+        s_stat(r, name, l->count);
+        snprintf(name, sizeof name, "lat.%s.sum_us", sched_lat_call_names[c]);
+        s_stat(r, name, l->sum_us);
+    }
+}
+
+/* A detail reply names the first registered instances (registration order). */
+static void s_stat_instances(sched_t *self, kvtier_StatsReply *rep)
+{
+    for (uint32_t i = 0; i < self->index.n_inst; i++) {
+        const sched_instance_t *in = &self->index.inst[i];
+        if (!in->used)
+            continue;
+        rep->instance_total++;
+        if (rep->instance_ids_count < BUS_STATS_INSTANCES_MAX)
+            sched_strcpy(rep->instance_ids[rep->instance_ids_count++], sizeof rep->instance_ids[0],
+                         in->id);
+    }
 }
 
 static void s_on_stats(sched_t *self, sched_call_t *call)
@@ -466,6 +588,10 @@ static void s_on_stats(sched_t *self, sched_call_t *call)
         s_stat(r, "quota_reclaimed", in->q_reclaimed);
     } else {
         s_stat_global(self, r);
+        if (q->detail) {
+            s_stat_latency(self, r);
+            s_stat_instances(self, &rep->body.stats_rep);
+        }
     }
     rep->body.stats_rep.total = page.seen;
     uint32_t first = page.offset < page.seen ? page.offset : page.seen;
@@ -584,7 +710,10 @@ static void s_drain(sched_t *self, sched_call_t *call, bus_server_t *server)
         int rc = bus_server_recv(server, 0, &call->req, call->req_arr);
         if (rc <= 0)
             break;
+        pb_size_t tag = call->req.env.which_body;
+        int64_t t0 = s_mono_us();
         s_dispatch(self, call);
+        s_lat_record(self, tag, s_mono_us() - t0);
         bus_request_reset(&call->req);
     }
     sched_tiers_flush(self);

@@ -44,6 +44,20 @@
 #define SCHED_MAX_QUOTAS 64                    /* quota entries (cfg.quotas) */
 #define SCHED_INSTANCE_MAX BUS_INSTANCE_ID_MAX /* bytes of an instance id, NUL included */
 
+/* Latency of the meta-plane calls, measured per call kind around the handler on
+ * the scheduler's thread (a reply deferred to a tier's answer is timed until the
+ * handler returned). Fixed buckets: upper bounds in microseconds; a detail
+ * StatsRequest lists per call "lat.<call>.b<i>" (i = 0..SCHED_LAT_BUCKETS, the last
+ * one above the last bound; not cumulative), "lat.<call>.count", ".sum_us". */
+#define SCHED_LAT_BUCKETS 12
+#define SCHED_LAT_BOUNDS_US                                                                        \
+    {                                                                                              \
+        10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000                          \
+    }
+#define SCHED_LAT_CALLS 16
+/* The call kinds in the order of their counters: names as in "lat.<call>.*". */
+extern const char *const sched_lat_call_names[SCHED_LAT_CALLS];
+
 typedef struct {
     uint32_t tier_id; /* 1 + index in the deployment's "tiers"; tiers[i].tier_id == i + 1 */
     char name[SCHED_NAME_MAX];

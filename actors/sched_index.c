@@ -437,6 +437,7 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
             per_tier[call->rep_tiers[k] - 1]++;
         }
         sched_tier_t *t = &self->tierset.tiers[call->rep_tiers[k] - 1];
+        t->hits++;
         (void)tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, 0);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;

@@ -30,6 +30,7 @@ struct sched {
 
     sched_counters_t c;
     sched_global_t g;
+    sched_lat_t lat[SCHED_LAT_CALLS]; /* sched_actor.c: per meta-plane call kind */
 };
 
 #endif

@@ -55,6 +55,7 @@ typedef struct sched_tier {
     uint64_t del_slots[SCHED_DEL_BATCH];
     uint8_t del_keys[SCHED_DEL_BATCH][BUS_KEY_LEN];
     uint64_t dropped; /* blocks dropped because the tier went down / changed epoch */
+    uint64_t hits;    /* looked-up keys found on this tier (Stats "tier.<name>.hits") */
     /* DELETING blocks (bounded by cfg.max_pending_deletes) */
     uint32_t *del_mark; /* per slot: 1 + index in deleting[], 0 = not deleting */
     sched_deleting_t *deleting;

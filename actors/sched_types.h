@@ -65,6 +65,12 @@ typedef struct {
     uint64_t prefetch_copy_lost;   /* jobs without a result after SCHED_COPY_LOST_MS */
 } sched_global_t;
 
+/* One meta-plane call kind's latency histogram (SCHED_LAT_BOUNDS_US). */
+typedef struct {
+    uint64_t count, sum_us;
+    uint64_t buckets[SCHED_LAT_BUCKETS + 1];
+} sched_lat_t;
+
 /* ---- open-addressing hash map of u32 indices (instances, requests) ---- */
 
 typedef struct {

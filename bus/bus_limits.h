@@ -44,6 +44,8 @@
 /* Stats: counters per StatsReply (one page) and bytes of a counter name. */
 #define BUS_STATS_PAGE_MAX BUS_FIELD_COUNT(kvtier_StatsReply, counters)
 #define BUS_STAT_NAME_MAX BUS_FIELD_SIZE(kvtier_StatCounter, name)
+/* Instances a detail StatsReply names (StatsReply.instance_ids). */
+#define BUS_STATS_INSTANCES_MAX BUS_FIELD_COUNT(kvtier_StatsReply, instance_ids)
 
 /* Internal-plane batches (internal.options). */
 #define BUS_MAX_RECLAIM_BATCH BUS_FIELD_COUNT(kvtier_ReclaimCandidatesReply, blocks)

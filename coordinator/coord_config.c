@@ -13,6 +13,7 @@
 #include "bus_config.h"
 #include "bus_limits.h"
 #include "events_vllm.h"
+#include "metrics_http.h"
 #include "publisher_mirror.h"
 #include "tier_policy.h"
 
@@ -25,7 +26,8 @@ static const char s_defaults[] =
     "  \"coordinator\": { \"endpoint\": \"tcp://127.0.0.1:7700\",\n"
     "                   \"pin_lease\": \"30s\", \"write_grace\": \"30s\",\n"
     "                   \"max_batch\": 65536, \"max_requests\": 65536,\n"
-    "                   \"max_instances\": 64, \"tier_timeout\": \"2s\" },\n"
+    "                   \"max_instances\": 64, \"tier_timeout\": \"2s\",\n"
+    "                   \"metrics\": \"127.0.0.1:0\" },\n"
     "  \"tiers\": [ { \"name\": \"host0\", \"kind\": \"host\",\n"
     "               \"endpoint\": \"tcp://127.0.0.1:7710\", \"capacity\": 4096,\n"
     "               \"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true } ],\n"
@@ -38,7 +40,9 @@ static const char s_defaults[] =
     "              \"snapshot_blocks\": 4194304,\n"
     "              \"vllm_endpoint\": \"tcp://127.0.0.1:7703\",\n"
     "              \"vllm_replay_endpoint\": \"tcp://127.0.0.1:7704\",\n"
-    "              \"vllm_layout\": \"map\" }\n"
+    "              \"vllm_layout\": \"map\" },\n"
+    "  \"metrics\": { \"refresh\": \"1s\", \"sample_interval\": \"5s\", \"samples\": 360,\n"
+    "               \"max_connections\": 16, \"timeout\": \"5s\", \"max_instances\": 16 }\n"
     "}\n";
 
 const char *coord_config_defaults(void)
@@ -184,12 +188,24 @@ static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *e
     return rc;
 }
 
+/* A metrics HTTP address "IPV4:PORT" (port 0: the kernel picks), or "" (off). */
+static int s_metrics_addr(const bus_config_node_t *node, const char *path, const char *dflt,
+                          char *out, size_t outsz, char *err, size_t errlen)
+{
+    int rc = bus_config_opt_string(node, path, dflt, out, outsz, err, errlen);
+    struct sockaddr_in sa;
+    char why[160];
+    if (rc == 0 && out[0] && metrics_http_parse_addr(out, &sa, why, sizeof why) < 0)
+        rc = bus_config_error(node, path, err, errlen, "%s", why);
+    return rc;
+}
+
 static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, char *err,
                               size_t errlen)
 {
-    static const char *const keys[] = {"endpoint",      "pin_lease",    "write_grace",
-                                       "request_idle",  "max_batch",    "max_requests",
-                                       "max_instances", "tier_timeout", NULL};
+    static const char *const keys[] = {
+        "endpoint",     "pin_lease",     "write_grace",  "request_idle", "max_batch",
+        "max_requests", "max_instances", "tier_timeout", "metrics",      NULL};
     bus_config_node_t co;
     int rc = bus_config_get_object(root, "coordinator", 32, &co, err, errlen);
     if (rc == 0)
@@ -210,6 +226,9 @@ static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, 
         rc = s_u32(&co, "max_instances", 1u << 16, &c->max_instances, err, errlen);
     if (rc == 0)
         rc = s_duration(&co, "tier_timeout", 1, &c->tier_timeout_ms, err, errlen);
+    if (rc == 0)
+        rc = s_metrics_addr(&co, "metrics", "127.0.0.1:0", c->metrics, sizeof c->metrics, err,
+                            errlen);
     return rc;
 }
 
@@ -229,9 +248,9 @@ static int s_policy_error(const bus_config_node_t *tn, const char *name, char *e
 }
 
 /* The keys of a tier entry read here; every other key goes to the backend. */
-static const char *const s_tier_keys[] = {"name",      "kind",   "plugin",         "endpoint",
-                                          "capacity",  "policy", "high_watermark", "low_watermark",
-                                          "slot_size", NULL};
+static const char *const s_tier_keys[] = {
+    "name",           "kind",          "plugin",    "endpoint", "capacity", "policy",
+    "high_watermark", "low_watermark", "slot_size", "metrics",  NULL};
 
 static bool s_generic_key(const char *key)
 {
@@ -428,6 +447,9 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
         rc = bus_config_error(tn, "low_watermark", err, errlen,
                               "must be below high_watermark (%g), got %g", t->high_watermark,
                               t->low_watermark);
+    if (rc == 0)
+        rc = s_metrics_addr(tn, "metrics", "127.0.0.1:0", t->metrics, sizeof t->metrics, err,
+                            errlen);
     if (rc == 0)
         rc = s_read_backend(tn, c, ops, t, err, errlen);
     return rc;
@@ -696,6 +718,41 @@ static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char 
     return rc;
 }
 
+static int s_read_metrics(const bus_config_node_t *root, coord_config_t *c, char *err,
+                          size_t errlen)
+{
+    static const char *const keys[] = {"refresh", "sample_interval", "samples", "max_connections",
+                                       "timeout", "max_instances",   NULL};
+    bus_config_node_t mn;
+    uint64_t v = 0;
+    int rc = bus_config_get_object(root, "metrics", 8, &mn, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&mn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&mn, "refresh", 100, &v, err, errlen);
+    if (rc == 0 && v > 60000)
+        rc = bus_config_error(&mn, "refresh", err, errlen, "at most 60s");
+    c->metrics_refresh_ms = (uint32_t)v;
+    if (rc == 0)
+        rc = s_duration(&mn, "sample_interval", 100, &v, err, errlen);
+    if (rc == 0 && v > 3600000)
+        rc = bus_config_error(&mn, "sample_interval", err, errlen, "at most 1h");
+    c->metrics_sample_ms = (uint32_t)v;
+    if (rc == 0)
+        rc = s_u32(&mn, "samples", 4096, &c->metrics_samples, err, errlen);
+    if (rc == 0)
+        rc = s_u32(&mn, "max_connections", 1024, &c->metrics_max_connections, err, errlen);
+    if (rc == 0)
+        rc = s_duration(&mn, "timeout", 1000, &v, err, errlen);
+    if (rc == 0 && v > 600000)
+        rc = bus_config_error(&mn, "timeout", err, errlen, "at most 600s");
+    c->metrics_timeout_s = (uint32_t)(v / 1000);
+    if (rc == 0)
+        rc = s_u32(&mn, "max_instances", BUS_STATS_INSTANCES_MAX, &c->metrics_max_instances, err,
+                   errlen);
+    return rc;
+}
+
 static int s_read_quota(const bus_config_node_t *qn, coord_quota_config_t *q, char *err,
                         size_t errlen)
 {
@@ -744,8 +801,9 @@ static int s_read_quotas(const bus_config_node_t *root, coord_config_t *c, char 
 
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster", "etcd",      "coordinator", "tiers",  "chains",
-                                       "gc",      "reclaimer", "quotas",      "events", NULL};
+    static const char *const keys[] = {"cluster", "etcd",    "coordinator", "tiers",
+                                       "chains",  "gc",      "reclaimer",   "quotas",
+                                       "events",  "metrics", NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -766,6 +824,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_quotas(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_events(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_metrics(root, c, err, errlen);
     return rc;
 }
 

@@ -21,6 +21,7 @@
 #include "bus_endpoint.h"
 #include "bus_limits.h"
 #include "coord_etcd.h"
+#include "metrics_http.h"
 #include "tier.h"
 
 /* Bounds that travel on the wire come from the .options of schemas/ (bus_limits.h). */
@@ -45,6 +46,9 @@ typedef struct {
     char kind_name[COORD_TIER_KIND_MAX]; /* a registered kind (tiers/tier.h): "host", "nvme"... */
     char plugin[COORD_PATH_MAX];         /* "plugin": the shared object the kind comes from */
     char endpoint[BUS_ENDPOINT_MAX];     /* where the tier actor binds (tier plane) */
+    char metrics[METRICS_HTTP_ADDR_MAX]; /* "metrics": the tier process's HTTP address
+                                            ("127.0.0.1:0" default: the kernel picks, advertised
+                                            in its etcd record); "" = none */
     uint64_t capacity;                   /* slots, 1..COORD_MAX_CAPACITY */
     uint64_t slot_size;                  /* bytes, 1..COORD_MAX_SLOT_SIZE (default 256 KiB) */
     char policy[COORD_POLICY_MAX];       /* replacement policy (tier_policy_find), default "lru" */
@@ -90,6 +94,7 @@ typedef struct {
     uint32_t max_requests;    /* open requests */
     uint32_t max_instances;   /* registered instances */
     uint64_t tier_timeout_ms;
+    char metrics[METRICS_HTTP_ADDR_MAX]; /* "coordinator.metrics": HTTP "IPV4:PORT", "" = off */
 
     uint32_t n_tiers;
     coord_tier_config_t tiers[COORD_MAX_TIERS];
@@ -115,6 +120,14 @@ typedef struct {
     char events_vllm[BUS_ENDPOINT_MAX];     /* "events.vllm_endpoint": XPUB, msgpack; "" = none */
     char events_vllm_replay[BUS_ENDPOINT_MAX]; /* "events.vllm_replay_endpoint"; "" = none */
     int events_vllm_layout;                    /* "events.vllm_layout": "map" (0) / "array" (1) */
+
+    /* metrics actors (issue 10 §2; docs/OPERATIONS.md): "metrics" section */
+    uint32_t metrics_refresh_ms;      /* "metrics.refresh": figures refreshed, default 1s */
+    uint32_t metrics_sample_ms;       /* "metrics.sample_interval": a hit-rate point, 5s */
+    uint32_t metrics_samples;         /* "metrics.samples": hit-rate points kept, 360 */
+    uint32_t metrics_max_connections; /* "metrics.max_connections": HTTP, 16 */
+    uint32_t metrics_timeout_s;       /* "metrics.timeout": HTTP idle, 5s */
+    uint32_t metrics_max_instances;   /* "metrics.max_instances": instance_id values, 16 */
 
     /* per-instance quotas ("quotas", top level next to "tiers" and "chains"):
      * instance ids unique, "*" at most once, each with at least one limit */

@@ -24,7 +24,9 @@
 #include "coord_membership.h"
 #include "coord_proc.h"
 #include "coord_standby.h"
+#include "coord_metrics_feed.h"
 #include "gc.h"
+#include "metrics.h"
 #include "migrator.h"
 #include "publisher.h"
 #include "reclaimer.h"
@@ -59,6 +61,9 @@ typedef struct {
     char events_vreplay[BUS_ENDPOINT_MAX];
     zactor_t *elector;
     zactor_t *membership;
+    zactor_t *metrics;      /* HTTP /metrics, /readyz, /sd, / (issue 10); NULL: off */
+    zactor_t *metrics_feed; /* its etcd reader; what it sends is forwarded to metrics */
+    char metrics_addr[METRICS_HTTP_ADDR_MAX];
     bool leader;
     uint64_t epoch;
     char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
@@ -307,7 +312,24 @@ static int s_start_sched(s_proc_t *p, const char **what)
 
 /* --- elector events --- */
 
+/* The metrics actor's view of the role (readiness, kvtier_leader). */
+static void s_metrics_role(s_proc_t *p)
+{
+    if (p->metrics)
+        (void)metrics_set_role(p->metrics, p->leader, p->sched != NULL,
+                               p->leader ? p->epoch : p->leader_epoch, p->leader_ep);
+}
+
+static int s_on_elector_event(s_proc_t *p);
+
 static int s_on_elector(s_proc_t *p)
+{
+    int rc = s_on_elector_event(p);
+    s_metrics_role(p);
+    return rc;
+}
+
+static int s_on_elector_event(s_proc_t *p)
 {
     coord_elector_event_t ev;
     if (coord_elector_recv(p->elector, &ev) < 0)
@@ -463,6 +485,49 @@ static int s_setup_names(s_proc_t *p, const char *name, const char *endpoint)
     return 0;
 }
 
+/* The metrics actor and its etcd reader (issue 10 §2), when coordinator.metrics
+ * names an address. 0, or -1 after a stderr line. */
+static int s_start_metrics(s_proc_t *p, const char *const *eps)
+{
+    const coord_config_t *c = &p->cfg;
+    if (!c->metrics[0])
+        return 0;
+    metrics_config_t mc = {.role = METRICS_ROLE_COORDINATOR,
+                           .name = p->name,
+                           .cluster = c->cluster,
+                           .bind = c->metrics,
+                           .sched_endpoint = p->endpoint,
+                           .max_connections = c->metrics_max_connections,
+                           .timeout_s = c->metrics_timeout_s,
+                           .refresh_ms = c->metrics_refresh_ms,
+                           .sample_ms = c->metrics_sample_ms,
+                           .samples = c->metrics_samples,
+                           .max_instances = c->metrics_max_instances};
+    coord_proc_block_signals(true);
+    p->metrics = metrics_new(&mc);
+    if (p->metrics && metrics_address(p->metrics, p->metrics_addr, sizeof p->metrics_addr) < 0)
+        zactor_destroy(&p->metrics);
+    coord_metrics_feed_config_t fc = {.etcd_endpoints = eps,
+                                      .n_etcd = c->n_etcd,
+                                      .cluster = c->cluster,
+                                      .name = p->name,
+                                      .address = p->metrics_addr,
+                                      .lease_ttl_s = coord_config_lease_ttl_s(c),
+                                      .interval_ms = c->metrics_refresh_ms};
+    p->metrics_feed = p->metrics ? coord_metrics_feed_new(&fc) : NULL;
+    coord_proc_block_signals(false);
+    if (!p->metrics || !p->metrics_feed) {
+        fprintf(stderr,
+                "kvtier coordinator: coordinator.metrics: the metrics %s did not start "
+                "(cannot listen on %s? see the log above)\n",
+                p->metrics ? "feed" : "actor", c->metrics);
+        return -1;
+    }
+    bus_info(S_COMP, "%s: metrics on http://%s/metrics", p->name, p->metrics_addr);
+    s_metrics_role(p);
+    return 0;
+}
+
 /* 0, or -1 after a stderr line naming the actor that did not start. */
 static int s_start_actors(s_proc_t *p)
 {
@@ -499,14 +564,16 @@ static int s_start_actors(s_proc_t *p)
                 p->membership ? "elector" : "membership");
         return -1;
     }
-    return 0;
+    return s_start_metrics(p, eps);
 }
 
 static int s_run(s_proc_t *p)
 {
     zpoller_t *poller = zpoller_new(p->elector, p->membership, NULL);
-    if (!poller)
+    if (!poller || (p->metrics_feed && zpoller_add(poller, p->metrics_feed) < 0)) {
+        zpoller_destroy(&poller);
         return -1;
+    }
     int rc = 0;
     while (rc == 0 && !coord_proc_interrupted()) {
         void *which = zpoller_wait(poller, S_POLL_MS);
@@ -514,6 +581,11 @@ static int s_run(s_proc_t *p)
             rc = s_on_elector(p);
         else if (which == p->membership)
             s_on_membership(p);
+        else if (which == p->metrics_feed && p->metrics_feed) {
+            zmsg_t *m = zmsg_recv(p->metrics_feed); /* the metrics actor's own messages */
+            if (m && zmsg_send(&m, p->metrics) < 0)
+                zmsg_destroy(&m);
+        }
     }
     zpoller_destroy(&poller);
     return rc;
@@ -525,6 +597,8 @@ static void s_stop(s_proc_t *p)
     coord_standby_destroy(&p->standby);
     coord_elector_destroy(&p->elector); /* revokes the lease: leader key gone at once */
     coord_membership_destroy(&p->membership);
+    coord_metrics_feed_destroy(&p->metrics_feed);
+    zactor_destroy(&p->metrics);
 }
 
 int coord_main(int argc, char **argv)

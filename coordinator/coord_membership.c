@@ -40,6 +40,12 @@
 
 int coord_tier_value_encode(const kvtier_TierInfo *t, char *buf, size_t cap, size_t *len)
 {
+    return coord_tier_value_encode_metrics(t, NULL, buf, cap, len);
+}
+
+int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metrics, char *buf,
+                                    size_t cap, size_t *len)
+{
     /* "kind" is the registered name (a plug-in's kind has no wire number) */
     const char *kind = t->kind_name[0] ? t->kind_name : tier_kind_name((uint32_t)t->kind);
     if (!kind)
@@ -53,12 +59,27 @@ int coord_tier_value_encode(const kvtier_TierInfo *t, char *buf, size_t cap, siz
                   "slot_size", (json_int_t)(t->slot_bytes & INT64_MAX));
     if (!v)
         return -ENOMEM;
+    if (metrics && metrics[0]) /* issue 10: a field older readers ignore */
+        json_object_set_new(v, "metrics", json_string(metrics));
     size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
     int rc = n == 0 ? -ENOMEM : n > cap ? -ENOBUFS : 0;
     if (len)
         *len = n;
     if (rc == 0)
         json_dumpb(v, buf, cap, JSON_COMPACT);
+    json_decref(v);
+    return rc;
+}
+
+int coord_tier_value_metrics(const void *buf, size_t len, char *out, size_t cap)
+{
+    json_error_t jerr;
+    json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *m = v ? json_object_get(v, "metrics") : NULL;
+    int rc =
+        json_is_string(m) && json_string_length(m) > 0 && json_string_length(m) < cap ? 0 : -ENOENT;
+    if (cap)
+        snprintf(out, cap, "%s", rc == 0 ? json_string_value(m) : "");
     json_decref(v);
     return rc;
 }

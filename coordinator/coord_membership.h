@@ -57,6 +57,13 @@ int coord_membership_recv(zactor_t *membership, coord_tier_change_t *out);
  * 0 or -ENOBUFS (*len = size needed) / -EINVAL (bad kind). Decode: 0 or -EBADMSG
  * with a reason in err (missing field, wrong type, string too long, id 0...). */
 int coord_tier_value_encode(const kvtier_TierInfo *t, char *buf, size_t cap, size_t *len);
+/* The same with the tier process's metrics address as "metrics" (issue 10; NULL or
+ * "": none). Readers that do not know the field ignore it. */
+int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metrics, char *buf,
+                                    size_t cap, size_t *len);
+/* The "metrics" field of a record into out[cap]: 0, or -ENOENT (absent, not a
+ * string, too long, or the record does not parse; out is ""). */
+int coord_tier_value_metrics(const void *buf, size_t len, char *out, size_t cap);
 int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, char *err,
                             size_t errlen);
 

@@ -24,6 +24,7 @@
 #include "coord_etcd.h"
 #include "coord_membership.h"
 #include "coord_proc.h"
+#include "metrics.h"
 #include "tier_actor.h"
 
 #define S_COMP "tier-main"
@@ -33,6 +34,9 @@ typedef struct {
     coord_config_t cfg;
     const coord_tier_config_t *tier;
     zactor_t *actor;
+    zactor_t *metrics; /* HTTP /metrics, /readyz (issue 10); NULL: tiers[i].metrics "" */
+    char metrics_addr[METRICS_HTTP_ADDR_MAX];
+    int64_t next_stats_ms; /* next tier actor stats handed to it */
     coord_etcd_t *etcd;
     char key[COORD_ETCD_KEY_MAX];
     char value[COORD_TIER_VALUE_MAX];
@@ -122,7 +126,8 @@ static int s_build_record(s_proc_t *p)
         return -1;
     bus_info(S_COMP, "tier %s (id %u, %s) on %s, epoch %" PRIu64, t->name, t->id, t->kind_name,
              info.endpoint, info.epoch);
-    return coord_tier_value_encode(&info, p->value, sizeof p->value, &p->value_len);
+    return coord_tier_value_encode_metrics(&info, p->metrics_addr, p->value, sizeof p->value,
+                                           &p->value_len);
 }
 
 static void s_etcd_failed(s_proc_t *p, const char *what)
@@ -176,11 +181,52 @@ static void s_keepalive(s_proc_t *p)
         p->next_ms = coord_proc_now_ms() + p->ttl_ms / 8;
 }
 
+/* The tier process's metrics actor (issue 10 §2). 0, or -1 after a stderr line. */
+static int s_start_metrics(s_proc_t *p)
+{
+    const coord_tier_config_t *t = p->tier;
+    if (!t->metrics[0])
+        return 0;
+    metrics_config_t mc = {.role = METRICS_ROLE_TIER,
+                           .name = t->name,
+                           .cluster = p->cfg.cluster,
+                           .bind = t->metrics,
+                           .max_connections = p->cfg.metrics_max_connections,
+                           .timeout_s = p->cfg.metrics_timeout_s,
+                           .refresh_ms = p->cfg.metrics_refresh_ms};
+    coord_proc_block_signals(true);
+    p->metrics = metrics_new(&mc);
+    coord_proc_block_signals(false);
+    if (!p->metrics || metrics_address(p->metrics, p->metrics_addr, sizeof p->metrics_addr) < 0) {
+        fprintf(stderr,
+                "kvtier tier: tiers[%u].metrics: the metrics actor did not start (cannot "
+                "listen on %s? see the log above)\n",
+                t->id - 1, t->metrics);
+        return -1;
+    }
+    return 0;
+}
+
+/* Hands the tier actor's counters to the metrics actor, every metrics.refresh. */
+static void s_feed_metrics(s_proc_t *p)
+{
+    int64_t now = coord_proc_now_ms();
+    if (!p->metrics || now < p->next_stats_ms)
+        return;
+    p->next_stats_ms = now + p->cfg.metrics_refresh_ms;
+    tier_actor_stats_t st;
+    memset(&st, 0, sizeof st);
+    bool ok = tier_actor_stats(p->actor, &st) == 0;
+    (void)metrics_set_tier(p->metrics, &st, ok, p->lease != 0, p->tier->kind_name,
+                           p->tier->slot_size);
+}
+
 static void s_run(s_proc_t *p)
 {
     zpoller_t *poller = zpoller_new(p->actor, NULL);
     p->backoff_ms = 100;
     while (!coord_proc_interrupted()) {
+        s_feed_metrics(p);
         int64_t now = coord_proc_now_ms();
         if (now >= p->next_ms) {
             if (p->lease)
@@ -238,6 +284,8 @@ int coord_tier_main(int argc, char **argv)
                 name);
         goto out_stop;
     }
+    if (s_start_metrics(p) < 0)
+        goto out_stop;
     if (s_build_record(p) < 0) {
         fprintf(stderr, "kvtier tier: tier %s: cannot build its etcd record\n", name);
         goto out_stop;
@@ -250,6 +298,7 @@ out_stop:
     if (p->lease && coord_etcd_lease_revoke(p->etcd, p->lease) < 0)
         bus_warn(S_COMP, "revoking lease %" PRIx64 ": %s", (uint64_t)p->lease,
                  coord_etcd_last_error(p->etcd));
+    zactor_destroy(&p->metrics);
     zactor_destroy(&p->actor);
     coord_etcd_destroy(&p->etcd);
 out:

@@ -34,7 +34,7 @@ it_free_port() {
 }
 
 # it_deployment [capacity] [slot_size]: writes $it_dir/deployment.json, the default
-# deployment (deploy/default.json when present) moved to free ports, a unique
+# deployment (deploy/default.json when present) moved to free ports (metrics too), a unique
 # cluster and shm names, embedded etcd, and the given tier geometry.
 it_deployment() {
   local capacity=${1:-2048} slot=${2:-64KiB}
@@ -63,6 +63,7 @@ for c in d.get("chains", []):
 d["cluster"] = name
 d.setdefault("etcd", {})["endpoints"] = []
 d.setdefault("coordinator", {})["endpoint"] = "tcp://127.0.0.1:%d" % port()
+d["coordinator"]["metrics"] = "127.0.0.1:%d" % port()
 ev = d.setdefault("events", {})
 ev["endpoint"] = "tcp://127.0.0.1:%d" % port()
 ev["replay_endpoint"] = "tcp://127.0.0.1:%d" % port()
@@ -70,6 +71,7 @@ ev["vllm_endpoint"] = "tcp://127.0.0.1:%d" % port()
 ev["vllm_replay_endpoint"] = "tcp://127.0.0.1:%d" % port()
 for t in d["tiers"]:
     t["endpoint"] = "tcp://127.0.0.1:%d" % port()
+    t["metrics"] = "127.0.0.1:%d" % port()
     if t.get("kind", "host") == "host":
         t["shm"] = "/kvtier-%s-%s" % (name, t["name"])
         t["capacity"] = int(capacity)
@@ -84,7 +86,8 @@ EOF
 
 # it_write_deployment < JSON: writes $it_dir/deployment.json from a partial deployment
 # on stdin: this test's cluster name and embedded etcd (lease 3 s), free loopback ports
-# for the coordinator and every tier, host tiers' shm names made unique (and removed at
+# for the coordinator and every tier (planes and metrics, unless given), host tiers' shm
+# names made unique (and removed at
 # cleanup), nvme tiers' files in the test dir ($it_dir/NAME.dat unless "path" is given),
 # one chain "default" of all tiers in file order unless "chains" is given. Keys given
 # in the JSON (write_grace, watermarks, reclaimer, quotas...) are kept.
@@ -103,6 +106,7 @@ d["cluster"] = name
 d.setdefault("etcd", {})["endpoints"] = []
 d["etcd"].setdefault("lease_ttl", "3s")
 d.setdefault("coordinator", {})["endpoint"] = port()
+d["coordinator"].setdefault("metrics", port()[len("tcp://"):])
 ev = d.setdefault("events", {})
 if ev.get("endpoint", None) != "":
     ev["endpoint"] = port()
@@ -114,6 +118,7 @@ else:
     ev["vllm_endpoint"] = ev["vllm_replay_endpoint"] = ""
 for t in d["tiers"]:
     t["endpoint"] = port()
+    t.setdefault("metrics", port()[len("tcp://"):])
     t.setdefault("policy", "lru")
     if t.get("kind") == "host":
         t["shm"] = "/kvtier-%s-%s" % (name, t["name"])

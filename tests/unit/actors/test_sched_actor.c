@@ -217,7 +217,7 @@ static void test_stats_are_paged_and_report_their_total(void **state)
     assert_true(all.total > 7 && all.total <= BUS_STATS_PAGE_MAX);
     assert_int_equal(all.counters_count, all.total);
     assert_int_equal(all.next_offset, all.total);
-    assert_string_equal(all.counters[all.total - 1].name, "tier.host0.capacity");
+    assert_string_equal(all.counters[all.total - 1].name, "tier.host0.evictions");
     s_check_pages(t, "", &all, 7);
     s_check_pages(t, "", &all, 1);
     inst = *s_stats_page(t, TK_INST, 0, 0);
@@ -237,6 +237,61 @@ static void test_stats_are_paged_and_report_their_total(void **state)
     tk_env_stop(&e);
 }
 
+/* Issue 10 §2: a detail StatsRequest adds a latency histogram per meta-plane call
+ * kind (each call counted once in exactly one bucket, sum in microseconds) and
+ * names the registered instances; hits are counted per tier and add up to "hits". */
+static void test_stats_detail_latency_and_tier_hits(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, NULL);
+    tk_t *t = e.t;
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(t, "r1", 0, 2), 0);
+    uint8_t keys[3][16];
+    tk_keys(0, 3, keys);
+    assert_int_equal(tk_prefix(t, keys, 3), 2);
+    assert_int_equal(tk_prefix(t, keys, 3), 2);
+    assert_int_equal(tk_stat(t, "tier.host0.hits"), 4);
+    assert_int_equal(tk_stat(t, "hits"), 4);
+    assert_int_equal(tk_stat(t, "tier.host0.blocks"), 2);
+    assert_int_equal(tk_stat(t, "tier.host0.up"), 1);
+    /* without detail: no latency counters */
+    const kvtier_StatsReply *r = s_stats_page(t, "", 0, 0);
+    for (pb_size_t i = 0; i < r->counters_count; i++)
+        assert_null(strstr(r->counters[i].name, "lat."));
+    assert_int_equal(r->instance_ids_count, 0);
+    /* with detail, walked page by page */
+    uint64_t count = 0, sum_buckets = 0, lookups_seen = 0;
+    uint32_t off = 0, total = 1, ids = 0;
+    while (off < total) {
+        kvtier_StatsRequest *sr = &tk_req(t, kvtier_Envelope_stats_req_tag)->body.stats_req;
+        sr->offset = off;
+        sr->detail = true;
+        assert_int_equal(tk_call(t, NULL), 0);
+        r = &t->rep->body.stats_rep;
+        total = r->total;
+        ids = r->instance_ids_count;
+        if (ids)
+            assert_string_equal(r->instance_ids[0], TK_INST);
+        assert_int_equal(r->instance_total, 1);
+        for (pb_size_t i = 0; i < r->counters_count; i++) {
+            const char *n = r->counters[i].name;
+            if (!strncmp(n, "lat.lookup.b", 12))
+                sum_buckets += r->counters[i].value;
+            else if (!strcmp(n, "lat.lookup.count"))
+                count = r->counters[i].value, lookups_seen++;
+        }
+        off = r->next_offset;
+    }
+    assert_int_equal(ids, 1);
+    assert_int_equal(lookups_seen, 1);
+    assert_int_equal(count, 2);
+    assert_int_equal(sum_buckets, 2);
+    assert_true(total > BUS_STATS_PAGE_MAX);
+    tk_env_stop(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_malformed_requests_leave_blocks_intact),
         cmocka_unit_test(test_stats_and_admin_status),
         cmocka_unit_test(test_stats_are_paged_and_report_their_total),
+        cmocka_unit_test(test_stats_detail_latency_and_tier_hits),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();

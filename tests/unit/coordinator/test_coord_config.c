@@ -83,6 +83,11 @@ static void test_default_file_parses(void **state)
     assert_int_equal(g_cfg.chains[0].tier_ids[0], 1);
     assert_int_equal(g_cfg.chains[0].tier_ids[1], 2);
     assert_int_equal(coord_config_lease_ttl_s(&g_cfg), 3);
+    /* issue 10: the metrics addresses of the default deployment (README) */
+    assert_string_equal(g_cfg.metrics, "127.0.0.1:7790");
+    assert_string_equal(coord_config_tier(&g_cfg, "host0")->metrics, "127.0.0.1:7791");
+    assert_string_equal(coord_config_tier(&g_cfg, "nvme0")->metrics, "127.0.0.1:7792");
+    assert_int_equal(g_cfg.metrics_sample_ms, 5000);
 }
 
 /* DESIGN §10: defaults are embedded — an empty file is the default deployment. */
@@ -305,6 +310,43 @@ static void test_cluster_keys_are_under_the_cluster_prefix(void **state)
     assert_string_equal(k, "");
 }
 
+/* Issue 10 §2: metrics addresses are IPV4:PORT (port 0 allowed: the kernel
+ * picks), loopback by default; a bad one, or a bad metrics bound, is refused at
+ * start naming its key path. */
+static void test_metrics_keys(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load("{}"), 0);
+    assert_string_equal(g_cfg.metrics, "127.0.0.1:0");
+    assert_string_equal(g_cfg.tiers[0].metrics, "127.0.0.1:0");
+    assert_int_equal(g_cfg.metrics_refresh_ms, 1000);
+    assert_int_equal(g_cfg.metrics_samples, 360);
+    assert_int_equal(g_cfg.metrics_max_connections, 16);
+    assert_int_equal(g_cfg.metrics_timeout_s, 5);
+    assert_int_equal(g_cfg.metrics_max_instances, 16);
+    assert_int_equal(s_load("{\"coordinator\":{\"metrics\":\"\"},"
+                            "\"tiers\":[{\"name\":\"h\",\"kind\":\"host\",\"capacity\":4,"
+                            "\"endpoint\":\"tcp://127.0.0.1:*\","
+                            "\"metrics\":\"*:9100\"}]}"),
+                     0);
+    assert_string_equal(g_cfg.metrics, "");
+    assert_string_equal(g_cfg.tiers[0].metrics, "*:9100");
+    s_reject("{\"coordinator\":{\"metrics\":\"127.0.0.1\"}}", "coordinator.metrics",
+             "expected HOST:PORT");
+    s_reject("{\"coordinator\":{\"metrics\":\"127.0.0.1:99999\"}}", "coordinator.metrics",
+             "0..65535");
+    s_reject("{\"coordinator\":{\"metrics\":\"tcp://127.0.0.1:1\"}}", "coordinator.metrics",
+             "IPv4");
+    s_reject("{\"coordinator\":{\"metrics\":7790}}", "coordinator.metrics", "string");
+    s_reject("{\"tiers\":[{\"name\":\"h\",\"kind\":\"host\",\"capacity\":4,"
+             "\"endpoint\":\"tcp://127.0.0.1:*\",\"metrics\":\"nohost:1\"}]}",
+             "tiers[0].metrics", "IPv4");
+    s_reject("{\"metrics\":{\"refresh\":\"10ms\"}}", "metrics.refresh", "at least");
+    s_reject("{\"metrics\":{\"samples\":0}}", "metrics.samples", "");
+    s_reject("{\"metrics\":{\"max_instances\":17}}", "metrics.max_instances", "");
+    s_reject("{\"metrics\":{\"bogus\":1}}", "metrics.bogus", "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_other_bad_values_are_rejected_with_path),
         cmocka_unit_test(test_etcd_flag_overrides_endpoints),
         cmocka_unit_test(test_cluster_keys_are_under_the_cluster_prefix),
+        cmocka_unit_test(test_metrics_keys),
     };
     return cmocka_run_group_tests_name("coord_config", tests, NULL, NULL);
 }

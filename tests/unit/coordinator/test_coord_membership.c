@@ -164,6 +164,17 @@ static void test_tier_record_codec(void **state)
     assert_int_equal(coord_tier_value_decode(buf, len, &back, err, sizeof err), 0);
     s_assert_tier(&back, &t);
     assert_true(back.up);
+    char m[64];
+    assert_int_equal(coord_tier_value_metrics(buf, len, m, sizeof m), -ENOENT);
+    /* issue 10: the metrics address rides along; a reader that ignores it decodes
+     * the same record */
+    assert_int_equal(coord_tier_value_encode_metrics(&t, "127.0.0.1:7791", buf, sizeof buf, &len),
+                     0);
+    assert_int_equal(coord_tier_value_decode(buf, len, &back, err, sizeof err), 0);
+    s_assert_tier(&back, &t);
+    assert_int_equal(coord_tier_value_metrics(buf, len, m, sizeof m), 0);
+    assert_string_equal(m, "127.0.0.1:7791");
+    assert_int_equal(coord_tier_value_metrics("{\"metrics\":7}", 13, m, sizeof m), -ENOENT);
     assert_int_equal(coord_tier_value_encode(&t, buf, 10, &len), -ENOBUFS);
     t.kind = kvtier_TierKind_TIER_KIND_UNSPECIFIED;
     assert_int_equal(coord_tier_value_encode(&t, buf, sizeof buf, &len), -EINVAL);
