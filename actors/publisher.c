@@ -1,23 +1,31 @@
 /* publisher.c — the publisher actor (rules and protocol in publisher.h): a PULL
  * of batches from the scheduler, an XPUB that publishes them, a ring of the
- * last ones and a ROUTER that replays from it, in one zpoller loop. Every turn
- * serves each socket non-blocking with a bounded budget, so no socket starves
- * another and the pipe is answered between turns.
+ * last ones and a ROUTER that replays from it (and serves snapshots of the
+ * mirror), and optionally the vLLM stream (XPUB, ring, ROUTER), in one zpoller
+ * loop. Every turn serves each socket non-blocking with a bounded budget, so no
+ * socket starves another and the pipe is answered between turns.
  *
- * Owns the ring (entries allocated at start; payloads are the received ZeroMQ
- * messages, shared with the sockets by reference count, never copied) and at
- * most PUBLISHER_MAX_REPLAYS replay cursors (a fixed table). Never decodes a
- * payload, never blocks on a socket, never trusts a frame it reads.
+ * Owns the rings (entries allocated at start; payloads are ZeroMQ messages,
+ * shared with the sockets by reference count), the mirror and the decode
+ * scratch (allocated at start), and at most PUBLISHER_MAX_REPLAYS cursors (a
+ * fixed table). Never blocks on a socket, never trusts a frame it reads: a
+ * payload that does not decode is published all the same, and only makes the
+ * mirror stale.
  *
- * A replay cursor's lifecycle (one table; a free slot is S_FREE):
+ * A cursor's lifecycle (one table; a free slot is S_FREE; kind fixed at start):
  *
- *   state     event                                   action / next
- *   S_FREE    valid REPLAY request, a slot free       snapshot end, next=from -> S_SENDING
- *   S_SENDING next <= evicted_upto (batches lost)     GAP(oldest), next=oldest -> S_SENDING
- *   S_SENDING a ring batch with seq in [next, end]    BATCH, next=seq+1        -> S_SENDING
- *   S_SENDING nothing left up to end                  END(end+1)               -> S_FREE
- *   S_SENDING ROUTER full (EAGAIN)                    retry next turn          -> S_SENDING
- *   S_SENDING peer gone, or stalled stall_ms          counted replay_errors    -> S_FREE
+ *   kind      state     event                                 action / next
+ *   any       S_FREE    valid request, a slot free            end=last seq   -> S_SENDING
+ *   REPLAY    S_SENDING next <= evicted_upto (batches lost)   GAP(oldest), next=oldest
+ *   REPLAY    S_SENDING a ring batch with seq in [next, end]  BATCH, next=seq+1
+ *   REPLAY    S_SENDING nothing left up to end                END(end+1)     -> S_FREE
+ *   SNAPSHOT  S_SENDING head not sent                         SNAPSHOT(end, n)
+ *   SNAPSHOT  S_SENDING locations left                        BLOCKS(page), pos += page
+ *   SNAPSHOT  S_SENDING none left                             END(end+1)     -> S_FREE
+ *   VLLM      S_SENDING a vLLM ring batch in [next, end]      [seq][payload], next=seq+1
+ *   VLLM      S_SENDING nothing left up to end                [-1][""]       -> S_FREE
+ *   any       S_SENDING ROUTER full (EAGAIN)                  retry next turn
+ *   any       S_SENDING peer gone, or stalled stall_ms        replay_errors  -> S_FREE
  */
 #include "publisher.h"
 

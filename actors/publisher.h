@@ -1,8 +1,9 @@
 /* publisher.h — the publisher actor (DESIGN.md §5, §13): takes ready-encoded
  * event batches from the scheduler, publishes them on an XPUB socket in the
  * framing of vLLM's KV events, and keeps the last ones in a bounded ring that a
- * ROUTER replay socket resends from. It never decodes a payload and never waits
- * on a subscriber or on the scheduler.
+ * ROUTER replay socket resends from; a mirror of the index it rebuilds from
+ * them serves snapshots, and a second XPUB can carry them in vLLM's msgpack
+ * layout. It never waits on a subscriber or on the scheduler.
  *
  * Endpoints (each must pass bus_endpoint_check(..., BUS_ENDPOINT_BIND); bind to
  * loopback — tcp://127.0.0.1:PORT, ipc://, inproc:// — unless the deployment says
@@ -75,9 +76,27 @@
  * Both count in replay_errors. To converge, a consumer subscribes first, then
  * replays from the seq it needs, and drops duplicates by seq.
  *
+ * Snapshot, on the same ROUTER (docs/EVENTS.md "Snapshot"):
+ *   request:  ["SNAPSHOT"]
+ *   answer:   ["SNAPSHOT"][at_seq][n_blocks] ["BLOCKS"][EventBatch of BlockStored]...
+ *             ["END"][at_seq + 1]
+ *   errors:   ["ERROR"][text]: the mirror is stale (publisher_mirror.h: why), at
+ *             most PUBLISHER_MAX_SNAPSHOTS at once (each holds a copy of the mirror).
+ * The mirror is kept when there is a replay socket or a vLLM stream: every
+ * accepted batch is decoded and applied (an input gap or an undecodable batch
+ * makes it stale until the next LeaderChanged).
+ *
+ * vLLM stream (cfg.vllm_endpoint): each batch's events in vLLM's msgpack layout
+ * (events_vllm.h) on a second XPUB under the same topic, with its own dense
+ * seq (epoch << 40 | m; a batch it could not derive skips one). Its ring has
+ * the same bounds. cfg.vllm_replay_endpoint: a ROUTER speaking vLLM's replay
+ * protocol: [""][start_seq] -> [""][seq][payload]... then [""][-1][""]; a bad
+ * request gets [""][-1][reason].
+ *
  * Pipe: "$TERM"; "STATS" -> one frame, publisher_stats_t; "ENDPOINTS" -> two
  * string frames, the XPUB and the replay endpoint as bound (ephemeral ports
- * resolved; "" when there is no replay socket). */
+ * resolved; "" when there is no replay socket); "VLLM_ENDPOINTS" -> the same
+ * for the vLLM stream. */
 #ifndef KVT_PUBLISHER_H
 #define KVT_PUBLISHER_H
 
