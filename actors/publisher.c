@@ -393,6 +393,11 @@ static void s_derive(self_t *self, const char *topic, size_t tlen, uint64_t seq,
         if (self->vxpub)
             (void)s_vllm_next(self, epoch);
     }
+    /* lookups (the most frequent batches, and the longest) change neither the
+     * mirror nor the vLLM stream: the scheduler puts them, and only them, under
+     * lookup/ (sched_events.h), so they are not decoded */
+    if (tlen >= 7 && memcmp(topic, "lookup/", 7) == 0)
+        return;
     kvtier_EventBatch b;
     uint32_t n = 0;
     kvtier_Status st;

@@ -37,7 +37,7 @@ static const char s_defaults[] =
     "  \"events\": { \"endpoint\": \"tcp://127.0.0.1:7701\",\n"
     "              \"replay_endpoint\": \"tcp://127.0.0.1:7702\",\n"
     "              \"ring_batches\": 4096, \"ring_bytes\": \"64MiB\", \"queue\": 1024,\n"
-    "              \"snapshot_blocks\": 4194304,\n"
+    "              \"subscriber_queue\": 1000, \"snapshot_blocks\": 4194304,\n"
     "              \"vllm_endpoint\": \"tcp://127.0.0.1:7703\",\n"
     "              \"vllm_replay_endpoint\": \"tcp://127.0.0.1:7704\",\n"
     "              \"vllm_layout\": \"map\" },\n"
@@ -684,7 +684,8 @@ static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char 
 {
     static const char *const keys[] = {
         "endpoint",        "replay_endpoint", "ring_batches",         "ring_bytes",  "queue",
-        "snapshot_blocks", "vllm_endpoint",   "vllm_replay_endpoint", "vllm_layout", NULL};
+        "snapshot_blocks", "vllm_endpoint",   "vllm_replay_endpoint", "vllm_layout",
+        "subscriber_queue", NULL};
     bus_config_node_t en;
     int rc = bus_config_get_object(root, "events", 16, &en, err, errlen);
     if (rc == 0)
@@ -713,6 +714,8 @@ static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char 
     if (rc == 0)
         rc = s_u32(&en, "snapshot_blocks", PUBLISHER_MIRROR_MAX_BLOCKS, &c->events_snapshot_blocks,
                    err, errlen);
+    if (rc == 0)
+        rc = s_u32(&en, "subscriber_queue", 1000000, &c->events_subscriber_queue, err, errlen);
     if (rc == 0)
         rc = s_read_events_vllm(&en, c, err, errlen);
     return rc;

@@ -116,6 +116,7 @@ typedef struct {
     uint32_t events_ring_batches;           /* "events.ring_batches", default 4096 */
     uint64_t events_ring_bytes;             /* "events.ring_bytes", default 64MiB */
     uint32_t events_queue;                  /* "events.queue": batches waiting, default 1024 */
+    uint32_t events_subscriber_queue;       /* "events.subscriber_queue": XPUB HWM, 1000 */
     uint32_t events_snapshot_blocks;        /* "events.snapshot_blocks": mirror bound, 4194304 */
     char events_vllm[BUS_ENDPOINT_MAX];     /* "events.vllm_endpoint": XPUB, msgpack; "" = none */
     char events_vllm_replay[BUS_ENDPOINT_MAX]; /* "events.vllm_replay_endpoint"; "" = none */

@@ -242,6 +242,7 @@ static int s_start_publisher(s_proc_t *p)
                              .ring_bytes = c->events_ring_bytes,
                              .first_seq_hint = p->epoch << 40 | 1,
                              .snapshot_blocks = c->events_snapshot_blocks,
+                             .xpub_hwm = (int)c->events_subscriber_queue,
                              .vllm_endpoint = c->events_vllm,
                              .vllm_replay_endpoint = c->events_vllm_replay,
                              .vllm_layout = c->events_vllm_layout};

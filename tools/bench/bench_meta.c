@@ -64,8 +64,9 @@
 
 static const uint32_t s_depths[] = {1, 8};
 
-typedef enum { S_KVT, S_EXISTS, S_MGET, S_NSIDES } s_kind_t;
-static const char *const s_side_names[S_NSIDES] = {"kvtier lookup", "redis EXISTS", "redis MGET"};
+typedef enum { S_KVT, S_KVT_EV, S_EXISTS, S_MGET, S_NSIDES } s_kind_t;
+static const char *const s_side_names[S_NSIDES] = {"kvtier lookup", "kvtier +events",
+                                                   "redis EXISTS", "redis MGET"};
 
 struct s_args {
     double seconds;
@@ -102,6 +103,7 @@ typedef struct {
 typedef struct {
     const s_ctx_t *ctx;
     kvt_client_t *c;
+    kvt_client_t *c_ev; /* on the events-on service */
 #if KVT_BENCH_HIREDIS
     redisContext *r;
 #endif
@@ -136,8 +138,9 @@ static void s_warn(s_worker_t *w, const char *fmt, const char *detail)
 static int s_op_kvt(s_worker_t *w, const kvt_key_t *keys, uint32_t n)
 {
     kvt_lookup_result_t res = {.hit = w->hit, .tier_ids = w->tiers};
-    if (kvt_lookup(w->c, BENCH_SVC_INSTANCE, NULL, KVT_LOOKUP_PREFIX, 0, keys, n, &res) != 0) {
-        s_warn(w, "lookup: %s", kvt_last_error(w->c));
+    kvt_client_t *c = w->kind == S_KVT_EV ? w->c_ev : w->c;
+    if (kvt_lookup(c, BENCH_SVC_INSTANCE, NULL, KVT_LOOKUP_PREFIX, 0, keys, n, &res) != 0) {
+        s_warn(w, "lookup: %s", kvt_last_error(c));
         return -1;
     }
     if (res.hit_count != n || w->tiers[n - 1] != 1) {
@@ -179,7 +182,7 @@ static int s_op(s_worker_t *w)
     uint32_t n = w->ctx->a.prefix;
     const kvt_key_t *keys = w->ctx->keys + (size_t)s_pick(w) * n;
 #if KVT_BENCH_HIREDIS
-    if (w->kind != S_KVT)
+    if (w->kind == S_EXISTS || w->kind == S_MGET)
         return s_op_redis(w, keys, n);
 #endif
     return s_op_kvt(w, keys, n);
@@ -561,7 +564,7 @@ static int s_cell(const s_ctx_t *ctx, s_worker_t *ws, uint32_t depth, bool redis
         }
     for (uint32_t round = 0; rc == 0 && round < ctx->a.rounds; round++)
         for (int k = 0; rc == 0 && k < S_NSIDES; k++) {
-            if (k != S_KVT && !redis)
+            if ((k == S_EXISTS || k == S_MGET) && !redis)
                 continue;
             timed[k] += s_slice(ws, depth, (s_kind_t)k, round == 0 ? ctx->warmup : 0.0, slice, &rc);
         }
@@ -571,14 +574,17 @@ static int s_cell(const s_ctx_t *ctx, s_worker_t *ws, uint32_t depth, bool redis
     for (int k = 0; k < S_NSIDES; k++)
         res[k] = s_result(ws, depth, (s_kind_t)k, timed[k], all);
     for (int k = 0; k < S_NSIDES; k++)
-        if (k == S_KVT || redis)
+        if (k == S_KVT || k == S_KVT_EV || redis)
             s_row(depth, (s_kind_t)k, &res[k], &res[S_KVT], ctx->a.prefix);
+    printf("%9u  events on / off: %.3f x keys/s\n", depth,
+           res[S_KVT].ops_s > 0 ? res[S_KVT_EV].ops_s / res[S_KVT].ops_s : 0.0);
     fflush(stdout);
     return 0;
 }
 
 /* Workers with their own handles and connections, for the deepest cell. */
-static int s_workers_open(const s_ctx_t *ctx, bench_svc_t *svc, const s_redis_t *r, s_worker_t *ws)
+static int s_workers_open(const s_ctx_t *ctx, bench_svc_t *svc, bench_svc_t *svc_ev,
+                          const s_redis_t *r, s_worker_t *ws)
 {
     uint32_t n = ctx->a.prefix;
     for (uint32_t i = 0; i < S_MAX_THREADS; i++) {
@@ -588,11 +594,12 @@ static int s_workers_open(const s_ctx_t *ctx, bench_svc_t *svc, const s_redis_t 
         w->ctx = ctx;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
         w->c = bench_svc_connect(svc, false, name);
+        w->c_ev = bench_svc_connect(svc_ev, false, name);
         w->argv = calloc(n + 1, sizeof *w->argv);
         w->argvlen = calloc(n + 1, sizeof *w->argvlen);
         w->hit = calloc(n, sizeof *w->hit);
         w->tiers = calloc(n, sizeof *w->tiers);
-        if (!w->c || !w->argv || !w->argvlen || !w->hit || !w->tiers)
+        if (!w->c || !w->c_ev || !w->argv || !w->argvlen || !w->hit || !w->tiers)
             return -1;
         for (uint32_t k = 1; k <= n; k++)
             w->argvlen[k] = KVT_KEY_BYTES;
@@ -617,6 +624,7 @@ static void s_workers_close(s_worker_t *ws)
     for (uint32_t i = 0; i < S_MAX_THREADS; i++) {
         s_worker_t *w = &ws[i];
         kvt_close(&w->c);
+        kvt_close(&w->c_ev);
 #if KVT_BENCH_HIREDIS
         if (w->r)
             redisFree(w->r);
@@ -712,7 +720,7 @@ int bench_meta(int argc, char **argv)
     ctx.nprompts = ctx.a.blocks / ctx.a.prefix;
 
     s_redis_t redis = {0};
-    bench_svc_t *svc = NULL;
+    bench_svc_t *svc = NULL, *svc_ev = NULL;
     s_worker_t *ws = calloc(S_MAX_THREADS, sizeof *ws);
     uint32_t *all = malloc((size_t)S_MAX_THREADS * ctx.cap * sizeof *all);
     int rc = -1;
@@ -732,7 +740,12 @@ int bench_meta(int argc, char **argv)
     if (!svc || s_fill(&ctx, svc) != 0)
         goto out;
     double fill_s = (double)(s_now_ns() - t0) * 1e-9;
-    if (s_workers_open(&ctx, svc, &redis, ws) != 0) {
+    /* the same service with events on (publisher, mirror, vLLM stream, a
+     * subscriber reading both), filled alike: its slices alternate with the rest */
+    svc_ev = bench_svc_start_events("meta-ev", S_BLOCK, ctx.a.blocks);
+    if (!svc_ev || s_fill(&ctx, svc_ev) != 0)
+        goto out;
+    if (s_workers_open(&ctx, svc, svc_ev, &redis, ws) != 0) {
         fprintf(stderr, "meta bench: cannot open the clients / connections\n");
         goto out;
     }
@@ -748,12 +761,19 @@ int bench_meta(int argc, char **argv)
     rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof s_depths / sizeof s_depths[0]; i++)
         rc = s_cell(&ctx, ws, s_depths[i], have_redis, all);
+    uint64_t handed = 0, dropped = 0, pb = 0, vl = 0;
+    usleep(500 * 1000); /* the last tick's batches reach the subscriber */
+    if (rc == 0 && bench_svc_events(svc_ev, &handed, &dropped, &pb, &vl) == 0)
+        printf("events: %" PRIu64 " batches handed to the publisher, %" PRIu64
+               " dropped; the subscriber read %" PRIu64 " protobuf and %" PRIu64 " vLLM\n",
+               handed, dropped, pb, vl);
     if (!have_redis)
         rc = -1;
 out:
     if (ws)
         s_workers_close(ws);
     bench_svc_stop(&svc);
+    bench_svc_stop(&svc_ev);
     s_redis_stop(&redis);
     free(ws);
     free(all);

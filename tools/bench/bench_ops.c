@@ -11,7 +11,9 @@
  *   shmget    kvt_submit_get + kvt_wait of 32 cached blocks on one token (shm path)
  *   shmput    kvt_submit_put + kvt_wait of 32 blocks on one put token (shm path)
  * Per operation = (totals at 2N - totals at N) / N removes the start-up. Without
- * valgrind the callgrind requests do nothing and it prints the wall time. */
+ * valgrind the callgrind requests do nothing and it prints the wall time.
+ * --events runs the same on a service with events on (bench_svc_start_events:
+ * publisher, mirror, vLLM stream and a subscriber, all counted). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,14 +151,16 @@ static int s_run(s_ops_t *o, const char *mode, unsigned n)
     return rc;
 }
 
-static int s_mode(const char *mode, unsigned n)
+static int s_mode(const char *mode, unsigned n, bool events)
 {
     static s_ops_t o;
     memset(&o, 0, sizeof o);
     static uint8_t *src, *dst;
     src = aligned_alloc(4096, (size_t)S_PROMPT * S_BLOCK);
     dst = aligned_alloc(4096, (size_t)S_PROMPT * S_BLOCK);
-    bench_svc_t *svc = src && dst ? bench_svc_start("ops", S_BLOCK, 16384) : NULL;
+    bench_svc_t *svc = !src || !dst ? NULL
+                       : events     ? bench_svc_start_events("ops", S_BLOCK, 16384)
+                                    : bench_svc_start("ops", S_BLOCK, 16384);
     o.c = svc ? bench_svc_connect(svc, false, "ops") : NULL;
     int rc = o.c ? 0 : -1;
     kvt_request_t rq = {.instance_id = BENCH_SVC_INSTANCE, .request_id = s_rid};
@@ -193,17 +197,18 @@ int bench_ops(int argc, char **argv)
     if (argc == 1) {
         int rc = 0;
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-            rc |= s_mode(modes[i], 200);
+            rc |= s_mode(modes[i], 200, false);
         return rc;
     }
     bool known = false;
-    for (size_t i = 0; argc == 3 && i < sizeof modes / sizeof modes[0]; i++)
+    bool events = argc == 4 && strcmp(argv[3], "--events") == 0;
+    for (size_t i = 0; (argc == 3 || events) && i < sizeof modes / sizeof modes[0]; i++)
         known = known || strcmp(argv[1], modes[i]) == 0;
-    int n = argc == 3 ? atoi(argv[2]) : 0;
+    int n = argc >= 3 ? atoi(argv[2]) : 0;
     if (!known || n < 1 || n > 1000000) {
-        fprintf(stderr,
-                "usage: kvt-bench ops [lookup|putpair|getpair|shmget|shmput N (1..1000000)]\n");
+        fprintf(stderr, "usage: kvt-bench ops [lookup|putpair|getpair|shmget|shmput N "
+                        "(1..1000000) [--events]]\n");
         return 2;
     }
-    return s_mode(argv[1], (unsigned)n);
+    return s_mode(argv[1], (unsigned)n, events);
 }

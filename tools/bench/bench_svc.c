@@ -1,6 +1,8 @@
 /* bench_svc.c — starts and stops the one-host kvtier service inside kvt-bench
- * (see bench_svc.h). Owns the two actors and the shm name; never leaves the
- * segment behind (the tier actor removes it when destroyed). */
+ * (see bench_svc.h). Owns the actors (tier, scheduler; with events the publisher
+ * and a subscriber) and the shm name; never leaves the segment behind (the tier
+ * actor removes it when destroyed). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +12,26 @@
 
 #include "bench_svc.h"
 #include "bus_host.h"
+#include "publisher.h"
 #include "sched_actor.h"
 #include "tier_actor.h"
 
 #define S_UP_POLL_MS 10
 #define S_UP_TRIES 1000 /* about 10 s for the scheduler to page the tier's inventory */
 
+/* The subscriber of an events-on service: counts what it reads. */
+typedef struct {
+    char pb_ep[SCHED_ENDPOINT_MAX], vllm_ep[SCHED_ENDPOINT_MAX];
+    atomic_uint_fast64_t pb, vllm;
+} s_drain_t;
+
 struct bench_svc {
     zactor_t *tier;
     zactor_t *sched;
+    zactor_t *publisher; /* NULL: events off */
+    zactor_t *drain;
+    s_drain_t *counts;
+    char events_in[64];
     char sched_ep[SCHED_ENDPOINT_MAX];
     char shm[64];
     double prefault_s;
@@ -56,10 +69,12 @@ static zactor_t *s_tier_new(bench_svc_t *s, uint64_t slot_size, uint64_t capacit
     return a;
 }
 
-static zactor_t *s_sched_new(uint64_t slot_size, uint64_t capacity)
+static zactor_t *s_sched_new(uint64_t slot_size, uint64_t capacity, const char *events_in)
 {
     sched_config_t sc;
     sched_config_defaults(&sc);
+    if (events_in)
+        snprintf(sc.events_input, sizeof sc.events_input, "%s", events_in);
     snprintf(sc.cluster, sizeof sc.cluster, "bench");
     sc.n_tiers = 1;
     sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = capacity, .slot_size = slot_size};
@@ -124,20 +139,67 @@ out:
     return rc;
 }
 
-bench_svc_t *bench_svc_start(const char *part, uint64_t slot_size, uint64_t capacity)
+static void s_drain_actor(zsock_t *pipe, void *args)
+{
+    s_drain_t *d = args;
+    zsock_t *pb = zsock_new_sub(d->pb_ep, ""), *vl = zsock_new_sub(d->vllm_ep, "");
+    zpoller_t *p = pb && vl ? zpoller_new(pipe, pb, vl, NULL) : NULL;
+    zsock_signal(pipe, 0);
+    while (p) {
+        void *which = zpoller_wait(p, -1);
+        if (!which || which == pipe)
+            break;
+        zmsg_t *m = zmsg_recv(which);
+        zmsg_destroy(&m);
+        atomic_fetch_add(which == pb ? &d->pb : &d->vllm, 1);
+    }
+    zpoller_destroy(&p);
+    zsock_destroy(&pb);
+    zsock_destroy(&vl);
+}
+
+/* The publisher and its subscriber, before the scheduler that feeds it. */
+static int s_events_new(bench_svc_t *s)
+{
+    static unsigned s_ev_seq;
+    snprintf(s->events_in, sizeof s->events_in, "inproc://bench-events-%d-%u", (int)getpid(),
+             s_ev_seq++);
+    publisher_config_t pc = {.name = "bench-publisher",
+                             .input_endpoint = s->events_in,
+                             .endpoint = "tcp://127.0.0.1:*",
+                             .replay_endpoint = "tcp://127.0.0.1:*",
+                             .vllm_endpoint = "tcp://127.0.0.1:*"};
+    s->counts = calloc(1, sizeof *s->counts);
+    s->publisher = s->counts ? publisher_new(&pc) : NULL;
+    char replay[SCHED_ENDPOINT_MAX], vreplay[SCHED_ENDPOINT_MAX];
+    if (!s->publisher ||
+        publisher_endpoints(s->publisher, s->counts->pb_ep, sizeof s->counts->pb_ep, replay,
+                            sizeof replay) < 0 ||
+        publisher_vllm_endpoints(s->publisher, s->counts->vllm_ep, sizeof s->counts->vllm_ep,
+                                 vreplay, sizeof vreplay) < 0)
+        return -1;
+    s->drain = zactor_new(s_drain_actor, s->counts);
+    return s->drain ? 0 : -1;
+}
+
+static bench_svc_t *s_start(const char *part, uint64_t slot_size, uint64_t capacity, bool events)
 {
     static unsigned s_seq;
     bench_svc_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     snprintf(s->shm, sizeof s->shm, "/kvt-bench-%s-%d-%u", part, (int)getpid(), s_seq++);
+    if (events && s_events_new(s) != 0) {
+        fprintf(stderr, "bench: cannot start the publisher\n");
+        goto out_fail;
+    }
     s->tier = s_tier_new(s, slot_size, capacity);
     if (!s->tier) {
         fprintf(stderr, "bench: cannot start the host tier actor (%s, %llu x %llu B)\n", s->shm,
                 (unsigned long long)capacity, (unsigned long long)slot_size);
         goto out_fail;
     }
-    s->sched = s_sched_new(slot_size, capacity);
+    s->sched = s_sched_new(slot_size, capacity, events ? s->events_in : NULL);
     if (!s->sched || sched_actor_endpoint(s->sched, s->sched_ep, sizeof s->sched_ep) != 0) {
         fprintf(stderr, "bench: cannot start the scheduler actor\n");
         goto out_fail;
@@ -150,6 +212,38 @@ out_fail:
     return NULL;
 }
 
+bench_svc_t *bench_svc_start(const char *part, uint64_t slot_size, uint64_t capacity)
+{
+    return s_start(part, slot_size, capacity, false);
+}
+
+bench_svc_t *bench_svc_start_events(const char *part, uint64_t slot_size, uint64_t capacity)
+{
+    return s_start(part, slot_size, capacity, true);
+}
+
+int bench_svc_events(bench_svc_t *svc, uint64_t *handed, uint64_t *dropped, uint64_t *read_pb,
+                     uint64_t *read_vllm)
+{
+    if (!svc->publisher)
+        return -1;
+    kvt_client_t *c = bench_svc_connect(svc, false, "bench-events-stats");
+    kvt_stat_t st[128];
+    uint32_t n = 0, total = 0;
+    int rc = c ? kvt_stats_page(c, NULL, 0, st, 128, &n, &total) : -1;
+    kvt_close(&c);
+    *handed = *dropped = 0;
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        if (strcmp(st[i].name, "events_batches") == 0)
+            *handed = st[i].value;
+        else if (strcmp(st[i].name, "events_dropped") == 0)
+            *dropped = st[i].value;
+    }
+    *read_pb = atomic_load(&svc->counts->pb);
+    *read_vllm = atomic_load(&svc->counts->vllm);
+    return rc < 0 ? -1 : 0;
+}
+
 void bench_svc_stop(bench_svc_t **svc)
 {
     if (!svc || !*svc)
@@ -157,6 +251,9 @@ void bench_svc_stop(bench_svc_t **svc)
     bench_svc_t *s = *svc;
     zactor_destroy(&s->sched);
     zactor_destroy(&s->tier);
+    zactor_destroy(&s->drain);
+    zactor_destroy(&s->publisher);
+    free(s->counts);
     free(s);
     *svc = NULL;
 }

@@ -23,6 +23,17 @@ typedef struct bench_svc bench_svc_t;
  * up, registers BENCH_SVC_INSTANCE. NULL (after printing why) on failure. */
 bench_svc_t *bench_svc_start(const char *part, uint64_t slot_size, uint64_t capacity);
 
+/* The same service with events on, the way the leader runs them: a publisher
+ * (replay socket, mirror and vLLM stream on) fed by the scheduler, and one
+ * subscriber thread that reads both streams as fast as they come. */
+bench_svc_t *bench_svc_start_events(const char *part, uint64_t slot_size, uint64_t capacity);
+
+/* Events so far: batches the scheduler handed over (*handed, its own count),
+ * dropped (its input full), and messages the subscriber read on the protobuf
+ * and vLLM streams. 0, or -1 without events. */
+int bench_svc_events(bench_svc_t *svc, uint64_t *handed, uint64_t *dropped, uint64_t *read_pb,
+                     uint64_t *read_vllm);
+
 /* Stops both actors (the segment is removed by the tier). Idempotent, nulls *svc. */
 void bench_svc_stop(bench_svc_t **svc);
 
