@@ -18,6 +18,7 @@ static const struct {
     {"meta", bench_meta, "256-key prefix lookups keys/s and p50/p99 vs Redis EXISTS/MGET"},
     {"ops", bench_ops, "N single operations (lookup, put/get pairs, shm batches) for callgrind"},
     {"migrate", bench_migrate, "migrator demotion/promotion host<->nvme GB/s vs raw O_DIRECT"},
+    {"events", bench_events, "publisher batches/s (mirror, vLLM stream) vs a raw ZeroMQ forwarder"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 
