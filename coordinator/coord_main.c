@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <czmq.h>
+#include <jansson.h>
 
 #include "bus_log.h"
 #include "coord_config.h"
@@ -216,8 +217,31 @@ static int s_start_background(s_proc_t *p, const char **what)
     return p->reclaimer ? 0 : -1;
 }
 
+/* Advertises the leader's event endpoints in etcd (/kvtier/<cluster>/events,
+ * through the metrics feed: under its lease) or withdraws them (up = false). */
+static void s_advertise_events(s_proc_t *p, bool up)
+{
+    if (!p->metrics_feed)
+        return;
+    if (!up || !p->publisher) {
+        (void)coord_metrics_feed_events(p->metrics_feed, NULL);
+        return;
+    }
+    json_t *o =
+        json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}", "epoch", (json_int_t)p->epoch, "node", p->name,
+                  "endpoint", p->events_xpub, "replay_endpoint", p->events_replay, "vllm_endpoint",
+                  p->events_vxpub, "vllm_replay_endpoint", p->events_vreplay);
+    char *rec = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (!rec || coord_metrics_feed_events(p->metrics_feed, rec) < 0)
+        bus_warn(S_COMP, "cannot advertise the event endpoints in etcd");
+    free(rec);
+    json_decref(o);
+}
+
 static void s_stop_sched(s_proc_t *p)
 {
+    if (p->publisher)
+        s_advertise_events(p, false);
     zactor_destroy(&p->reclaimer);
     zactor_destroy(&p->gc);
     zactor_destroy(&p->migrator);
@@ -308,6 +332,7 @@ static int s_start_sched(s_proc_t *p, const char **what)
     for (uint32_t i = 0; i < COORD_MAX_TIERS; i++)
         if (p->tiers[i].up)
             sched_actor_tier_change(p->sched, true, &p->tiers[i].info);
+    s_advertise_events(p, true);
     return 0;
 }
 

@@ -30,7 +30,33 @@ typedef struct {
     uint32_t n_targets;
     bool warned_full, warned_etcd;
     char *opt; /* METRICS_OPT_MAX_BYTES */
+    char events_key[COORD_ETCD_KEY_MAX];
+    char events[1024];   /* the record to advertise ("" : none) */
+    bool events_pending; /* not written under the current lease yet */
+    bool events_withdraw;
 } s_feed_t;
+
+/* Puts (or withdraws) the events record once the lease exists. */
+static void s_events(s_feed_t *f)
+{
+    if (f->events_withdraw) {
+        char cur[sizeof f->events];
+        size_t len = 0;
+        /* only our own record: a newer leader may have written its own since */
+        if (coord_etcd_get(f->etcd, f->events_key, cur, sizeof cur - 1, &len, NULL) == 0) {
+            cur[len] = '\0';
+            if (strcmp(cur, f->events) == 0)
+                (void)coord_etcd_delete(f->etcd, f->events_key, NULL);
+        }
+        f->events_withdraw = false;
+        f->events[0] = '\0';
+        return;
+    }
+    if (!f->events_pending || !f->lease || !f->events[0])
+        return;
+    if (coord_etcd_put(f->etcd, f->events_key, f->events, strlen(f->events), f->lease, NULL) == 0)
+        f->events_pending = false;
+}
 
 static void s_register(s_feed_t *f)
 {
@@ -57,6 +83,7 @@ static void s_register(s_feed_t *f)
     }
     f->lease = id;
     f->next_keepalive = now + f->cfg.lease_ttl_s * 1000 / 3;
+    f->events_pending = f->events[0] != '\0'; /* the old lease took the record along */
 }
 
 static metrics_target_t *s_add(s_feed_t *f)
@@ -103,6 +130,7 @@ static int s_on_coord(const coord_etcd_kv_t *kv, void *arg)
 static void s_round(s_feed_t *f, zsock_t *pipe)
 {
     s_register(f);
+    s_events(f);
     f->n_targets = 0;
     int rc = coord_etcd_range(f->etcd, f->coords_prefix, NULL, s_on_coord, f, NULL);
     if (rc == 0)
@@ -165,7 +193,8 @@ static s_feed_t *s_new(const coord_metrics_feed_config_t *cfg)
         coord_cluster_key(f->tiers_prefix, sizeof f->tiers_prefix, f->cluster, "tiers/") < 0 ||
         coord_cluster_key(f->coords_prefix, sizeof f->coords_prefix, f->cluster,
                           "metrics/coordinators/") < 0 ||
-        coord_cluster_key(f->opt_key, sizeof f->opt_key, f->cluster, "optimizer") < 0) {
+        coord_cluster_key(f->opt_key, sizeof f->opt_key, f->cluster, "optimizer") < 0 ||
+        coord_cluster_key(f->events_key, sizeof f->events_key, f->cluster, "events") < 0) {
         bus_error(S_COMP, "cannot start (no etcd handle, or names too long)");
         s_destroy(&f);
     }
@@ -187,11 +216,24 @@ static void s_actor(zsock_t *pipe, void *args)
             continue;
         }
         if (zpoller_wait(poller, (int)(next - now)) == pipe) {
-            char *cmd = zstr_recv(pipe);
-            bool term = !cmd || strcmp(cmd, "$TERM") == 0;
-            zstr_free(&cmd);
-            if (term)
+            char *cmd = NULL, *rec = NULL;
+            if (zsock_recv(pipe, "ss", &cmd, &rec) < 0 || !cmd || strcmp(cmd, "$TERM") == 0) {
+                zstr_free(&cmd);
+                zstr_free(&rec);
                 break;
+            }
+            if (strcmp(cmd, "EVENTS") == 0 && rec && strlen(rec) < sizeof f->events) {
+                if (rec[0]) {
+                    snprintf(f->events, sizeof f->events, "%s", rec);
+                    f->events_pending = true;
+                    f->events_withdraw = false;
+                } else {
+                    f->events_withdraw = f->events[0] != '\0';
+                }
+                next = 0; /* now, not at the next round */
+            }
+            zstr_free(&cmd);
+            zstr_free(&rec);
         } else if (zpoller_terminated(poller)) {
             break;
         }
@@ -205,6 +247,13 @@ zactor_t *coord_metrics_feed_new(const coord_metrics_feed_config_t *cfg)
     return cfg && cfg->n_etcd && cfg->cluster && cfg->name && cfg->address
                ? bus_actor_new(s_actor, (void *)cfg)
                : NULL;
+}
+
+int coord_metrics_feed_events(zactor_t *feed, const char *record)
+{
+    if (!feed || (record && strlen(record) >= 1024))
+        return -1;
+    return zstr_sendx(feed, "EVENTS", record ? record : "", NULL);
 }
 
 void coord_metrics_feed_destroy(zactor_t **pa)

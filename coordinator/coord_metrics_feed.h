@@ -12,7 +12,13 @@
  * when the key is absent); the process main forwards them unchanged
  * (coord_main.c). Bounds: at most METRICS_MAX_TARGETS targets (the rest are
  * logged once and left out). etcd unreachable: nothing is sent, retried next
- * interval. */
+ * interval.
+ *
+ * It also advertises the leader's event endpoints (DESIGN §13): the pipe
+ * command "EVENTS" + a JSON record (docs/EVENTS.md "Where to subscribe") puts
+ * /kvtier/<cluster>/events = record under the feed's lease (again whenever the
+ * lease is granted anew); "EVENTS" + "" deletes it if it still holds this
+ * coordinator's record (a newer leader's stays). */
 #ifndef KVT_COORD_METRICS_FEED_H
 #define KVT_COORD_METRICS_FEED_H
 
@@ -32,6 +38,9 @@ typedef struct {
 
 /* NULL (logged) on a bad config or no etcd handle. */
 zactor_t *coord_metrics_feed_new(const coord_metrics_feed_config_t *cfg);
+/* Advertises (record non-empty, at most 1 KiB) or withdraws ("" or NULL) the
+ * event endpoints; does not wait. 0 or -1. */
+int coord_metrics_feed_events(zactor_t *feed, const char *record);
 /* Stops it and revokes its lease (the registration disappears). NULL-safe. */
 void coord_metrics_feed_destroy(zactor_t **pa);
 

@@ -9,7 +9,8 @@
 # the leading coordinator is SIGKILLed (the supervisor restarts it; one of the two
 # takes over), another block is put. The recording must hold: the first block
 # stored in the first term, a LeaderChanged of a higher epoch, the second block
-# stored in that new term, and sequences that only grow.
+# stored in that new term, and sequences that only grow; etcd's
+# /kvtier/<cluster>/events names each term's endpoints.
 . "$(dirname "$0")/lib.sh"
 
 it_deployment 256 64KiB
@@ -24,6 +25,15 @@ epoch_of() { it_cli status 2>/dev/null | awk '$1 == "leader" { gsub(/[()]/, "", 
 e1=$(epoch_of)
 [ -n "$e1" ] || it_fail "no leader epoch in kvtier status"
 it_log "leader epoch $e1; standby B on port $b_port"
+
+# the leader advertises its event endpoints in etcd too, under its lease
+etcd_events() {
+  ETCDCTL_API=3 etcdctl --endpoints "$KVTIER_ETCD" get "/kvtier/$it_name/events" --print-value-only
+}
+events_epoch_is() { etcd_events | /usr/bin/python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["epoch"] != int(sys.argv[1]))' "$1" 2>/dev/null; }
+it_wait_until 20 events_epoch_is "$e1" || it_fail "etcd does not advertise the events of epoch $e1: $(etcd_events)"
+ev_ep=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["events"]["endpoint"])' "$it_dir/deployment.json")
+etcd_events | grep -q "\"endpoint\":\"$ev_ep\"" || it_fail "etcd's events record: $(etcd_events)"
 
 # the process itself in the background (not it_cli's subshell): it gets the SIGTERM
 "$KVTIER_BIN" events --coordinator "$KVTIER_COORDINATOR" --record "$it_dir/rec.jsonl" \
@@ -48,6 +58,7 @@ it_wait_until 60 new_epoch || it_fail "no new leader after the kill"
 e2=$(epoch_of)
 it_log "new leader, epoch $e2"
 it_wait_until 60 it_cli put --key "$k2" --pattern >/dev/null || it_fail "put $k2 after the failover"
+it_wait_until 20 events_epoch_is "$e2" || it_fail "etcd still advertises another term: $(etcd_events)"
 it_wait_until 30 grep -q "$k2" "$it_dir/rec.jsonl" ||
   it_fail "the subscriber did not follow the new leader: $(cat "$it_dir/events.err")"
 kill -TERM "$ev_pid"
