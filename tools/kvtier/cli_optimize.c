@@ -300,7 +300,9 @@ int cli_cmd_optimize(int argc, char **argv)
         return s_usage(o.help);
     a.load.tokens_per_block = o.tokens_per_block;
     char err[700];
+    double t0 = cli_now();
     opt_trace_t *t = opt_trace_load(argv[first], &a.load, err, sizeof err);
+    double secs_load = cli_now() - t0;
     if (!t) {
         fprintf(stderr, "kvtier optimize: %s\n", err);
         return CLI_EXIT_FAIL;
@@ -311,6 +313,7 @@ int cli_cmd_optimize(int argc, char **argv)
         fprintf(stderr, "kvtier optimize: %s\n", rep ? err : "out of memory");
         goto out;
     }
+    rep->secs_load = secs_load;
     opt_report_table(rep, stdout);
     fflush(stdout);
     status = s_outputs(rep, &a);

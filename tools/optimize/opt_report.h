@@ -68,6 +68,7 @@ typedef struct {
     opt_ttft_model_t model;
     opt_ttft_row_t ttft[OPT_MAX_TTFT_ROWS];
     size_t n_ttft;
+    double secs_load; /* set by the caller: reading the input */
     double secs_curve, secs_belady, secs_arc, secs_policies, secs_chain, secs_ttft;
 } opt_report_t;
 
