@@ -25,11 +25,13 @@ static uint32_t s_fen_prefix(const int32_t *fen, uint64_t i)
 }
 
 /* Adds request R's distances to HIST (index distinct + 1: never seen), against the
- * stack before R; HIST[d] counts blocks whose prefix maximum distance is d. */
-static void s_request_distances(const uint32_t *blocks, uint32_t n, const int32_t *fen,
-                                const uint32_t *last, uint32_t marked, uint32_t inf, uint64_t *hist)
+ * stack before R; HIST[d] counts blocks whose prefix maximum distance is d. Returns
+ * the request's hits at capacity CAP. */
+static uint32_t s_request_distances(const uint32_t *blocks, uint32_t n, const int32_t *fen,
+                                    const uint32_t *last, uint32_t marked, uint32_t inf,
+                                    uint64_t *hist, uint64_t cap)
 {
-    uint32_t pm = 0;
+    uint32_t pm = 0, hits = 0;
     for (uint32_t j = 0; j < n; j++) {
         uint32_t p = last[blocks[j]];
         uint32_t d = p ? marked - s_fen_prefix(fen, p - 1) : inf;
@@ -37,28 +39,34 @@ static void s_request_distances(const uint32_t *blocks, uint32_t n, const int32_
             pm = d;
         if (pm == inf) { /* a block never seen: the rest of the request misses everywhere */
             hist[inf] += n - j;
-            return;
+            return hits;
         }
         hist[pm]++;
+        hits += pm <= cap;
     }
+    return hits;
 }
 
-opt_curve_t *opt_curve_new(const opt_trace_t *t)
+/* The one pass: fills HIST (distinct + 2 entries) and, when REQ_HITS is not NULL,
+ * each request's hits at CAP. 0, or -1 when out of memory. */
+static int s_pass(const opt_trace_t *t, uint64_t *hist, uint64_t cap, uint32_t *req_hits)
 {
     uint64_t refs = opt_trace_refs(t);
     uint32_t distinct = opt_trace_distinct(t);
-    opt_curve_t *c = calloc(1, sizeof *c);
     int32_t *fen = calloc(refs + 1, sizeof *fen);
     uint32_t *last = calloc((size_t)distinct + 1, sizeof *last); /* 0: never accessed */
-    uint64_t *hist = calloc((size_t)distinct + 2, sizeof *hist);
-    if (!c || !fen || !last || !hist)
-        goto out_fail;
-    c->distinct = distinct;
+    if (!fen || !last) {
+        free(fen);
+        free(last);
+        return -1;
+    }
     uint32_t inf = distinct + 1, marked = 0, now = 0;
     for (size_t r = 0; r < opt_trace_requests(t); r++) {
         uint32_t n;
         const uint32_t *blocks = opt_trace_blocks(t, r, &n);
-        s_request_distances(blocks, n, fen, last, marked, inf, hist);
+        uint32_t h = s_request_distances(blocks, n, fen, last, marked, inf, hist, cap);
+        if (req_hits)
+            req_hits[r] = h;
         for (uint32_t j = 0; j < n; j++) {
             uint32_t b = blocks[j];
             if (last[b])
@@ -69,19 +77,35 @@ opt_curve_t *opt_curve_new(const opt_trace_t *t)
             s_fen_add(fen, refs, now, 1);
         }
     }
+    free(fen);
+    free(last);
+    return 0;
+}
+
+opt_curve_t *opt_curve_new(const opt_trace_t *t)
+{
+    uint32_t distinct = opt_trace_distinct(t);
+    opt_curve_t *c = calloc(1, sizeof *c);
+    uint64_t *hist = calloc((size_t)distinct + 2, sizeof *hist);
+    if (!c || !hist || s_pass(t, hist, 0, NULL) < 0) {
+        free(hist);
+        free(c);
+        return NULL;
+    }
+    c->distinct = distinct;
     /* hist[0] stays 0: a distance is at least 1 */
     for (uint32_t d = 1; d <= distinct; d++)
         hist[d] += hist[d - 1];
     c->cum = hist;
-    free(fen);
-    free(last);
     return c;
-out_fail:
+}
+
+int opt_lru_request_hits(const opt_trace_t *t, uint64_t capacity, uint32_t *req_hits)
+{
+    uint64_t *hist = calloc((size_t)opt_trace_distinct(t) + 2, sizeof *hist);
+    int rc = hist ? s_pass(t, hist, capacity, req_hits) : -1;
     free(hist);
-    free(fen);
-    free(last);
-    free(c);
-    return NULL;
+    return rc;
 }
 
 void opt_curve_destroy(opt_curve_t **c)

@@ -34,4 +34,9 @@ uint32_t opt_curve_max_capacity(const opt_curve_t *c);
 /* The smallest capacity with hits(capacity) >= HITS (0 for 0 hits); 0 when never. */
 uint32_t opt_curve_capacity_for(const opt_curve_t *c, uint64_t hits);
 
+/* Each request's hits at CAPACITY (REQ_HITS: one per request), by the same pass
+ * (no cache is simulated: 4 bytes per reference and 12 per distinct block, freed).
+ * 0, or -1 when out of memory. */
+int opt_lru_request_hits(const opt_trace_t *t, uint64_t capacity, uint32_t *req_hits);
+
 #endif

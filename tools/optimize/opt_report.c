@@ -136,8 +136,8 @@ static int s_run_per_request(opt_report_t *rep, const opt_run_config_t *cfg, cha
     const opt_row_t *at =
         &rep->rows[rep->point_row >= 0 ? (size_t)rep->point_row : rep->n_rows - 1];
     double t0 = s_now();
-    if (opt_replay_policy(rep->t, "lru", at->capacity, one) < 0) {
-        snprintf(err, errlen, "lru replay at %llu blocks failed", (unsigned long long)at->capacity);
+    if (opt_lru_request_hits(rep->t, at->capacity, one) < 0) {
+        snprintf(err, errlen, "out of memory");
         goto out;
     }
     for (size_t r = 0; r < n; r++) {

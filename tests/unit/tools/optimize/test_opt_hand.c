@@ -69,6 +69,11 @@ static void test_lru_curve_equals_hand_distances(void **state)
     assert_int_equal(opt_curve_max_capacity(c), 5);
     assert_int_equal(opt_curve_capacity_for(c, 5), 4);
     assert_int_equal(opt_curve_capacity_for(c, 11), 0);
+    /* per request at capacity 3: R1 2, R3 1, R5 1 */
+    uint32_t per[6];
+    static const uint32_t want3[] = {0, 2, 0, 1, 0, 1};
+    assert_int_equal(opt_lru_request_hits(t, 3, per), 0);
+    assert_memory_equal(per, want3, sizeof want3);
     opt_curve_destroy(&c);
     assert_null(c);
     opt_trace_destroy(&t);
