@@ -38,6 +38,7 @@ enum {
     S_OPT_HOST_BW,
     S_OPT_NVME_BW,
     S_OPT_SUBSCRIBE,
+    S_OPT_INSTANCE,
 };
 
 typedef struct {
@@ -199,6 +200,13 @@ static int s_opt(void *ctx, int opt, const char *arg)
         return 0;
     case S_OPT_MAX_REFS:
         return cli_parse_u64("--max-refs", arg, 1, OPT_TRACE_LIMIT_MAX_REFS, &a->load.max_refs);
+    case S_OPT_INSTANCE:
+        if (!arg[0]) {
+            fprintf(stderr, "kvtier optimize: --instance: empty id\n");
+            return -1;
+        }
+        a->load.instance = arg;
+        return 0;
     case S_OPT_SUBSCRIBE:
         fprintf(stderr, "kvtier optimize: --subscribe (the live event socket) is not "
                         "implemented yet: record with `kvtier events > FILE` and pass FILE\n");
@@ -217,6 +225,7 @@ static int s_usage(bool help)
             "  INPUT: a trace (traces/README.md format) or an event recording (the JSON lines\n"
             "  of `kvtier events`; its \"lookup\" lines are the requests); docs/OPTIMIZER.md\n"
             "  --format F          how to read INPUT (default auto: by its first line)\n"
+            "  --instance ID       a recording: only the lookups of instance ID\n"
             "  --capacities LIST   table rows, blocks (default 100,300,1000,3000,10000,30000,\n"
             "                      100000; those below the distinct blocks, then unbounded)\n"
             "  --capacity N        the deployment's capacity: marked in the table and plot,\n"
@@ -289,6 +298,7 @@ int cli_cmd_optimize(int argc, char **argv)
         {"host-bw", required_argument, NULL, S_OPT_HOST_BW},
         {"nvme-bw", required_argument, NULL, S_OPT_NVME_BW},
         {"subscribe", no_argument, NULL, S_OPT_SUBSCRIBE},
+        {"instance", required_argument, NULL, S_OPT_INSTANCE},
         {0, 0, 0, 0}};
     cli_common_t o;
     s_args_t a;

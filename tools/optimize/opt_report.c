@@ -316,8 +316,8 @@ void opt_report_table(const opt_report_t *rep, FILE *out)
             opt_trace_requests(t), (unsigned long long)opt_trace_refs(t), opt_trace_distinct(t));
     if (opt_trace_skipped_events(t) || opt_trace_skipped_modes(t))
         fprintf(out,
-                "(skipped %llu events that are not lookups, %llu lookups not in PREFIX "
-                "mode)\n",
+                "(skipped %llu events that are not lookups or of another instance, %llu "
+                "lookups not in PREFIX mode)\n",
                 (unsigned long long)opt_trace_skipped_events(t),
                 (unsigned long long)opt_trace_skipped_modes(t));
     fprintf(out,

@@ -15,6 +15,7 @@ struct opt_trace {
     opt_format_t format;
     uint64_t max_refs;
     uint32_t tokens_per_block;
+    const char *only_instance; /* borrowed from the load config, during the load */
     /* requests */
     uint64_t n_req, cap_req;
     uint64_t *offset; /* n_req + 1 */
@@ -384,7 +385,12 @@ static int s_lookup_event(opt_trace_t *t, json_t *obj, s_scratch_t *s, char *err
         snprintf(err, errlen, "lookup: \"instance\": expected a string");
         return -1;
     }
-    uint32_t inst = s_instance(t, iv ? json_string_value(iv) : "");
+    const char *name = iv ? json_string_value(iv) : "";
+    if (t->only_instance && strcmp(name, t->only_instance) != 0) {
+        t->skipped_events++;
+        return 0;
+    }
+    uint32_t inst = s_instance(t, name);
     if (inst == UINT32_MAX) {
         snprintf(err, errlen, "more than %u instances", (unsigned)OPT_TRACE_MAX_INSTANCES);
         return -1;
@@ -476,6 +482,7 @@ opt_trace_t *opt_trace_load(const char *path, const opt_load_config_t *cfg, char
         goto out_fail;
     }
     t->format = c.format;
+    t->only_instance = c.instance;
     for (;;) {
         errno = 0;
         ssize_t len = getline(&line, &cap, fp);
@@ -504,6 +511,7 @@ opt_trace_t *opt_trace_load(const char *path, const opt_load_config_t *cfg, char
                  t->format == OPT_FORMAT_EVENTS ? "recording (no prefix lookup events)" : "trace");
         goto out_fail;
     }
+    t->only_instance = NULL;
     free(s.keys);
     free(line);
     fclose(fp);

@@ -38,6 +38,7 @@ typedef struct {
     opt_format_t format;
     uint64_t max_refs;         /* 0: OPT_TRACE_DEFAULT_MAX_REFS */
     uint32_t tokens_per_block; /* tokens of a request without input_length; 0: 512 */
+    const char *instance;      /* recordings: only this instance's lookups (NULL: all) */
 } opt_load_config_t;
 
 /* Reads PATH. NULL on failure with "trace.jsonl:12: hash_ids[3]: expected a
@@ -81,8 +82,8 @@ const uint8_t *opt_trace_key(const opt_trace_t *t, uint32_t b, uint32_t *inst);
 bool opt_trace_has_observed(const opt_trace_t *t);
 /* Request I's reported hits and hits on the head tier of its chain. */
 void opt_trace_observed(const opt_trace_t *t, size_t i, uint32_t *hits, uint32_t *head_hits);
-/* Lines of a recording that were not lookups, and lookups of a mode other than
- * PREFIX (both skipped). */
+/* Lines of a recording that were not lookups (or lookups of another instance than
+ * the one asked for), and lookups of a mode other than PREFIX (all skipped). */
 uint64_t opt_trace_skipped_events(const opt_trace_t *t);
 uint64_t opt_trace_skipped_modes(const opt_trace_t *t);
 

@@ -121,6 +121,13 @@ static void test_event_recording_lookups_are_the_requests(void **state)
     opt_trace_key(t, 2, &inst);
     assert_int_equal(inst, 1);
     opt_trace_destroy(&t);
+    /* --instance: only that instance's lookups */
+    opt_load_config_t cfg = {.instance = "b"};
+    t = opt_trace_load(p, &cfg, err, sizeof err);
+    assert_non_null(t);
+    assert_int_equal(opt_trace_requests(t), 1);
+    assert_int_equal(opt_trace_skipped_events(t), 3);
+    opt_trace_destroy(&t);
 }
 
 /* Every malformed line is refused with "FILE:LINE: what". */
