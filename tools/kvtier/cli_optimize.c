@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "cli_optimize_live.h"
 #include "opt_report.h"
 #include "opt_trace.h"
 #include "tier_policy.h"
@@ -39,6 +40,10 @@ enum {
     S_OPT_NVME_BW,
     S_OPT_SUBSCRIBE,
     S_OPT_INSTANCE,
+    S_OPT_ENDPOINT,
+    S_OPT_EVERY,
+    S_OPT_FOR,
+    S_OPT_WINDOW,
 };
 
 typedef struct {
@@ -47,6 +52,8 @@ typedef struct {
     const char *csv, *json, *plot;
     bool no_plot;
     char chain_policy[2][136];
+    bool subscribe;
+    cli_live_args_t live;
 } s_args_t;
 
 /* "A,B,C" of capacities into the run's table. */
@@ -208,9 +215,23 @@ static int s_opt(void *ctx, int opt, const char *arg)
         a->load.instance = arg;
         return 0;
     case S_OPT_SUBSCRIBE:
-        fprintf(stderr, "kvtier optimize: --subscribe (the live event socket) is not "
-                        "implemented yet: record with `kvtier events > FILE` and pass FILE\n");
-        return -1;
+        a->subscribe = true;
+        return 0;
+    case S_OPT_ENDPOINT:
+        a->live.endpoint = arg;
+        return arg[0] ? 0 : -1;
+    case S_OPT_EVERY:
+        if (cli_parse_u64("--every", arg, 1, 86400, &a->live.every_ms) < 0)
+            return -1;
+        a->live.every_ms *= 1000;
+        return 0;
+    case S_OPT_FOR:
+        if (cli_parse_u64("--for", arg, 1, 30 * 86400, &a->live.for_ms) < 0)
+            return -1;
+        a->live.for_ms *= 1000;
+        return 0;
+    case S_OPT_WINDOW:
+        return cli_parse_u64("--window", arg, 1, CLI_LIVE_MAX_WINDOW, &a->live.window_refs);
     default:
         return s_opt_model(a, opt, arg);
     }
@@ -243,8 +264,13 @@ static int s_usage(bool help)
             "TTFT model: --params N (8e9), --gpu-flops F (400e12, effective), --flops-per-token F\n"
             "  (2 x params), --block-bytes SIZE (128 KiB per token x tokens per block),\n"
             "  --host-bw GB/s (5.97), --nvme-bw GB/s (2.34)\n"
+            "live: kvtier optimize --subscribe [--capacity N] [--window REFS] [--every S]\n"
+            "  [--for S] [--endpoint EP] [--instance ID] [connection flags]: every S seconds\n"
+            "  (10) the service's hit rate over the last lookups holding REFS references\n"
+            "  (%u), next to LRU and the Belady reference at N (default: the first tier's\n"
+            "  capacity) over the same requests (retrospective); until --for S or SIGINT\n"
             "exit 0, 1 when the input cannot be read or an output written, 2 on bad usage\n",
-            (unsigned)OPT_TRACE_DEFAULT_MAX_REFS);
+            (unsigned)OPT_TRACE_DEFAULT_MAX_REFS, (unsigned)CLI_LIVE_DEFAULT_WINDOW);
     return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
 
@@ -298,6 +324,15 @@ int cli_cmd_optimize(int argc, char **argv)
         {"host-bw", required_argument, NULL, S_OPT_HOST_BW},
         {"nvme-bw", required_argument, NULL, S_OPT_NVME_BW},
         {"subscribe", no_argument, NULL, S_OPT_SUBSCRIBE},
+        {"endpoint", required_argument, NULL, S_OPT_ENDPOINT},
+        {"every", required_argument, NULL, S_OPT_EVERY},
+        {"for", required_argument, NULL, S_OPT_FOR},
+        {"window", required_argument, NULL, S_OPT_WINDOW},
+        {"coordinator", required_argument, NULL, CLI_OPT_COORDINATOR},
+        {"etcd", required_argument, NULL, CLI_OPT_ETCD},
+        {"config", required_argument, NULL, 'c'},
+        {"cluster", required_argument, NULL, CLI_OPT_CLUSTER},
+        {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT},
         {"instance", required_argument, NULL, S_OPT_INSTANCE},
         {0, 0, 0, 0}};
     cli_common_t o;
@@ -305,9 +340,17 @@ int cli_cmd_optimize(int argc, char **argv)
     memset(&a, 0, sizeof a);
     opt_run_defaults(&a.run);
     cli_common_init(&o);
-    int first = cli_parse(argc, argv, "", longopts, &o, s_opt, &a);
-    if (first < 0 || o.help || first != argc - 1)
+    a.live.window_refs = CLI_LIVE_DEFAULT_WINDOW;
+    a.live.every_ms = CLI_LIVE_DEFAULT_EVERY_MS;
+    int first = cli_parse(argc, argv, "c:", longopts, &o, s_opt, &a);
+    if (first < 0 || o.help || first != argc - (a.subscribe ? 0 : 1))
         return s_usage(o.help);
+    if (a.subscribe) {
+        a.live.instance = a.load.instance;
+        a.live.capacity = a.run.point;
+        a.live.tokens_per_block = o.tokens_per_block;
+        return cli_optimize_live(&o, &a.live);
+    }
     a.load.tokens_per_block = o.tokens_per_block;
     char err[700];
     double t0 = cli_now();

@@ -34,11 +34,20 @@ def usage_errors(kvtier, trace):
                          ([trace, "--chain", "5"], "--chain"),
                          ([trace, "--chain-policy", "nope"], "known: lru"),
                          ([trace, "--gpu-flops", "-1"], "--gpu-flops"),
-                         ([trace, "--subscribe"], "not implemented"),
+                         ([trace, "--subscribe"], "usage"),
+                         (["--subscribe", "--window", "0"], "--window"),
                          ([trace, trace], "usage")]:
         r = run([kvtier, "optimize"] + args)
         expect(r.returncode == 2 and needle in r.stderr,
                f"optimize {' '.join(args[1:]) or '(no input)'}: exit 2, says {needle!r}")
+
+
+def live_without_publisher(kvtier):
+    # --subscribe to an endpoint nobody publishes on: a line per --every, a final one
+    r = run([kvtier, "optimize", "--subscribe", "--endpoint", "tcp://127.0.0.1:9",
+             "--capacity", "100", "--every", "1", "--for", "2"])
+    expect(r.returncode == 0 and "live: no lookups yet" in r.stdout,
+           "--subscribe without a publisher: reports no lookups, exits 0 after --for")
 
 
 def bad_input(kvtier, tmp):
@@ -143,6 +152,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         usage_errors(kvtier, trace)
         bad_input(kvtier, tmp)
+        live_without_publisher(kvtier)
         default_run(kvtier, trace, tmp)
         recording(kvtier, trace, tmp)
         synth(kvtier, tmp)
