@@ -17,6 +17,8 @@ static const struct {
     {"get", cli_cmd_get, "load one block into a file (or check key-derived bytes)"},
     {"replay", cli_cmd_replay, "replay a trace as an engine would, verifying every load"},
     {"events", cli_cmd_events, "print the leader's events as JSON lines (docs/EVENTS.md)"},
+    {"optimize", cli_cmd_optimize, "hit rate vs capacity and policy, TTFT, from a trace"},
+    {"trace", cli_cmd_trace, "trace synth: write a seeded synthetic trace"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
 };
 

@@ -4,6 +4,7 @@
 #include "bus_config.h"
 #include "coord_config.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -43,6 +44,20 @@ int cli_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t max
     if (*end || v < min || v > max) {
         fprintf(stderr, "kvtier: %s: expected an integer in %llu..%llu, got \"%s\"\n", flag,
                 (unsigned long long)min, (unsigned long long)max, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_double(const char *flag, const char *text, double min, double max, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!text[0] || *end || errno != 0 || !(v >= min && v <= max)) {
+        fprintf(stderr, "kvtier: %s: expected a number in %g..%g, got \"%s\"\n", flag, min, max,
+                text);
         return -1;
     }
     *out = v;

@@ -110,6 +110,9 @@ int cli_parse_size(const char *flag, const char *text, uint64_t *out);
 /* A decimal integer in [MIN, MAX]; -1 with a message naming FLAG. */
 int cli_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
+/* A finite decimal number in [MIN, MAX] ("0.5", "400e12"); -1 with a message naming FLAG. */
+int cli_parse_double(const char *flag, const char *text, double min, double max, double *out);
+
 /* Prints "kvtier CMD: what: STATUS_NAME: last error" to stderr. */
 void cli_report_error(const char *cmd, const char *what, kvt_client_t *c, int rc);
 
@@ -124,5 +127,7 @@ int cli_cmd_get(int argc, char **argv);
 int cli_cmd_replay(int argc, char **argv);
 int cli_cmd_deployment(int argc, char **argv);
 int cli_cmd_events(int argc, char **argv);
+int cli_cmd_optimize(int argc, char **argv);
+int cli_cmd_trace(int argc, char **argv);
 
 #endif

@@ -1,0 +1,290 @@
+/* cli_optimize_live.c — `kvtier optimize --subscribe`: lookups from the leader's event
+ * socket (docs/EVENTS.md; the "lookup/" topics) kept in a bounded window (the most
+ * recent lookups holding at most window_refs block references; older ones are
+ * dropped), and every every_ms one line: the service's hit rate over the window, the
+ * exact LRU and the Belady reference at the capacity over the same requests. The
+ * figures are retrospective (about the window, not the cache now) and say so.
+ *
+ * Owns: the window (a ring of records and a ring of keys, allocated once), the
+ * decode buffers. Never blocks longer than a poll tick (200 ms); sequence gaps are
+ * counted and printed (the window then misses lookups). */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <czmq.h>
+
+#include "bus_events.h"
+#include "cli_optimize_live.h"
+#include "opt_belady.h"
+#include "opt_lru.h"
+#include "opt_trace.h"
+
+#define S_MAX_KEYS 65536u /* decode pool, as kvtier events */
+#define S_MAX_INSTANCES 1024u
+
+typedef struct {
+    uint64_t key0; /* index of its first key in the key ring (monotonic) */
+    uint32_t n, hits, head, inst;
+} s_rec_t;
+
+typedef struct {
+    const cli_live_args_t *a;
+    uint8_t (*keys)[OPT_KEY_BYTES]; /* ring of window_refs keys */
+    s_rec_t *recs;                  /* ring of window_refs records */
+    uint64_t rec_head, rec_tail;    /* [tail, head) live, monotonic */
+    uint64_t key_head, key_tail;
+    char *instances[S_MAX_INSTANCES];
+    uint32_t n_instances;
+    uint64_t lookups, too_long, gaps, missing, bad;
+    uint8_t (*scratch)[OPT_KEY_BYTES]; /* one lookup's keys, contiguous */
+} s_live_t;
+
+static volatile sig_atomic_t s_stop;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+static uint32_t s_instance(s_live_t *l, const char *name)
+{
+    for (uint32_t i = 0; i < l->n_instances; i++)
+        if (!strcmp(l->instances[i], name))
+            return i;
+    if (l->n_instances == S_MAX_INSTANCES || !(l->instances[l->n_instances] = strdup(name)))
+        return UINT32_MAX;
+    return l->n_instances++;
+}
+
+/* Appends one prefix lookup, dropping the oldest ones to make room. */
+static void s_add(s_live_t *l, const char *inst_name, const uint8_t (*keys)[BUS_KEY_LEN],
+                  uint32_t n, uint32_t hits, uint32_t head)
+{
+    uint64_t w = l->a->window_refs;
+    uint32_t inst = s_instance(l, inst_name);
+    if (n == 0 || n > w || n > S_MAX_KEYS || inst == UINT32_MAX) {
+        l->too_long += n > 0;
+        return;
+    }
+    while (l->key_head + n - l->key_tail > w || l->rec_head - l->rec_tail == w) {
+        l->key_tail += l->recs[l->rec_tail % w].n;
+        l->rec_tail++;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(l->keys[(l->key_head + i) % w], keys[i], OPT_KEY_BYTES);
+    l->recs[l->rec_head % w] = (s_rec_t){.key0 = l->key_head,
+                                         .n = n,
+                                         .hits = hits < n ? hits : n,
+                                         .head = head < hits ? head : hits,
+                                         .inst = inst};
+    l->rec_head++;
+    l->key_head += n;
+    l->lookups++;
+}
+
+/* The window as a trace; NULL when empty or out of memory. */
+static opt_trace_t *s_window(s_live_t *l)
+{
+    uint64_t w = l->a->window_refs;
+    if (l->rec_head == l->rec_tail)
+        return NULL;
+    opt_trace_t *t = opt_trace_new(w, l->a->tokens_per_block);
+    char err[128];
+    for (uint64_t r = l->rec_tail; t && r < l->rec_head; r++) {
+        const s_rec_t *rec = &l->recs[r % w];
+        for (uint32_t i = 0; i < rec->n; i++)
+            memcpy(l->scratch[i], l->keys[(rec->key0 + i) % w], OPT_KEY_BYTES);
+        if (opt_trace_add(t, rec->inst, (const uint8_t(*)[OPT_KEY_BYTES])l->scratch, rec->n, 0,
+                          rec->hits, rec->head, err, sizeof err) < 0)
+            opt_trace_destroy(&t);
+    }
+    return t;
+}
+
+static double s_pct(uint64_t x, uint64_t of)
+{
+    return of ? 100.0 * (double)x / (double)of : 0.0;
+}
+
+static void s_report(s_live_t *l, bool final)
+{
+    opt_trace_t *t = s_window(l);
+    if (!t) {
+        printf("live: no lookups yet (gaps %" PRIu64 ")\n", l->gaps);
+        fflush(stdout);
+        return;
+    }
+    uint64_t refs = opt_trace_refs(t), obs = 0, head = 0, cap = l->a->capacity;
+    for (size_t r = 0; r < opt_trace_requests(t); r++) {
+        uint32_t h, hh;
+        opt_trace_observed(t, r, &h, &hh);
+        obs += h;
+        head += hh;
+    }
+    opt_curve_t *c = opt_curve_new(t);
+    opt_belady_t *b = opt_belady_new(t);
+    int64_t bel = b ? opt_belady_run(b, cap, NULL) : -1;
+    printf("live%s: window %zu lookups, %" PRIu64 " refs; service %.2f%% (head %.2f%%); "
+           "lru at %" PRIu64 " %.2f%%; belady reference at %" PRIu64 " %.2f%% "
+           "(retrospective over the window; gaps %" PRIu64 ", %" PRIu64 " events missing)\n",
+           final ? " (final)" : "", opt_trace_requests(t), refs, s_pct(obs, refs),
+           s_pct(head, refs), cap, c ? s_pct(opt_curve_hits(c, cap), refs) : 0.0, cap,
+           bel >= 0 ? s_pct((uint64_t)bel, refs) : 0.0, l->gaps, l->missing);
+    fflush(stdout);
+    opt_belady_destroy(&b);
+    opt_curve_destroy(&c);
+    opt_trace_destroy(&t);
+}
+
+static void s_on_batch(s_live_t *l, const kvtier_EventBatch *b, const bus_event_t *ev, uint32_t n)
+{
+    (void)b;
+    for (uint32_t i = 0; i < n; i++) {
+        if (ev[i].ev.which_kind != kvtier_Event_cache_get_tag)
+            continue;
+        const kvtier_CacheGet *g = &ev[i].ev.kind.cache_get;
+        if (g->mode != kvtier_LookupMode_LOOKUP_MODE_PREFIX ||
+            (l->a->instance && strcmp(ev[i].ev.instance_id, l->a->instance) != 0))
+            continue;
+        s_add(l, ev[i].ev.instance_id, (const uint8_t(*)[BUS_KEY_LEN])ev[i].keys.keys, ev[i].keys.n,
+              g->hit_count, g->head_hits);
+    }
+}
+
+/* The leader's event endpoint and, when CAP is 0, its first tier's capacity. */
+static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap)
+{
+    kvt_client_t *c = cli_connect(o, "kvtier-optimize");
+    if (!c)
+        return -1;
+    kvt_cluster_info_t *ci = calloc(1, sizeof *ci);
+    int rc = ci ? kvt_cluster_info(c, ci) : -KVT_INTERNAL;
+    if (rc < 0) {
+        cli_report_error("optimize", "cluster info", c, rc);
+    } else if (!ci->event_endpoint[0]) {
+        fprintf(stderr, "kvtier optimize: the leader publishes no events (events.endpoint)\n");
+        rc = -1;
+    } else {
+        if (!ep[0])
+            snprintf(ep, len, "%s", ci->event_endpoint);
+        if (*cap == 0 && ci->n_tiers > 0) {
+            *cap = ci->tiers[0].capacity;
+            printf("live: capacity %" PRIu64 " (tier %s; --capacity to choose)\n", *cap,
+                   ci->tiers[0].name);
+        }
+    }
+    free(ci);
+    kvt_close(&c);
+    return rc < 0 ? -1 : 0;
+}
+
+/* One message: [topic][8-byte sequence][batch]; gaps within a leader's term counted. */
+static void s_on_message(s_live_t *l, zmsg_t *m, uint64_t *last, bus_event_t *events,
+                         bus_keys_t *pool)
+{
+    zframe_t *t = zmsg_first(m), *s = zmsg_next(m), *p = zmsg_next(m);
+    if (zmsg_size(m) != 3 || zframe_size(s) != 8) {
+        l->bad++;
+        return;
+    }
+    uint64_t seq = 0;
+    for (int i = 0; i < 8; i++)
+        seq = seq << 8 | zframe_data(s)[i];
+    /* every topic is subscribed so that gaps are real (a lookup-only subscription
+     * would see the other kinds' sequences as gaps); only lookups are decoded */
+    if (*last && seq >> 40 == *last >> 40 && seq > *last + 1) {
+        l->gaps++;
+        l->missing += seq - *last - 1;
+    }
+    *last = seq;
+    static const char lookup[] = "lookup/";
+    if (zframe_size(t) < sizeof lookup - 1 || memcmp(zframe_data(t), lookup, sizeof lookup - 1))
+        return;
+    kvtier_EventBatch b;
+    uint32_t n = 0;
+    kvtier_Status st;
+    if (bus_events_decode(zframe_data(p), zframe_size(p), &b, events, BUS_MAX_EVENTS, &n, pool,
+                          &st) < 0)
+        l->bad++;
+    else
+        s_on_batch(l, &b, events, n);
+}
+
+static int s_loop(s_live_t *l, zsock_t *sub)
+{
+    bus_event_t *events = calloc(BUS_MAX_EVENTS, sizeof *events);
+    uint8_t(*pool)[BUS_KEY_LEN] = calloc(S_MAX_KEYS, BUS_KEY_LEN);
+    zpoller_t *poller = zpoller_new(sub, NULL);
+    if (!events || !pool || !poller) {
+        fprintf(stderr, "kvtier optimize: out of memory\n");
+        free(events);
+        free(pool);
+        zpoller_destroy(&poller);
+        return CLI_EXIT_FAIL;
+    }
+    int64_t start = zclock_mono(), next = start + (int64_t)l->a->every_ms;
+    int64_t until = l->a->for_ms ? start + (int64_t)l->a->for_ms : INT64_MAX;
+    uint64_t last = 0;
+    while (!s_stop && zclock_mono() < until) {
+        if (zpoller_wait(poller, 200)) {
+            zmsg_t *m = zmsg_recv(sub);
+            bus_keys_t keys = {.keys = pool, .cap = S_MAX_KEYS};
+            if (m)
+                s_on_message(l, m, &last, events, &keys);
+            zmsg_destroy(&m);
+        }
+        if (zclock_mono() >= next) {
+            s_report(l, false);
+            next += (int64_t)l->a->every_ms;
+        }
+    }
+    s_report(l, true);
+    zpoller_destroy(&poller);
+    free(events);
+    free(pool);
+    return CLI_EXIT_OK;
+}
+
+int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
+{
+    cli_live_args_t args = *a;
+    char ep[256] = "";
+    if (a->endpoint)
+        snprintf(ep, sizeof ep, "%s", a->endpoint);
+    if ((!ep[0] || !args.capacity) && s_cluster(o, ep, sizeof ep, &args.capacity) < 0)
+        return CLI_EXIT_FAIL;
+    if (!args.capacity) {
+        fprintf(stderr, "kvtier optimize: --subscribe: no capacity (give --capacity)\n");
+        return CLI_EXIT_USAGE;
+    }
+    s_live_t l = {.a = &args};
+    uint64_t w = args.window_refs;
+    l.keys = malloc(w * OPT_KEY_BYTES);
+    l.recs = malloc(w * sizeof *l.recs);
+    l.scratch = malloc(S_MAX_KEYS * OPT_KEY_BYTES);
+    zsock_t *sub = zsock_new(ZMQ_SUB);
+    int status = CLI_EXIT_FAIL;
+    if (!l.keys || !l.recs || !l.scratch || !sub || zsock_connect(sub, "%s", ep) < 0) {
+        fprintf(stderr, "kvtier optimize: cannot subscribe to %s (or out of memory)\n", ep);
+        goto out;
+    }
+    zsock_set_subscribe(sub, "");
+    signal(SIGINT, s_on_signal);
+    signal(SIGTERM, s_on_signal);
+    printf("live: %s, instance %s, window %" PRIu64 " references, a line every %" PRIu64 " ms\n",
+           ep, args.instance ? args.instance : "(all)", w, args.every_ms);
+    fflush(stdout);
+    status = s_loop(&l, sub);
+out:
+    zsock_destroy(&sub);
+    for (uint32_t i = 0; i < l.n_instances; i++)
+        free(l.instances[i]);
+    free(l.keys);
+    free(l.recs);
+    free(l.scratch);
+    return status;
+}
