@@ -42,7 +42,9 @@ static const char s_defaults[] =
     "              \"vllm_replay_endpoint\": \"tcp://127.0.0.1:7704\",\n"
     "              \"vllm_layout\": \"map\" },\n"
     "  \"metrics\": { \"refresh\": \"1s\", \"sample_interval\": \"5s\", \"samples\": 360,\n"
-    "               \"max_connections\": 16, \"timeout\": \"5s\", \"max_instances\": 16 }\n"
+    "               \"max_connections\": 16, \"timeout\": \"5s\", \"max_instances\": 16 },\n"
+    "  \"optimizer\": { \"enabled\": true, \"every\": \"10s\", \"window\": 1048576,\n"
+    "                 \"capacity\": 0 }\n"
     "}\n";
 
 const char *coord_config_defaults(void)
@@ -682,10 +684,17 @@ static int s_read_events_vllm(const bus_config_node_t *en, coord_config_t *c, ch
 
 static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {
-        "endpoint",        "replay_endpoint", "ring_batches",         "ring_bytes",  "queue",
-        "snapshot_blocks", "vllm_endpoint",   "vllm_replay_endpoint", "vllm_layout",
-        "subscriber_queue", NULL};
+    static const char *const keys[] = {"endpoint",
+                                       "replay_endpoint",
+                                       "ring_batches",
+                                       "ring_bytes",
+                                       "queue",
+                                       "snapshot_blocks",
+                                       "vllm_endpoint",
+                                       "vllm_replay_endpoint",
+                                       "vllm_layout",
+                                       "subscriber_queue",
+                                       NULL};
     bus_config_node_t en;
     int rc = bus_config_get_object(root, "events", 16, &en, err, errlen);
     if (rc == 0)
@@ -802,11 +811,35 @@ static int s_read_quotas(const bus_config_node_t *root, coord_config_t *c, char 
     return rc;
 }
 
+/* optimizer.*: the live optimizer deploy/supervise runs (docs/OPTIMIZER.md). */
+static int s_read_optimizer(const bus_config_node_t *root, coord_config_t *c, char *err,
+                            size_t errlen)
+{
+    static const char *const keys[] = {"enabled", "every", "window", "capacity", NULL};
+    bus_config_node_t on;
+    int rc = bus_config_get_object(root, "optimizer", 8, &on, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&on, "", keys, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_bool(&on, "enabled", &c->optimizer_enabled, err, errlen);
+    if (rc == 0)
+        rc = bus_config_get_duration_ms(&on, "every", &c->optimizer_every_ms, err, errlen);
+    if (rc == 0 && (c->optimizer_every_ms < 1000 || c->optimizer_every_ms > 3600000 ||
+                    c->optimizer_every_ms % 1000))
+        rc = bus_config_error(&on, "every", err, errlen, "must be whole seconds, 1s..1h");
+    if (rc == 0)
+        rc = bus_config_get_u64(&on, "window", 1, 1u << 26, &c->optimizer_window, err, errlen);
+    if (rc == 0)
+        rc =
+            bus_config_get_u64(&on, "capacity", 0, UINT32_MAX, &c->optimizer_capacity, err, errlen);
+    return rc;
+}
+
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
     static const char *const keys[] = {"cluster", "etcd",    "coordinator", "tiers",
                                        "chains",  "gc",      "reclaimer",   "quotas",
-                                       "events",  "metrics", NULL};
+                                       "events",  "metrics", "optimizer",   NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -829,6 +862,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_events(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_metrics(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_optimizer(root, c, err, errlen);
     return rc;
 }
 

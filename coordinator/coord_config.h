@@ -116,9 +116,15 @@ typedef struct {
     uint32_t events_ring_batches;           /* "events.ring_batches", default 4096 */
     uint64_t events_ring_bytes;             /* "events.ring_bytes", default 64MiB */
     uint32_t events_queue;                  /* "events.queue": batches waiting, default 1024 */
-    uint32_t events_subscriber_queue;       /* "events.subscriber_queue": XPUB HWM, 1000 */
-    uint32_t events_snapshot_blocks;        /* "events.snapshot_blocks": mirror bound, 4194304 */
-    char events_vllm[BUS_ENDPOINT_MAX];     /* "events.vllm_endpoint": XPUB, msgpack; "" = none */
+    /* optimizer (docs/OPTIMIZER.md "Live"): deploy/supervise runs kvtier optimize
+     * --subscribe --publish when events are on and this is enabled */
+    bool optimizer_enabled;             /* "optimizer.enabled", default true */
+    uint64_t optimizer_every_ms;        /* "optimizer.every", default 10s (1s..1h) */
+    uint64_t optimizer_window;          /* "optimizer.window": block references, default 1048576 */
+    uint64_t optimizer_capacity;        /* "optimizer.capacity": blocks; 0 = the first tier's */
+    uint32_t events_subscriber_queue;   /* "events.subscriber_queue": XPUB HWM, 1000 */
+    uint32_t events_snapshot_blocks;    /* "events.snapshot_blocks": mirror bound, 4194304 */
+    char events_vllm[BUS_ENDPOINT_MAX]; /* "events.vllm_endpoint": XPUB, msgpack; "" = none */
     char events_vllm_replay[BUS_ENDPOINT_MAX]; /* "events.vllm_replay_endpoint"; "" = none */
     int events_vllm_layout;                    /* "events.vllm_layout": "map" (0) / "array" (1) */
 

@@ -5,8 +5,11 @@
 #include "cli_trace.h"
 
 #include "coord_config.h"
+#include "coord_etcd.h"
 
 #include <errno.h>
+#include <czmq.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +120,54 @@ static void s_print_stats(const kvt_stat_t *st, uint32_t n, uint32_t total)
         printf("  %-28s %llu\n", st[i].name, (unsigned long long)st[i].value);
 }
 
+/* The live optimizer's figures (docs/OPTIMIZER.md "Live"), read from etcd when this
+ * command knows it (--etcd or $KVTIER_ETCD): the same three numbers as the metrics
+ * and the status page. */
+static void s_print_optimizer(const cli_common_t *o, const char *cluster)
+{
+    const char *urls = o->etcd ? o->etcd : getenv("KVTIER_ETCD");
+    if (!urls || !urls[0]) {
+        printf("optimizer    (its figures are in etcd: give --etcd URLS or $KVTIER_ETCD)\n");
+        return;
+    }
+    char buf[1024], key[COORD_ETCD_KEY_MAX];
+    snprintf(buf, sizeof buf, "%s", urls);
+    const char *eps[COORD_ETCD_MAX_ENDPOINTS];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < COORD_ETCD_MAX_ENDPOINTS;
+         t = strtok_r(NULL, ",", &save))
+        eps[n++] = t;
+    coord_etcd_config_t ec = {.endpoints = eps, .n_endpoints = n, .timeout_ms = 2000};
+    coord_etcd_t *e = n ? coord_etcd_new(&ec) : NULL;
+    char *val = malloc(65536);
+    size_t len = 0;
+    int rc = e && val && coord_cluster_key(key, sizeof key, cluster, "optimizer") == 0
+                 ? coord_etcd_get(e, key, val, 65535, &len, NULL)
+                 : -EINVAL;
+    json_t *j = rc == 0 ? json_loadb(val, len, 0, NULL) : NULL;
+    json_t *live = json_object_get(j, "live_hit_rate"), *lru = json_object_get(j, "lru_hit_rate"),
+           *bel = json_object_get(j, "belady_hit_rate"),
+           *cap = json_object_get(j, "capacity_blocks"),
+           *reqs = json_object_get(j, "window_requests"), *ts = json_object_get(j, "ts_ms");
+    if (rc == -ENOENT)
+        printf("optimizer    no figures yet (optimizer.enabled, events on)\n");
+    else if (rc < 0)
+        printf("optimizer    etcd: %s\n", e ? coord_etcd_last_error(e) : "bad URLs");
+    else if (!json_is_number(live) || !json_is_number(lru) || !json_is_number(bel) ||
+             !json_is_integer(cap) || !json_is_integer(reqs) || !json_is_integer(ts))
+        printf("optimizer    a record that is not the optimizer's (%s)\n", key);
+    else
+        printf("optimizer    live %.2f%%, lru %.2f%%, belady reference %.2f%% at %lld blocks, "
+               "over the last %lld lookups (retrospective, %.0f s old)\n",
+               100 * json_number_value(live), 100 * json_number_value(lru),
+               100 * json_number_value(bel), (long long)json_integer_value(cap),
+               (long long)json_integer_value(reqs),
+               (double)(zclock_time() - json_integer_value(ts)) / 1000.0);
+    json_decref(j);
+    free(val);
+    coord_etcd_destroy(&e);
+}
+
 int cli_cmd_status(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -158,6 +209,7 @@ int cli_cmd_status(int argc, char **argv)
     printf("vllm-events  %s (replay %s)\n",
            ci->vllm_event_endpoint[0] ? ci->vllm_event_endpoint : "off",
            ci->vllm_replay_endpoint[0] ? ci->vllm_replay_endpoint : "off");
+    s_print_optimizer(&o, ci->cluster);
     s_print_tiers(ci);
     rc = s_all_stats(c, NULL, &st, &n_st, &total);
     if (rc < 0) {
@@ -592,7 +644,8 @@ int cli_cmd_deployment(int argc, char **argv)
                 "usage: kvtier deployment -c FILE [--etcd URLS]\n"
                 "  validates FILE and prints one line per item, for scripts:\n"
                 "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
-                "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n");
+                "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n"
+                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n");
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     coord_config_t *cfg = calloc(1, sizeof *cfg);
@@ -616,6 +669,10 @@ int cli_cmd_deployment(int argc, char **argv)
         printf("tier %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
                shm ? t->backend.path : "-");
     }
+    if (cfg->optimizer_enabled && cfg->events_endpoint[0])
+        printf("optimizer %llu %llu %llu\n", (unsigned long long)(cfg->optimizer_every_ms / 1000),
+               (unsigned long long)cfg->optimizer_window,
+               (unsigned long long)cfg->optimizer_capacity);
     status = CLI_EXIT_OK;
 out:
     free(cfg);

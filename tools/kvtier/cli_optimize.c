@@ -44,6 +44,7 @@ enum {
     S_OPT_EVERY,
     S_OPT_FOR,
     S_OPT_WINDOW,
+    S_OPT_PUBLISH,
 };
 
 typedef struct {
@@ -232,6 +233,9 @@ static int s_opt(void *ctx, int opt, const char *arg)
         return 0;
     case S_OPT_WINDOW:
         return cli_parse_u64("--window", arg, 1, CLI_LIVE_MAX_WINDOW, &a->live.window_refs);
+    case S_OPT_PUBLISH:
+        a->live.publish = true;
+        return 0;
     default:
         return s_opt_model(a, opt, arg);
     }
@@ -269,6 +273,9 @@ static int s_usage(bool help)
             "  (10) the service's hit rate over the last lookups holding REFS references\n"
             "  (%u), next to LRU and the Belady reference at N (default: the first tier's\n"
             "  capacity) over the same requests (retrospective); until --for S or SIGINT\n"
+            "  --publish: also write each figure to etcd (/kvtier/<cluster>/optimizer, needs\n"
+            "  --etcd or $KVTIER_ETCD), for the metrics, the status page and kvtier status;\n"
+            "  waits for the leader instead of failing (deploy/supervise runs it so)\n"
             "exit 0, 1 when the input cannot be read or an output written, 2 on bad usage\n",
             (unsigned)OPT_TRACE_DEFAULT_MAX_REFS, (unsigned)CLI_LIVE_DEFAULT_WINDOW);
     return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -328,6 +335,7 @@ int cli_cmd_optimize(int argc, char **argv)
         {"every", required_argument, NULL, S_OPT_EVERY},
         {"for", required_argument, NULL, S_OPT_FOR},
         {"window", required_argument, NULL, S_OPT_WINDOW},
+        {"publish", no_argument, NULL, S_OPT_PUBLISH},
         {"coordinator", required_argument, NULL, CLI_OPT_COORDINATOR},
         {"etcd", required_argument, NULL, CLI_OPT_ETCD},
         {"config", required_argument, NULL, 'c'},

@@ -7,7 +7,14 @@
  *
  * Owns: the window (a ring of records and a ring of keys, allocated once), the
  * decode buffers. Never blocks longer than a poll tick (200 ms); sequence gaps are
- * counted and printed (the window then misses lookups). */
+ * counted and printed (the window then misses lookups).
+ *
+ * --publish (how deploy/supervise runs it): each figure also goes to etcd as
+ * /kvtier/<cluster>/optimizer = {"ts_ms", "window_requests", "capacity_blocks",
+ * "live_hit_rate", "lru_hit_rate", "belady_hit_rate", "curve": [[blocks, rate]...],
+ * "gaps", "retrospective": true} under a lease of 3 reports (a dead optimizer's
+ * figures go with it), which the coordinator's metrics and status page and
+ * `kvtier status` read. Until the leader answers it retries every second. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,8 +22,12 @@
 #include <string.h>
 
 #include <czmq.h>
+#include <jansson.h>
+#include <math.h>
 
 #include "bus_events.h"
+#include "coord_config.h"
+#include "coord_etcd.h"
 #include "cli_optimize_live.h"
 #include "opt_belady.h"
 #include "opt_lru.h"
@@ -40,6 +51,10 @@ typedef struct {
     uint32_t n_instances;
     uint64_t lookups, too_long, gaps, missing, bad;
     uint8_t (*scratch)[OPT_KEY_BYTES]; /* one lookup's keys, contiguous */
+    coord_etcd_t *etcd;                /* --publish */
+    char key[COORD_ETCD_KEY_MAX];
+    int64_t lease;
+    bool warned;
 } s_live_t;
 
 static volatile sig_atomic_t s_stop;
@@ -110,6 +125,53 @@ static double s_pct(uint64_t x, uint64_t of)
     return of ? 100.0 * (double)x / (double)of : 0.0;
 }
 
+/* The figure as the record docs/OPTIMIZER.md describes, under a lease of three
+ * report intervals (granted again when lost). Failures are printed once. */
+static void s_publish(s_live_t *l, const opt_curve_t *c, uint64_t refs, size_t requests,
+                      uint64_t obs, int64_t bel)
+{
+    uint64_t cap = l->a->capacity, top = opt_curve_max_capacity(c);
+    if (top < cap * 2)
+        top = cap * 2;
+    json_t *curve = json_array();
+    uint64_t prev = 0;
+    for (uint32_t i = 0; curve && i < CLI_LIVE_CURVE_POINTS; i++) {
+        /* log-spaced from 1 to top, the capacity itself among them */
+        uint64_t x = (uint64_t)llround(pow((double)top, (double)i / (CLI_LIVE_CURVE_POINTS - 1)));
+        if (prev < cap && x > cap) {
+            x = cap;
+            i--;
+        }
+        if (x <= prev)
+            continue;
+        prev = x;
+        json_array_append_new(
+            curve, json_pack("[I, f]", (json_int_t)x, (double)opt_curve_hits(c, x) / (double)refs));
+    }
+    json_t *o =
+        json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:I, s:b}", "ts_ms",
+                  (json_int_t)zclock_time(), "window_requests", (json_int_t)requests,
+                  "capacity_blocks", (json_int_t)cap, "live_hit_rate", (double)obs / (double)refs,
+                  "lru_hit_rate", (double)opt_curve_hits(c, cap) / (double)refs, "belady_hit_rate",
+                  bel >= 0 ? (double)bel / (double)refs : 0.0, "curve", curve, "gaps",
+                  (json_int_t)l->gaps, "retrospective", 1);
+    char *rec = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    int64_t ttl_s = (int64_t)(3 * l->a->every_ms / 1000) + 1, left = 0;
+    int rc = rec ? 0 : -ENOMEM;
+    if (rc == 0 && l->lease && coord_etcd_lease_keepalive(l->etcd, l->lease, &left) < 0)
+        l->lease = 0;
+    if (rc == 0 && !l->lease)
+        rc = coord_etcd_lease_grant(l->etcd, ttl_s, 0, &l->lease, &left);
+    if (rc == 0)
+        rc = coord_etcd_put(l->etcd, l->key, rec, strlen(rec), l->lease, NULL);
+    if (rc < 0 && !l->warned)
+        fprintf(stderr, "kvtier optimize: cannot publish to etcd %s: %s (retrying)\n", l->key,
+                coord_etcd_last_error(l->etcd));
+    l->warned = rc < 0;
+    free(rec);
+}
+
 static void s_report(s_live_t *l, bool final)
 {
     opt_trace_t *t = s_window(l);
@@ -135,6 +197,8 @@ static void s_report(s_live_t *l, bool final)
            s_pct(head, refs), cap, c ? s_pct(opt_curve_hits(c, cap), refs) : 0.0, cap,
            bel >= 0 ? s_pct((uint64_t)bel, refs) : 0.0, l->gaps, l->missing);
     fflush(stdout);
+    if (l->etcd && c && refs)
+        s_publish(l, c, refs, opt_trace_requests(t), obs, bel);
     opt_belady_destroy(&b);
     opt_curve_destroy(&c);
     opt_trace_destroy(&t);
@@ -249,19 +313,55 @@ static int s_loop(s_live_t *l, zsock_t *sub)
     return CLI_EXIT_OK;
 }
 
+/* --publish: etcd from --etcd or $KVTIER_ETCD, the cluster from --cluster, the
+ * deployment file or "kvtier". 0, or -1 (printed). */
+static int s_etcd_open(s_live_t *l, const cli_common_t *o)
+{
+    const char *urls = o->etcd ? o->etcd : getenv("KVTIER_ETCD");
+    if (!urls || !urls[0]) {
+        fprintf(stderr, "kvtier optimize: --publish needs --etcd URLS (or $KVTIER_ETCD)\n");
+        return -1;
+    }
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "%s", urls);
+    const char *eps[COORD_ETCD_MAX_ENDPOINTS];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < COORD_ETCD_MAX_ENDPOINTS;
+         t = strtok_r(NULL, ",", &save))
+        eps[n++] = t;
+    const char *cluster = o->cluster ? o->cluster : o->cfg_cluster[0] ? o->cfg_cluster : "kvtier";
+    coord_etcd_config_t ec = {.endpoints = eps, .n_endpoints = n, .timeout_ms = 2000};
+    l->etcd = n ? coord_etcd_new(&ec) : NULL;
+    if (!l->etcd || coord_cluster_key(l->key, sizeof l->key, cluster, "optimizer") < 0) {
+        fprintf(stderr, "kvtier optimize: --publish: bad etcd URLs '%s' or cluster '%s'\n", urls,
+                cluster);
+        return -1;
+    }
+    printf("live: publishing to etcd %s\n", l->key);
+    return 0;
+}
+
 int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
 {
     cli_live_args_t args = *a;
     char ep[256] = "";
     if (a->endpoint)
         snprintf(ep, sizeof ep, "%s", a->endpoint);
-    if ((!ep[0] || !args.capacity) && s_cluster(o, ep, sizeof ep, &args.capacity) < 0)
-        return CLI_EXIT_FAIL;
+    signal(SIGINT, s_on_signal);
+    signal(SIGTERM, s_on_signal);
+    /* published (a service): the leader may not be up yet, so wait for it */
+    while ((!ep[0] || !args.capacity) && s_cluster(o, ep, sizeof ep, &args.capacity) < 0) {
+        if (!args.publish || s_stop)
+            return CLI_EXIT_FAIL;
+        zclock_sleep(1000);
+    }
     if (!args.capacity) {
         fprintf(stderr, "kvtier optimize: --subscribe: no capacity (give --capacity)\n");
         return CLI_EXIT_USAGE;
     }
     s_live_t l = {.a = &args};
+    if (args.publish && s_etcd_open(&l, o) < 0)
+        return CLI_EXIT_USAGE;
     uint64_t w = args.window_refs;
     l.keys = malloc(w * OPT_KEY_BYTES);
     l.recs = malloc(w * sizeof *l.recs);
@@ -273,13 +373,14 @@ int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
         goto out;
     }
     zsock_set_subscribe(sub, "");
-    signal(SIGINT, s_on_signal);
-    signal(SIGTERM, s_on_signal);
     printf("live: %s, instance %s, window %" PRIu64 " references, a line every %" PRIu64 " ms\n",
            ep, args.instance ? args.instance : "(all)", w, args.every_ms);
     fflush(stdout);
     status = s_loop(&l, sub);
 out:
+    if (l.etcd && l.lease)
+        (void)coord_etcd_lease_revoke(l.etcd, l.lease); /* the figures go with us */
+    coord_etcd_destroy(&l.etcd);
     zsock_destroy(&sub);
     for (uint32_t i = 0; i < l.n_instances; i++)
         free(l.instances[i]);

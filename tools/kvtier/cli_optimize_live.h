@@ -19,7 +19,10 @@ typedef struct {
     uint64_t every_ms;    /* a figure line this often */
     uint64_t for_ms;      /* 0: until SIGINT / SIGTERM */
     uint32_t tokens_per_block;
+    bool publish;         /* write each figure to etcd (/kvtier/<cluster>/optimizer) */
 } cli_live_args_t;
+
+#define CLI_LIVE_CURVE_POINTS 64u /* points of the published curve (the page's is <= 256) */
 
 /* Subscribes and prints a line every every_ms, and one at the end. Exit status. */
 int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a);
