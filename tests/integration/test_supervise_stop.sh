@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # issue 3 §4: "stops everything cleanly on SIGINT/SIGTERM": SIGTERM to deploy/supervise
-# stops the tier actor, the coordinator and etcd (each by itself, no SIGKILL needed),
+# stops the live optimizer, the tier actor, the coordinator and etcd (each by itself,
+# no SIGKILL needed),
 # the supervisor exits 0, no process of the deployment is left and the tier's shared
 # memory segment is gone from /dev/shm.
 . "$(dirname "$0")/lib.sh"
@@ -11,7 +12,8 @@ it_start
 it_cli put --key "$(printf 'c3%030x' $$)" --pattern >/dev/null || it_fail "put"
 pids=()
 for f in "$it_run"/pids/*.pid; do pids+=("$(cat "$f")"); done
-[ ${#pids[@]} -eq 3 ] || it_fail "expected 3 children (etcd, coordinator, host0), found ${#pids[@]}"
+[ ${#pids[@]} -eq 4 ] ||
+  it_fail "expected 4 children (etcd, coordinator, host0, optimizer), found ${#pids[@]}"
 for s in "${it_shms[@]}"; do [ -e "/dev/shm/${s#/}" ] || it_fail "shm $s missing while running"; done
 
 kill -TERM "$it_supervisor"
@@ -36,4 +38,5 @@ grep -q "all stopped" "$it_dir/supervise.log" || it_fail "the supervisor did not
 ! grep -q "removed shm segment" "$it_dir/supervise.log" || it_fail "the tier left its segment"
 grep -q "stopped tier-host0 .*exit status 0" "$it_dir/supervise.log" || it_fail "tier exit status"
 grep -q "stopped coordinator .*exit status 0" "$it_dir/supervise.log" || it_fail "coordinator exit status"
+grep -q "stopped optimizer .*exit status 0" "$it_dir/supervise.log" || it_fail "optimizer exit status"
 it_log "PASS"

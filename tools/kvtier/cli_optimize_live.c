@@ -347,14 +347,21 @@ int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
     char ep[256] = "";
     if (a->endpoint)
         snprintf(ep, sizeof ep, "%s", a->endpoint);
+    /* published (a service): the leader may not be up yet, so wait for it. The
+     * handlers go in after each connect: czmq installs its own at its start */
     signal(SIGINT, s_on_signal);
     signal(SIGTERM, s_on_signal);
-    /* published (a service): the leader may not be up yet, so wait for it */
     while ((!ep[0] || !args.capacity) && s_cluster(o, ep, sizeof ep, &args.capacity) < 0) {
-        if (!args.publish || s_stop)
+        signal(SIGINT, s_on_signal);
+        signal(SIGTERM, s_on_signal);
+        if (args.publish && (s_stop || zsys_interrupted))
+            return CLI_EXIT_OK; /* stopped while waiting: a clean stop */
+        if (!args.publish)
             return CLI_EXIT_FAIL;
         zclock_sleep(1000);
     }
+    signal(SIGINT, s_on_signal);
+    signal(SIGTERM, s_on_signal);
     if (!args.capacity) {
         fprintf(stderr, "kvtier optimize: --subscribe: no capacity (give --capacity)\n");
         return CLI_EXIT_USAGE;
