@@ -455,11 +455,16 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     t->prepare_id = ++c->prepare_seq;
 
     bus_env_init(c->req, w->prep_tag, c->name);
-    /* The three prepare bodies have the same layout. */
+    /* The three prepare bodies begin alike (a put's own fields follow keys). */
     kvtier_PrepareGetRequest *p = &c->req->body.prepare_get_req;
-    _Static_assert(sizeof(kvtier_PrepareGetRequest) == sizeof(kvtier_PreparePutRequest) &&
+#define S_SAME_AT(m)                                                                               \
+    (offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PreparePutRequest, m) &&             \
+     offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PreparePrefetchRequest, m))
+    _Static_assert(S_SAME_AT(instance_id) && S_SAME_AT(request_id) && S_SAME_AT(job_id) &&
+                       S_SAME_AT(keys) &&
                        sizeof(kvtier_PrepareGetRequest) == sizeof(kvtier_PreparePrefetchRequest),
                    "prepare bodies differ");
+#undef S_SAME_AT
     snprintf(p->instance_id, sizeof p->instance_id, "%s", instance_id);
     snprintf(p->request_id, sizeof p->request_id, "%s", request_id);
     p->job_id = t->prepare_id;
