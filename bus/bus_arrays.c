@@ -13,10 +13,10 @@
 #include <string.h>
 
 static const char *const s_role_names[BUS_ROLE_COUNT] = {
-    [BUS_ROLE_KEYS] = "keys",   [BUS_ROLE_TIER_IDS] = "tier_ids",
-    [BUS_ROLE_SLOTS] = "slots", [BUS_ROLE_DST_SLOTS] = "dst_slots",
-    [BUS_ROLE_SIZES] = "sizes", [BUS_ROLE_CHECKSUMS] = "checksums",
-    [BUS_ROLE_MASK] = "mask",   [BUS_ROLE_PAYLOAD] = "payload",
+    [BUS_ROLE_KEYS] = "keys",           [BUS_ROLE_TIER_IDS] = "tier_ids",
+    [BUS_ROLE_SLOTS] = "slots",         [BUS_ROLE_DST_SLOTS] = "dst_slots",
+    [BUS_ROLE_SIZES] = "sizes",         [BUS_ROLE_CHECKSUMS] = "checksums",
+    [BUS_ROLE_MASK] = "mask",           [BUS_ROLE_PAYLOAD] = "payload",
     [BUS_ROLE_TOKEN_IDS] = "token_ids",
 };
 
@@ -651,8 +651,9 @@ bus_arrays_t *bus_arrays_new(uint32_t cap, uint32_t payload_cap)
     self->mask.v = calloc(n, sizeof(bool));
     self->payload.data = calloc(payload_cap ? payload_cap : 1, 1);
     self->token_ids.v = calloc(n, sizeof(uint32_t));
-    if (!self->token_ids.v || !self->keys.keys || !self->tier_ids.v || !self->slots.v || !self->dst_slots.v ||
-        !self->sizes.v || !self->checksums.v || !self->mask.v || !self->payload.data) {
+    if (!self->token_ids.v || !self->keys.keys || !self->tier_ids.v || !self->slots.v ||
+        !self->dst_slots.v || !self->sizes.v || !self->checksums.v || !self->mask.v ||
+        !self->payload.data) {
         bus_arrays_destroy(&self);
         return NULL;
     }

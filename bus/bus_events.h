@@ -16,9 +16,9 @@
 #define BUS_MAX_EVENTS 4096u
 
 typedef struct {
-    kvtier_Event ev;    /* ts, instance, kind; ev.keys is bound by the codec */
-    bus_keys_t keys;    /* encode: this event's keys; decode: its window into the pool */
-    bus_u32s_t tokens;  /* BlockStored.token_ids, as keys (empty for other kinds) */
+    kvtier_Event ev;   /* ts, instance, kind; ev.keys is bound by the codec */
+    bus_keys_t keys;   /* encode: this event's keys; decode: its window into the pool */
+    bus_u32s_t tokens; /* BlockStored.token_ids, as keys (empty for other kinds) */
 } bus_event_t;
 
 /* Encodes batch (source, epoch) with events[0..n) into a new frame. */
