@@ -81,7 +81,8 @@ static void s_hashes(s_out_t *o, const uint8_t *keys, uint32_t n, size_t stride)
 /* BlockStored: block_hashes, parent_block_hash, token_ids, block_size, lora_id,
  * medium (both layouts), lora_name (map layout: the current class has it). */
 static void s_stored(s_out_t *o, const uint8_t *keys, uint32_t n, size_t stride,
-                     const uint8_t *parent, size_t parent_len, uint32_t tokens, uint32_t medium)
+                     const uint8_t *parent, size_t parent_len, const bus_u32s_t *ids,
+                     uint32_t tokens, uint32_t medium)
 {
     bool map = o->layout == EVENTS_VLLM_MAP;
     s_event_open(o, "BlockStored", map ? 7 : 6);
@@ -94,7 +95,10 @@ static void s_stored(s_out_t *o, const uint8_t *keys, uint32_t n, size_t stride,
         s_chk(o, msgpack_pack_nil(&o->pk));
     }
     s_field(o, "token_ids");
-    s_chk(o, msgpack_pack_array(&o->pk, 0));
+    uint32_t n_ids = ids ? ids->n : 0;
+    s_chk(o, msgpack_pack_array(&o->pk, n_ids));
+    for (uint32_t i = 0; i < n_ids; i++)
+        s_chk(o, msgpack_pack_uint32(&o->pk, ids->v[i]));
     s_field(o, "block_size");
     s_chk(o, msgpack_pack_uint32(&o->pk, tokens));
     s_field(o, "lora_id");
@@ -187,7 +191,7 @@ int events_vllm_batch(events_vllm_layout_t layout, const bus_event_t *events, ui
         case kvtier_Event_block_stored_tag: {
             const kvtier_BlockStored *s = &e->kind.block_stored;
             s_stored(&o, keys, k->n, BUS_KEY_LEN, s->parent_key.bytes, s->parent_key.size,
-                     s->tokens_per_block, s->medium);
+                     &events[i].tokens, s->tokens_per_block, s->medium);
             break;
         }
         case kvtier_Event_block_removed_tag:
@@ -196,7 +200,8 @@ int events_vllm_batch(events_vllm_layout_t layout, const bus_event_t *events, ui
         case kvtier_Event_block_moved_tag: {
             const kvtier_BlockMoved *m = &e->kind.block_moved;
             s_removed(&o, keys, k->n, BUS_KEY_LEN, m->src_medium);
-            s_stored(&o, keys, k->n, BUS_KEY_LEN, NULL, 0, m->tokens_per_block, m->dst_medium);
+            s_stored(&o, keys, k->n, BUS_KEY_LEN, NULL, 0, NULL, m->tokens_per_block,
+                     m->dst_medium);
             break;
         }
         case kvtier_Event_leader_changed_tag:
@@ -234,7 +239,8 @@ int events_vllm_stored(events_vllm_layout_t layout, double ts, bool cleared,
         for (j = i + 1;
              j < n && locs[j].medium == locs[i].medium && locs[j].tokens == locs[i].tokens; j++)
             ;
-        s_stored(&o, locs[i].key, j - i, sizeof *locs, NULL, 0, locs[i].tokens, locs[i].medium);
+        s_stored(&o, locs[i].key, j - i, sizeof *locs, NULL, 0, NULL, locs[i].tokens,
+                 locs[i].medium);
     }
     return o.rc;
 }

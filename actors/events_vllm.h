@@ -15,7 +15,8 @@
  *
  * What maps to what:
  *   BlockStored (kvtier)  BlockStored{block_hashes: 16-byte bins, parent_block_hash:
- *                         16-byte bin or nil, token_ids: [], block_size: tokens per
+ *                         16-byte bin or nil, token_ids: the event's token ids ([]
+ *                         when none are known), block_size: tokens per
  *                         block (0 when unknown), lora_id: nil, medium: "GPU" /
  *                         "CPU" / "DISK" / "REMOTE" or nil, lora_name: nil}
  *   BlockRemoved          BlockRemoved{block_hashes, medium}

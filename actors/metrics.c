@@ -216,6 +216,8 @@ static const s_map_t s_renamed[] = {
     {"events_dropped", "kvtier_events_dropped_total",
      "event batches dropped at the publisher's full queue (subscribers see a gap)"},
     {"events_recorded", "kvtier_events_recorded_total", "events recorded by the scheduler"},
+    {"events_tokens_dropped", "kvtier_events_tokens_dropped_total",
+     "puts whose token ids were not kept for the events (their pool was full)"},
     {"events_batches", "kvtier_events_batches_total", "event batches handed to the publisher"},
     {NULL, NULL, NULL}};
 

@@ -45,10 +45,12 @@
 #include "publisher_mirror.h"
 
 #define S_LOG "publisher"
-#define S_INPUT_PER_TURN 256        /* input batches taken per loop turn */
-#define S_SUBS_PER_TURN 256         /* XPUB subscription messages per turn */
-#define S_REQUESTS_PER_TURN 16      /* replay requests per turn */
-#define S_RETRY_MS 5                /* wait when every replay is held by a full ROUTER */
+#define S_INPUT_PER_TURN 256   /* input batches taken per loop turn */
+#define S_SUBS_PER_TURN 256    /* XPUB subscription messages per turn */
+#define S_REQUESTS_PER_TURN 16 /* replay requests per turn */
+#define S_RETRY_MS 5           /* wait when every replay is held by a full ROUTER */
+#define S_DEC_TOKENS                                                                               \
+    (1u << 20) /* token ids of one decoded batch (4 MiB; a scheduler batch has at most 262,144) */
 #define S_ROUTING_ID_MAX 256        /* ZeroMQ routing ids are 1..255 bytes */
 #define S_REQUEST_FRAMES 4          /* frames kept of a request: id, [delimiter], verb, seq */
 #define S_XPUB_MAXMSG 4096          /* longest subscription message accepted over tcp */
@@ -119,6 +121,7 @@ typedef struct {
     publisher_mirror_t *mirror;        /* NULL: no replay socket and no vLLM stream */
     bus_event_t *dec;                  /* BUS_MAX_EVENTS decoded events */
     bus_keys_t dec_keys;               /* their keys */
+    bus_u32s_t dec_tokens;             /* their token ids (BlockStored) */
     bus_event_t *page;                 /* S_SNAPSHOT_PAGE_EVENTS, a snapshot page's events */
     uint8_t (*page_keys)[BUS_KEY_LEN]; /* S_SNAPSHOT_PAGE_KEYS */
     zsock_t *vxpub;                    /* NULL: no vLLM stream */
@@ -401,8 +404,9 @@ static void s_derive(self_t *self, const char *topic, size_t tlen, uint64_t seq,
     kvtier_EventBatch b;
     uint32_t n = 0;
     kvtier_Status st;
-    if (bus_events_decode(zmq_msg_data(payload), zmq_msg_size(payload), &b, self->dec,
-                          BUS_MAX_EVENTS, &n, &self->dec_keys, &st) < 0) {
+    if (bus_events_decode_tokens(zmq_msg_data(payload), zmq_msg_size(payload), &b, self->dec,
+                                 BUS_MAX_EVENTS, &n, &self->dec_keys,
+                                 self->vxpub ? &self->dec_tokens : NULL, &st) < 0) {
         self->st.undecodable++;
         publisher_mirror_lost(self->mirror, seq, "not a readable EventBatch");
         if (self->vxpub)
@@ -1100,6 +1104,7 @@ static void s_self_destroy(self_t **self_p)
     publisher_mirror_destroy(&self->mirror);
     free(self->dec);
     free(self->dec_keys.keys);
+    free(self->dec_tokens.v);
     free(self->page);
     free(self->page_keys);
     msgpack_sbuffer_destroy(&self->vbuf);
@@ -1226,10 +1231,12 @@ static self_t *s_self_new(zsock_t *pipe, const publisher_config_t *cfg, char *wh
         self->dec = calloc(BUS_MAX_EVENTS, sizeof *self->dec);
         self->dec_keys.cap = BUS_MAX_BLOB / BUS_KEY_LEN;
         self->dec_keys.keys = calloc(self->dec_keys.cap, BUS_KEY_LEN);
+        self->dec_tokens.cap = S_DEC_TOKENS;
+        self->dec_tokens.v = calloc(S_DEC_TOKENS, sizeof *self->dec_tokens.v);
         self->page = calloc(S_SNAPSHOT_PAGE_EVENTS, sizeof *self->page);
         self->page_keys = calloc(S_SNAPSHOT_PAGE_KEYS, BUS_KEY_LEN);
-        if (!self->mirror || !self->dec || !self->dec_keys.keys || !self->page ||
-            !self->page_keys) {
+        if (!self->mirror || !self->dec || !self->dec_keys.keys || !self->dec_tokens.v ||
+            !self->page || !self->page_keys) {
             snprintf(why, len, "%s: out of memory for the index mirror", self->name);
             goto out_fail;
         }

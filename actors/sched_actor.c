@@ -194,6 +194,9 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
     if (c.events_queue > 65536)
         return s_cfg_fail(err, errlen, "scheduler: events_queue %u above 65536 batches",
                           c.events_queue);
+    if (c.events_put_tokens > (64u << 20))
+        return s_cfg_fail(err, errlen, "scheduler: events_put_tokens %u above 64 Mi words",
+                          c.events_put_tokens);
     int rc = s_check_tiers(&c, err, errlen);
     if (rc == 0)
         rc = s_check_chains(&c, err, errlen);
@@ -411,6 +414,7 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "events_recorded", self->events.records);
     s_stat(r, "events_batches", self->events.handed);
     s_stat(r, "events_dropped", self->events.dropped);
+    s_stat(r, "events_tokens_dropped", self->events.tokens_dropped);
     s_stat(r, "quota_reclaimed", g->quota_reclaimed);
     s_stat(r, "quota_backpressure", g->quota_backpressure);
     s_stat(r, "quota_over_instances", g->quota_over);

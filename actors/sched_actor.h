@@ -131,6 +131,10 @@ typedef struct {
      * the scheduler hands its batches; "" = no events. */
     char events_input[SCHED_ENDPOINT_MAX];
     uint32_t events_queue; /* batches waiting for the publisher before more drop (0: 1024) */
+    /* Words (4 bytes) that open puts' token ids and parents may take while events
+     * are on (0: SCHED_PUT_TOKEN_WORDS, 16 MiB); a put that does not fit keeps
+     * no token ids (events_tokens_dropped). At most 64 Mi words. */
+    uint32_t events_put_tokens;
     /* Per-instance quotas (issue 4 §4): enforced when the reclaimer sends
      * QuotaEnforce; instance ids unique, "*" at most once. */
     uint32_t n_quotas;

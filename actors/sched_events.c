@@ -46,8 +46,9 @@ int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint6
     ev->keys = calloc(SCHED_EV_KEYS, sizeof *ev->keys);
     ev->hits = calloc(2 * SCHED_EV_TIER_HITS * SCHED_EV_RECORDS, sizeof *ev->hits);
     ev->events = calloc(SCHED_EV_RECORDS, sizeof *ev->events);
+    ev->tokens = calloc(SCHED_EV_TOKENS, sizeof *ev->tokens);
     zsock_t *push = zsock_new(ZMQ_PUSH);
-    if (!ev->rec || !ev->keys || !ev->hits || !ev->events || !push) {
+    if (!ev->rec || !ev->keys || !ev->hits || !ev->events || !ev->tokens || !push) {
         zsock_destroy(&push);
         sched_events_fini(self);
         return -1;
@@ -80,11 +81,13 @@ void sched_events_fini(sched_t *self)
     free(ev->keys);
     free(ev->hits);
     free(ev->events);
+    free(ev->tokens);
+    ev->tokens = NULL;
     ev->rec = NULL;
     ev->keys = NULL;
     ev->hits = NULL;
     ev->events = NULL;
-    ev->n_rec = ev->n_keys = ev->n_hits = 0;
+    ev->n_rec = ev->n_keys = ev->n_hits = ev->n_tok = 0;
 }
 
 bool sched_events_on(const sched_t *self)
@@ -102,6 +105,8 @@ static uint64_t s_now_us(void)
 /* A record like *proto with room for n keys: the last one when it only differs
  * in its keys and its keys end the pool, else a new one (flushing first when
  * the records or keys would not fit). NULL: events off, or n beyond the pool. */
+static sched_ev_rec_t *s_record_new(sched_t *self, const sched_ev_rec_t *proto);
+
 static sched_ev_rec_t *s_record(sched_t *self, const sched_ev_rec_t *proto, uint32_t n)
 {
     sched_events_t *ev = &self->events;
@@ -114,18 +119,27 @@ static sched_ev_rec_t *s_record(sched_t *self, const sched_ev_rec_t *proto, uint
             last->tier2 == proto->tier2 && last->reason == proto->reason &&
             last->medium == proto->medium && last->medium2 == proto->medium2 &&
             last->a == proto->a && last->key_off + last->n_keys == ev->n_keys &&
-            ev->n_keys + n <= SCHED_EV_KEYS)
+            ev->n_keys + n <= SCHED_EV_KEYS && !last->has_parent && last->n_tok == 0)
             return last;
     }
     if (ev->n_rec == SCHED_EV_RECORDS || ev->n_keys + n > SCHED_EV_KEYS ||
         ev->n_hits + SCHED_EV_TIER_HITS > SCHED_EV_TIER_HITS * SCHED_EV_RECORDS)
         sched_events_flush(self);
+    return s_record_new(self, proto);
+}
+
+/* A new record like *proto (the caller made room). */
+static sched_ev_rec_t *s_record_new(sched_t *self, const sched_ev_rec_t *proto)
+{
+    sched_events_t *ev = &self->events;
     sched_ev_rec_t *r = &ev->rec[ev->n_rec++];
     *r = *proto;
     r->key_off = ev->n_keys;
     r->n_keys = 0;
     r->hits_off = ev->n_hits;
     r->n_hits = 0;
+    r->tok_off = ev->n_tok;
+    r->n_tok = 0;
     r->ts_us = s_now_us();
     ev->records++;
     return r;
@@ -149,6 +163,58 @@ void sched_ev_stored(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t 
     sched_ev_rec_t *r = n ? s_record(self, &p, n) : NULL;
     if (r)
         s_keys(&self->events, r, keys, n);
+}
+
+/* Does key k extend record r (same store, r's keys end the pool, r's last key is
+ * k's parent, and token ids present on both or neither, contiguous)? */
+static bool s_chain_extends(const sched_events_t *ev, const sched_ev_rec_t *r,
+                            const sched_ev_rec_t *proto, const tier_key_t *parent, uint32_t n_tok)
+{
+    if (r->kind != SCHED_EV_STORED || r->number != proto->number || r->tier != proto->tier ||
+        r->medium != proto->medium || r->a != proto->a || r->n_keys == 0 ||
+        r->key_off + r->n_keys != ev->n_keys || ev->n_keys >= SCHED_EV_KEYS)
+        return false;
+    if (!parent || memcmp(&ev->keys[ev->n_keys - 1], parent, sizeof *parent) != 0)
+        return false;
+    if ((r->n_tok == 0) != (n_tok == 0))
+        return false;
+    return n_tok == 0 ||
+           (r->tok_off + r->n_tok == ev->n_tok && ev->n_tok + n_tok <= SCHED_EV_TOKENS);
+}
+
+void sched_ev_stored_chain(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t medium,
+                           uint64_t block_bytes, const tier_key_t *key, const tier_key_t *parent,
+                           const uint32_t *tokens, uint32_t n_tok)
+{
+    sched_events_t *ev = &self->events;
+    if (!ev->push)
+        return;
+    if (n_tok > SCHED_EV_TOKENS) { /* more than the whole pool: kept without them */
+        ev->tokens_dropped++;
+        n_tok = 0;
+    }
+    sched_ev_rec_t p = {.kind = SCHED_EV_STORED,
+                        .number = number,
+                        .tier = tier_id,
+                        .medium = (uint8_t)medium,
+                        .a = block_bytes};
+    sched_ev_rec_t *r = ev->n_rec ? &ev->rec[ev->n_rec - 1] : NULL;
+    if (!r || !s_chain_extends(ev, r, &p, parent, n_tok)) {
+        if (ev->n_rec == SCHED_EV_RECORDS || ev->n_keys + 1 > SCHED_EV_KEYS ||
+            ev->n_tok + n_tok > SCHED_EV_TOKENS)
+            sched_events_flush(self);
+        r = s_record_new(self, &p);
+        if (parent) {
+            r->has_parent = true;
+            r->parent = *parent;
+        }
+    }
+    s_keys(ev, r, key, 1);
+    if (n_tok) {
+        memcpy(&ev->tokens[ev->n_tok], tokens, (size_t)n_tok * sizeof *tokens);
+        ev->n_tok += n_tok;
+        r->n_tok += n_tok;
+    }
 }
 
 void sched_ev_removed(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t medium,
@@ -245,6 +311,11 @@ static void s_event(sched_t *self, const sched_ev_rec_t *r, bus_event_t *out)
         e->kind.block_stored.block_bytes = r->a;
         e->kind.block_stored.medium = (kvtier_Medium)r->medium;
         e->kind.block_stored.tokens_per_block = ev->tokens_of ? ev->tokens_of(self, r->number) : 0;
+        if (r->has_parent) {
+            e->kind.block_stored.parent_key.size = BUS_KEY_LEN;
+            memcpy(e->kind.block_stored.parent_key.bytes, r->parent.b, BUS_KEY_LEN);
+        }
+        out->tokens = (bus_u32s_t){.v = ev->tokens + r->tok_off, .n = r->n_tok, .cap = r->n_tok};
         break;
     case SCHED_EV_REMOVED:
         e->which_kind = kvtier_Event_block_removed_tag;
@@ -367,5 +438,5 @@ void sched_events_flush(sched_t *self)
             ev->dropped++;
         }
     }
-    ev->n_rec = ev->n_keys = ev->n_hits = 0;
+    ev->n_rec = ev->n_keys = ev->n_hits = ev->n_tok = 0;
 }

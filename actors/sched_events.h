@@ -17,8 +17,10 @@
  * Sequences: (leader epoch << 40) + n, n counting from 1 at start: they grow
  * across leaders as the epoch does, with no write to etcd per batch.
  *
- * Bounded: SCHED_EV_RECORDS records and SCHED_EV_KEYS keys between flushes (a
- * record that does not fit flushes first); never allocates after init. Off (every
+ * Bounded: SCHED_EV_RECORDS records, SCHED_EV_KEYS keys and SCHED_EV_TOKENS token
+ * ids between flushes (a record that does not fit flushes first; a block with
+ * more token ids than the whole pool is recorded without them, counted in
+ * tokens_dropped); never allocates after init. Off (every
  * call returns at once) when no input endpoint is configured. Builds on the core
  * (sched_types.h) only: instance ids come from the resolver the actor gives it. */
 #ifndef KVT_SCHED_EVENTS_H
@@ -27,9 +29,10 @@
 #include "bus_events.h"
 #include "sched_types.h"
 
-#define SCHED_EV_RECORDS 512u  /* records between flushes */
-#define SCHED_EV_KEYS 16384u   /* keys between flushes */
-#define SCHED_EV_TIER_HITS 16u /* tiers with hits reported per lookup */
+#define SCHED_EV_RECORDS 512u   /* records between flushes */
+#define SCHED_EV_KEYS 16384u    /* keys between flushes */
+#define SCHED_EV_TIER_HITS 16u  /* tiers with hits reported per lookup */
+#define SCHED_EV_TOKENS 262144u /* token ids between flushes (1 MiB) */
 
 typedef enum {
     SCHED_EV_STORED = 0,
@@ -58,6 +61,9 @@ typedef struct {
     uint32_t key_off; /* first key in the key pool */
     uint32_t n_keys;
     uint32_t hits_off, n_hits; /* lookup: (tier id, hits) pairs in the hits pool */
+    uint32_t tok_off, n_tok;   /* stored: token ids in the token pool (0: none known) */
+    bool has_parent;           /* stored: parent holds the block before keys[0] */
+    tier_key_t parent;
     uint64_t ts_us;
     char text[64]; /* lookup: request id; tier: name; leader: endpoint */
 } sched_ev_rec_t;
@@ -73,15 +79,17 @@ typedef struct {
     sched_tokens_fn tokens_of;
     uint64_t epoch;
     uint64_t next; /* the next batch's number within the epoch (from 1) */
-    uint32_t n_rec, n_keys, n_hits;
-    sched_ev_rec_t *rec; /* SCHED_EV_RECORDS */
-    tier_key_t *keys;    /* SCHED_EV_KEYS */
-    uint32_t *hits;      /* 2 x SCHED_EV_TIER_HITS x SCHED_EV_RECORDS */
-    bus_event_t *events; /* encode scratch, SCHED_EV_RECORDS */
-    uint64_t records;    /* recorded */
-    uint64_t handed;     /* batches handed to the publisher */
-    uint64_t dropped;    /* batches not handed (its input was full): a gap */
-    uint64_t events_out; /* events in the batches handed */
+    uint32_t n_rec, n_keys, n_hits, n_tok;
+    sched_ev_rec_t *rec;     /* SCHED_EV_RECORDS */
+    tier_key_t *keys;        /* SCHED_EV_KEYS */
+    uint32_t *hits;          /* 2 x SCHED_EV_TIER_HITS x SCHED_EV_RECORDS */
+    uint32_t *tokens;        /* SCHED_EV_TOKENS */
+    bus_event_t *events;     /* encode scratch, SCHED_EV_RECORDS */
+    uint64_t records;        /* recorded */
+    uint64_t handed;         /* batches handed to the publisher */
+    uint64_t dropped;        /* batches not handed (its input was full): a gap */
+    uint64_t events_out;     /* events in the batches handed */
+    uint64_t tokens_dropped; /* puts (or blocks) whose token ids were not kept */
 } sched_events_t;
 
 /* Connects to the publisher's input at endpoint ("" or NULL: events off) and
@@ -94,6 +102,14 @@ bool sched_events_on(const sched_t *self);
 /* Records (keys: n block keys; each copies what it needs). */
 void sched_ev_stored(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t medium,
                      uint64_t block_bytes, const tier_key_t *keys, uint32_t n);
+/* One block of a put's run (one call per committed key, in the put's order):
+ * parent (NULL: none known) is the block before it, tokens its n_tok token ids
+ * (0: none). It extends the last record when that one is the same kind of store
+ * and ends with parent (a chain); otherwise it starts a record whose parent it
+ * gives. */
+void sched_ev_stored_chain(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t medium,
+                           uint64_t block_bytes, const tier_key_t *key, const tier_key_t *parent,
+                           const uint32_t *tokens, uint32_t n_tok);
 void sched_ev_removed(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t medium,
                       uint32_t reason, const tier_key_t *keys, uint32_t n);
 void sched_ev_moved(sched_t *self, uint32_t number, uint32_t src_tier_id, uint32_t src_medium,

@@ -37,6 +37,11 @@ int sched_requests_init(sched_t *self)
     uint32_t nr = self->cfg.max_requests;
     if (sched_pool_init(&self->requests.pool, self->cfg.max_window_keys) < 0)
         return -1;
+    /* token ids and parents are kept for the events only */
+    uint32_t words =
+        self->cfg.events_put_tokens ? self->cfg.events_put_tokens : SCHED_PUT_TOKEN_WORDS;
+    if (sched_tokpool_init(&self->requests.tokpool, self->cfg.events_input[0] ? words : 0) < 0)
+        return -1;
     self->requests.reqs = calloc(nr, sizeof *self->requests.reqs);
     self->requests.req_free = calloc(nr, sizeof *self->requests.req_free);
     self->requests.ops = calloc(self->cfg.max_pending_puts, sizeof *self->requests.ops);
@@ -72,6 +77,7 @@ void sched_requests_fini(sched_t *self)
     self->requests.copy_wait = NULL;
     self->requests.copy_mask = NULL;
     sched_pool_fini(&self->requests.pool);
+    sched_tokpool_fini(&self->requests.tokpool);
     free(self->requests.reqs);
     free(self->requests.req_free);
     free(self->requests.ops);
@@ -286,6 +292,8 @@ static uint32_t s_window_close_counted(sched_t *self, sched_request_t *q, int ki
     if (aborted)
         *aborted = a;
     sched_list_free(&self->requests.pool, &w->entries);
+    if (kind == SCHED_WIN_PUT)
+        sched_putmeta_free(&self->requests.tokpool, &q->put_meta);
     (void)s_window_step(self, q, kind, ev, 0);
     return n;
 }
@@ -304,6 +312,7 @@ static void s_request_free(sched_t *self, sched_request_t *q)
     if (!q->ended)
         sched_map_remove(&self->requests.req_map, q->hash, (uint32_t)(q - self->requests.reqs));
     q->ended = true;
+    sched_putmeta_free(&self->requests.tokpool, &q->put_meta);
     if (q->win[SCHED_WIN_PREFETCH].state == SCHED_WIN_ABANDONED)
         return;
     q->used = false;
@@ -755,6 +764,65 @@ static void s_room_busy(sched_t *self, sched_call_t *call, sched_instance_t *in,
                       t->cfg.name, t->room_need, free_slots);
 }
 
+/* The optional parent key and token ids of a prepare_put (issue 10 §1): checked
+ * before anything is reserved. */
+static bool s_put_meta_ok(sched_t *self, sched_call_t *call, const sched_instance_t *in, uint32_t n)
+{
+    const kvtier_PreparePutRequest *r = &call->req.env.body.prepare_put_req;
+    uint32_t nt = call->req_arr->token_ids.n, tpb = in->spec.tokens_per_block;
+    if (r->parent_key.size != 0 && r->parent_key.size != BUS_KEY_LEN) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "parent_key is %u bytes: a block key is exactly %d (or empty: none)",
+                          (unsigned)r->parent_key.size, BUS_KEY_LEN);
+        return false;
+    }
+    if (nt != 0 && (uint64_t)nt != (uint64_t)n * tpb) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "%u token ids for %u keys: instance %s has %u tokens per block, so "
+                          "give %" PRIu64 " (or none)",
+                          nt, n, in->id, tpb, (uint64_t)n * tpb);
+        return false;
+    }
+    return true;
+}
+
+/* Keeps, for each entry of the put window just opened (entries e of the
+ * compacted keys, request position call->pos[i]), the block before it in the
+ * put (the put's parent for keys[0]) and its token ids, for its stored event.
+ * Only with events on and a parent or token ids given; a full pool keeps no
+ * token ids (counted), and then no parents either when even those do not fit. */
+static void s_put_meta_keep(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                            sched_request_t *q, uint32_t m, uint32_t entries)
+{
+    const kvtier_PreparePutRequest *r = &call->req.env.body.prepare_put_req;
+    const bus_arrays_t *a = call->req_arr;
+    bool has_parent = r->parent_key.size == BUS_KEY_LEN;
+    uint32_t tpb = a->token_ids.n ? in->spec.tokens_per_block : 0;
+    sched_tokpool_t *p = &self->requests.tokpool;
+    if (!sched_events_on(self) || entries == 0 || (!has_parent && tpb == 0))
+        return;
+    if (sched_putmeta_take(p, &q->put_meta, entries, tpb) < 0) {
+        if (tpb)
+            self->events.tokens_dropped++;
+        tpb = 0;
+        if (sched_putmeta_take(p, &q->put_meta, entries, 0) < 0)
+            return;
+    }
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (call->resv[i].kind == TIER_RESV_SERVING)
+            continue;
+        uint32_t pos = call->pos[i], *w = sched_putmeta_at(p, &q->put_meta, j++);
+        w[0] = pos > 0 || has_parent;
+        if (pos > 0)
+            memcpy(&w[1], a->keys.keys[pos - 1], BUS_KEY_LEN);
+        else if (has_parent)
+            memcpy(&w[1], r->parent_key.bytes, BUS_KEY_LEN);
+        if (tpb)
+            memcpy(&w[SCHED_TOK_HEAD], &a->token_ids.v[(size_t)pos * tpb], (size_t)tpb * sizeof *w);
+    }
+}
+
 void sched_on_prepare_put(sched_t *self, sched_call_t *call)
 {
     const kvtier_PreparePutRequest *r = &call->req.env.body.prepare_put_req;
@@ -768,6 +836,8 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to put");
         return;
     }
+    if (!s_put_meta_ok(self, call, in, n))
+        return;
     if (!s_window_can_open(self, call, q, SCHED_WIN_PUT, n) || !s_put_tier_ready(self, call, t, in))
         return;
     int64_t now = sched_now();
@@ -819,6 +889,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
                                              .size = (uint32_t)in->spec.bytes_per_block,
                                              .slot = call->resv[i].slot};
     }
+    s_put_meta_keep(self, call, in, q, m, j);
     size_t len = 0;
     bus_token_meta_t meta = s_token_meta(self, in, w, self->cfg.write_grace_ms);
     if (s_token_encode(self, call, BUS_TOKEN_PUT, &meta, j, &len) < 0) {
@@ -875,6 +946,10 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
                            .entries = w->entries};
     (void)s_window_step(self, q, kind, SCHED_WEV_COMPLETE, 0);
     w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
+    if (kind == SCHED_WIN_PUT) { /* the stored events need them until the commit */
+        op->meta = q->put_meta;
+        q->put_meta = (sched_putmeta_t){0};
+    }
     (void)s_window_step(self, q, kind, SCHED_WEV_HANDOFF, 0);
     return op;
 }
@@ -882,6 +957,7 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
 static void s_op_free(sched_t *self, sched_put_op_t *op)
 {
     sched_list_free(&self->requests.pool, &op->entries);
+    sched_putmeta_free(&self->requests.tokpool, &op->meta);
     zframe_destroy(&op->routing_id);
     op->used = false;
     self->requests.op_free[self->requests.n_op_free++] = (uint32_t)(op - self->requests.ops);
@@ -918,13 +994,23 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
                  st.message);
 }
 
+/* The stored event of a committed put key with its record (sched_putmeta_t). */
+static void s_ev_stored_meta(sched_t *self, uint32_t number, const sched_tier_t *t, uint32_t slot,
+                             const tier_key_t *key, const uint32_t *meta, uint32_t n_tok)
+{
+    tier_key_t parent;
+    memcpy(parent.b, &meta[1], BUS_KEY_LEN);
+    sched_ev_stored_chain(self, number, t->cfg.tier_id, t->medium, t->sizes[slot], key,
+                          meta[0] ? &parent : NULL, n_tok ? meta + SCHED_TOK_HEAD : NULL, n_tok);
+}
+
 static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t written)
 {
     sched_t *self = op->self;
     sched_instance_t *in = &self->index.inst[op->inst];
     sched_tier_t *t = &self->tierset.tiers[op->tier];
     bool ok_status = st->code == kvtier_StatusCode_STATUS_OK;
-    uint32_t committed = 0, failed = op->failed, i = 0;
+    uint32_t committed = 0, failed = op->failed, i = 0, rec = 0;
     int64_t now = sched_now();
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(&self->requests.pool, &op->entries, &it); e;
@@ -937,6 +1023,9 @@ static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t
                 (void)tier_slots_unpin(src->slots, in->number, &key);
             continue;
         }
+        const uint32_t *meta =
+            rec < op->meta.n ? sched_putmeta_at(&self->requests.tokpool, &op->meta, rec) : NULL;
+        rec++;
         if (e->kind & SCHED_ENTRY_SKIP)
             continue;
         bool ok = i++ < written && e->gen == t->gen;
@@ -955,8 +1044,11 @@ static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t
         }
         if (tier_slots_commit(t->slots, in->number, &key, true, (uint64_t)now, NULL) == 0) {
             committed++;
-            sched_ev_stored(self, in->number, t->cfg.tier_id, t->medium, t->sizes[e->slot], &key,
-                            1);
+            if (meta)
+                s_ev_stored_meta(self, in->number, t, e->slot, &key, meta, op->meta.n_tok);
+            else
+                sched_ev_stored(self, in->number, t->cfg.tier_id, t->medium, t->sizes[e->slot],
+                                &key, 1);
         } else
             failed++;
     }

@@ -25,6 +25,7 @@ typedef struct {
     uint32_t chain;
     int64_t last_ms; /* begin or the last window call (request_idle_ms) */
     sched_window_t win[SCHED_WIN_KINDS];
+    sched_putmeta_t put_meta; /* the put window's parents and token ids (events on) */
     /* the prefetch window's copy through the migrator (CopyPrefetch) */
     bool copy_ran;     /* the scheduler copied this window: complete trusts only its copies */
     bool ended;        /* request_end came mid-copy: out of the map, freed when the copy ends */
@@ -62,6 +63,7 @@ typedef struct sched_put_op {
     bool prefetch;        /* a complete_prefetch: entries also hold PIN entries (sources) */
     sched_header_cb_t cb; /* the tier's answer to its headers */
     sched_list_t entries;
+    sched_putmeta_t meta; /* a put's parents and token ids, one record per entry */
 } sched_put_op_t;
 
 /* The requests module's state (sched_t.requests): the request table, the
@@ -74,6 +76,7 @@ typedef struct {
     sched_map_t req_map;
     uint32_t scan_cursor;
     sched_pool_t pool;
+    sched_tokpool_t tokpool; /* open puts' token ids and parents (events on) */
     sched_put_op_t *ops;
     uint32_t *op_free;
     uint32_t n_op_free;

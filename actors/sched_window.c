@@ -184,3 +184,85 @@ sched_entry_t *sched_list_next(const sched_pool_t *p, sched_iter_t *it)
     }
     return &p->entries[(size_t)it->chunk * SCHED_CHUNK + it->i];
 }
+
+/* ---- the token pool of open puts ---- */
+
+int sched_tokpool_init(sched_tokpool_t *p, uint32_t words)
+{
+    *p = (sched_tokpool_t){0};
+    if (words == 0)
+        return 0;
+    uint32_t n = (words + SCHED_TOK_CHUNK - 1) / SCHED_TOK_CHUNK;
+    p->words = malloc((size_t)n * SCHED_TOK_CHUNK * sizeof *p->words);
+    p->chunk_next = calloc(n, sizeof *p->chunk_next);
+    p->chunk_free = calloc(n, sizeof *p->chunk_free);
+    if (!p->words || !p->chunk_next || !p->chunk_free) {
+        sched_tokpool_fini(p);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        p->chunk_free[i] = n - 1 - i;
+    p->n_chunks = p->n_chunk_free = n;
+    return 0;
+}
+
+void sched_tokpool_fini(sched_tokpool_t *p)
+{
+    free(p->words);
+    free(p->chunk_next);
+    free(p->chunk_free);
+    *p = (sched_tokpool_t){0};
+}
+
+uint32_t sched_tokpool_used(const sched_tokpool_t *p)
+{
+    return (p->n_chunks - p->n_chunk_free) * SCHED_TOK_CHUNK;
+}
+
+int sched_putmeta_take(sched_tokpool_t *p, sched_putmeta_t *m, uint32_t n, uint32_t n_tok)
+{
+    *m = (sched_putmeta_t){0};
+    if (n == 0 || n_tok > SCHED_TOK_CHUNK - SCHED_TOK_HEAD)
+        return -1;
+    uint32_t rec = SCHED_TOK_HEAD + n_tok, per = SCHED_TOK_CHUNK / rec;
+    uint32_t chunks = (n + per - 1) / per;
+    if (chunks > p->n_chunk_free)
+        return -1;
+    uint32_t prev = UINT32_MAX;
+    for (uint32_t i = 0; i < chunks; i++) {
+        uint32_t c = p->chunk_free[--p->n_chunk_free];
+        p->chunk_next[c] = UINT32_MAX;
+        if (prev == UINT32_MAX)
+            m->head = c;
+        else
+            p->chunk_next[prev] = c;
+        prev = c;
+    }
+    m->rec = rec;
+    m->n_tok = n_tok;
+    m->n = n;
+    return 0;
+}
+
+uint32_t *sched_putmeta_at(const sched_tokpool_t *p, const sched_putmeta_t *m, uint32_t i)
+{
+    uint32_t per = SCHED_TOK_CHUNK / m->rec, c = m->head;
+    for (uint32_t k = i / per; k > 0; k--)
+        c = p->chunk_next[c];
+    return p->words + (size_t)c * SCHED_TOK_CHUNK + (size_t)(i % per) * m->rec;
+}
+
+void sched_putmeta_free(sched_tokpool_t *p, sched_putmeta_t *m)
+{
+    if (m->rec == 0) {
+        *m = (sched_putmeta_t){0};
+        return;
+    }
+    uint32_t per = SCHED_TOK_CHUNK / m->rec, chunks = (m->n + per - 1) / per, c = m->head;
+    for (uint32_t i = 0; i < chunks; i++) {
+        uint32_t next = p->chunk_next[c];
+        p->chunk_free[p->n_chunk_free++] = c;
+        c = next;
+    }
+    *m = (sched_putmeta_t){0};
+}

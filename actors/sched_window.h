@@ -65,6 +65,43 @@ typedef struct {
 sched_entry_t *sched_list_first(const sched_pool_t *p, const sched_list_t *l, sched_iter_t *it);
 sched_entry_t *sched_list_next(const sched_pool_t *p, sched_iter_t *it);
 
+/* The token ids and parents of open puts, for their stored events (events on
+ * only): fixed chunks of SCHED_TOK_CHUNK words handed to a put and back; never
+ * allocates after sched_tokpool_init. A put keeps, per window entry, one record
+ * of `rec` words: [has parent][parent: 4 words][n_tok token ids]; records never
+ * straddle chunks. */
+#define SCHED_TOK_CHUNK 4096u
+#define SCHED_PUT_TOKEN_WORDS (4u << 20) /* default pool: 4 Mi words, 16 MiB */
+#define SCHED_TOK_HEAD 5u                /* words of a record before its token ids */
+
+typedef struct {
+    uint32_t *words; /* n_chunks x SCHED_TOK_CHUNK */
+    uint32_t *chunk_next;
+    uint32_t *chunk_free;
+    uint32_t n_chunks, n_chunk_free;
+} sched_tokpool_t;
+
+/* One put's records; rec == 0: nothing kept (zero-initialised = empty). */
+typedef struct {
+    uint32_t head; /* first chunk */
+    uint32_t rec;  /* words per record */
+    uint32_t n_tok;
+    uint32_t n; /* records */
+} sched_putmeta_t;
+
+/* A pool of at least `words` words (0: none; every put then keeps nothing). */
+int sched_tokpool_init(sched_tokpool_t *p, uint32_t words);
+void sched_tokpool_fini(sched_tokpool_t *p);
+/* Words held by puts (in whole chunks). */
+uint32_t sched_tokpool_used(const sched_tokpool_t *p);
+/* Takes room for n records of n_tok token ids each into m: 0, or -1 (no room,
+ * or one record larger than a chunk; m stays empty). */
+int sched_putmeta_take(sched_tokpool_t *p, sched_putmeta_t *m, uint32_t n, uint32_t n_tok);
+/* Record i of m (i < m->n). */
+uint32_t *sched_putmeta_at(const sched_tokpool_t *p, const sched_putmeta_t *m, uint32_t i);
+/* Returns m's chunks; m becomes empty. */
+void sched_putmeta_free(sched_tokpool_t *p, sched_putmeta_t *m);
+
 enum { SCHED_WIN_GET = 0, SCHED_WIN_PUT = 1, SCHED_WIN_PREFETCH = 2, SCHED_WIN_KINDS = 3 };
 
 typedef enum {

@@ -13,10 +13,11 @@
 #include <string.h>
 
 static const char *const s_role_names[BUS_ROLE_COUNT] = {
-    [BUS_ROLE_KEYS] = "keys",   [BUS_ROLE_TIER_IDS] = "tier_ids",
-    [BUS_ROLE_SLOTS] = "slots", [BUS_ROLE_DST_SLOTS] = "dst_slots",
-    [BUS_ROLE_SIZES] = "sizes", [BUS_ROLE_CHECKSUMS] = "checksums",
-    [BUS_ROLE_MASK] = "mask",   [BUS_ROLE_PAYLOAD] = "payload",
+    [BUS_ROLE_KEYS] = "keys",           [BUS_ROLE_TIER_IDS] = "tier_ids",
+    [BUS_ROLE_SLOTS] = "slots",         [BUS_ROLE_DST_SLOTS] = "dst_slots",
+    [BUS_ROLE_SIZES] = "sizes",         [BUS_ROLE_CHECKSUMS] = "checksums",
+    [BUS_ROLE_MASK] = "mask",           [BUS_ROLE_PAYLOAD] = "payload",
+    [BUS_ROLE_TOKEN_IDS] = "token_ids",
 };
 
 const char *bus_role_name(bus_role_t role)
@@ -538,6 +539,7 @@ S_ROLE_CALLBACKS(sizes, BUS_ROLE_SIZES, u64)
 S_ROLE_CALLBACKS(checksums, BUS_ROLE_CHECKSUMS, u64)
 S_ROLE_CALLBACKS(mask, BUS_ROLE_MASK, bools)
 S_ROLE_CALLBACKS(payload, BUS_ROLE_PAYLOAD, blob)
+S_ROLE_CALLBACKS(token_ids, BUS_ROLE_TOKEN_IDS, u32)
 
 typedef bool (*s_dec_fn)(pb_istream_t *, const pb_field_t *, void **);
 typedef bool (*s_enc_fn)(pb_ostream_t *, const pb_field_t *, void *const *);
@@ -554,6 +556,7 @@ static const struct {
     [BUS_ROLE_CHECKSUMS] = {s_dec_checksums, s_enc_checksums},
     [BUS_ROLE_MASK] = {s_dec_mask, s_enc_mask},
     [BUS_ROLE_PAYLOAD] = {s_dec_payload, s_enc_payload},
+    [BUS_ROLE_TOKEN_IDS] = {s_dec_token_ids, s_enc_token_ids},
 };
 
 static bool s_dec_refuse(pb_istream_t *stream, const pb_field_t *field, void **arg)
@@ -601,6 +604,32 @@ void bus_keys_bind_decode(pb_callback_t *cb, bus_keys_sink_t *sink)
     cb->arg = sink;
 }
 
+/* ---- standalone uint32 arrays (events) ---- */
+
+static bool s_u32s_plain_encode(pb_ostream_t *stream, const pb_field_t *field, void *const *arg)
+{
+    return s_u32_encode(stream, field, *arg, NULL, BUS_ROLE_TOKEN_IDS);
+}
+
+static bool s_u32s_sink_decode(pb_istream_t *stream, const pb_field_t *field, void **arg)
+{
+    bus_u32s_sink_t *sink = *arg;
+    (void)field;
+    return s_u32_decode(stream, sink->v, sink->err, BUS_ROLE_TOKEN_IDS);
+}
+
+void bus_u32s_bind_encode(pb_callback_t *cb, const bus_u32s_t *v)
+{
+    cb->funcs.encode = v ? s_u32s_plain_encode : NULL;
+    cb->arg = (void *)v;
+}
+
+void bus_u32s_bind_decode(pb_callback_t *cb, bus_u32s_sink_t *sink)
+{
+    cb->funcs.decode = sink ? s_u32s_sink_decode : s_dec_refuse;
+    cb->arg = sink;
+}
+
 /* ---- lifetime and helpers ---- */
 
 bus_arrays_t *bus_arrays_new(uint32_t cap, uint32_t payload_cap)
@@ -621,13 +650,15 @@ bus_arrays_t *bus_arrays_new(uint32_t cap, uint32_t payload_cap)
     self->checksums.v = calloc(n, sizeof(uint64_t));
     self->mask.v = calloc(n, sizeof(bool));
     self->payload.data = calloc(payload_cap ? payload_cap : 1, 1);
-    if (!self->keys.keys || !self->tier_ids.v || !self->slots.v || !self->dst_slots.v ||
-        !self->sizes.v || !self->checksums.v || !self->mask.v || !self->payload.data) {
+    self->token_ids.v = calloc(n, sizeof(uint32_t));
+    if (!self->token_ids.v || !self->keys.keys || !self->tier_ids.v || !self->slots.v ||
+        !self->dst_slots.v || !self->sizes.v || !self->checksums.v || !self->mask.v ||
+        !self->payload.data) {
         bus_arrays_destroy(&self);
         return NULL;
     }
     self->keys.cap = self->tier_ids.cap = self->slots.cap = self->dst_slots.cap = cap;
-    self->sizes.cap = self->checksums.cap = self->mask.cap = cap;
+    self->sizes.cap = self->checksums.cap = self->mask.cap = self->token_ids.cap = cap;
     self->payload.cap = payload_cap;
     return self;
 }
@@ -645,6 +676,7 @@ void bus_arrays_destroy(bus_arrays_t **self_p)
     free(self->checksums.v);
     free(self->mask.v);
     free(self->payload.data);
+    free(self->token_ids.v);
     free(self);
     *self_p = NULL;
 }
@@ -661,6 +693,7 @@ void bus_arrays_clear(bus_arrays_t *self)
     self->checksums.n = 0;
     self->mask.n = 0;
     self->payload.len = 0;
+    self->token_ids.n = 0;
     self->error = (bus_array_error_t){0};
 }
 
@@ -685,6 +718,8 @@ uint32_t bus_arrays_count(const bus_arrays_t *self, bus_role_t role)
         return self->mask.n;
     case BUS_ROLE_PAYLOAD:
         return self->payload.len;
+    case BUS_ROLE_TOKEN_IDS:
+        return self->token_ids.n;
     default:
         return 0;
     }

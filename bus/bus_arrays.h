@@ -13,6 +13,7 @@
  *   checksums  *.checksums                        fixed64 xxh3-64
  *   mask       LookupReply.hit, *.success, ProbeReply.present   bool per element
  *   payload    Token.payload                      opaque bytes
+ *   token_ids  PreparePutRequest.token_ids        uint32 token ids (tokens_per_block per key)
  * (bus_envelope.c holds the body -> field -> role table.) */
 #ifndef KVT_BUS_ARRAYS_H
 #define KVT_BUS_ARRAYS_H
@@ -64,6 +65,7 @@ typedef enum {
     BUS_ROLE_CHECKSUMS,
     BUS_ROLE_MASK,
     BUS_ROLE_PAYLOAD,
+    BUS_ROLE_TOKEN_IDS,
     BUS_ROLE_COUNT
 } bus_role_t;
 
@@ -95,6 +97,7 @@ typedef struct bus_arrays {
     bus_u64s_t checksums;
     bus_bools_t mask;
     bus_blob_t payload;
+    bus_u32s_t token_ids;
     bus_array_error_t error;
 } bus_arrays_t;
 
@@ -136,5 +139,16 @@ typedef struct {
     bus_array_error_t *err; /* may be NULL */
 } bus_keys_sink_t;
 void bus_keys_bind_decode(pb_callback_t *cb, bus_keys_sink_t *sink);
+
+/* Standalone packed uint32 callbacks (BlockStored.token_ids): the same bounds
+ * (min(cap, BUS_MAX_ARRAY)); decoding appends to sink->v and reports through
+ * sink->err when set. */
+void bus_u32s_bind_encode(pb_callback_t *cb, const bus_u32s_t *v);
+
+typedef struct {
+    bus_u32s_t *v;
+    bus_array_error_t *err; /* may be NULL */
+} bus_u32s_sink_t;
+void bus_u32s_bind_decode(pb_callback_t *cb, bus_u32s_sink_t *sink);
 
 #endif

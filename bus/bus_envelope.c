@@ -62,7 +62,8 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
         B(PrepareGetReply, token.payload, PAYLOAD)),
     REQ(complete_get_req, CompleteGetRequest, B(CompleteGetRequest, success, MASK)),
     REP(complete_get_rep, CompleteGetReply),
-    REQ(prepare_put_req, PreparePutRequest, B(PreparePutRequest, keys, KEYS)),
+    REQ(prepare_put_req, PreparePutRequest, B(PreparePutRequest, keys, KEYS),
+        B(PreparePutRequest, token_ids, TOKEN_IDS)),
     REP(prepare_put_rep, PreparePutReply, B(PreparePutReply, token.keys, KEYS),
         B(PreparePutReply, token.payload, PAYLOAD)),
     REQ(complete_put_req, CompletePutRequest, B(CompletePutRequest, success, MASK),
@@ -710,6 +711,7 @@ static size_t s_arrays_min_bytes(const kvtier_Envelope *env, const bus_arrays_t 
         [BUS_ROLE_CHECKSUMS] = 8,
         [BUS_ROLE_MASK] = 1,
         [BUS_ROLE_PAYLOAD] = 1,
+        [BUS_ROLE_TOKEN_IDS] = 1,
     };
     const s_body_t *b = s_body(env->which_body);
     size_t bytes = 0;

@@ -16,8 +16,9 @@
 #define BUS_MAX_EVENTS 4096u
 
 typedef struct {
-    kvtier_Event ev; /* ts, instance, kind; ev.keys is bound by the codec */
-    bus_keys_t keys; /* encode: this event's keys; decode: its window into the pool */
+    kvtier_Event ev;   /* ts, instance, kind; ev.keys is bound by the codec */
+    bus_keys_t keys;   /* encode: this event's keys; decode: its window into the pool */
+    bus_u32s_t tokens; /* BlockStored.token_ids, as keys (empty for other kinds) */
 } bus_event_t;
 
 /* Encodes batch (source, epoch) with events[0..n) into a new frame. */
@@ -29,5 +30,12 @@ int bus_events_encode(const kvtier_EventBatch *batch, const bus_event_t *events,
  * its run in the pool). Over a capacity or malformed: -INVALID_ARGUMENT. */
 int bus_events_decode(const void *buf, size_t len, kvtier_EventBatch *batch, bus_event_t *events,
                       uint32_t cap, uint32_t *n, bus_keys_t *pool, kvtier_Status *st);
+
+/* The same, and BlockStored token ids into `tokens` (cleared first; each
+ * event's tokens point at its run; NULL: token ids are skipped, every event's
+ * tokens empty). More token ids than tokens->cap: -INVALID_ARGUMENT. */
+int bus_events_decode_tokens(const void *buf, size_t len, kvtier_EventBatch *batch,
+                             bus_event_t *events, uint32_t cap, uint32_t *n, bus_keys_t *pool,
+                             bus_u32s_t *tokens, kvtier_Status *st);
 
 #endif

@@ -430,8 +430,31 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
     return 0;
 }
 
+/* A put's optional parent and token ids: the count is checked against the
+ * bound and the keys here, against the instance's tokens_per_block by the
+ * scheduler (the client does not know every instance's spec). */
+static int s_check_meta(kvt_client_t *c, const char *what, const kvt_put_meta_t *meta, uint32_t n)
+{
+    if (!meta)
+        return 0;
+    if (meta->n_token_ids > KVT_MAX_TOKEN_IDS)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "%u token ids: at most %d per call (KVT_MAX_TOKEN_IDS); put fewer keys "
+                         "per call",
+                         meta->n_token_ids, KVT_MAX_TOKEN_IDS);
+    if (meta->n_token_ids && !meta->token_ids)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "n_token_ids is %u but token_ids is NULL",
+                         meta->n_token_ids);
+    if (n && meta->n_token_ids % n != 0)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "%u token ids for %u keys: give tokens_per_block ids per key (or none)",
+                         meta->n_token_ids, n);
+    return 0;
+}
+
 static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instance_id,
-                     const char *request_id, const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
+                     const char *request_id, const kvt_key_t *keys, uint32_t n,
+                     const kvt_put_meta_t *meta, kvt_token_t **tok)
 {
     const s_window_t *w = &s_windows[kind];
     if (!c)
@@ -444,6 +467,8 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
         rc = kvti_check_id(c, w->prepare, "request_id", request_id, false);
     if (rc == 0)
         rc = s_check_keys(c, w->prepare, keys, n);
+    if (rc == 0)
+        rc = s_check_meta(c, w->prepare, meta, n);
     if (rc < 0)
         return rc;
     struct kvt_token *t = kvti_token_acquire(c, n);
@@ -455,16 +480,30 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     t->prepare_id = ++c->prepare_seq;
 
     bus_env_init(c->req, w->prep_tag, c->name);
-    /* The three prepare bodies have the same layout. */
+    /* The three prepare bodies begin alike (a put's own fields follow keys). */
     kvtier_PrepareGetRequest *p = &c->req->body.prepare_get_req;
-    _Static_assert(sizeof(kvtier_PrepareGetRequest) == sizeof(kvtier_PreparePutRequest) &&
+#define S_SAME_AT(m)                                                                               \
+    (offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PreparePutRequest, m) &&             \
+     offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PreparePrefetchRequest, m))
+    _Static_assert(S_SAME_AT(instance_id) && S_SAME_AT(request_id) && S_SAME_AT(job_id) &&
+                       S_SAME_AT(keys) &&
                        sizeof(kvtier_PrepareGetRequest) == sizeof(kvtier_PreparePrefetchRequest),
                    "prepare bodies differ");
+#undef S_SAME_AT
     snprintf(p->instance_id, sizeof p->instance_id, "%s", instance_id);
     snprintf(p->request_id, sizeof p->request_id, "%s", request_id);
     p->job_id = t->prepare_id;
     bus_arrays_t req_arr = {0}, rep_arr = {0};
     s_bind_keys(&req_arr, keys, n);
+    if (kind == BUS_TOKEN_PUT && meta) {
+        kvtier_PreparePutRequest *pp = &c->req->body.prepare_put_req;
+        if (meta->parent) {
+            pp->parent_key.size = KVT_KEY_BYTES;
+            memcpy(pp->parent_key.bytes, meta->parent->b, KVT_KEY_BYTES);
+        }
+        req_arr.token_ids = (bus_u32s_t){
+            .v = (uint32_t *)meta->token_ids, .n = meta->n_token_ids, .cap = meta->n_token_ids};
+    }
     rep_arr.keys = (bus_keys_t){.keys = (uint8_t(*)[BUS_KEY_LEN])t->keys, .cap = n};
     rep_arr.payload = (bus_blob_t){.data = t->payload, .cap = t->payload_cap};
     /* BUSY: a full head tier is demoting to make room and nothing was reserved,
@@ -543,7 +582,7 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
 int kvt_prepare_get(kvt_client_t *c, const char *instance_id, const char *request_id,
                     const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
 {
-    return s_prepare(c, BUS_TOKEN_GET, instance_id, request_id, keys, n, tok);
+    return s_prepare(c, BUS_TOKEN_GET, instance_id, request_id, keys, n, NULL, tok);
 }
 
 int kvt_complete_get(kvt_client_t *c, kvt_token_t **tok, const bool *success)
@@ -554,7 +593,14 @@ int kvt_complete_get(kvt_client_t *c, kvt_token_t **tok, const bool *success)
 int kvt_prepare_put(kvt_client_t *c, const char *instance_id, const char *request_id,
                     const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
 {
-    return s_prepare(c, BUS_TOKEN_PUT, instance_id, request_id, keys, n, tok);
+    return s_prepare(c, BUS_TOKEN_PUT, instance_id, request_id, keys, n, NULL, tok);
+}
+
+int kvt_prepare_put_ex(kvt_client_t *c, const char *instance_id, const char *request_id,
+                       const kvt_key_t *keys, uint32_t n, const kvt_put_meta_t *meta,
+                       kvt_token_t **tok)
+{
+    return s_prepare(c, BUS_TOKEN_PUT, instance_id, request_id, keys, n, meta, tok);
 }
 
 int kvt_complete_put(kvt_client_t *c, kvt_token_t **tok, const bool *success)
@@ -565,7 +611,7 @@ int kvt_complete_put(kvt_client_t *c, kvt_token_t **tok, const bool *success)
 int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *request_id,
                          const kvt_key_t *keys, uint32_t n, kvt_token_t **tok)
 {
-    return s_prepare(c, BUS_TOKEN_PREFETCH, instance_id, request_id, keys, n, tok);
+    return s_prepare(c, BUS_TOKEN_PREFETCH, instance_id, request_id, keys, n, NULL, tok);
 }
 
 int kvt_complete_prefetch(kvt_client_t *c, kvt_token_t **tok, const bool *success)

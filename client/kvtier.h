@@ -183,6 +183,25 @@ int kvt_prepare_put(kvt_client_t *c, const char *instance_id, const char *reques
                     const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
 int kvt_complete_put(kvt_client_t *c, kvt_token_t **tok, const bool *success);
 
+/* Optional facts about a put, for the event stream only (docs/EVENTS.md): they
+ * become the BlockStored events' parent_key / token_ids (vLLM's
+ * parent_block_hash / token_ids) when the blocks commit. Both are optional. */
+#define KVT_MAX_TOKEN_IDS 65536 /* token ids per call */
+typedef struct {
+    const kvt_key_t *parent;   /* the block before keys[0] in the prompt; NULL: none known */
+    const uint32_t *token_ids; /* the blocks' token ids, key order; NULL: none */
+    uint32_t n_token_ids;      /* 0, or n x the instance's tokens_per_block (at most
+                                  KVT_MAX_TOKEN_IDS) */
+} kvt_put_meta_t;
+
+/* kvt_prepare_put with meta (NULL: exactly kvt_prepare_put). A token count that
+ * is not n x tokens_per_block, or above KVT_MAX_TOKEN_IDS: -KVT_INVALID_ARGUMENT,
+ * nothing reserved. The service keeps the token ids in a bounded pool: when it is
+ * full they are dropped (its events_tokens_dropped counts it), never the put. */
+int kvt_prepare_put_ex(kvt_client_t *c, const char *instance_id, const char *request_id,
+                       const kvt_key_t *keys, uint32_t n, const kvt_put_meta_t *meta,
+                       kvt_token_t **tok);
+
 int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *request_id,
                          const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
 int kvt_complete_prefetch(kvt_client_t *c, kvt_token_t **tok, const bool *success);
@@ -215,7 +234,7 @@ typedef struct kvt_cluster_info {
     char event_endpoint[256];
     uint32_t n_tiers; /* entries of tiers[] filled */
     kvt_tier_info_t tiers[KVT_MAX_TIERS];
-    uint32_t total_tiers; /* tiers the coordinator knows; > n_tiers: the list is cut */
+    uint32_t total_tiers;            /* tiers the coordinator knows; > n_tiers: the list is cut */
     char event_replay_endpoint[256]; /* docs/EVENTS.md: "" when the leader has none */
     char vllm_event_endpoint[256];
     char vllm_replay_endpoint[256];

@@ -23,9 +23,10 @@ void tu_arrays_fill(bus_arrays_t *a, uint32_t n, uint32_t blob_len, uint32_t see
         a->sizes.v[i] = (uint64_t)(seed + i) % 5000u;
         a->checksums.v[i] = ((uint64_t)(seed + i) * 0x9E3779B97F4A7C15ull) ^ 0xFFull;
         a->mask.v[i] = ((seed + i) % 3u) != 0;
+        a->token_ids.v[i] = (seed + i) * 50021u;
     }
     a->keys.n = a->tier_ids.n = a->slots.n = a->dst_slots.n = n;
-    a->sizes.n = a->checksums.n = a->mask.n = n;
+    a->sizes.n = a->checksums.n = a->mask.n = a->token_ids.n = n;
     for (uint32_t i = 0; i < blob_len; i++)
         a->payload.data[i] = (uint8_t)(seed * 13u + i);
     a->payload.len = blob_len;
@@ -54,6 +55,8 @@ bool tu_role_equal(const bus_arrays_t *a, const bus_arrays_t *b, bus_role_t r)
         return n == 0 || memcmp(a->mask.v, b->mask.v, n * sizeof(bool)) == 0;
     case BUS_ROLE_PAYLOAD:
         return n == 0 || memcmp(a->payload.data, b->payload.data, n) == 0;
+    case BUS_ROLE_TOKEN_IDS:
+        return n == 0 || memcmp(a->token_ids.v, b->token_ids.v, n * sizeof(uint32_t)) == 0;
     default:
         return false;
     }

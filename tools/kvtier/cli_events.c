@@ -38,6 +38,7 @@ enum {
 
 #define S_MAX_EVENTS 4096u
 #define S_MAX_KEYS 65536u
+#define S_MAX_TOKENS (1u << 20) /* token ids of one batch (a scheduler's has at most 262,144) */
 
 typedef struct {
     const char *endpoint;
@@ -58,6 +59,7 @@ typedef struct {
     FILE *out;
     bus_event_t *events;
     uint8_t (*pool)[BUS_KEY_LEN];
+    uint32_t *tok_pool;    /* S_MAX_TOKENS */
     const char *replay_ep; /* "": none known */
     bool replaying;
     uint64_t batches, gaps, missing, bad, last;
@@ -145,6 +147,16 @@ static void s_print_event(FILE *f, const char *topic, uint64_t seq, const kvtier
         fprintf(f, ",\"kind\":\"stored\",\"tier\":%u,\"bytes\":%" PRIu64 ",\"medium\":%d",
                 ev->kind.block_stored.tier_id, ev->kind.block_stored.block_bytes,
                 (int)ev->kind.block_stored.medium);
+        if (ev->kind.block_stored.parent_key.size == BUS_KEY_LEN) {
+            fputs(",\"parent\":\"", f);
+            for (int i = 0; i < BUS_KEY_LEN; i++)
+                fprintf(f, "%02x", ev->kind.block_stored.parent_key.bytes[i]);
+            fputc('"', f);
+        }
+        fputs(",\"token_ids\":[", f);
+        for (uint32_t i = 0; i < e->tokens.n; i++)
+            fprintf(f, "%s%u", i ? "," : "", e->tokens.v[i]);
+        fputc(']', f);
         break;
     case kvtier_Event_block_removed_tag:
         fprintf(f, ",\"kind\":\"removed\",\"tier\":%u,\"reason\":%d",
@@ -240,8 +252,10 @@ static void s_print_batch(s_run_t *r, const char *topic, uint64_t seq, const voi
     kvtier_EventBatch b;
     uint32_t n = 0;
     bus_keys_t keys = {.keys = r->pool, .cap = S_MAX_KEYS};
+    bus_u32s_t tokens = {.v = r->tok_pool, .cap = S_MAX_TOKENS};
     kvtier_Status st;
-    if (bus_events_decode(data, len, &b, r->events, S_MAX_EVENTS, &n, &keys, &st) < 0) {
+    if (bus_events_decode_tokens(data, len, &b, r->events, S_MAX_EVENTS, &n, &keys, &tokens, &st) <
+        0) {
         r->bad++;
         fprintf(stderr, "kvtier events: batch %" PRIu64 " does not decode: %s\n", seq, st.message);
         return;
@@ -558,13 +572,15 @@ int cli_cmd_events(int argc, char **argv)
     signal(SIGTERM, s_on_signal);
     r.events = calloc(S_MAX_EVENTS, sizeof *r.events);
     r.pool = calloc(S_MAX_KEYS, BUS_KEY_LEN);
+    r.tok_pool = calloc(S_MAX_TOKENS, sizeof *r.tok_pool);
     int rc = -1;
-    if (!r.events || !r.pool)
+    if (!r.events || !r.pool || !r.tok_pool)
         fprintf(stderr, "kvtier events: out of memory\n");
     else
         rc = s_run(&r, &o, ep, rep, epoch, follow);
     free(r.events);
     free(r.pool);
+    free(r.tok_pool);
     if (a.record && fclose(r.out) != 0) {
         fprintf(stderr, "kvtier events: writing %s failed: %s\n", a.record, strerror(errno));
         rc = -1;

@@ -139,6 +139,14 @@ _sigs = {
     "kvt_get_finished": (_int, [_P, ctypes.POINTER(_JobResult), _u32, ctypes.POINTER(_u32)]),
     "kvt_wait": (_int, [_P, ctypes.POINTER(_u64), _u32, _int, ctypes.POINTER(_JobResult)]),
 }
+class _PutMeta(ctypes.Structure):
+    _fields_ = [("parent", _KeyP), ("token_ids", ctypes.POINTER(_u32)),
+                ("n_token_ids", _u32)]
+
+
+MAX_TOKEN_IDS = 65536  # kvtier.h KVT_MAX_TOKEN_IDS: token ids per put
+_sigs["kvt_prepare_put_ex"] = (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _KeyP, _u32,
+                                      ctypes.POINTER(_PutMeta), ctypes.POINTER(_P)])
 for _kind in ("get", "put", "prefetch"):
     _sigs["kvt_prepare_" + _kind] = (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _KeyP, _u32,
                                            ctypes.POINTER(_P)])
@@ -326,8 +334,25 @@ class Client:
     def prepare_get(self, instance_id, request_id, keys):
         return self._prepare("get", instance_id, request_id, keys)
 
-    def prepare_put(self, instance_id, request_id, keys):
-        return self._prepare("put", instance_id, request_id, keys)
+    def prepare_put(self, instance_id, request_id, keys, parent=None, token_ids=None):
+        """parent: the 16-byte key before keys[0] (optional); token_ids: the blocks'
+        token ids, tokens_per_block per key (optional, at most MAX_TOKEN_IDS),
+        for the event stream (kvt_prepare_put_ex)."""
+        if parent is None and token_ids is None:
+            return self._prepare("put", instance_id, request_id, keys)
+        arr, n = _keys(keys)
+        meta = _PutMeta()
+        if parent is not None:
+            pk, _ = _keys([parent])
+            meta.parent = pk
+        toks = list(token_ids or [])
+        tarr = (_u32 * max(len(toks), 1))(*toks)
+        meta.token_ids = tarr
+        meta.n_token_ids = len(toks)
+        tok = ctypes.c_void_p()
+        self._check(_lib.kvt_prepare_put_ex(self._h, _b(instance_id), _b(request_id), arr, n,
+                                            ctypes.byref(meta), ctypes.byref(tok)))
+        return Token(self, tok.value, "put")
 
     def prepare_prefetch(self, instance_id, request_id, keys):
         return self._prepare("prefetch", instance_id, request_id, keys)

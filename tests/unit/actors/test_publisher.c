@@ -1134,9 +1134,59 @@ static void test_publisher_vllm_array_layout(void **state)
     s_stop(&f);
 }
 
+/* Issue 10 §1: a stored event's token ids and parent fill vLLM's token_ids and
+ * parent_block_hash, in both layouts. */
+static void test_vllm_stored_carries_tokens_and_parent(void **state)
+{
+    (void)state;
+    uint8_t keys[2][BUS_KEY_LEN];
+    s_tkey(keys[0], 0);
+    s_tkey(keys[1], 1);
+    uint32_t ids[4] = {11, 12, 70000, 4000000000u};
+    bus_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.ev.which_kind = kvtier_Event_block_stored_tag;
+    ev.ev.kind.block_stored.tokens_per_block = 2;
+    ev.ev.kind.block_stored.medium = kvtier_Medium_MEDIUM_CPU;
+    ev.ev.kind.block_stored.parent_key.size = BUS_KEY_LEN;
+    s_tkey(ev.ev.kind.block_stored.parent_key.bytes, 9);
+    ev.keys = (bus_keys_t){.keys = keys, .n = 2, .cap = 2};
+    ev.tokens = (bus_u32s_t){.v = ids, .n = 4, .cap = 4};
+    for (int layout = EVENTS_VLLM_MAP; layout <= EVENTS_VLLM_ARRAY; layout++) {
+        msgpack_sbuffer buf;
+        msgpack_sbuffer_init(&buf);
+        assert_int_equal(events_vllm_batch((events_vllm_layout_t)layout, &ev, 1, &buf), 0);
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        assert_int_equal(msgpack_unpack_next(&u, buf.data, buf.size, NULL), MSGPACK_UNPACK_SUCCESS);
+        const msgpack_object *e, *parent, *tok;
+        if (layout == EVENTS_VLLM_MAP) {
+            e = &s_mp_get(&u.data, "events")->via.array.ptr[0];
+            parent = s_mp_get(e, "parent_block_hash");
+            tok = s_mp_get(e, "token_ids");
+        } else {
+            e = &u.data.via.array.ptr[1].via.array.ptr[0];
+            parent = &e->via.array.ptr[2];
+            tok = &e->via.array.ptr[3];
+        }
+        uint8_t want[BUS_KEY_LEN];
+        s_tkey(want, 9);
+        assert_int_equal(parent->type, MSGPACK_OBJECT_BIN);
+        assert_int_equal(parent->via.bin.size, BUS_KEY_LEN);
+        assert_memory_equal(parent->via.bin.ptr, want, BUS_KEY_LEN);
+        assert_int_equal(tok->type, MSGPACK_OBJECT_ARRAY);
+        assert_int_equal(tok->via.array.size, 4);
+        for (uint32_t i = 0; i < 4; i++)
+            assert_int_equal(tok->via.array.ptr[i].via.u64, ids[i]);
+        msgpack_unpacked_destroy(&u);
+        msgpack_sbuffer_destroy(&buf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vllm_stored_carries_tokens_and_parent),
         cmocka_unit_test(test_publisher_publishes_byte_exact),
         cmocka_unit_test(test_publisher_filters_by_topic_prefix),
         cmocka_unit_test(test_publisher_counts_gap_and_publishes),

@@ -33,6 +33,8 @@ typedef struct {
     uint32_t n;
     uint8_t pool[20000][16];
     bus_keys_t keys;
+    uint32_t tok_pool[20000];
+    bus_u32s_t tokens;
 } s_batch_t;
 
 /* Receives one batch (waiting up to wait_ms): 0, or -1 when none came. */
@@ -55,9 +57,10 @@ static int s_recv_within(zsock_t *pull, s_batch_t *b, int wait_ms)
     for (int i = 0; i < 8; i++)
         b->seq = b->seq << 8 | zframe_data(s)[i];
     b->keys = (bus_keys_t){.keys = b->pool, .cap = 20000};
+    b->tokens = (bus_u32s_t){.v = b->tok_pool, .cap = 20000};
     kvtier_Status st;
-    assert_int_equal(bus_events_decode(zframe_data(pl), zframe_size(pl), &b->batch, b->ev, 64,
-                                       &b->n, &b->keys, &st),
+    assert_int_equal(bus_events_decode_tokens(zframe_data(pl), zframe_size(pl), &b->batch, b->ev,
+                                              64, &b->n, &b->keys, &b->tokens, &st),
                      0);
     zmsg_destroy(&m);
     return 0;
@@ -246,6 +249,220 @@ static void test_a_full_input_drops_and_leaves_a_gap(void **state)
     zsock_destroy(&pull);
 }
 
+/* ---- parents and token ids of puts (issue 10 §1) ---- */
+
+#define S_TPB 16u /* the testkit's instance: tokens_per_block */
+#define S_BIG 256u
+
+static uint32_t s_put_tokens;
+
+static void s_tweak_tokens(sched_config_t *cfg)
+{
+    s_tweak(cfg);
+    cfg->events_put_tokens = s_put_tokens;
+}
+
+/* Token id j of key i: distinct everywhere. */
+static uint32_t s_tok(uint32_t i, uint32_t j)
+{
+    return i * 1000u + j;
+}
+
+/* prepare_put of keys first..first+n-1 with parent key `parent` (UINT32_MAX:
+ * none) and their token ids (tokens false: none): its reply's code. */
+static int s_prepare_meta(tk_t *t, const char *req, uint32_t first, uint32_t n, uint32_t parent,
+                          bool tokens)
+{
+    uint8_t(*keys)[16] = calloc(n, 16);
+    uint32_t *tok = calloc((size_t)n * S_TPB, sizeof *tok);
+    tk_keys(first, n, keys);
+    for (uint32_t i = 0; i < n && tokens; i++)
+        for (uint32_t j = 0; j < S_TPB; j++)
+            tok[i * S_TPB + j] = s_tok(first + i, j);
+    kvtier_PreparePutRequest *r =
+        &tk_req(t, kvtier_Envelope_prepare_put_req_tag)->body.prepare_put_req;
+    TK_FILL_IDS(r, TK_INST, req);
+    if (parent != UINT32_MAX) {
+        r->parent_key.size = 16;
+        tk_key(parent, r->parent_key.bytes);
+    }
+    bus_arrays_t ra = tk_keys_arr(keys, n);
+    ra.token_ids = (bus_u32s_t){.v = tok, .n = tokens ? n * S_TPB : 0, .cap = n * S_TPB};
+    int rc = tk_call(t, &ra);
+    free(keys);
+    free(tok);
+    return rc;
+}
+
+/* complete_put of the last prepare's token; mask NULL: all written. */
+static int s_complete(tk_t *t, const char *req, bool *mask)
+{
+    uint64_t token = t->rep->body.prepare_put_rep.token.token_id;
+    uint32_t m = t->arr->keys.n;
+    uint64_t ck[S_BIG];
+    for (uint32_t i = 0; i < m; i++)
+        ck[i] = 0xC0FFEE00u + i;
+    return tk_complete_put(t, req, token, mask, mask ? m : 0, ck, m);
+}
+
+/* The next stored event (from the batches to come): its index in b, or fails. */
+static uint32_t s_next_stored(zsock_t *pull, s_batch_t *b, uint32_t *at, uint64_t *last)
+{
+    if (*at < b->n && b->ev[*at].ev.which_kind == kvtier_Event_block_stored_tag)
+        return (*at)++;
+    s_expect(pull, b, "stored/" TK_INST, last);
+    *at = 1;
+    return 0;
+}
+
+/* Checks event ev: keys first.. (n), its parent (UINT32_MAX: none), its token ids
+ * (those of its keys, or none). */
+static void s_check_stored(const bus_event_t *ev, uint32_t first, uint32_t n, uint32_t parent,
+                           bool tokens)
+{
+    uint8_t k[16];
+    assert_int_equal(ev->ev.which_kind, kvtier_Event_block_stored_tag);
+    assert_int_equal(ev->keys.n, n);
+    for (uint32_t i = 0; i < n; i++) {
+        tk_key(first + i, k);
+        assert_memory_equal(ev->keys.keys[i], k, 16);
+    }
+    const kvtier_BlockStored *bs = &ev->ev.kind.block_stored;
+    assert_int_equal(bs->tokens_per_block, S_TPB);
+    if (parent == UINT32_MAX) {
+        assert_int_equal(bs->parent_key.size, 0);
+    } else {
+        assert_int_equal(bs->parent_key.size, 16);
+        tk_key(parent, k);
+        assert_memory_equal(bs->parent_key.bytes, k, 16);
+    }
+    assert_int_equal(ev->tokens.n, tokens ? n * S_TPB : 0);
+    for (uint32_t i = 0; i < n && tokens; i++)
+        for (uint32_t j = 0; j < S_TPB; j++)
+            assert_int_equal(ev->tokens.v[i * S_TPB + j], s_tok(first + i, j));
+}
+
+/* A put with a parent and token ids commits: its stored event carries the parent
+ * and exactly its keys' token ids. */
+static void test_put_parent_and_tokens_reach_the_stored_event(void **state)
+{
+    (void)state;
+    zsock_t *pull = s_bind_input();
+    tk_env_t e;
+    tk_env_start(&e, S_BIG, s_tweak);
+    s_batch_t *b = calloc(1, sizeof *b);
+    uint64_t last = 0;
+    uint32_t at = 0;
+    assert_int_equal(tk_begin(e.t, TK_INST, "r1", 0), 0);
+    assert_int_equal(s_prepare_meta(e.t, "r1", 0, 3, 99, true), 0);
+    assert_int_equal(s_complete(e.t, "r1", NULL), 0);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 0, 3, 99, true);
+    /* without a parent: none for keys[0]; without tokens: none */
+    assert_int_equal(s_prepare_meta(e.t, "r1", 10, 2, UINT32_MAX, true), 0);
+    assert_int_equal(s_complete(e.t, "r1", NULL), 0);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 10, 2, UINT32_MAX, true);
+    assert_int_equal(s_prepare_meta(e.t, "r1", 20, 2, 7, false), 0);
+    assert_int_equal(s_complete(e.t, "r1", NULL), 0);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 20, 2, 7, false);
+    assert_int_equal(tk_stat(e.t, "events_tokens_dropped"), 0);
+    free(b);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
+/* A partial commit: each committed run's parent is the key before it in the put's
+ * order (the put's parent at keys[0]) and it carries exactly its keys' token
+ * ids; keys already stored are left out the same way. */
+static void test_partial_commit_slices_tokens_and_parents(void **state)
+{
+    (void)state;
+    zsock_t *pull = s_bind_input();
+    tk_env_t e;
+    tk_env_start(&e, S_BIG, s_tweak);
+    s_batch_t *b = calloc(1, sizeof *b);
+    uint64_t last = 0;
+    uint32_t at = 0;
+    assert_int_equal(tk_begin(e.t, TK_INST, "r1", 0), 0);
+    assert_int_equal(s_prepare_meta(e.t, "r1", 0, 5, 99, true), 0);
+    bool mask[5] = {true, false, true, true, false};
+    assert_int_equal(s_complete(e.t, "r1", mask), 0);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 0, 1, 99, true);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 2, 2, 1, true);
+    /* keys 0, 2, 3 are stored: a put of 0..5 writes 1, 4, 5 only */
+    assert_int_equal(s_prepare_meta(e.t, "r1", 0, 6, 99, true), 0);
+    assert_int_equal(e.t->arr->keys.n, 3);
+    assert_int_equal(s_complete(e.t, "r1", NULL), 0);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 1, 1, 0, true);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 4, 2, 3, true);
+    free(b);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
+/* The put token pool is full: that put keeps no token ids (counted), still
+ * commits; an aborted window gives its room back. */
+static void test_full_token_pool_drops_tokens_never_the_put(void **state)
+{
+    (void)state;
+    zsock_t *pull = s_bind_input();
+    s_put_tokens = 4096; /* one chunk (SCHED_TOK_CHUNK): 195 keys of 16 token ids */
+    tk_env_t e;
+    tk_env_start(&e, S_BIG, s_tweak_tokens);
+    s_put_tokens = 0;
+    s_batch_t *b = calloc(1, sizeof *b);
+    uint64_t last = 0;
+    uint32_t at = 0;
+    assert_int_equal(tk_begin(e.t, TK_INST, "hold", 0), 0);
+    assert_int_equal(tk_begin(e.t, TK_INST, "r2", 0), 0);
+    assert_int_equal(s_prepare_meta(e.t, "hold", 100, 150, UINT32_MAX, true), 0); /* the chunk */
+    assert_int_equal(s_prepare_meta(e.t, "r2", 0, 2, 99, true), 0);
+    assert_int_equal(s_complete(e.t, "r2", NULL), 0);
+    assert_int_equal(tk_stat(e.t, "events_tokens_dropped"), 1);
+    bus_event_t *ev = &b->ev[s_next_stored(pull, b, &at, &last)];
+    assert_int_equal(ev->keys.n, 2);
+    assert_int_equal(ev->tokens.n, 0);
+    assert_true(tk_cached(e.t, 0) && tk_cached(e.t, 1));
+    /* the holder's window ends (request_end aborts it): the room comes back */
+    assert_int_equal(tk_end(e.t, TK_INST, "hold"), 0);
+    assert_int_equal(s_prepare_meta(e.t, "r2", 10, 2, 99, true), 0);
+    assert_int_equal(s_complete(e.t, "r2", NULL), 0);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 10, 2, 99, true);
+    assert_int_equal(tk_stat(e.t, "events_tokens_dropped"), 1);
+    free(b);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
+/* Bad token counts and parents are refused before anything is reserved. */
+static void test_bad_put_meta_is_refused_nothing_reserved(void **state)
+{
+    (void)state;
+    zsock_t *pull = s_bind_input();
+    tk_env_t e;
+    tk_env_start(&e, S_BIG, s_tweak);
+    assert_int_equal(tk_begin(e.t, TK_INST, "r1", 0), 0);
+    uint8_t keys[2][16];
+    tk_keys(0, 2, keys);
+    uint32_t tok[40] = {0};
+    kvtier_PreparePutRequest *r =
+        &tk_req(e.t, kvtier_Envelope_prepare_put_req_tag)->body.prepare_put_req;
+    TK_FILL_IDS(r, TK_INST, "r1");
+    bus_arrays_t ra = tk_keys_arr(keys, 2);
+    ra.token_ids = (bus_u32s_t){.v = tok, .n = 31, .cap = 40};
+    assert_int_equal(tk_call(e.t, &ra), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(e.t->msg, "31 token ids for 2 keys"));
+    r = &tk_req(e.t, kvtier_Envelope_prepare_put_req_tag)->body.prepare_put_req;
+    TK_FILL_IDS(r, TK_INST, "r1");
+    r->parent_key.size = 8;
+    ra.token_ids.n = 0;
+    assert_int_equal(tk_call(e.t, &ra), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(e.t->msg, "parent_key is 8 bytes"));
+    assert_int_equal(tk_stat(e.t, "reserved"), 0);
+    assert_int_equal(tk_stat(e.t, "window_keys"), 0);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +470,10 @@ int main(void)
         cmocka_unit_test(test_eviction_is_an_event),
         cmocka_unit_test(test_a_long_lookup_is_cut_and_says_so),
         cmocka_unit_test(test_a_full_input_drops_and_leaves_a_gap),
+        cmocka_unit_test(test_put_parent_and_tokens_reach_the_stored_event),
+        cmocka_unit_test(test_partial_commit_slices_tokens_and_parents),
+        cmocka_unit_test(test_full_token_pool_drops_tokens_never_the_put),
+        cmocka_unit_test(test_bad_put_meta_is_refused_nothing_reserved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

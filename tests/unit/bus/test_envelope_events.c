@@ -88,10 +88,73 @@ static void test_every_event_kind_round_trips_with_its_keys(void **state)
     zframe_destroy(&f);
 }
 
+/* Issue 10 §1: BlockStored.token_ids (packed, a callback) round-trips per event;
+ * a decoder without a token pool skips them; a small pool is refused, never
+ * overrun. */
+static void test_stored_token_ids_round_trip_bounded(void **state)
+{
+    (void)state;
+    bus_event_t in[3], out[3];
+    uint8_t keys[4][BUS_KEY_LEN], pool_keys[8][BUS_KEY_LEN];
+    uint32_t toks[6] = {1, 127, 128, 70000, 0xFFFFFFFFu, 5}, pool_toks[8];
+    memset(in, 0, sizeof in);
+    for (uint32_t i = 0; i < 4; i++)
+        tu_key(i, keys[i]);
+    for (uint32_t i = 0; i < 3; i++) {
+        in[i].ev.which_kind = kvtier_Event_block_stored_tag;
+        in[i].ev.kind.block_stored.tokens_per_block = 2;
+    }
+    in[0].keys = (bus_keys_t){.keys = keys, .n = 2, .cap = 2};
+    in[0].tokens = (bus_u32s_t){.v = toks, .n = 4, .cap = 4};
+    in[1].keys = (bus_keys_t){.keys = keys + 2, .n = 1, .cap = 1}; /* no tokens known */
+    in[2].keys = (bus_keys_t){.keys = keys + 3, .n = 1, .cap = 1};
+    in[2].tokens = (bus_u32s_t){.v = toks + 4, .n = 2, .cap = 2};
+    in[2].ev.kind.block_stored.parent_key.size = BUS_KEY_LEN;
+    memcpy(in[2].ev.kind.block_stored.parent_key.bytes, keys[2], BUS_KEY_LEN);
+    kvtier_EventBatch hdr = {.epoch = 1};
+    zframe_t *f = NULL;
+    kvtier_Status st;
+    assert_int_equal(bus_events_encode(&hdr, in, 3, &f, &st), 0);
+
+    kvtier_EventBatch got;
+    bus_keys_t pool = {.keys = pool_keys, .cap = 8};
+    bus_u32s_t tpool = {.v = pool_toks, .cap = 8};
+    uint32_t n = 0;
+    assert_int_equal(bus_events_decode_tokens(zframe_data(f), zframe_size(f), &got, out, 3, &n,
+                                              &pool, &tpool, &st),
+                     0);
+    assert_int_equal(n, 3);
+    assert_int_equal(tpool.n, 6);
+    assert_int_equal(out[0].tokens.n, 4);
+    assert_memory_equal(out[0].tokens.v, toks, 4 * sizeof *toks);
+    assert_int_equal(out[1].tokens.n, 0);
+    assert_int_equal(out[2].tokens.n, 2);
+    assert_memory_equal(out[2].tokens.v, toks + 4, 2 * sizeof *toks);
+    assert_int_equal(out[2].ev.kind.block_stored.parent_key.size, BUS_KEY_LEN);
+    assert_memory_equal(out[2].ev.kind.block_stored.parent_key.bytes, keys[2], BUS_KEY_LEN);
+    assert_int_equal(out[2].keys.n, 1);
+
+    /* the plain decoder skips the token ids */
+    assert_int_equal(
+        bus_events_decode(zframe_data(f), zframe_size(f), &got, out, 3, &n, &pool, &st), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0].tokens.n, 0);
+    assert_int_equal(out[0].keys.n, 2);
+
+    /* a token pool smaller than the batch's token ids: refused, with the field named */
+    bus_u32s_t small = {.v = pool_toks, .cap = 5};
+    assert_int_equal(bus_events_decode_tokens(zframe_data(f), zframe_size(f), &got, out, 3, &n,
+                                              &pool, &small, &st),
+                     -kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(st.message, "token_ids"));
+    zframe_destroy(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_event_kind_round_trips_with_its_keys),
+        cmocka_unit_test(test_stored_token_ids_round_trip_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

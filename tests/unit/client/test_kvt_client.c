@@ -477,6 +477,44 @@ static void bad_arguments_refused_without_a_request(void **state)
     zactor_destroy(&a);
 }
 
+/* Issue 10 §1: a put's token ids over KVT_MAX_TOKEN_IDS, not a whole number per
+ * key, or missing are refused locally (INVALID_ARGUMENT, a message naming the
+ * bound); nothing is sent, so nothing is reserved. A NULL meta is kvt_prepare_put. */
+static void put_meta_bad_token_counts_refused_without_a_request(void **state)
+{
+    (void)state;
+    zactor_t *a = fc_new();
+    char ea[128], err[512];
+    fc_endpoint(a, ea, sizeof ea);
+    kvt_client_t *c = t_connect(ea, err, sizeof err);
+    assert_non_null(c);
+    kvt_key_t k[2];
+    t_key(&k[0], 1, 0);
+    t_key(&k[1], 2, 0);
+    uint32_t *ids = calloc(KVT_MAX_TOKEN_IDS + 2, sizeof *ids);
+    uint64_t before = fc_stats(a).requests;
+    kvt_token_t *tok = NULL;
+    kvt_put_meta_t m = {.token_ids = ids, .n_token_ids = KVT_MAX_TOKEN_IDS + 2};
+    assert_int_equal(kvt_prepare_put_ex(c, "inst", "r", k, 2, &m, &tok), -KVT_INVALID_ARGUMENT);
+    assert_non_null(strstr(kvt_last_error(c), "at most 65536"));
+    m.n_token_ids = 31;
+    assert_int_equal(kvt_prepare_put_ex(c, "inst", "r", k, 2, &m, &tok), -KVT_INVALID_ARGUMENT);
+    assert_non_null(strstr(kvt_last_error(c), "31 token ids for 2 keys"));
+    m = (kvt_put_meta_t){.token_ids = NULL, .n_token_ids = 32};
+    assert_int_equal(kvt_prepare_put_ex(c, "inst", "r", k, 2, &m, &tok), -KVT_INVALID_ARGUMENT);
+    assert_null(tok);
+    assert_int_equal(fc_stats(a).requests, before);
+    /* NULL meta and a good one reach the coordinator */
+    assert_int_equal(kvt_prepare_put_ex(c, "inst", "r", k, 2, NULL, &tok), 0);
+    assert_int_equal(kvt_complete_put(c, &tok, NULL), 0);
+    m = (kvt_put_meta_t){.parent = &k[0], .token_ids = ids, .n_token_ids = 32};
+    assert_int_equal(kvt_prepare_put_ex(c, "inst", "r", k + 1, 1, &m, &tok), 0);
+    assert_int_equal(kvt_complete_put(c, &tok, NULL), 0);
+    free(ids);
+    kvt_close(&c);
+    zactor_destroy(&a);
+}
+
 /* DESIGN.md §2 token; bus_token.h: a payload that does not decode is refused
  * (INTERNAL), no token is handed out, and the opened window is closed at once
  * with every key failed. */
@@ -582,6 +620,7 @@ int main(void)
         cmocka_unit_test(stats_small_capacity_returns_the_total),
         cmocka_unit_test(stats_list_changing_while_paged_is_a_conflict),
         cmocka_unit_test(bad_arguments_refused_without_a_request),
+        cmocka_unit_test(put_meta_bad_token_counts_refused_without_a_request),
         cmocka_unit_test(undecodable_token_closes_the_window),
         cmocka_unit_test(tokens_outstanding_at_close_are_freed),
     };
