@@ -73,6 +73,7 @@ struct s_args {
     uint32_t rounds;
     uint32_t blocks, prefix;
     const char *redis_server;
+    bool events_subscriber; /* the events-on service has a local subscriber */
 };
 
 typedef struct {
@@ -645,12 +646,15 @@ static void s_usage(void)
 {
     fprintf(stderr,
             "usage: kvt-bench meta [--seconds S] [--rounds R] [--blocks N] [--prefix K]\n"
-            "                      [--redis-server PATH]\n"
+            "                      [--redis-server PATH] [--events-subscriber yes|no]\n"
             "  S timed seconds per side and cell (default 3, 0.1..600), split into R\n"
             "  alternating kvtier / redis EXISTS / redis MGET slices (default 3, 1..100);\n"
             "  N keys stored (default 65536, a multiple of K); K keys per lookup (default\n"
             "  256, 1..%u); PATH default /usr/bin/redis-server.\n"
-            "  Cells: 1 and 8 operations in flight (threads, one handle/connection each).\n",
+            "  Cells: 1 and 8 operations in flight (threads, one handle/connection each).\n"
+            "  \"kvtier +events\": a second service with events on (publisher, mirror, vLLM\n"
+            "  stream) in the same alternating slices; with a subscriber reading both\n"
+            "  streams in this process (yes, the default) or none (no).\n",
             S_MAX_PREFIX);
 }
 
@@ -666,6 +670,12 @@ static int s_parse(int argc, char **argv, struct s_args *a)
         i++;
         if (strcmp(opt, "--redis-server") == 0) {
             a->redis_server = val;
+            continue;
+        }
+        if (strcmp(opt, "--events-subscriber") == 0) {
+            if (strcmp(val, "yes") && strcmp(val, "no"))
+                return -1;
+            a->events_subscriber = strcmp(val, "yes") == 0;
             continue;
         }
         if (strcmp(opt, "--seconds") == 0) {
@@ -706,7 +716,8 @@ int bench_meta(int argc, char **argv)
                          .rounds = 3,
                          .blocks = 65536,
                          .prefix = 256,
-                         .redis_server = "/usr/bin/redis-server"}};
+                         .redis_server = "/usr/bin/redis-server",
+                         .events_subscriber = true}};
     int parsed = s_parse(argc, argv, &ctx.a);
     if (parsed != 0) {
         s_usage();
@@ -742,7 +753,7 @@ int bench_meta(int argc, char **argv)
     double fill_s = (double)(s_now_ns() - t0) * 1e-9;
     /* the same service with events on (publisher, mirror, vLLM stream, a
      * subscriber reading both), filled alike: its slices alternate with the rest */
-    svc_ev = bench_svc_start_events("meta-ev", S_BLOCK, ctx.a.blocks);
+    svc_ev = bench_svc_start_events("meta-ev", S_BLOCK, ctx.a.blocks, ctx.a.events_subscriber);
     if (!svc_ev || s_fill(&ctx, svc_ev) != 0)
         goto out;
     if (s_workers_open(&ctx, svc, svc_ev, &redis, ws) != 0) {

@@ -159,7 +159,7 @@ static int s_mode(const char *mode, unsigned n, bool events)
     src = aligned_alloc(4096, (size_t)S_PROMPT * S_BLOCK);
     dst = aligned_alloc(4096, (size_t)S_PROMPT * S_BLOCK);
     bench_svc_t *svc = !src || !dst ? NULL
-                       : events     ? bench_svc_start_events("ops", S_BLOCK, 16384)
+                       : events     ? bench_svc_start_events("ops", S_BLOCK, 16384, true)
                                     : bench_svc_start("ops", S_BLOCK, 16384);
     o.c = svc ? bench_svc_connect(svc, false, "ops") : NULL;
     int rc = o.c ? 0 : -1;

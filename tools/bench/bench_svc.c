@@ -159,7 +159,7 @@ static void s_drain_actor(zsock_t *pipe, void *args)
 }
 
 /* The publisher and its subscriber, before the scheduler that feeds it. */
-static int s_events_new(bench_svc_t *s)
+static int s_events_new(bench_svc_t *s, bool subscriber)
 {
     static unsigned s_ev_seq;
     snprintf(s->events_in, sizeof s->events_in, "inproc://bench-events-%d-%u", (int)getpid(),
@@ -178,18 +178,21 @@ static int s_events_new(bench_svc_t *s)
         publisher_vllm_endpoints(s->publisher, s->counts->vllm_ep, sizeof s->counts->vllm_ep,
                                  vreplay, sizeof vreplay) < 0)
         return -1;
+    if (!subscriber)
+        return 0;
     s->drain = zactor_new(s_drain_actor, s->counts);
     return s->drain ? 0 : -1;
 }
 
-static bench_svc_t *s_start(const char *part, uint64_t slot_size, uint64_t capacity, bool events)
+static bench_svc_t *s_start(const char *part, uint64_t slot_size, uint64_t capacity, bool events,
+                            bool subscriber)
 {
     static unsigned s_seq;
     bench_svc_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     snprintf(s->shm, sizeof s->shm, "/kvt-bench-%s-%d-%u", part, (int)getpid(), s_seq++);
-    if (events && s_events_new(s) != 0) {
+    if (events && s_events_new(s, subscriber) != 0) {
         fprintf(stderr, "bench: cannot start the publisher\n");
         goto out_fail;
     }
@@ -214,12 +217,13 @@ out_fail:
 
 bench_svc_t *bench_svc_start(const char *part, uint64_t slot_size, uint64_t capacity)
 {
-    return s_start(part, slot_size, capacity, false);
+    return s_start(part, slot_size, capacity, false, false);
 }
 
-bench_svc_t *bench_svc_start_events(const char *part, uint64_t slot_size, uint64_t capacity)
+bench_svc_t *bench_svc_start_events(const char *part, uint64_t slot_size, uint64_t capacity,
+                                    bool subscriber)
 {
-    return s_start(part, slot_size, capacity, true);
+    return s_start(part, slot_size, capacity, true, subscriber);
 }
 
 int bench_svc_events(bench_svc_t *svc, uint64_t *handed, uint64_t *dropped, uint64_t *read_pb,

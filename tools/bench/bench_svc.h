@@ -24,9 +24,11 @@ typedef struct bench_svc bench_svc_t;
 bench_svc_t *bench_svc_start(const char *part, uint64_t slot_size, uint64_t capacity);
 
 /* The same service with events on, the way the leader runs them: a publisher
- * (replay socket, mirror and vLLM stream on) fed by the scheduler, and one
- * subscriber thread that reads both streams as fast as they come. */
-bench_svc_t *bench_svc_start_events(const char *part, uint64_t slot_size, uint64_t capacity);
+ * (replay socket, mirror and vLLM stream on) fed by the scheduler and, when
+ * SUBSCRIBER, one subscriber thread in this process that reads both streams as
+ * fast as they come (on this host its CPU is taken from the service's). */
+bench_svc_t *bench_svc_start_events(const char *part, uint64_t slot_size, uint64_t capacity,
+                                    bool subscriber);
 
 /* Events so far: batches the scheduler handed over (*handed, its own count),
  * dropped (its input full), and messages the subscriber read on the protobuf
