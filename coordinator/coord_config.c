@@ -38,6 +38,7 @@ static const char s_defaults[] =
     "              \"replay_endpoint\": \"tcp://127.0.0.1:7702\",\n"
     "              \"ring_batches\": 4096, \"ring_bytes\": \"64MiB\", \"queue\": 1024,\n"
     "              \"subscriber_queue\": 1000, \"snapshot_blocks\": 4194304,\n"
+    "              \"put_tokens\": 4194304,\n"
     "              \"vllm_endpoint\": \"tcp://127.0.0.1:7703\",\n"
     "              \"vllm_replay_endpoint\": \"tcp://127.0.0.1:7704\",\n"
     "              \"vllm_layout\": \"map\" },\n"
@@ -694,6 +695,7 @@ static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char 
                                        "vllm_replay_endpoint",
                                        "vllm_layout",
                                        "subscriber_queue",
+                                       "put_tokens",
                                        NULL};
     bus_config_node_t en;
     int rc = bus_config_get_object(root, "events", 16, &en, err, errlen);
@@ -725,6 +727,8 @@ static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char 
                    err, errlen);
     if (rc == 0)
         rc = s_u32(&en, "subscriber_queue", 1000000, &c->events_subscriber_queue, err, errlen);
+    if (rc == 0)
+        rc = s_u32(&en, "put_tokens", 64u << 20, &c->events_put_tokens, err, errlen);
     if (rc == 0)
         rc = s_read_events_vllm(&en, c, err, errlen);
     return rc;

@@ -158,6 +158,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
         snprintf(sc->vllm_replay_endpoint, sizeof sc->vllm_replay_endpoint, "%s",
                  p->events_vreplay);
         sc->events_queue = c->events_queue;
+        sc->events_put_tokens = c->events_put_tokens;
     }
     sc->n_quotas = c->n_quotas;
     for (uint32_t i = 0; i < c->n_quotas; i++) {

@@ -367,6 +367,49 @@ assert sum(1 for l in frm if l["kind"] == "lookup") >= st["lookups"], "--from 0 
 print("snapshot: %d blocks; --from 0: %d events" % (len(keys), len(frm)))
 EOF
   it_fail "kvtier events --snapshot / --from printed the wrong events"
+# token ids and the parent key given at put (the Python binding's prepare_put)
+# reach the vLLM stream's BlockStored as token_ids and parent_block_hash
+KVTIER_COORDINATOR=$KVTIER_COORDINATOR it_python - "$vllm_ep" <<'EOF' ||
+import os, sys, time
+import msgpack, zmq
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "client", "python"))
+import kvtier
+ctx = zmq.Context()
+sub = ctx.socket(zmq.SUB)
+sub.setsockopt(zmq.SUBSCRIBE, b"")
+sub.connect(sys.argv[1])
+time.sleep(0.5)  # the subscription reaches the XPUB
+c = kvtier.Client(coordinators=os.environ["KVTIER_COORDINATOR"], name="tok", timeout_ms=5000)
+c.register_instance("tok", 4, 64 << 10)
+parent, keys = b"\x11" * 16, [b"\x21" * 16, b"\x22" * 16]
+tokens = [101, 102, 103, 104, 201, 202, 203, 70000]
+c.request_begin("tok", "tok-1")
+try:
+    c.prepare_put("tok", "tok-x", keys, parent=parent, token_ids=tokens[:7])
+    sys.exit("7 token ids for 2 blocks of 4 were accepted")
+except kvtier.KvtError as e:
+    assert e.status == "INVALID_ARGUMENT", e
+tok = c.prepare_put("tok", "tok-1", keys, parent=parent, token_ids=tokens)
+c.submit_put(1, tok, [b"\x00" * (64 << 10)] * tok.count, 64 << 10)
+assert c.wait([1], 10000)[0].ok
+c.complete_put(tok)
+c.request_end("tok", "tok-1")
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline:
+    if not sub.poll(500):
+        continue
+    topic, seq, payload = sub.recv_multipart()
+    for e in msgpack.unpackb(payload, raw=False)["events"]:
+        if e["type"] == "BlockStored" and e["block_hashes"] == keys:
+            assert e["token_ids"] == tokens, e["token_ids"]
+            assert e["parent_block_hash"] == parent, e["parent_block_hash"]
+            assert e["block_size"] == 4, e["block_size"]
+            print("vLLM BlockStored: token_ids %s, parent %s" % (e["token_ids"], e["parent_block_hash"].hex()))
+            sys.exit(0)
+sys.exit("no BlockStored of the put with its token ids on the vLLM stream")
+EOF
+  it_fail "token ids given at put did not reach the vLLM stream"
+
 rc=0
 it_cli events --from 1 --snapshot >/dev/null 2>&1 || rc=$?
 [ $rc -eq 2 ] || it_fail "--from with --snapshot exited $rc, not 2 (usage)"

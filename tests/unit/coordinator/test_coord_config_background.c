@@ -197,6 +197,7 @@ static void test_events_keys(void **state)
     assert_int_equal(g_cfg.events_queue, 1024);
     assert_int_equal(g_cfg.events_snapshot_blocks, 4194304);
     assert_int_equal(g_cfg.events_subscriber_queue, 1000);
+    assert_int_equal(g_cfg.events_put_tokens, 4194304);
     assert_string_equal(g_cfg.events_vllm, "tcp://127.0.0.1:7703");
     assert_string_equal(g_cfg.events_vllm_replay, "tcp://127.0.0.1:7704");
     assert_int_equal(g_cfg.events_vllm_layout, 0);
@@ -211,6 +212,7 @@ static void test_events_keys(void **state)
     s_reject("{\"events\": {\"vllm_endpoint\": \"\"}}", "events.vllm_replay_endpoint",
              "needs events.vllm_endpoint");
     s_reject("{\"events\": {\"vllm_endpoint\": \"http://x\"}}", "events.vllm_endpoint", "");
+    s_reject("{\"events\": {\"put_tokens\": 67108865}}", "events.put_tokens", "out of range");
     s_reject("{\"events\": {\"subscriber_queue\": 0}}", "events.subscriber_queue", "out of range 1..");
     s_reject("{\"events\": {\"snapshot_blocks\": 0}}", "events.snapshot_blocks",
              "out of range 1..");
