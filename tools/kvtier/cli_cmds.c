@@ -125,20 +125,12 @@ static void s_print_stats(const kvt_stat_t *st, uint32_t n, uint32_t total)
  * and the status page. */
 static void s_print_optimizer(const cli_common_t *o, const char *cluster)
 {
-    const char *urls = o->etcd ? o->etcd : getenv("KVTIER_ETCD");
-    if (!urls || !urls[0]) {
+    coord_etcd_t *e = cli_etcd_open(o, 2000);
+    if (!e) {
         printf("optimizer    (its figures are in etcd: give --etcd URLS or $KVTIER_ETCD)\n");
         return;
     }
-    char buf[1024], key[COORD_ETCD_KEY_MAX];
-    snprintf(buf, sizeof buf, "%s", urls);
-    const char *eps[COORD_ETCD_MAX_ENDPOINTS];
-    size_t n = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < COORD_ETCD_MAX_ENDPOINTS;
-         t = strtok_r(NULL, ",", &save))
-        eps[n++] = t;
-    coord_etcd_config_t ec = {.endpoints = eps, .n_endpoints = n, .timeout_ms = 2000};
-    coord_etcd_t *e = n ? coord_etcd_new(&ec) : NULL;
+    char key[COORD_ETCD_KEY_MAX];
     char *val = malloc(65536);
     size_t len = 0;
     int rc = e && val && coord_cluster_key(key, sizeof key, cluster, "optimizer") == 0

@@ -3,6 +3,7 @@
 
 #include "bus_config.h"
 #include "coord_config.h"
+#include "coord_etcd.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -240,4 +241,20 @@ double cli_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct coord_etcd *cli_etcd_open(const cli_common_t *o, int timeout_ms)
+{
+    const char *urls = o->etcd ? o->etcd : s_env("KVTIER_ETCD");
+    if (!urls || !urls[0])
+        return NULL;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", urls);
+    const char *eps[COORD_ETCD_MAX_ENDPOINTS];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < COORD_ETCD_MAX_ENDPOINTS;
+         t = strtok_r(NULL, ",", &save))
+        eps[n++] = t;
+    coord_etcd_config_t ec = {.endpoints = eps, .n_endpoints = n, .timeout_ms = timeout_ms};
+    return n ? coord_etcd_new(&ec) : NULL; /* the handle copies the endpoints */
 }

@@ -98,6 +98,11 @@ int cli_parse(int argc, char **argv, const char *shortopts, const struct option 
 /* Connects as the flags say; NULL with the reason on stderr. */
 kvt_client_t *cli_connect(cli_common_t *o, const char *name);
 
+/* An etcd handle on --etcd URLS or $KVTIER_ETCD (comma-separated), calls bounded
+ * by timeout_ms; NULL when neither names any (or the URLs are unusable). */
+struct coord_etcd;
+struct coord_etcd *cli_etcd_open(const cli_common_t *o, int timeout_ms);
+
 /* Registers the instance of the flags (equal spec again is fine). 0 or -code,
  * message on stderr. */
 int cli_register(kvt_client_t *c, const cli_common_t *o);

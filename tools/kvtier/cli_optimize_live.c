@@ -317,23 +317,12 @@ static int s_loop(s_live_t *l, zsock_t *sub)
  * deployment file or "kvtier". 0, or -1 (printed). */
 static int s_etcd_open(s_live_t *l, const cli_common_t *o)
 {
-    const char *urls = o->etcd ? o->etcd : getenv("KVTIER_ETCD");
-    if (!urls || !urls[0]) {
-        fprintf(stderr, "kvtier optimize: --publish needs --etcd URLS (or $KVTIER_ETCD)\n");
-        return -1;
-    }
-    static char buf[1024];
-    snprintf(buf, sizeof buf, "%s", urls);
-    const char *eps[COORD_ETCD_MAX_ENDPOINTS];
-    size_t n = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < COORD_ETCD_MAX_ENDPOINTS;
-         t = strtok_r(NULL, ",", &save))
-        eps[n++] = t;
     const char *cluster = o->cluster ? o->cluster : o->cfg_cluster[0] ? o->cfg_cluster : "kvtier";
-    coord_etcd_config_t ec = {.endpoints = eps, .n_endpoints = n, .timeout_ms = 2000};
-    l->etcd = n ? coord_etcd_new(&ec) : NULL;
+    l->etcd = cli_etcd_open(o, 2000);
     if (!l->etcd || coord_cluster_key(l->key, sizeof l->key, cluster, "optimizer") < 0) {
-        fprintf(stderr, "kvtier optimize: --publish: bad etcd URLs '%s' or cluster '%s'\n", urls,
+        fprintf(stderr,
+                "kvtier optimize: --publish needs etcd: --etcd URLS or $KVTIER_ETCD "
+                "(usable URLs), and a cluster name (%s)\n",
                 cluster);
         return -1;
     }
