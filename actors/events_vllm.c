@@ -223,24 +223,3 @@ int events_vllm_removed(events_vllm_layout_t layout, double ts, const uint8_t (*
     s_removed(&o, n ? keys[0] : NULL, n, BUS_KEY_LEN, medium);
     return o.rc;
 }
-
-int events_vllm_stored(events_vllm_layout_t layout, double ts, bool cleared,
-                       const publisher_mirror_loc_t *locs, uint32_t n, msgpack_sbuffer *out)
-{
-    uint32_t runs = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (i == 0 || locs[i].medium != locs[i - 1].medium || locs[i].tokens != locs[i - 1].tokens)
-            runs++;
-    s_out_t o;
-    s_batch_open(&o, out, layout, ts, runs + (cleared ? 1 : 0));
-    if (cleared)
-        s_cleared(&o);
-    for (uint32_t i = 0, j; i < n; i = j) {
-        for (j = i + 1;
-             j < n && locs[j].medium == locs[i].medium && locs[j].tokens == locs[i].tokens; j++)
-            ;
-        s_stored(&o, locs[i].key, j - i, sizeof *locs, NULL, 0, NULL, locs[i].tokens,
-                 locs[i].medium);
-    }
-    return o.rc;
-}

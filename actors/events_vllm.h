@@ -38,7 +38,6 @@
 #include <stdint.h>
 
 #include "bus_events.h"
-#include "publisher_mirror.h"
 
 typedef enum { EVENTS_VLLM_MAP = 0, EVENTS_VLLM_ARRAY } events_vllm_layout_t;
 
@@ -59,11 +58,5 @@ int events_vllm_batch(events_vllm_layout_t layout, const bus_event_t *events, ui
  * medium (kvtier_Medium), with time ts (seconds). 0 or -1. */
 int events_vllm_removed(events_vllm_layout_t layout, double ts, const uint8_t (*keys)[BUS_KEY_LEN],
                         uint32_t n, uint32_t medium, msgpack_sbuffer *out);
-
-/* A snapshot page: a KVEventBatch holding, when cleared, an AllBlocksCleared
- * first, then one BlockStored per run of locs with equal (medium, tokens)
- * (publisher_mirror_copy sorts them so). 0 or -1. */
-int events_vllm_stored(events_vllm_layout_t layout, double ts, bool cleared,
-                       const publisher_mirror_loc_t *locs, uint32_t n, msgpack_sbuffer *out);
 
 #endif

@@ -89,13 +89,15 @@ typedef struct {
     s_replay_kind_t kind;
     uint8_t id[S_ROUTING_ID_MAX];
     size_t id_len;
-    bool delim;                   /* vLLM replay: the request had an empty delimiter */
-    uint64_t next;                /* the lowest seq not yet sent */
-    uint64_t end;                 /* the last seq published when the request came */
-    int64_t last_progress;        /* zclock_mono of the last message sent */
-    publisher_mirror_loc_t *locs; /* snapshot: the mirror copied at the request */
-    uint32_t n_locs, pos;         /* snapshot: locations, the next one to send */
-    bool head_sent;               /* snapshot: the SNAPSHOT message went */
+    bool delim;                        /* vLLM replay: the request had an empty delimiter */
+    uint64_t next;                     /* the lowest seq not yet sent */
+    uint64_t end;                      /* the last seq published when the request came */
+    int64_t last_progress;             /* zclock_mono of the last message sent */
+    publisher_mirror_loc_t *locs;      /* snapshot: the mirror copied at the request */
+    uint32_t n_locs, pos;              /* snapshot: locations, the next one to send */
+    char (*inst)[BUS_INSTANCE_ID_MAX]; /* snapshot: the instance ids, copied with them */
+    uint32_t n_inst;
+    bool head_sent; /* snapshot: the SNAPSHOT message went */
 } s_replay_t;
 
 typedef struct {
@@ -364,6 +366,9 @@ static void s_vllm_tier_down(self_t *self, uint64_t epoch, double ts, uint32_t t
     free(locs);
 }
 
+/* A batch is a run of one kind (sched_events.h): a tier-down batch holds only
+ * TierChanged events, so expanding them before the batch's own vLLM events (and
+ * before the mirror drops the tier) loses nothing. */
 static void s_vllm_derive(self_t *self, const char *topic, size_t tlen, const kvtier_EventBatch *b,
                           uint32_t n)
 {
@@ -550,7 +555,9 @@ static int s_send_batch(self_t *self, s_replay_t *r, s_entry_t *e)
 static void s_replay_free(self_t *self, s_replay_t *r)
 {
     free(r->locs);
+    free(r->inst);
     r->locs = NULL;
+    r->inst = NULL;
     r->state = S_FREE;
     self->n_replays--;
 }
@@ -570,7 +577,7 @@ static uint32_t s_snapshot_page(self_t *self, s_replay_t *r, zframe_t **frame)
         memset(e, 0, sizeof *e);
         e->ev.ts_us = now_us;
         snprintf(e->ev.instance_id, sizeof e->ev.instance_id, "%s",
-                 publisher_mirror_instance(self->mirror, f->instance));
+                 f->instance < r->n_inst ? r->inst[f->instance] : "");
         e->ev.which_kind = kvtier_Event_block_stored_tag;
         e->ev.kind.block_stored = (kvtier_BlockStored){.tier_id = f->tier_id,
                                                        .block_bytes = f->bytes,
@@ -759,12 +766,15 @@ static void s_verb_text(zmq_msg_t *m, char *out, size_t len)
     out[j] = '\0';
 }
 
-static s_replay_t *s_replay_of(self_t *self, zmq_msg_t *id)
+/* The cursor of requester ID on the vLLM ROUTER (VLLM) or the kvtier one: routing
+ * ids are unique per socket only. */
+static s_replay_t *s_replay_of(self_t *self, zmq_msg_t *id, bool vllm)
 {
     size_t n = zmq_msg_size(id);
     for (uint32_t k = 0; k < PUBLISHER_MAX_REPLAYS; k++) {
         s_replay_t *r = &self->replays[k];
-        if (r->state == S_SENDING && r->id_len == n && memcmp(r->id, zmq_msg_data(id), n) == 0)
+        if (r->state == S_SENDING && (r->kind == S_VLLM_REPLAY) == vllm && r->id_len == n &&
+            memcmp(r->id, zmq_msg_data(id), n) == 0)
             return r;
     }
     return NULL;
@@ -832,7 +842,11 @@ static void s_snapshot_start(self_t *self, zmq_msg_t *id)
     s_replay_t *r = s_replay_slot(self);
     publisher_mirror_loc_t *locs = NULL;
     uint32_t n = 0;
-    if (!r || publisher_mirror_copy(self->mirror, &locs, &n) < 0) {
+    char(*inst)[BUS_INSTANCE_ID_MAX] = NULL;
+    uint32_t n_inst = 0;
+    if (!r || publisher_mirror_copy(self->mirror, &locs, &n) < 0 ||
+        publisher_mirror_copy_instances(self->mirror, &inst, &n_inst) < 0) {
+        free(locs);
         s_request_error(self, id, false, "busy: no memory for a snapshot now; retry later");
         return;
     }
@@ -840,6 +854,8 @@ static void s_snapshot_start(self_t *self, zmq_msg_t *id)
     memcpy(r->id, zmq_msg_data(id), r->id_len);
     r->locs = locs;
     r->n_locs = n;
+    r->inst = inst;
+    r->n_inst = n_inst;
     r->end = self->st.last_seq;
     r->last_progress = zclock_mono();
     self->n_replays++;
@@ -884,7 +900,7 @@ static void s_request_one(self_t *self, zmq_msg_t *p, int n)
                         zmq_msg_size(&p[2]));
         return;
     }
-    if (s_replay_of(self, id)) {
+    if (s_replay_of(self, id, false)) {
         s_request_error(self, id, false,
                         "busy: a replay to this requester is in progress; wait for its END");
         return;
@@ -914,7 +930,7 @@ static void s_vllm_request_one(self_t *self, zmq_msg_t *p, int n)
     const char *why = NULL;
     if (body != 1 || zmq_msg_size(seq) != 8)
         why = "vllm replay: send one frame, the 8-byte big-endian start sequence";
-    else if (s_replay_of(self, id))
+    else if (s_replay_of(self, id, true))
         why = "vllm replay: busy: a replay to this requester is in progress";
     else if (self->n_replays >= PUBLISHER_MAX_REPLAYS)
         why = "vllm replay: busy: too many replays in progress; retry after one ends";
@@ -1097,8 +1113,10 @@ static void s_self_destroy(self_t **self_p)
         return;
     self_t *self = *self_p;
     zpoller_destroy(&self->poller);
-    for (uint32_t k = 0; k < PUBLISHER_MAX_REPLAYS; k++)
+    for (uint32_t k = 0; k < PUBLISHER_MAX_REPLAYS; k++) {
         free(self->replays[k].locs);
+        free(self->replays[k].inst);
+    }
     s_ring_fini(&self->ring);
     s_ring_fini(&self->vring);
     publisher_mirror_destroy(&self->mirror);

@@ -292,6 +292,21 @@ const char *publisher_mirror_instance(const publisher_mirror_t *self, uint16_t i
     return i < self->n_inst ? self->inst[i] : "";
 }
 
+int publisher_mirror_copy_instances(const publisher_mirror_t *self,
+                                    char (**out)[BUS_INSTANCE_ID_MAX], uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!self->n_inst)
+        return 0;
+    *out = malloc((size_t)self->n_inst * sizeof **out);
+    if (!*out)
+        return -1;
+    memcpy(*out, self->inst, (size_t)self->n_inst * sizeof **out);
+    *n = self->n_inst;
+    return 0;
+}
+
 static int s_cmp(const void *pa, const void *pb)
 {
     const publisher_mirror_loc_t *a = pa, *b = pb;

@@ -70,6 +70,12 @@ const char *publisher_mirror_stale(const publisher_mirror_t *self);
 /* The instance id of table index i ("" when unknown). */
 const char *publisher_mirror_instance(const publisher_mirror_t *self, uint16_t i);
 
+/* A copy of the instance table (*n ids of BUS_INSTANCE_ID_MAX bytes; the caller
+ * frees *out; NULL with *n = 0 when empty): a snapshot names its locations'
+ * instances from it, since a clear while it is sent reuses the live table. 0 or -1. */
+int publisher_mirror_copy_instances(const publisher_mirror_t *self,
+                                    char (**out)[BUS_INSTANCE_ID_MAX], uint32_t *n);
+
 /* Copies every location into a new array *out (the caller frees it; NULL when
  * empty), sorted by (instance, tier, medium, bytes, tokens) so that runs make
  * few events; *n set. 0, or -1 on no memory. */

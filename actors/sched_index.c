@@ -198,6 +198,16 @@ static int s_spec_check(sched_t *self, sched_call_t *call, const kvtier_Instance
         sched_reply_error(self, call, bad, "spec.instance_id is empty");
         return -1;
     }
+    /* ids name event topics ("stored/<id>"), metric labels and log lines: printable
+     * ASCII without spaces, so that none of them needs escaping or can collide */
+    for (const unsigned char *p = (const unsigned char *)s->instance_id; *p; p++)
+        if (*p < 0x21 || *p > 0x7e) {
+            sched_reply_error(self, call, bad,
+                              "spec.instance_id: byte 0x%02x at offset %u: use printable ASCII "
+                              "without spaces (letters, digits, punctuation)",
+                              *p, (unsigned)(p - (const unsigned char *)s->instance_id));
+            return -1;
+        }
     if (s->tokens_per_block == 0 || s->bytes_per_block == 0) {
         sched_reply_error(self, call, bad,
                           "instance %s: tokens_per_block and bytes_per_block must be "

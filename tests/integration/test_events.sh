@@ -413,4 +413,7 @@ EOF
 rc=0
 it_cli events --from 1 --snapshot >/dev/null 2>&1 || rc=$?
 [ $rc -eq 2 ] || it_fail "--from with --snapshot exited $rc, not 2 (usage)"
+rc=0
+it_cli events --record "$it_dir/x.jsonl" --summary >/dev/null 2>&1 || rc=$?
+[ $rc -eq 2 ] || it_fail "--record with --summary exited $rc, not 2 (usage)"
 it_log "PASS"

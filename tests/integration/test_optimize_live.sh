@@ -22,6 +22,14 @@ json.dump(d, open(sys.argv[1], "w"), indent=2)
 EOF
 it_start
 [ -f "$it_run/pids/optimizer.pid" ] || it_fail "the supervisor runs no optimizer"
+# ready does not wait for the optimizer's subscription (it may still be waiting for
+# the leader): a lookup of another instance until its window shows one (its 2 keys
+# never hit and weigh nothing against the replay's thousands)
+sync_seen() {
+  it_cli lookup --instance it-sync --tokens-per-block 2 --tokens 1,2 >/dev/null 2>&1 || true
+  grep -q '^live: window [1-9]' "$it_run/logs/optimizer.log"
+}
+it_wait_until 60 sync_seen || it_fail "the optimizer saw no lookup: $(tail -n 3 "$it_run/logs/optimizer.log")"
 
 rc=0
 it_cli replay "$it_trace" --requests 300 --no-progress >"$it_dir/replay.txt" || rc=$?

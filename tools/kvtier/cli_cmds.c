@@ -140,7 +140,8 @@ static void s_print_optimizer(const cli_common_t *o, const char *cluster)
     json_t *live = json_object_get(j, "live_hit_rate"), *lru = json_object_get(j, "lru_hit_rate"),
            *bel = json_object_get(j, "belady_hit_rate"),
            *cap = json_object_get(j, "capacity_blocks"),
-           *reqs = json_object_get(j, "window_requests"), *ts = json_object_get(j, "ts_ms");
+           *reqs = json_object_get(j, "window_requests"), *ts = json_object_get(j, "ts_ms"),
+           *last = json_object_get(j, "last_event_ms");
     if (rc == -ENOENT)
         printf("optimizer    no figures yet (optimizer.enabled, events on)\n");
     else if (rc < 0)
@@ -148,13 +149,19 @@ static void s_print_optimizer(const cli_common_t *o, const char *cluster)
     else if (!json_is_number(live) || !json_is_number(lru) || !json_is_number(bel) ||
              !json_is_integer(cap) || !json_is_integer(reqs) || !json_is_integer(ts))
         printf("optimizer    a record that is not the optimizer's (%s)\n", key);
-    else
+    else {
         printf("optimizer    live %.2f%%, lru %.2f%%, belady reference %.2f%% at %lld blocks, "
-               "over the last %lld lookups (retrospective, %.0f s old)\n",
+               "over the last %lld lookups (retrospective, %.0f s old",
                100 * json_number_value(live), 100 * json_number_value(lru),
                100 * json_number_value(bel), (long long)json_integer_value(cap),
                (long long)json_integer_value(reqs),
                (double)(zclock_time() - json_integer_value(ts)) / 1000.0);
+        /* the window stops moving when the optimizer hears nothing: say since when */
+        if (json_is_integer(last) && json_integer_value(last) > 0)
+            printf("; last event %.0f s ago",
+                   (double)(zclock_time() - json_integer_value(last)) / 1000.0);
+        printf(")\n");
+    }
     json_decref(j);
     free(val);
     coord_etcd_destroy(&e);

@@ -377,9 +377,14 @@ static int s_replay_once(s_run_t *r, const char *replay_ep, uint64_t from)
                 uint64_t oldest = s_be64(zframe_data(f1));
                 fprintf(stderr, "kvtier events: replay: batches before %" PRIu64 " are gone\n",
                         oldest);
-                r->gaps++;
-                if (oldest > from)
-                    r->missing += oldest - from;
+                /* missing: what was not printed yet, within the oldest batch's term */
+                uint64_t base = from > r->last ? from : r->last + 1;
+                if (base >> 40 < oldest >> 40)
+                    base = oldest >> 40 << 40 | 1;
+                if (oldest > base) {
+                    r->gaps++;
+                    r->missing += oldest - base;
+                }
             } else if (zframe_streq(v, "END"))
                 rc = 0;
             else
@@ -548,9 +553,12 @@ int cli_cmd_events(int argc, char **argv)
     s_args_t a = {0};
     cli_common_init(&o);
     int first = cli_parse(argc, argv, "c:", longopts, &o, s_opt, &a);
-    if (first < 0 || o.help || first != argc || (a.have_from && a.snapshot)) {
+    bool clash = (a.have_from && a.snapshot) || (a.record && a.summary);
+    if (first < 0 || o.help || first != argc || clash) {
         if (a.have_from && a.snapshot)
             fprintf(stderr, "kvtier events: --from and --snapshot exclude each other\n");
+        if (a.record && a.summary)
+            fprintf(stderr, "kvtier events: --summary prints no events: nothing to --record\n");
         s_usage(o.help ? stdout : stderr);
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }

@@ -10,7 +10,8 @@
  * counted and printed (the window then misses lookups).
  *
  * --publish (how deploy/supervise runs it): each figure also goes to etcd as
- * /kvtier/<cluster>/optimizer = {"ts_ms", "window_requests", "capacity_blocks",
+ * /kvtier/<cluster>/optimizer = {"ts_ms", "last_event_ms", "window_requests",
+ * "capacity_blocks",
  * "live_hit_rate", "lru_hit_rate", "belady_hit_rate", "curve": [[blocks, rate]...],
  * "gaps", "retrospective": true} under a lease of 3 reports (a dead optimizer's
  * figures go with it), which the coordinator's metrics and status page and
@@ -55,6 +56,7 @@ typedef struct {
     char key[COORD_ETCD_KEY_MAX];
     int64_t lease;
     bool warned;
+    int64_t last_event_ms; /* zclock_time of the last message (0: none) */
 } s_live_t;
 
 static volatile sig_atomic_t s_stop;
@@ -148,13 +150,13 @@ static void s_publish(s_live_t *l, const opt_curve_t *c, uint64_t refs, size_t r
         json_array_append_new(
             curve, json_pack("[I, f]", (json_int_t)x, (double)opt_curve_hits(c, x) / (double)refs));
     }
-    json_t *o =
-        json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:I, s:b}", "ts_ms",
-                  (json_int_t)zclock_time(), "window_requests", (json_int_t)requests,
-                  "capacity_blocks", (json_int_t)cap, "live_hit_rate", (double)obs / (double)refs,
-                  "lru_hit_rate", (double)opt_curve_hits(c, cap) / (double)refs, "belady_hit_rate",
-                  bel >= 0 ? (double)bel / (double)refs : 0.0, "curve", curve, "gaps",
-                  (json_int_t)l->gaps, "retrospective", 1);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:I, s:b}", "ts_ms",
+                          (json_int_t)zclock_time(), "last_event_ms", (json_int_t)l->last_event_ms,
+                          "window_requests", (json_int_t)requests, "capacity_blocks",
+                          (json_int_t)cap, "live_hit_rate", (double)obs / (double)refs,
+                          "lru_hit_rate", (double)opt_curve_hits(c, cap) / (double)refs,
+                          "belady_hit_rate", bel >= 0 ? (double)bel / (double)refs : 0.0, "curve",
+                          curve, "gaps", (json_int_t)l->gaps, "retrospective", 1);
     char *rec = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     int64_t ttl_s = (int64_t)(3 * l->a->every_ms / 1000) + 1, left = 0;
@@ -197,7 +199,7 @@ static void s_report(s_live_t *l, bool final)
            s_pct(head, refs), cap, c ? s_pct(opt_curve_hits(c, cap), refs) : 0.0, cap,
            bel >= 0 ? s_pct((uint64_t)bel, refs) : 0.0, l->gaps, l->missing);
     fflush(stdout);
-    if (l->etcd && c && refs)
+    if (l->etcd && c && refs && bel >= 0) /* a figure that failed is not published as 0 */
         s_publish(l, c, refs, opt_trace_requests(t), obs, bel);
     opt_belady_destroy(&b);
     opt_curve_destroy(&c);
@@ -297,8 +299,10 @@ static int s_loop(s_live_t *l, zsock_t *sub)
         if (zpoller_wait(poller, 200)) {
             zmsg_t *m = zmsg_recv(sub);
             bus_keys_t keys = {.keys = pool, .cap = S_MAX_KEYS};
-            if (m)
+            if (m) {
                 s_on_message(l, m, &last, events, &keys);
+                l->last_event_ms = zclock_time();
+            }
             zmsg_destroy(&m);
         }
         if (zclock_mono() >= next) {

@@ -30,6 +30,11 @@ static void test_register_instance_checks_spec(void **state)
     assert_non_null(strstr(t->msg, "slot size"));
     assert_int_equal(tk_register(t, "zero", 0), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
     assert_int_equal(tk_register(t, "", 16), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    /* ids name event topics and metric labels: printable ASCII, no spaces */
+    assert_int_equal(tk_register(t, "two words", 16), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(t->msg, "byte 0x20 at offset 3"));
+    assert_int_equal(tk_register(t, "caf\xc3\xa9", 16), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(tk_register(t, "llama-8b/v2:prod@us", 16), 0);
 
     kvtier_RegisterInstanceRequest *r =
         &tk_req(t, kvtier_Envelope_register_instance_req_tag)->body.register_instance_req;
