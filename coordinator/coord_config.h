@@ -121,7 +121,7 @@ typedef struct {
     bool optimizer_enabled;             /* "optimizer.enabled", default true */
     uint64_t optimizer_every_ms;        /* "optimizer.every", default 10s (1s..1h) */
     uint64_t optimizer_window;          /* "optimizer.window": block references, default 1048576 */
-    uint64_t optimizer_capacity;        /* "optimizer.capacity": blocks; 0 = the first tier's */
+    uint64_t optimizer_capacity;        /* "optimizer.capacity": blocks; 0 = all tiers' */
     uint32_t events_put_tokens;             /* "events.put_tokens": words, 4194304 (16 MiB) */
     uint32_t events_subscriber_queue;   /* "events.subscriber_queue": XPUB HWM, 1000 */
     uint32_t events_snapshot_blocks;    /* "events.snapshot_blocks": mirror bound, 4194304 */

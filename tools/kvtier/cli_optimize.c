@@ -271,7 +271,7 @@ static int s_usage(bool help)
             "live: kvtier optimize --subscribe [--capacity N] [--window REFS] [--every S]\n"
             "  [--for S] [--endpoint EP] [--instance ID] [connection flags]: every S seconds\n"
             "  (10) the service's hit rate over the last lookups holding REFS references\n"
-            "  (%u), next to LRU and the Belady reference at N (default: the first tier's\n"
+            "  (%u), next to LRU and the Belady reference at N (default: all the tiers'\n"
             "  capacity) over the same requests (retrospective); until --for S or SIGINT\n"
             "  --publish: also write each figure to etcd (/kvtier/<cluster>/optimizer, needs\n"
             "  --etcd or $KVTIER_ETCD), for the metrics, the status page and kvtier status;\n"

@@ -221,7 +221,7 @@ static void s_on_batch(s_live_t *l, const kvtier_EventBatch *b, const bus_event_
     }
 }
 
-/* The leader's event endpoint and, when CAP is 0, its first tier's capacity. */
+/* The leader's event endpoint and, when CAP is 0, the capacity of all its tiers. */
 static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap)
 {
     kvt_client_t *c = cli_connect(o, "kvtier-optimize");
@@ -229,6 +229,7 @@ static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap)
         return -1;
     kvt_cluster_info_t *ci = calloc(1, sizeof *ci);
     int rc = ci ? kvt_cluster_info(c, ci) : -KVT_INTERNAL;
+    uint64_t sum = 0;
     if (rc < 0) {
         cli_report_error("optimize", "cluster info", c, rc);
     } else if (!ci->event_endpoint[0]) {
@@ -237,10 +238,14 @@ static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap)
     } else {
         if (!ep[0])
             snprintf(ep, len, "%s", ci->event_endpoint);
-        if (*cap == 0 && ci->n_tiers > 0) {
-            *cap = ci->tiers[0].capacity;
-            printf("live: capacity %" PRIu64 " (tier %s; --capacity to choose)\n", *cap,
-                   ci->tiers[0].name);
+        /* the service's hits come from every tier of its chains: compare with an LRU
+         * of all of them, not of the head alone */
+        for (uint32_t i = 0; *cap == 0 && i < ci->n_tiers; i++)
+            sum += ci->tiers[i].capacity;
+        if (*cap == 0 && sum) {
+            *cap = sum;
+            printf("live: capacity %" PRIu64 " (the %u tiers' slots; --capacity to choose)\n", *cap,
+                   ci->n_tiers);
         }
     }
     free(ci);

@@ -14,7 +14,7 @@
 typedef struct {
     const char *endpoint; /* NULL: the leader's, from cluster info */
     const char *instance; /* NULL: every instance */
-    uint64_t capacity;    /* of the figures; 0: the first tier's, from cluster info */
+    uint64_t capacity;    /* of the figures; 0: all tiers' slots, from cluster info */
     uint64_t window_refs; /* the last lookups holding at most this many references */
     uint64_t every_ms;    /* a figure line this often */
     uint64_t for_ms;      /* 0: until SIGINT / SIGTERM */
