@@ -746,6 +746,36 @@ out:
     return rc;
 }
 
+int coord_etcd_delete_if_value(coord_etcd_t *e, const char *key, const void *value, size_t len,
+                               bool *deleted)
+{
+    if (!e)
+        return -EINVAL;
+    if (s_check_key(e, key, false) < 0)
+        return -EINVAL;
+    if ((len > 0 && !value) || len > COORD_ETCD_VALUE_MAX)
+        return s_fail(e, -EINVAL, "etcd kv/txn %s: bad argument", key);
+    json_t *k = s_b64(key, strlen(key));
+    json_t *req =
+        k ? json_pack("{s:[{s:O, s:s, s:s, s:o}], s:[{s:{s:O}}]}", "compare", "key", k, "target",
+                      "VALUE", "result", "EQUAL", "value", s_b64(value ? value : "", len),
+                      "success", "request_delete_range", "key", k)
+          : NULL;
+    json_decref(k);
+    json_t *root = NULL;
+    int rc =
+        req ? s_call(e, "kv/txn", req, &root) : s_fail(e, -ENOMEM, "etcd kv/txn: out of memory");
+    bool ok = false;
+    /* a losing txn has no "succeeded" field: false */
+    if (rc == 0 && coord_json_bool(root, "succeeded", &ok) < 0)
+        rc = s_bad_answer(e, "kv/txn", -EBADMSG);
+    if (deleted)
+        *deleted = rc == 0 && ok;
+    json_decref(root);
+    json_decref(req);
+    return rc;
+}
+
 int coord_etcd_compact(coord_etcd_t *e, int64_t revision)
 {
     if (!e || revision <= 0)

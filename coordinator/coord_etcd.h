@@ -143,6 +143,12 @@ int coord_etcd_range(coord_etcd_t *e, const char *prefix, const coord_etcd_range
 int coord_etcd_delete(coord_etcd_t *e, const char *key, int64_t *deleted);
 int coord_etcd_delete_prefix(coord_etcd_t *e, const char *prefix, int64_t *deleted);
 
+/* Deletes key only while its value is exactly value[0..len) (one transaction:
+ * compare VALUE, then delete), so a record another writer replaced survives.
+ * *deleted (optional): whether it was deleted. 0, or a negative errno. */
+int coord_etcd_delete_if_value(coord_etcd_t *e, const char *key, const void *value, size_t len,
+                               bool *deleted);
+
 /* The non-blocking election primitive: one transaction that puts key = value
  * (with lease) only if the key does not exist (create_revision == 0), and
  * otherwise reads it. *won says which; cur/cur_meta get the key as it is after

@@ -40,20 +40,12 @@ typedef struct {
 static void s_events(s_feed_t *f)
 {
     if (f->events_withdraw) {
-        char cur[sizeof f->events];
-        size_t len = 0;
-        /* only our own record: a newer leader may have written its own since (the
-         * get and the delete are two calls: a put between them is lost, and the new
-         * leader's next put under a new lease, if any, restores it). Retried every
-         * round until etcd answers. */
-        int g = coord_etcd_get(f->etcd, f->events_key, cur, sizeof cur - 1, &len, NULL);
-        if (g == 0) {
-            cur[len] = '\0';
-            if (strcmp(cur, f->events) == 0 && coord_etcd_delete(f->etcd, f->events_key, NULL) < 0)
-                return;
-        } else if (g != -ENOENT && g != -ENOBUFS) {
+        /* only our own record (one transaction: compare the value, delete): a newer
+         * leader may have written its own since. Retried every round until etcd
+         * answers. */
+        if (coord_etcd_delete_if_value(f->etcd, f->events_key, f->events, strlen(f->events), NULL) <
+            0)
             return;
-        }
         f->events_withdraw = false;
         f->events[0] = '\0';
         return;

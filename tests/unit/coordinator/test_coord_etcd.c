@@ -880,6 +880,28 @@ static void test_delete_and_delete_prefix(void **state)
     coord_etcd_destroy(&e);
 }
 
+/* Withdrawing a record only while it is one's own (the leader's events record):
+ * one transaction compares the value, so another writer's record survives. */
+static void test_delete_if_value_keeps_another_writers_record(void **state)
+{
+    (void)state;
+    coord_etcd_t *e = s_client();
+    size_t len;
+    bool deleted = true;
+    ASSERT_ETCD(e, coord_etcd_put(e, "/t/div", "newer", 5, 0, NULL), 0);
+    ASSERT_ETCD(e, coord_etcd_delete_if_value(e, "/t/div", "mine", 4, &deleted), 0);
+    assert_false(deleted);
+    ASSERT_ETCD(e, coord_etcd_get(e, "/t/div", NULL, 0, &len, NULL), 0);
+    assert_true(len == 5);
+    ASSERT_ETCD(e, coord_etcd_delete_if_value(e, "/t/div", "newer", 5, &deleted), 0);
+    assert_true(deleted);
+    ASSERT_ETCD(e, coord_etcd_get(e, "/t/div", NULL, 0, &len, NULL), -ENOENT);
+    /* absent: nothing to delete, no error */
+    ASSERT_ETCD(e, coord_etcd_delete_if_value(e, "/t/div", "newer", 5, &deleted), 0);
+    assert_false(deleted);
+    coord_etcd_destroy(&e);
+}
+
 /* Election (DESIGN §6 Failover): the first campaign wins, the second loses and
  * sees the winner; when the winner's lease is revoked a new campaign wins. */
 static void test_create_if_absent_elects_one_leader(void **state)
@@ -1290,6 +1312,7 @@ int main(void)
         cmocka_unit_test(test_put_get_binary_values),
         cmocka_unit_test(test_range_prefix_pages_with_limit),
         cmocka_unit_test(test_delete_and_delete_prefix),
+        cmocka_unit_test(test_delete_if_value_keeps_another_writers_record),
         cmocka_unit_test(test_create_if_absent_elects_one_leader),
         cmocka_unit_test(test_watch_delivers_put_and_delete_in_order),
         cmocka_unit_test(test_watch_from_now_and_stop_when_idle),
