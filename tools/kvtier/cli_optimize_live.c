@@ -57,6 +57,8 @@ typedef struct {
     int64_t lease;
     bool warned;
     int64_t last_event_ms; /* zclock_time of the last message (0: none) */
+    char replay_ep[256];   /* the leader's replay socket ("" : none) */
+    bool replaying;
 } s_live_t;
 
 static volatile sig_atomic_t s_stop;
@@ -221,8 +223,10 @@ static void s_on_batch(s_live_t *l, const kvtier_EventBatch *b, const bus_event_
     }
 }
 
-/* The leader's event endpoint and, when CAP is 0, the capacity of all its tiers. */
-static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap)
+/* The leader's event endpoint (its replay socket into REPLAY, REPLAY_LEN bytes)
+ * and, when CAP is 0, the capacity of all its tiers. */
+static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap, char *replay,
+                     size_t replay_len)
 {
     kvt_client_t *c = cli_connect(o, "kvtier-optimize");
     if (!c)
@@ -238,6 +242,8 @@ static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap)
     } else {
         if (!ep[0])
             snprintf(ep, len, "%s", ci->event_endpoint);
+        if (!replay[0])
+            snprintf(replay, replay_len, "%s", ci->event_replay_endpoint);
         /* the service's hits come from every tier of its chains: compare with an LRU
          * of all of them, not of the head alone */
         for (uint32_t i = 0; *cap == 0 && i < ci->n_tiers; i++)
@@ -253,7 +259,52 @@ static int s_cluster(cli_common_t *o, char *ep, size_t len, uint64_t *cap)
     return rc < 0 ? -1 : 0;
 }
 
-/* One message: [topic][8-byte sequence][batch]; gaps within a leader's term counted. */
+static void s_on_message(s_live_t *l, zmsg_t *m, uint64_t *last, bus_event_t *events,
+                         bus_keys_t *pool);
+
+/* Replays the ring from seq FROM (docs/EVENTS.md "Replay") into the window: a
+ * term's lookups that went out before this subscriber joined it. Best effort:
+ * a failure leaves the live stream as it was. */
+static void s_catch_up(s_live_t *l, uint64_t from, uint64_t *last, bus_event_t *events,
+                       bus_keys_t *pool)
+{
+    zsock_t *d = zsock_new_dealer(l->replay_ep);
+    if (!d)
+        return;
+    l->replaying = true;
+    uint8_t be[8];
+    for (int i = 7; i >= 0; i--)
+        be[i] = (uint8_t)(from >> (8 * (7 - i)));
+    zmsg_t *req = zmsg_new();
+    zmsg_addstr(req, "REPLAY");
+    zmsg_addmem(req, be, 8);
+    zpoller_t *p = zmsg_send(&req, d) == 0 ? zpoller_new(d, NULL) : NULL;
+    uint64_t got = 0;
+    while (p && zpoller_wait(p, 5000)) {
+        zmsg_t *m = zmsg_recv(d);
+        char *verb = m ? zmsg_popstr(m) : NULL;
+        bool batch = verb && strcmp(verb, "BATCH") == 0,
+             more = batch || (verb && !strcmp(verb, "GAP"));
+        if (batch) {
+            bus_keys_t keys = {.keys = pool->keys, .cap = pool->cap};
+            s_on_message(l, m, last, events, &keys);
+            got++;
+        }
+        zstr_free(&verb);
+        zmsg_destroy(&m);
+        if (!more)
+            break; /* END, ERROR or nothing */
+    }
+    zpoller_destroy(&p);
+    zsock_destroy(&d);
+    l->replaying = false;
+    printf("live: caught up with %" PRIu64 " batches of the term from the replay socket\n", got);
+    fflush(stdout);
+}
+
+/* One message: [topic][8-byte sequence][batch]; printed once by seq (replayed and
+ * live batches overlap); gaps within a leader's term counted. The first batch of a
+ * term seen live that is not the term's first has the ring replayed first. */
 static void s_on_message(s_live_t *l, zmsg_t *m, uint64_t *last, bus_event_t *events,
                          bus_keys_t *pool)
 {
@@ -265,6 +316,14 @@ static void s_on_message(s_live_t *l, zmsg_t *m, uint64_t *last, bus_event_t *ev
     uint64_t seq = 0;
     for (int i = 0; i < 8; i++)
         seq = seq << 8 | zframe_data(s)[i];
+    if (*last && seq <= *last)
+        return; /* seen already (replayed) */
+    if (!l->replaying && l->replay_ep[0] && seq >> 40 > *last >> 40 &&
+        (seq & ((1ull << 40) - 1)) != 1) {
+        s_catch_up(l, seq >> 40 << 40 | 1, last, events, pool);
+        if (*last && seq <= *last)
+            return;
+    }
     /* every topic is subscribed so that gaps are real (a lookup-only subscription
      * would see the other kinds' sequences as gaps); only lookups are decoded */
     if (*last && seq >> 40 == *last >> 40 && seq > *last + 1) {
@@ -349,7 +408,9 @@ int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
      * handlers go in after each connect: czmq installs its own at its start */
     signal(SIGINT, s_on_signal);
     signal(SIGTERM, s_on_signal);
-    while ((!ep[0] || !args.capacity) && s_cluster(o, ep, sizeof ep, &args.capacity) < 0) {
+    char replay[256] = "";
+    while ((!ep[0] || !args.capacity) &&
+           s_cluster(o, ep, sizeof ep, &args.capacity, replay, sizeof replay) < 0) {
         signal(SIGINT, s_on_signal);
         signal(SIGTERM, s_on_signal);
         if (args.publish && (s_stop || zsys_interrupted))
@@ -365,6 +426,7 @@ int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
         return CLI_EXIT_USAGE;
     }
     s_live_t l = {.a = &args};
+    snprintf(l.replay_ep, sizeof l.replay_ep, "%s", replay);
     if (args.publish && s_etcd_open(&l, o) < 0)
         return CLI_EXIT_USAGE;
     uint64_t w = args.window_refs;
