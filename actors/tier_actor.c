@@ -159,17 +159,16 @@ static void s_limits(self_t *self, const tier_actor_config_t *cfg)
 
 static int s_bind(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)
 {
-    self->server = bus_server_new(cfg->endpoint, self->name);
+    /* A frame larger than any block or frame 0 is refused by libzmq (the peer is
+     * disconnected) rather than buffered in memory: set before the bind. */
+    uint64_t big =
+        self->tier->cfg.slot_size > BUS_MAX_FRAME0 ? self->tier->cfg.slot_size : BUS_MAX_FRAME0;
+    self->server = bus_server_new_bounded(cfg->endpoint, self->name, big);
     if (!self->server) {
         snprintf(why, len, "tier %s: cannot bind %s: %s", self->name, cfg->endpoint,
                  zmq_strerror(errno));
         return -1;
     }
-    /* A frame larger than any block or frame 0 is refused by libzmq (the peer is
-     * disconnected) rather than buffered in memory. */
-    uint64_t big =
-        self->tier->cfg.slot_size > BUS_MAX_FRAME0 ? self->tier->cfg.slot_size : BUS_MAX_FRAME0;
-    zsock_set_maxmsgsize(bus_server_sock(self->server), big > INT32_MAX ? -1 : (int)big);
     return 0;
 }
 

@@ -26,7 +26,12 @@ struct bus_server {
 
 bus_server_t *bus_server_new(const char *endpoint, const char *name)
 {
-    if (!endpoint)
+    return bus_server_new_bounded(endpoint, name, BUS_MAX_FRAME0);
+}
+
+bus_server_t *bus_server_new_bounded(const char *endpoint, const char *name, uint64_t max_frame)
+{
+    if (!endpoint || max_frame == 0)
         return NULL;
     bus_server_t *self = calloc(1, sizeof *self);
     if (!self)
@@ -36,6 +41,8 @@ bus_server_t *bus_server_new(const char *endpoint, const char *name)
     if (!self->sock)
         goto out_fail;
     zsock_set_rcvtimeo(self->sock, 0);
+    /* before the bind: libzmq applies it to the connections it accepts from then on */
+    zsock_set_maxmsgsize(self->sock, max_frame > INT32_MAX ? INT32_MAX : (int)max_frame);
     if (zsock_bind(self->sock, "%s", endpoint) < 0) {
         bus_error("bus", "server %s: cannot bind '%s': %s", self->name, endpoint,
                   zmq_strerror(errno));

@@ -31,6 +31,12 @@ typedef struct {
  * with bus_server_endpoint). `name` is the sender of replies. NULL on failure. */
 bus_server_t *bus_server_new(const char *endpoint, const char *name);
 
+/* The same with the largest frame accepted (ZMQ_MAXMSGSIZE, set before the bind so
+ * that it holds: a larger frame disconnects its sender instead of being buffered).
+ * bus_server_new uses BUS_MAX_FRAME0, the largest frame any request has; a tier
+ * actor, whose writes carry blocks, gives its slot size when that is larger. */
+bus_server_t *bus_server_new_bounded(const char *endpoint, const char *name, uint64_t max_frame);
+
 /* Closes the socket; nulls *self_p; idempotent. */
 void bus_server_destroy(bus_server_t **self_p);
 

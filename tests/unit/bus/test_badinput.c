@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "bus_envelope.h"
+#include "bus_server.h"
 #include "wire_testserver.h"
 #include "wire_testutil.h"
 
@@ -353,12 +354,51 @@ static void test_server_answers_bad_input_and_keeps_serving(void **state)
     zactor_destroy(&server);
 }
 
+/* Issue 12 §3: a server's largest frame is in force (ZMQ_MAXMSGSIZE set before the
+ * bind). A frame above it disconnects its sender and is never delivered (nor
+ * buffered whole); a good request on a new connection is still served, and its
+ * sender's own reply shows the server alive. */
+static void test_oversized_frame_is_refused_and_the_server_keeps_serving(void **state)
+{
+    (void)state;
+    bus_server_t *srv = bus_server_new_bounded("tcp://127.0.0.1:*", "bounded", 1u << 20);
+    assert_non_null(srv);
+    assert_null(bus_server_new_bounded("tcp://127.0.0.1:*", "zero", 0));
+    zsock_t *big = zsock_new_dealer(bus_server_endpoint(srv));
+    assert_non_null(big);
+    size_t len = 8u << 20;
+    char *buf = calloc(1, len);
+    assert_non_null(buf);
+    assert_true(zmq_send(zsock_resolve(big), buf, len, 0) == (int)len);
+    free(buf);
+    bus_arrays_t *arr = bus_arrays_new(BUS_MAX_ARRAY, BUS_MAX_BLOB);
+    bus_request_t req = {0};
+    /* nothing arrives from the oversized sender: not even as bad input (which the
+     * server would answer INVALID_ARGUMENT): libzmq dropped the connection */
+    assert_int_equal(bus_server_recv(srv, 1000, &req, arr), 0);
+    zpoller_t *p = zpoller_new(big, NULL);
+    assert_null(zpoller_wait(p, 500));
+    zpoller_destroy(&p);
+    /* a good request from another connection still does */
+    zsock_t *good = zsock_new_dealer(bus_server_endpoint(srv));
+    zmsg_t *m = s_lookup(3, BUS_PROTOCOL_VERSION);
+    assert_int_equal(zmsg_send(&m, good), 0);
+    assert_int_equal(bus_server_recv(srv, 10000, &req, arr), 1);
+    assert_int_equal(req.env.which_body, kvtier_Envelope_lookup_req_tag);
+    bus_request_reset(&req);
+    bus_arrays_destroy(&arr);
+    zsock_destroy(&good);
+    zsock_destroy(&big);
+    bus_server_destroy(&srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_rejects_each_bad_input_with_invalid_argument),
         cmocka_unit_test(test_codec_rejects_keys_over_the_callers_capacity),
         cmocka_unit_test(test_server_answers_bad_input_and_keeps_serving),
+        cmocka_unit_test(test_oversized_frame_is_refused_and_the_server_keeps_serving),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
