@@ -75,6 +75,38 @@ static int s_create(const char *name)
     return -EEXIST;
 }
 
+/* Who holds segment NAME's flock (/proc/locks, matched by the segment's inode):
+ * "pid N (command)" into buf, or "" when it cannot be told. */
+static void s_holder(const char *name, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
+    FILE *f = stat(path, &st) == 0 ? fopen("/proc/locks", "r") : NULL;
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        long pid = 0;
+        unsigned maj = 0, min = 0;
+        unsigned long long ino = 0;
+        /* "1: FLOCK  ADVISORY  WRITE 1234 00:19:5678 0 EOF" */
+        if (sscanf(line, "%*s FLOCK %*s %*s %ld %x:%x:%llu", &pid, &maj, &min, &ino) == 4 &&
+            ino == (unsigned long long)st.st_ino && pid > 0) {
+            char cmd[128] = "", cpath[64];
+            snprintf(cpath, sizeof cpath, "/proc/%ld/cmdline", pid);
+            FILE *c = fopen(cpath, "r");
+            size_t n = c ? fread(cmd, 1, sizeof cmd - 1, c) : 0;
+            if (c)
+                fclose(c);
+            cmd[n] = '\0'; /* the first argument: NUL-separated */
+            snprintf(buf, len, "pid %ld (%s)", pid, cmd[0] ? cmd : "?");
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
 static int s_reserve(int fd, uint64_t total)
 {
     struct statvfs vfs;
@@ -161,6 +193,14 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
     seg->fd = s_create(seg->name);
     if (seg->fd < 0) {
         rc = seg->fd;
+        if (rc == -EBUSY) {
+            char who[192];
+            s_holder(seg->name, who, sizeof who);
+            snprintf(err, errlen,
+                     "shm segment %s is in use by %s: another tier actor (or another "
+                     "deployment) runs on this name; stop it, or give this tier its own \"shm\"",
+                     seg->name, who[0] ? who : "a running process");
+        }
         goto out_free;
     }
     rc = s_reserve(seg->fd, l.total);

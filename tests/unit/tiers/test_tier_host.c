@@ -558,16 +558,20 @@ static void test_reopen_replaces_stale_segment(void **state)
     assert_false(s_shm_exists(s_name));
 }
 
-/* A segment whose owner is alive is not taken over: the second open fails
- * with EBUSY and the first keeps working. */
+/* A segment whose owner is alive is not taken over: the second open fails, naming
+ * the segment and its holder (issue 12: "a held shm segment gives Device or
+ * resource busy without naming it or its owner"), and the first keeps working. */
 static void test_open_refuses_live_owner(void **state)
 {
     (void)state;
     tier_t *t = s_open("busy", CAPACITY, SLOT_SIZE);
-    char err[256];
+    char err[512], pid[32];
     tier_config_t cfg = s_cfg(CAPACITY, SLOT_SIZE, false);
     assert_null(tier_open(&cfg, err, sizeof err));
-    assert_non_null(strstr(err, strerror(EBUSY)));
+    snprintf(pid, sizeof pid, "pid %ld (", (long)getpid());
+    if (!strstr(err, s_name) || !strstr(err, pid) || !strstr(err, "in use"))
+        fail_msg("the error does not name the segment %s and its holder (%s): %s", s_name, pid,
+                 err);
     tier_seg_t *seg = NULL;
     assert_int_equal(tier_seg_attach(s_name, SLOT_SIZE, CAPACITY, &seg, err, sizeof err), 0);
     tier_seg_detach(&seg);
