@@ -10,6 +10,13 @@ it_deployment 512 64KiB
 it_start
 
 it_cli put --key "$(printf 'c3%030x' $$)" --pattern >/dev/null || it_fail "put"
+# issue 12: readiness never accepts another deployment's coordinator at its endpoint
+it_cli status --check --cluster "other-$it_name" >/dev/null 2>"$it_dir/check.err" &&
+  it_fail "status --check accepted a coordinator of another cluster"
+grep -q "belongs to cluster \"$it_name\", not \"other-$it_name\"" "$it_dir/check.err" ||
+  it_fail "status --check did not name the clusters: $(cat "$it_dir/check.err")"
+it_cli status --check --cluster "$it_name" >/dev/null || it_fail "status --check of its own cluster"
+
 pids=()
 for f in "$it_run"/pids/*.pid; do pids+=("$(cat "$f")"); done
 [ ${#pids[@]} -eq 4 ] ||

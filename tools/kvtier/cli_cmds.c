@@ -181,7 +181,8 @@ int cli_cmd_status(int argc, char **argv)
     if (first < 0 || o.help || first != argc) {
         fprintf(o.help ? stdout : stderr,
                 "usage: kvtier status [--check] [--instance-stats ID] [connection flags]\n"
-                "  --check              exit 1 unless a leader answers and every tier is up\n"
+                "  --check              exit 1 unless a leader answers, every tier is up and\n"
+                "                       the cluster is the one named (--cluster, -c FILE)\n"
                 "  --instance-stats ID  also the counters of instance ID (its quota usage\n"
                 "                       among them)\n" CLI_COMMON_USAGE);
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -232,6 +233,16 @@ int cli_cmd_status(int argc, char **argv)
             all_up = all_up && ci->tiers[i].up;
         if (!all_up) {
             fprintf(stderr, "kvtier status: not ready (no leader, no tiers or a tier down)\n");
+            status = CLI_EXIT_FAIL;
+        }
+        /* the cluster asked for (--cluster, or the deployment file's): a coordinator of
+         * another deployment answering at this endpoint is not this one being ready */
+        const char *want = o.cluster ? o.cluster : o.cfg_cluster[0] ? o.cfg_cluster : NULL;
+        if (want && strcmp(want, ci->cluster) != 0) {
+            fprintf(stderr,
+                    "kvtier status: the coordinator at %s belongs to cluster \"%s\", not "
+                    "\"%s\": another deployment holds this endpoint\n",
+                    ci->leader_endpoint[0] ? ci->leader_endpoint : "(none)", ci->cluster, want);
             status = CLI_EXIT_FAIL;
         }
     }
