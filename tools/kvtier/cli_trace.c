@@ -178,8 +178,11 @@ const uint64_t *cli_trace_ids(const cli_trace_t *t, size_t i, size_t *n)
         *n = 0;
         return NULL;
     }
+    /* A trace of empty requests never grows ids: NULL + 0 is undefined (UBSan,
+     * found by tests/fuzz/fuzz_trace), so such a request gets an empty array. */
+    static const uint64_t s_none[1];
     *n = t->offset[i + 1] - t->offset[i];
-    return t->ids + t->offset[i];
+    return t->ids ? t->ids + t->offset[i] : s_none;
 }
 
 void cli_trace_chain_keys(const uint64_t *ids, size_t n, kvt_key_t *out)

@@ -553,8 +553,11 @@ uint32_t opt_trace_max_blocks(const opt_trace_t *t)
 
 const uint32_t *opt_trace_blocks(const opt_trace_t *t, size_t i, uint32_t *n)
 {
+    /* A trace whose requests are all empty never grows refs: NULL + 0 is undefined
+     * (UBSan, found by tests/fuzz/fuzz_trace), so such a request gets an empty array. */
+    static const uint32_t s_none[1];
     *n = (uint32_t)(t->offset[i + 1] - t->offset[i]);
-    return t->refs + t->offset[i];
+    return t->refs ? t->refs + t->offset[i] : s_none;
 }
 
 uint64_t opt_trace_first_ref(const opt_trace_t *t, size_t i)

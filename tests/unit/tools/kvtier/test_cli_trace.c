@@ -214,11 +214,29 @@ static void test_shipped_trace_has_documented_totals(void **state)
     cli_trace_destroy(&t);
 }
 
+/* Fuzzing (issue 12 §5, tests/fuzz/corpus/trace/regress_empty_requests): a trace
+ * whose every request is empty has no id array; a request's ids must still be a
+ * valid (empty) array, not NULL + 0 (undefined behaviour). */
+static void test_trace_of_empty_requests_has_empty_ids(void **state)
+{
+    (void)state;
+    const char *p = s_write("empty.jsonl", "{\"mth\": 3, \"hash_ids\":[]}\n");
+    char err[512] = "";
+    cli_trace_t *t = cli_trace_load(p, err, sizeof err);
+    assert_non_null(t);
+    assert_int_equal(cli_trace_requests(t), 1);
+    size_t n = 7;
+    assert_non_null(cli_trace_ids(t, 0, &n));
+    assert_int_equal(n, 0);
+    cli_trace_destroy(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_load_reads_hash_ids_per_line),
         cmocka_unit_test(test_trace_load_rejects_bad_lines_with_their_number),
+        cmocka_unit_test(test_trace_of_empty_requests_has_empty_ids),
         cmocka_unit_test(test_chain_keys_follow_the_documented_formula),
         cmocka_unit_test(test_chain_keys_equal_prefixes_give_equal_keys),
         cmocka_unit_test(test_block_bytes_detect_any_changed_byte),

@@ -202,6 +202,24 @@ static void test_inputs_over_their_bounds_are_refused(void **state)
     assert_non_null(strstr(err, ":1: line longer than"));
 }
 
+/* Fuzzing (issue 12 §5, tests/fuzz/corpus/trace/regress_empty_requests): a trace
+ * whose every request is empty has no reference array; reading a request's blocks
+ * must still give a valid (empty) array, not NULL + 0 (undefined behaviour). */
+static void test_trace_of_empty_requests_has_empty_blocks(void **state)
+{
+    (void)state;
+    const char *p = s_write("empty.jsonl", "{\"mth\": 3, \"hash_ids\":[]}\n");
+    char err[512] = "";
+    opt_trace_t *t = opt_trace_load(p, NULL, err, sizeof err);
+    assert_non_null(t);
+    assert_int_equal(opt_trace_requests(t), 1);
+    uint32_t n = 7;
+    const uint32_t *b = opt_trace_blocks(t, 0, &n);
+    assert_int_equal(n, 0);
+    assert_non_null(b);
+    opt_trace_destroy(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_event_recording_lookups_are_the_requests),
         cmocka_unit_test(test_bad_lines_are_errors_naming_the_line),
         cmocka_unit_test(test_inputs_over_their_bounds_are_refused),
+        cmocka_unit_test(test_trace_of_empty_requests_has_empty_blocks),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
