@@ -398,6 +398,8 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "busy_refusals", g->busy_refusals);
     s_stat(r, "requests_lapsed", g->requests_lapsed);
     s_stat(r, "gc_scans", g->gc_scans);
+    s_stat(r, "gc_suspects", g->gc_suspects);
+    s_stat(r, "gc_suspects_dropped", g->gc_suspects_dropped);
     s_stat(r, "gc_dropped", g->gc_dropped);
     s_stat(r, "reclaim_marked", g->reclaim_marked);
     s_stat(r, "reclaimed", g->reclaimed);

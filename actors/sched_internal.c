@@ -351,6 +351,43 @@ void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, cons
 
 /* ---- GcScan / GcDrop ---- */
 
+void sched_gc_suspect(sched_t *self, uint32_t tier, uint32_t slot, uint16_t gen)
+{
+    sched_reclaim_t *r = &self->reclaim;
+    for (uint32_t i = 0; i < r->n_suspects; i++)
+        if (r->suspects[i].tier == tier && r->suspects[i].slot == slot)
+            return;
+    if (r->n_suspects == SCHED_GC_SUSPECTS) {
+        self->g.gc_suspects_dropped++;
+        return;
+    }
+    r->suspects[r->n_suspects].tier = tier;
+    r->suspects[r->n_suspects].slot = slot;
+    r->suspects[r->n_suspects].gen = gen;
+    r->n_suspects++;
+    self->g.gc_suspects++;
+}
+
+/* The suspects still serving from the same engine, first in the page. */
+static void s_gc_suspects(sched_t *self, kvtier_GcScanReply *out, uint32_t max, int64_t now)
+{
+    sched_reclaim_t *r = &self->reclaim;
+    uint32_t k = 0;
+    for (; k < r->n_suspects && out->to_probe_count < max; k++) {
+        sched_tier_t *t = &self->tierset.tiers[r->suspects[k].tier];
+        uint32_t slot = r->suspects[k].slot;
+        tier_slot_info_t info;
+        if (t->state != SCHED_TIER_UP || t->gen != r->suspects[k].gen ||
+            tier_slots_slot_info(t->slots, slot, &info) != 0 || info.state != TIER_SLOT_COMMITTED ||
+            (info.deadline_ms && info.deadline_ms <= (uint64_t)now))
+            continue;
+        s_ref(self, t, info.instance, &info.key, slot, &out->to_probe[out->to_probe_count++]);
+        out->to_probe_epochs[out->to_probe_epochs_count++] = t->epoch;
+    }
+    memmove(r->suspects, r->suspects + k, (r->n_suspects - k) * sizeof r->suspects[0]);
+    r->n_suspects -= k;
+}
+
 static void s_on_gc_scan(sched_t *self, sched_call_t *call)
 {
     const kvtier_GcScanRequest *r = &call->req.env.body.gc_scan_req;
@@ -362,6 +399,7 @@ static void s_on_gc_scan(sched_t *self, sched_call_t *call)
     uint64_t slot = r->cursor & 0xffffffffu;
     uint32_t budget = self->cfg.reclaim_scan;
     int64_t now = sched_now();
+    s_gc_suspects(self, out, max, now);
     while (ti < self->tierset.n_tiers && budget > 0 && out->to_probe_count < max) {
         sched_tier_t *t = &self->tierset.tiers[ti];
         if (t->state != SCHED_TIER_UP || slot >= t->cfg.capacity) {

@@ -26,8 +26,19 @@ typedef struct {
 
 /* Reclaim's state (sched_t.reclaim): gc's cursor, quota enforcement, and the
  * migrator with the demotions in flight. */
+#define SCHED_GC_SUSPECTS 64u /* locations a failed load named, probed first */
+
 typedef struct {
     uint64_t gc_cursor;
+    /* locations whose load failed (CompleteGet): the next GcScan hands them to the
+     * gc before its scan, so a block its tier dropped (damaged bytes) leaves the
+     * index within one gc round instead of whenever the scan reaches it */
+    struct {
+        uint32_t tier; /* index */
+        uint32_t slot;
+        uint16_t gen;
+    } suspects[SCHED_GC_SUSPECTS];
+    uint32_t n_suspects;
     uint64_t gc_seen_resv, gc_seen_pins; /* lapsed counters reported by the last GcScan */
     /* quotas (sched_quota.c): slot-header number -> 1 + instance index, rebuilt
      * per enforcement (open addressing, quota_mask + 1 buckets) */
@@ -115,6 +126,10 @@ bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t);
  * (demotions in flight and DELETING, counting those started); 0 when nothing can
  * make room (all held, or the next tier cannot take any). */
 uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need);
+/* A load of tier index `tier`'s `slot` (engine generation gen) failed: probe it in
+ * the next gc round. Bounded (SCHED_GC_SUSPECTS; beyond, counted in
+ * gc_suspects_dropped: the scan reaches it in time). */
+void sched_gc_suspect(sched_t *self, uint32_t tier, uint32_t slot, uint16_t gen);
 /* The source of a finished demotion (its block now serves from the next tier):
  * freed at once when no reader holds it, else DELETING and freed once released.
  * No delete delay: the block is moved, not deleted, and every reader pins. */

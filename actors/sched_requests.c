@@ -593,6 +593,14 @@ void sched_on_complete_get(sched_t *self, sched_call_t *call)
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_GET, r->token_id);
     if (!w || !s_mask_ok(self, call, w->entries.n))
         return;
+    /* a key whose load failed may be a block its tier dropped (damaged bytes): the
+     * gc probes it first in its next round (issue 12 §4) */
+    uint32_t i = 0;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->entries, &it);
+         e && call->req_arr->mask.n; e = sched_list_next(&self->requests.pool, &it), i++)
+        if (!s_success(call, i))
+            sched_gc_suspect(self, e->tier, e->slot, e->gen);
     (void)s_window_step(self, q, SCHED_WIN_GET, SCHED_WEV_COMPLETE, 0);
     uint32_t released = s_window_close(self, q, SCHED_WIN_GET, SCHED_WEV_DONE);
     in->c.get_released += released;

@@ -511,8 +511,10 @@ static int s_run_job(kvt_client_t *c, const char *cmd, bool put, kvt_token_t *to
         return rc;
     }
     if (res.status < 0 || res.n_failed) {
-        fprintf(stderr, "kvtier %s: transfer failed: %s (%u of %u keys failed)\n", cmd,
-                kvt_status_name(res.status), res.n_failed, res.n_keys);
+        /* the job's own message names the cause (a tier's "slot N failed its
+         * checksum ..." for a damaged block) */
+        fprintf(stderr, "kvtier %s: transfer failed: %s (%u of %u keys failed): %s\n", cmd,
+                kvt_status_name(res.status), res.n_failed, res.n_keys, kvt_last_error(c));
         return res.status < 0 ? res.status : -KVT_INTERNAL;
     }
     return 0;

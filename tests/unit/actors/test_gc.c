@@ -250,6 +250,58 @@ static void test_gc_other_incarnation_at_same_endpoint_drops_nothing(void **stat
     rmdir(dir);
 }
 
+/* One GcScan on the internal plane from CURSOR; the reply is in t->rep. */
+static void s_gc_scan(tk_t *t, uint64_t cursor)
+{
+    char iep[256];
+    assert_int_equal(sched_actor_internal_endpoint(t->sched, iep, sizeof iep), 0);
+    bus_client_config_t cc = {.name = "test", .default_timeout_ms = TK_CALL_MS};
+    bus_client_t *ic = bus_client_new(iep, &cc);
+    assert_non_null(ic);
+    kvtier_Envelope *e = tk_req(t, kvtier_Envelope_gc_scan_req_tag);
+    e->body.gc_scan_req.max_entries = 8;
+    e->body.gc_scan_req.cursor = cursor;
+    kvtier_Status st;
+    assert_int_equal(
+        bus_client_call(ic, t->req, NULL, NULL, 0, TK_CALL_MS, t->rep, NULL, NULL, &st), 0);
+    bus_client_destroy(&ic);
+}
+
+/* Issue 12 §4: a load that failed (CompleteGet success false: a tier that found
+ * the bytes damaged drops the block) makes the next GcScan hand that location to
+ * the gc before anything its cursor would reach, once; the block then leaves the
+ * index within one gc round instead of whenever the scan comes by. */
+static void test_failed_load_is_probed_first(void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start(&fx, 2);
+    zactor_destroy(&fx.gc); /* this test plays the gc itself */
+    uint8_t key[1][16];
+    tk_key(3, key[0]);
+    assert_int_equal(tk_prepare_get(fx.t, "r1", key, 1), 0);
+    uint64_t token = fx.t->rep->body.prepare_get_rep.token.token_id;
+    kvtier_CompleteGetRequest *r =
+        &tk_req(fx.t, kvtier_Envelope_complete_get_req_tag)->body.complete_get_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", TK_INST);
+    snprintf(r->request_id, sizeof r->request_id, "r1");
+    r->token_id = token;
+    bool failed[1] = {false};
+    bus_arrays_t ra = {.mask = {.v = failed, .n = 1, .cap = 1}};
+    assert_int_equal(tk_call(fx.t, &ra), 0);
+    /* a cursor past every tier: the scan itself finds nothing, the suspect comes */
+    s_gc_scan(fx.t, (uint64_t)1 << 32);
+    const kvtier_GcScanReply *g = &fx.t->rep->body.gc_scan_rep;
+    assert_int_equal(g->to_probe_count, 1);
+    assert_memory_equal(g->to_probe[0].key, key[0], 16);
+    assert_int_equal(g->to_probe[0].slot, s_slot_of(&fx, 3));
+    assert_int_equal(g->to_probe_epochs_count, 1);
+    s_gc_scan(fx.t, (uint64_t)1 << 32); /* handed over once */
+    assert_int_equal(fx.t->rep->body.gc_scan_rep.to_probe_count, 0);
+    assert_int_equal(tk_stat(fx.t, "gc_suspects"), 1);
+    s_stop(&fx);
+}
+
 /* The internal plane is not served on the meta endpoint (clients cannot drop
  * locations); on the internal endpoint a GcDrop needs one epoch per location. */
 static void test_gc_requests_only_on_internal_plane(void **state)
@@ -305,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_gc_dead_tier_actor_drops_nothing),
         cmocka_unit_test(test_gc_other_incarnation_at_same_endpoint_drops_nothing),
         cmocka_unit_test(test_gc_requests_only_on_internal_plane),
+        cmocka_unit_test(test_failed_load_is_probed_first),
         cmocka_unit_test(test_gc_refused_start_is_null),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
