@@ -27,7 +27,13 @@ typedef struct {
     const char *name;            /* Envelope.sender of requests; NULL: "client" */
     uint32_t max_in_flight;      /* 0: BUS_CLIENT_DEFAULT_IN_FLIGHT */
     uint32_t default_timeout_ms; /* used when a send passes 0; 0: BUS_CLIENT_DEFAULT_TIMEOUT_MS */
+    uint64_t max_frame;          /* largest reply frame accepted (ZMQ_MAXMSGSIZE, set before
+                                    the connect): a larger one drops the connection instead
+                                    of being buffered; 0: BUS_MAX_FRAME0; BUS_CLIENT_UNBOUNDED:
+                                    none (replies that carry blocks of any size) */
 } bus_client_config_t;
+
+#define BUS_CLIENT_UNBOUNDED UINT64_MAX
 
 typedef struct {
     uint64_t sent;        /* requests accepted by bus_client_send */

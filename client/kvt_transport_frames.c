@@ -144,9 +144,12 @@ static bus_client_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, siz
     }
     if (bus_endpoint_check(endpoint, BUS_ENDPOINT_CONNECT, why, whylen) < 0)
         return NULL;
+    /* replies carry blocks of the tier's slot size, which this connection does not
+     * know: unbounded (issue 12: bound it by the token's tier) */
     bus_client_config_t cfg = {.name = fs->c->name,
                                .max_in_flight = S_CONN_IN_FLIGHT,
-                               .default_timeout_ms = fs->c->timeout_ms};
+                               .default_timeout_ms = fs->c->timeout_ms,
+                               .max_frame = BUS_CLIENT_UNBOUNDED};
     bus_client_t *cl = bus_client_new(endpoint, &cfg);
     if (!cl) {
         snprintf(why, whylen, "cannot connect a socket to %s", endpoint);

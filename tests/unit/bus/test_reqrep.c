@@ -374,9 +374,48 @@ static void test_undecodable_reply_completes_its_request_with_invalid_argument(v
     zsock_destroy(&router);
 }
 
+/* Issue 12 §3: a client's largest reply frame is in force (ZMQ_MAXMSGSIZE before
+ * the connect): a peer answering with a larger frame is disconnected, so the reply
+ * is never buffered whole nor decoded; the request ends with TIMEOUT, not with the
+ * bad reply it would otherwise be. */
+static void test_oversized_reply_is_refused_by_the_client(void **state)
+{
+    (void)state;
+    zsock_t *router = zsock_new_router("tcp://127.0.0.1:*");
+    assert_non_null(router);
+    char *ep = zsock_last_endpoint(router);
+    bus_client_config_t cfg = {.name = "bounded", .max_frame = 1u << 20};
+    bus_client_t *c = bus_client_new(ep, &cfg);
+    assert_non_null(c);
+    pending_t p;
+    kvtier_Status st;
+    assert_int_equal(s_send_lookup(c, &p, 1, 1500, &st), 0);
+    zmsg_t *req = zmsg_recv(router);
+    assert_non_null(req);
+    zframe_t *id = zmsg_pop(req);
+    size_t len = 8u << 20;
+    zframe_t *big = zframe_new(NULL, len);
+    memset(zframe_data(big), 0x11, len);
+    zmsg_t *rep = zmsg_new();
+    zmsg_append(rep, &id);
+    zmsg_append(rep, &big);
+    assert_int_equal(zmsg_send(&rep, router), 0);
+    zmsg_destroy(&req);
+    s_wait_all(c, &p, 1);
+    assert_int_equal(p.completions, 1);
+    assert_int_equal(p.status.code, kvtier_StatusCode_STATUS_TIMEOUT);
+    bus_client_stats_t cs;
+    bus_client_stats(c, &cs);
+    assert_int_equal(cs.bad_replies, 0); /* it never arrived, so it was never decoded */
+    bus_client_destroy(&c);
+    zstr_free(&ep);
+    zsock_destroy(&router);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oversized_reply_is_refused_by_the_client),
         cmocka_unit_test(test_sync_call_returns_the_reply_and_its_arrays),
         cmocka_unit_test(test_replies_out_of_order_match_their_requests),
         cmocka_unit_test(test_timeout_of_one_request_while_others_succeed),
