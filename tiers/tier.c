@@ -135,6 +135,51 @@ static const struct tier_ops *s_loaded_locked(const char *path)
     return NULL;
 }
 
+/* Whether the object at PATH (stat ST) may be trusted with the process: a regular
+ * file owned by root or this user and writable by no one else, in a directory
+ * nobody else can replace it in (owned likewise and not group/other writable, or
+ * sticky). 0, or -1 with the reason in err. */
+static int s_trusted(const char *path, const struct stat *st, char *err, size_t errlen)
+{
+    uid_t me = geteuid();
+    if (!S_ISREG(st->st_mode)) {
+        snprintf(err, errlen, "tier plug-in %s: refused: not a regular file", path);
+        return -1;
+    }
+    if (st->st_uid != 0 && st->st_uid != me) {
+        snprintf(err, errlen,
+                 "tier plug-in %s: refused: owned by uid %u; a plug-in runs inside the tier "
+                 "process, so it must belong to root or to this user (uid %u)",
+                 path, (unsigned)st->st_uid, (unsigned)me);
+        return -1;
+    }
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(err, errlen,
+                 "tier plug-in %s: refused: writable by group or others (mode %04o); "
+                 "chmod go-w it",
+                 path, (unsigned)(st->st_mode & 07777));
+        return -1;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat ds;
+    if (stat(dir, &ds) == 0 && (ds.st_mode & (S_IWGRP | S_IWOTH)) && !(ds.st_mode & S_ISVTX)) {
+        snprintf(err, errlen,
+                 "tier plug-in %s: refused: its directory %s is writable by group or others "
+                 "(mode %04o), so anyone could replace it",
+                 path, dir, (unsigned)(ds.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
 static const struct tier_ops *s_load_locked(const char *path, char *err, size_t errlen)
 {
     const struct tier_ops *ops = s_loaded_locked(path);
@@ -145,6 +190,8 @@ static const struct tier_ops *s_load_locked(const char *path, char *err, size_t 
         snprintf(err, errlen, "tier plug-in %s: file not found (%s)", path, strerror(errno));
         return NULL;
     }
+    if (s_trusted(path, &st, err, errlen) < 0)
+        return NULL;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();

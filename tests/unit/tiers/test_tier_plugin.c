@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cmocka.h>
 
 #include "tier.h"
@@ -98,6 +100,46 @@ static void test_same_path_again_and_duplicate_kind(void **state)
     close(fd);
     s_refused(copy, "kind already registered");
     unlink(copy);
+}
+
+/* A copy of the fake plug-in in a fresh private directory (the caller removes
+ * both): path into out. */
+static void s_copy_plugin(char *dir, char *out, size_t len)
+{
+    assert_non_null(mkdtemp(dir));
+    snprintf(out, len, "%s/kvt_tier_fake_copy.so", dir);
+    FILE *in = fopen(KVT_TIER_FAKE_SO, "rb"), *o = fopen(out, "wb");
+    assert_true(in && o);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, o), n);
+    fclose(in);
+    fclose(o);
+    assert_int_equal(chmod(out, 0644), 0);
+}
+
+/* Issue 12 §8: a plug-in runs inside the tier process, so it loads only from a
+ * file owned by root or this user and writable by no one else, in a directory no
+ * one else can replace it in. */
+static void test_loader_refuses_untrusted_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kvt-plugin-trust-XXXXXX", path[128];
+    s_copy_plugin(dir, path, sizeof path);
+    assert_int_equal(chmod(path, 0666), 0);
+    s_refused(path, "writable by group or others (mode 0666)");
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(chmod(dir, 0777), 0);
+    s_refused(path, "its directory");
+    assert_int_equal(chmod(dir, 0700), 0);
+    if (geteuid() == 0) { /* give it to nobody: only root can */
+        assert_int_equal(chown(path, 65534, 65534), 0);
+        s_refused(path, "owned by uid 65534");
+    }
+    s_refused(dir, "not a regular file");
+    unlink(path);
+    rmdir(dir);
 }
 
 static tier_config_t s_cfg(void)
@@ -280,6 +322,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry_maps_names_wire_kinds_and_ops),
         cmocka_unit_test(test_loader_says_which_failure),
+        cmocka_unit_test(test_loader_refuses_untrusted_files),
         cmocka_unit_test(test_same_path_again_and_duplicate_kind),
         cmocka_unit_test(test_options_are_checked_by_the_backend),
         cmocka_unit_test(test_fallbacks_match_one_by_one),
