@@ -16,6 +16,11 @@ it_cli status --check --cluster "other-$it_name" >/dev/null 2>"$it_dir/check.err
 grep -q "belongs to cluster \"$it_name\", not \"other-$it_name\"" "$it_dir/check.err" ||
   it_fail "status --check did not name the clusters: $(cat "$it_dir/check.err")"
 it_cli status --check --cluster "$it_name" >/dev/null || it_fail "status --check of its own cluster"
+# issue 12 §8: a CLI error names the argument and what was expected
+it_cli put --key "$(printf 'c4%030x' $$)" --file "$it_dir" >/dev/null 2>"$it_dir/put.err" &&
+  it_fail "put --file DIRECTORY succeeded"
+grep -q -- "--file $it_dir: a directory, not a file holding one block" "$it_dir/put.err" ||
+  it_fail "put --file DIRECTORY said: $(cat "$it_dir/put.err")"
 
 pids=()
 for f in "$it_run"/pids/*.pid; do pids+=("$(cat "$f")"); done

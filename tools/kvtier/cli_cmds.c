@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Tries to read every counter while the list keeps growing (tiers joining). */
 #define S_STATS_TRIES 4
@@ -461,9 +462,15 @@ static int s_block_opt(void *ctx, int opt, const char *arg)
 /* Reads exactly LEN bytes of PATH into BUF. */
 static int s_read_block(const char *path, void *buf, uint64_t len)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "kvtier put: --file %s: %s, not a file holding one block\n", path,
+                S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+        return -1;
+    }
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        fprintf(stderr, "kvtier put: %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "kvtier put: --file %s: %s\n", path, strerror(errno));
         return -1;
     }
     size_t got = fread(buf, 1, len, fp);
