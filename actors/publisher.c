@@ -57,7 +57,6 @@
 #define S_ROUTER_MAXMSG 1024        /* longest replay request frame accepted over tcp */
 #define S_SNAPSHOT_PAGE_KEYS 4096u  /* locations per snapshot page */
 #define S_SNAPSHOT_PAGE_EVENTS 256u /* BlockStored events per snapshot page */
-#define S_SEQ_SHIFT 40              /* seq = epoch << 40 | n (sched_events.h) */
 
 _Static_assert(PUBLISHER_REPLAY_PER_TURN >= PUBLISHER_MAX_REPLAYS,
                "every replay in progress sends at least one batch per turn");
@@ -137,22 +136,6 @@ typedef struct {
 } self_t;
 
 /* ---- helpers ---- */
-
-static void s_put_be64(uint8_t out[8], uint64_t v)
-{
-    for (int i = 7; i >= 0; i--) {
-        out[i] = (uint8_t)(v & 0xff);
-        v >>= 8;
-    }
-}
-
-static uint64_t s_get_be64(const uint8_t in[8])
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | in[i];
-    return v;
-}
 
 /* Receives one whole message from SOCK without waiting: its first MAX parts in
  * PARTS (initialised, the caller closes them), the rest read and dropped. The
@@ -306,7 +289,7 @@ static bool s_publish_on(self_t *self, zsock_t *xpub, const uint8_t *topic, size
  * skipped for each batch it could not derive (its subscribers see that gap). */
 static uint64_t s_vllm_next(self_t *self, uint64_t epoch)
 {
-    uint64_t base = epoch << S_SEQ_SHIFT;
+    uint64_t base = epoch << BUS_EVENTS_SEQ_SHIFT;
     if (self->vlast < base)
         self->vlast = base;
     return ++self->vlast;
@@ -323,7 +306,7 @@ static void s_vllm_send(self_t *self, const char *topic, size_t tlen, uint64_t e
     memcpy(zmq_msg_data(&m), self->vbuf.data, self->vbuf.size);
     uint64_t seq = s_vllm_next(self, epoch);
     uint8_t be[8];
-    s_put_be64(be, seq);
+    bus_events_seq_put(be, seq);
     if (s_publish_on(self, self->vxpub, (const uint8_t *)topic, tlen, be, &m))
         self->st.vllm_published++;
     self->st.vllm_last_seq = seq;
@@ -394,7 +377,7 @@ static void s_derive(self_t *self, const char *topic, size_t tlen, uint64_t seq,
 {
     if (!self->mirror)
         return;
-    uint64_t epoch = seq >> S_SEQ_SHIFT;
+    uint64_t epoch = seq >> BUS_EVENTS_SEQ_SHIFT;
     if (gap) {
         publisher_mirror_lost(self->mirror, seq - 1,
                               "the scheduler dropped batches before it: its events.queue was full");
@@ -447,7 +430,7 @@ static void s_input_one(self_t *self, zmq_msg_t *p, int n)
         return;
     }
     const uint8_t *seq_be = zmq_msg_data(&p[1]);
-    uint64_t seq = s_get_be64(seq_be);
+    uint64_t seq = bus_events_seq_get(seq_be);
     if (seq == UINT64_MAX) {
         s_bad(self, "seq %" PRIu64 " is reserved (a replay's END carries seq + 1)", seq);
         return;
@@ -527,7 +510,7 @@ static int s_router_send(self_t *self, const uint8_t *id, size_t id_len, bool de
 static int s_send_seq(self_t *self, s_replay_t *r, const char *verb, uint64_t seq)
 {
     uint8_t be[8];
-    s_put_be64(be, seq);
+    bus_events_seq_put(be, seq);
     const void *d[2] = {verb, be};
     size_t l[2] = {strlen(verb), 8};
     return s_router_send(self, r->id, r->id_len, false, d, l, 2);
@@ -537,7 +520,7 @@ static int s_send_batch(self_t *self, s_replay_t *r, s_entry_t *e)
 {
     void *h = zsock_resolve(self->router);
     uint8_t be[8];
-    s_put_be64(be, e->seq);
+    bus_events_seq_put(be, e->seq);
     const void *d[3] = {"BATCH", e->topic, be};
     size_t l[3] = {5, e->topic_len, 8};
     if (zmq_send(h, r->id, r->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
@@ -592,7 +575,7 @@ static uint32_t s_snapshot_page(self_t *self, s_replay_t *r, zframe_t **frame)
             memcpy(self->page_keys[k++], r->locs[i].key, BUS_KEY_LEN);
         e->keys.n = e->keys.cap = k - first;
     }
-    kvtier_EventBatch b = {.epoch = r->end >> S_SEQ_SHIFT};
+    kvtier_EventBatch b = {.epoch = r->end >> BUS_EVENTS_SEQ_SHIFT};
     snprintf(b.source, sizeof b.source, "%s", self->name);
     kvtier_Status st;
     if (bus_events_encode(&b, self->page, n_ev, frame, &st) < 0) {
@@ -607,8 +590,8 @@ static int s_snapshot_step(self_t *self, s_replay_t *r)
 {
     uint8_t be[8], cnt[8];
     if (!r->head_sent) {
-        s_put_be64(be, r->end);
-        s_put_be64(cnt, r->n_locs);
+        bus_events_seq_put(be, r->end);
+        bus_events_seq_put(cnt, r->n_locs);
         const void *d[3] = {"SNAPSHOT", be, cnt};
         size_t l[3] = {8, 8, 8};
         if (s_router_send(self, r->id, r->id_len, false, d, l, 3) < 0)
@@ -649,7 +632,7 @@ static int s_vllm_replay_step(self_t *self, s_replay_t *r)
     uint8_t be[8];
     if (i < ring->count && s_ring_at(ring, i)->seq <= r->end) {
         s_entry_t *e = s_ring_at(ring, i);
-        s_put_be64(be, e->seq);
+        bus_events_seq_put(be, e->seq);
         const void *d[2] = {be, zmq_msg_data(&e->payload)};
         size_t l[2] = {8, zmq_msg_size(&e->payload)};
         if (s_router_send_on(self->vrouter, r->id, r->id_len, r->delim, d, l, 2) < 0)
@@ -657,7 +640,7 @@ static int s_vllm_replay_step(self_t *self, s_replay_t *r)
         r->next = e->seq + 1;
         return 1;
     }
-    s_put_be64(be, UINT64_MAX);
+    bus_events_seq_put(be, UINT64_MAX);
     const void *d[2] = {be, ""};
     size_t l[2] = {8, 0};
     if (s_router_send_on(self->vrouter, r->id, r->id_len, r->delim, d, l, 2) < 0)
@@ -913,7 +896,7 @@ static void s_request_one(self_t *self, zmq_msg_t *p, int n)
     if (snapshot)
         s_snapshot_start(self, id);
     else
-        s_replay_start(self, id, s_get_be64(zmq_msg_data(&p[2])));
+        s_replay_start(self, id, bus_events_seq_get(zmq_msg_data(&p[2])));
 }
 
 /* A request on the vLLM replay socket, in vLLM's framing: [id][""][from_seq]
@@ -935,7 +918,7 @@ static void s_vllm_request_one(self_t *self, zmq_msg_t *p, int n)
     else if (self->n_replays >= PUBLISHER_MAX_REPLAYS)
         why = "vllm replay: busy: too many replays in progress; retry after one ends";
     uint8_t end[8];
-    s_put_be64(end, UINT64_MAX);
+    bus_events_seq_put(end, UINT64_MAX);
     if (why) {
         self->st.replay_errors++;
         const void *d[2] = {end, why};
@@ -947,7 +930,7 @@ static void s_vllm_request_one(self_t *self, zmq_msg_t *p, int n)
     *r = (s_replay_t){
         .state = S_SENDING, .kind = S_VLLM_REPLAY, .id_len = zmq_msg_size(id), .delim = delim};
     memcpy(r->id, zmq_msg_data(id), r->id_len);
-    r->next = s_get_be64(zmq_msg_data(seq));
+    r->next = bus_events_seq_get(zmq_msg_data(seq));
     r->end = self->vlast;
     r->last_progress = zclock_mono();
     self->n_replays++;

@@ -11,7 +11,6 @@
 #include "sched_int.h"
 
 #define S_LOG "sched"
-#define S_SEQ_SHIFT 40  /* sequence = epoch << 40 | n */
 #define S_PUSH_HWM 1024 /* default cfg.events_queue */
 
 static const char *const s_topic[SCHED_EV_KINDS] = {"stored", "removed", "moved",  "lookup",
@@ -377,8 +376,7 @@ static bool s_hand_over(sched_events_t *ev, const char *topic, uint64_t seq, zfr
 {
     zsock_t *push = ev->push;
     uint8_t be[8];
-    for (int i = 0; i < 8; i++)
-        be[i] = (uint8_t)(seq >> (56 - 8 * i));
+    bus_events_seq_put(be, seq);
     void *h = zsock_resolve(push);
     if (zmq_send(h, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         zframe_destroy(payload);
@@ -423,7 +421,7 @@ void sched_events_flush(sched_t *self)
             snprintf(ev->events[e].ev.instance_id, sizeof ev->events[e].ev.instance_id, "%s", id);
         kvtier_EventBatch batch = {.epoch = ev->epoch};
         snprintf(batch.source, sizeof batch.source, "%s", self->cfg.node_name);
-        uint64_t seq = ev->epoch << S_SEQ_SHIFT | ev->next++;
+        uint64_t seq = ev->epoch << BUS_EVENTS_SEQ_SHIFT | ev->next++;
         zframe_t *payload = NULL;
         kvtier_Status st;
         if (bus_events_encode(&batch, ev->events, n, &payload, &st) < 0) {

@@ -179,3 +179,17 @@ int bus_events_decode_tokens(const void *buf, size_t len, kvtier_EventBatch *bat
     st->message[0] = '\0';
     return 0;
 }
+
+void bus_events_seq_put(uint8_t out[8], uint64_t seq)
+{
+    for (int i = 7; i >= 0; i--, seq >>= 8)
+        out[i] = (uint8_t)seq;
+}
+
+uint64_t bus_events_seq_get(const uint8_t in[8])
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | in[i];
+    return v;
+}

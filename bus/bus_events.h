@@ -15,6 +15,16 @@
 /* Protocol bound: events in one batch. */
 #define BUS_MAX_EVENTS 4096u
 
+/* The event socket's sequences (docs/EVENTS.md "Sequences"): (leader epoch << 40) | n,
+ * n counting a term's batches from 1, sent as 8 bytes big-endian. */
+#define BUS_EVENTS_SEQ_SHIFT 40
+#define BUS_EVENTS_SEQ_TERM(seq) ((seq) >> BUS_EVENTS_SEQ_SHIFT)
+#define BUS_EVENTS_SEQ_FIRST(epoch) ((uint64_t)(epoch) << BUS_EVENTS_SEQ_SHIFT | 1u)
+
+/* The 8-byte big-endian form of a sequence, both ways. */
+void bus_events_seq_put(uint8_t out[8], uint64_t seq);
+uint64_t bus_events_seq_get(const uint8_t in[8]);
+
 typedef struct {
     kvtier_Event ev;   /* ts, instance, kind; ev.keys is bound by the codec */
     bus_keys_t keys;   /* encode: this event's keys; decode: its window into the pool */

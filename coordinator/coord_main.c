@@ -19,6 +19,7 @@
 #include <czmq.h>
 #include <jansson.h>
 
+#include "bus_events.h"
 #include "bus_log.h"
 #include "coord_config.h"
 #include "coord_elector.h"
@@ -265,7 +266,7 @@ static int s_start_publisher(s_proc_t *p)
                              .replay_endpoint = c->events_replay,
                              .ring_batches = c->events_ring_batches,
                              .ring_bytes = c->events_ring_bytes,
-                             .first_seq_hint = p->epoch << 40 | 1,
+                             .first_seq_hint = BUS_EVENTS_SEQ_FIRST(p->epoch),
                              .snapshot_blocks = c->events_snapshot_blocks,
                              .xpub_hwm = (int)c->events_subscriber_queue,
                              .vllm_endpoint = c->events_vllm,

@@ -237,14 +237,6 @@ static bool s_topic_wanted(const s_args_t *a, const char *topic)
     return !a->topic || strncmp(topic, a->topic, strlen(a->topic)) == 0;
 }
 
-static uint64_t s_be64(const uint8_t *b)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | b[i];
-    return v;
-}
-
 /* Decodes and prints one batch (snapshot: a page of the index at seq). */
 static void s_print_batch(s_run_t *r, const char *topic, uint64_t seq, const void *data, size_t len,
                           bool snapshot)
@@ -284,12 +276,12 @@ static void s_on_batch(s_run_t *r, const uint8_t *t, size_t tlen, uint64_t seq, 
 {
     if (r->last && seq <= r->last)
         return;
-    uint64_t term = seq >> 40;
-    if (r->last && term > r->last >> 40 && !r->replaying) {
+    uint64_t term = BUS_EVENTS_SEQ_TERM(seq);
+    if (r->last && term > BUS_EVENTS_SEQ_TERM(r->last) && !r->replaying) {
         fprintf(stderr, "kvtier events: following the new leader (epoch %" PRIu64 ")\n", term);
-        if (r->replay_ep[0] && (seq & ((1ull << 40) - 1)) != 1) {
+        if (r->replay_ep[0] && seq != BUS_EVENTS_SEQ_FIRST(term)) {
             r->replaying = true;
-            if (s_replay(r, r->replay_ep, term << 40 | 1) < 0)
+            if (s_replay(r, r->replay_ep, BUS_EVENTS_SEQ_FIRST(term)) < 0)
                 fprintf(stderr, "kvtier events: the new term's replay failed; going on live\n");
             r->replaying = false;
             if (r->last && seq <= r->last)
@@ -305,7 +297,8 @@ static void s_on_batch(s_run_t *r, const uint8_t *t, size_t tlen, uint64_t seq, 
     topic[tlen] = '\0';
     /* a gap within one leader's term (the epoch is in the high bits); with a
      * topic filter the SUB skips batches on purpose */
-    if (r->last && seq >> 40 == r->last >> 40 && seq > r->last + 1 && !r->a->topic) {
+    if (r->last && BUS_EVENTS_SEQ_TERM(seq) == BUS_EVENTS_SEQ_TERM(r->last) && seq > r->last + 1 &&
+        !r->a->topic) {
         r->gaps++;
         r->missing += seq - r->last - 1;
     }
@@ -358,8 +351,7 @@ static int s_replay_once(s_run_t *r, const char *replay_ep, uint64_t from)
         return -1;
     }
     uint8_t be[8];
-    for (int i = 7; i >= 0; i--)
-        be[i] = (uint8_t)(from >> (8 * (7 - i)));
+    bus_events_seq_put(be, from);
     zmsg_t *m = zmsg_new();
     zmsg_addstr(m, "REPLAY");
     zmsg_addmem(m, be, 8);
@@ -371,16 +363,16 @@ static int s_replay_once(s_run_t *r, const char *replay_ep, uint64_t from)
         } else {
             zframe_t *v = zmsg_first(m), *f1 = zmsg_next(m), *f2 = zmsg_next(m), *f3 = zmsg_next(m);
             if (zframe_streq(v, "BATCH") && f3 && zframe_size(f2) == 8)
-                s_on_batch(r, zframe_data(f1), zframe_size(f1), s_be64(zframe_data(f2)),
+                s_on_batch(r, zframe_data(f1), zframe_size(f1), bus_events_seq_get(zframe_data(f2)),
                            zframe_data(f3), zframe_size(f3));
             else if (zframe_streq(v, "GAP") && f1 && zframe_size(f1) == 8) {
-                uint64_t oldest = s_be64(zframe_data(f1));
+                uint64_t oldest = bus_events_seq_get(zframe_data(f1));
                 fprintf(stderr, "kvtier events: replay: batches before %" PRIu64 " are gone\n",
                         oldest);
                 /* missing: what was not printed yet, within the oldest batch's term */
                 uint64_t base = from > r->last ? from : r->last + 1;
-                if (base >> 40 < oldest >> 40)
-                    base = oldest >> 40 << 40 | 1;
+                if (BUS_EVENTS_SEQ_TERM(base) < BUS_EVENTS_SEQ_TERM(oldest))
+                    base = BUS_EVENTS_SEQ_FIRST(BUS_EVENTS_SEQ_TERM(oldest));
                 if (oldest > base) {
                     r->gaps++;
                     r->missing += oldest - base;
@@ -415,7 +407,7 @@ static int s_snapshot(s_run_t *r, const char *replay_ep)
         } else {
             zframe_t *v = zmsg_first(m), *f1 = zmsg_next(m);
             if (zframe_streq(v, "SNAPSHOT") && f1 && zframe_size(f1) == 8)
-                at = s_be64(zframe_data(f1));
+                at = bus_events_seq_get(zframe_data(f1));
             else if (zframe_streq(v, "BLOCKS") && f1)
                 s_print_batch(r, "snapshot", at, zframe_data(f1), zframe_size(f1), true);
             else if (zframe_streq(v, "END"))
@@ -455,8 +447,8 @@ static void s_on_live(s_run_t *r, zsock_t *sub)
     if (zmsg_size(m) != 3 || zframe_size(s) != 8)
         r->bad++;
     else
-        s_on_batch(r, zframe_data(t), zframe_size(t), s_be64(zframe_data(s)), zframe_data(p),
-                   zframe_size(p));
+        s_on_batch(r, zframe_data(t), zframe_size(t), bus_events_seq_get(zframe_data(s)),
+                   zframe_data(p), zframe_size(p));
     zmsg_destroy(&m);
 }
 
@@ -527,7 +519,7 @@ static int s_run(s_run_t *r, cli_common_t *o, char *ep, char *rep, uint64_t epoc
         if (!sub)
             return -1;
         poller = zpoller_new(sub, NULL);
-        if (rep[0] && s_replay(r, rep, nepoch << 40 | 1) < 0)
+        if (rep[0] && s_replay(r, rep, BUS_EVENTS_SEQ_FIRST(nepoch)) < 0)
             fprintf(stderr, "kvtier events: the new leader's replay failed; going on live\n");
     }
     zpoller_destroy(&poller);

@@ -273,8 +273,7 @@ static void s_catch_up(s_live_t *l, uint64_t from, uint64_t *last, bus_event_t *
         return;
     l->replaying = true;
     uint8_t be[8];
-    for (int i = 7; i >= 0; i--)
-        be[i] = (uint8_t)(from >> (8 * (7 - i)));
+    bus_events_seq_put(be, from);
     zmsg_t *req = zmsg_new();
     zmsg_addstr(req, "REPLAY");
     zmsg_addmem(req, be, 8);
@@ -313,20 +312,18 @@ static void s_on_message(s_live_t *l, zmsg_t *m, uint64_t *last, bus_event_t *ev
         l->bad++;
         return;
     }
-    uint64_t seq = 0;
-    for (int i = 0; i < 8; i++)
-        seq = seq << 8 | zframe_data(s)[i];
+    uint64_t seq = bus_events_seq_get(zframe_data(s));
     if (*last && seq <= *last)
         return; /* seen already (replayed) */
-    if (!l->replaying && l->replay_ep[0] && seq >> 40 > *last >> 40 &&
-        (seq & ((1ull << 40) - 1)) != 1) {
-        s_catch_up(l, seq >> 40 << 40 | 1, last, events, pool);
+    if (!l->replaying && l->replay_ep[0] && BUS_EVENTS_SEQ_TERM(seq) > BUS_EVENTS_SEQ_TERM(*last) &&
+        seq != BUS_EVENTS_SEQ_FIRST(BUS_EVENTS_SEQ_TERM(seq))) {
+        s_catch_up(l, BUS_EVENTS_SEQ_FIRST(BUS_EVENTS_SEQ_TERM(seq)), last, events, pool);
         if (*last && seq <= *last)
             return;
     }
     /* every topic is subscribed so that gaps are real (a lookup-only subscription
      * would see the other kinds' sequences as gaps); only lookups are decoded */
-    if (*last && seq >> 40 == *last >> 40 && seq > *last + 1) {
+    if (*last && BUS_EVENTS_SEQ_TERM(seq) == BUS_EVENTS_SEQ_TERM(*last) && seq > *last + 1) {
         l->gaps++;
         l->missing += seq - *last - 1;
     }
