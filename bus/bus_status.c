@@ -17,6 +17,8 @@ static const char *const s_names[] = {
     [kvtier_StatusCode_STATUS_EXPIRED] = "EXPIRED",
     [kvtier_StatusCode_STATUS_ALREADY_EXISTS] = "ALREADY_EXISTS",
     [kvtier_StatusCode_STATUS_BUSY] = "BUSY",
+    [kvtier_StatusCode_STATUS_PERMISSION_DENIED] = "PERMISSION_DENIED",
+    [kvtier_StatusCode_STATUS_OVERLOADED] = "OVERLOADED",
 };
 
 const char *bus_status_name(int code)

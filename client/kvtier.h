@@ -67,6 +67,8 @@ typedef enum kvt_status {
     KVT_EXPIRED = 9,
     KVT_ALREADY_EXISTS = 10,
     KVT_BUSY = 11, /* a full tier is making room: retry shortly (prepare_put does) */
+    KVT_PERMISSION_DENIED = 12, /* no grant, or one that does not cover this: do not retry */
+    KVT_OVERLOADED = 13, /* a request or connection bound was hit: back off; never retried here */
 } kvt_status_t;
 
 typedef struct {

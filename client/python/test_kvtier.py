@@ -37,6 +37,8 @@ class Errors(unittest.TestCase):
     def test_status_names(self):
         self.assertEqual(kvtier.status_name(-2), "INVALID_ARGUMENT")
         self.assertEqual(kvtier.status_name(99), "UNKNOWN")
+        self.assertEqual(kvtier.status_name(kvtier.OVERLOADED), "OVERLOADED")
+        self.assertEqual(kvtier.status_name(-kvtier.PERMISSION_DENIED), "PERMISSION_DENIED")
 
     def test_connect_without_discovery_source(self):
         with self.assertRaises(kvtier.KvtError) as cm:

@@ -158,6 +158,12 @@ for _name, (_res, _args) in _sigs.items():
     _fn.argtypes = _args
 
 
+# The wire StatusCode values (schemas/common.proto, kvtier.h kvt_status_t).
+OK, NOT_FOUND, INVALID_ARGUMENT, NOT_LEADER, NO_SPACE, TIMEOUT, CONFLICT = range(7)
+UNAVAILABLE, INTERNAL, EXPIRED, ALREADY_EXISTS, BUSY, PERMISSION_DENIED, OVERLOADED = range(7, 14)
+STATUS_MAX = OVERLOADED
+
+
 def status_name(code):
     """'INVALID_ARGUMENT' for -2 or 2; 'UNKNOWN' outside the enum."""
     return _lib.kvt_status_name(int(code)).decode()
@@ -256,7 +262,7 @@ class Client:
         self._h = ctypes.c_void_p(_lib.kvt_connect(ctypes.byref(opts), err, len(err)))
         if not self._h:
             msg = err.value.decode(errors="replace")
-            code = next((c for c in range(1, 11) if ": %s:" % status_name(c) in msg), 8)
+            code = next((c for c in range(1, STATUS_MAX + 1) if ": %s:" % status_name(c) in msg), 8)
             raise KvtError(code, msg)
         self._jobs = {}  # job id -> buffers kept alive until the job is collected
 
