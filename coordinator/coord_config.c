@@ -685,18 +685,10 @@ static int s_read_events_vllm(const bus_config_node_t *en, coord_config_t *c, ch
 
 static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"endpoint",
-                                       "replay_endpoint",
-                                       "ring_batches",
-                                       "ring_bytes",
-                                       "queue",
-                                       "snapshot_blocks",
-                                       "vllm_endpoint",
-                                       "vllm_replay_endpoint",
-                                       "vllm_layout",
-                                       "subscriber_queue",
-                                       "put_tokens",
-                                       NULL};
+    static const char *const keys[] = {
+        "endpoint",    "replay_endpoint",  "ring_batches",  "ring_bytes",
+        "queue",       "snapshot_blocks",  "vllm_endpoint", "vllm_replay_endpoint",
+        "vllm_layout", "subscriber_queue", "put_tokens",    NULL};
     bus_config_node_t en;
     int rc = bus_config_get_object(root, "events", 16, &en, err, errlen);
     if (rc == 0)
@@ -881,13 +873,43 @@ static void s_prefix_source(const bus_config_t *doc, char *err, size_t errlen)
     snprintf(err, errlen, "%s: %s", bus_config_source(doc), tmp);
 }
 
+/* Sections a deployment document must have itself: the embedded defaults fill
+ * every other one, but a default cluster name makes two deployments on one host
+ * or one etcd serve each other, and default tiers hide a typo (the error would
+ * point at the first chain naming a tier). */
+static int s_check_required(const bus_config_t *doc, char *err, size_t errlen)
+{
+    static const struct {
+        const char *key, *why;
+    } req[] = {
+        {"cluster", "name the deployment (\"cluster\": \"NAME\"): deployments that share a "
+                    "name on one etcd or one host serve each other"},
+        {"tiers", "list the deployment's tiers (\"tiers\": [{\"name\": ..., \"kind\": "
+                  "\"host\" | \"nvme\", ...}], as in deploy/default.json)"},
+    };
+    const bus_config_node_t *root = bus_config_root(doc);
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
+        if (!bus_config_has(root, req[i].key)) {
+            snprintf(err, errlen, "%s: the required section is missing: %s", req[i].key,
+                     req[i].why);
+            return -EINVAL;
+        }
+    return 0;
+}
+
 static int s_load(bus_config_t *doc, coord_config_t *out, char *err, size_t errlen)
 {
+    int rc = s_check_required(doc, err, errlen);
+    if (rc < 0) {
+        s_prefix_source(doc, err, errlen);
+        memset(out, 0, sizeof *out);
+        return -EINVAL;
+    }
     char dname[] = "<defaults>";
     bus_config_t *defaults = bus_config_load_string(dname, s_defaults, err, errlen);
     if (!defaults)
         return -EINVAL;
-    int rc = bus_config_merge_defaults(doc, defaults, err, errlen);
+    rc = bus_config_merge_defaults(doc, defaults, err, errlen);
     if (rc == 0)
         rc = s_read(doc, out, err, errlen);
     if (rc < 0) {

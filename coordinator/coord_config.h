@@ -122,7 +122,7 @@ typedef struct {
     uint64_t optimizer_every_ms;        /* "optimizer.every", default 10s (1s..1h) */
     uint64_t optimizer_window;          /* "optimizer.window": block references, default 1048576 */
     uint64_t optimizer_capacity;        /* "optimizer.capacity": blocks; 0 = all tiers' */
-    uint32_t events_put_tokens;             /* "events.put_tokens": words, 4194304 (16 MiB) */
+    uint32_t events_put_tokens;         /* "events.put_tokens": words, 4194304 (16 MiB) */
     uint32_t events_subscriber_queue;   /* "events.subscriber_queue": XPUB HWM, 1000 */
     uint32_t events_snapshot_blocks;    /* "events.snapshot_blocks": mirror bound, 4194304 */
     char events_vllm[BUS_ENDPOINT_MAX]; /* "events.vllm_endpoint": XPUB, msgpack; "" = none */
@@ -143,8 +143,9 @@ typedef struct {
     coord_quota_config_t quotas[COORD_MAX_QUOTAS];
 } coord_config_t;
 
-/* The embedded defaults (a JSON document): what a file leaves out is taken from
- * here ("{}" is the default deployment: one host tier "host0"). */
+/* The embedded defaults (a JSON document, itself the default deployment: one host
+ * tier "host0"). A file must name "cluster" and "tiers" itself (a missing one is an
+ * error naming it); every other section it leaves out is taken from here. */
 const char *coord_config_defaults(void);
 
 /* Loads and validates a deployment file. 0, or a negative code with ERR set to

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -25,10 +26,61 @@ static void s_repo_path(const char *rel, char *out, size_t len)
     snprintf(out, len, "%.*s%s", (int)(cut - me), me, rel);
 }
 
+/* A deployment must name "cluster" and "tiers" itself: the cases here are about
+ * other keys, so TEXT gets a cluster and the default host tier when it has none. */
+/* Does KEY (quoted) appear as a key of the top-level object of TEXT? */
+static bool s_top_key(const char *text, const char *key)
+{
+    int depth = 0;
+    bool in_str = false;
+    size_t n = strlen(key);
+    for (const char *p = text; *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_str = false;
+            continue;
+        }
+        if (*p == '"') {
+            if (depth == 1 && strncmp(p, key, n) == 0)
+                return true;
+            in_str = true;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+        }
+    }
+    return false;
+}
+
+static const char *s_full(const char *text)
+{
+    static char buf[8192];
+    const char *rest = strchr(text, '{');
+    if (!rest)
+        return text;
+    rest++;
+    while (*rest == ' ' || *rest == '\n')
+        rest++;
+    const char *cluster = s_top_key(text, "\"cluster\"") ? "" : "\"cluster\": \"t\"";
+    const char *tiers =
+        s_top_key(text, "\"tiers\"")
+            ? ""
+            : "\"tiers\": [{\"name\": \"host0\", \"kind\": \"host\", "
+              "\"endpoint\": \"tcp://127.0.0.1:7710\", \"capacity\": 4096, "
+              "\"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true}]";
+    bool sep1 = *cluster && *tiers, sep2 = (*cluster || *tiers) && *rest != '}';
+    snprintf(buf, sizeof buf, "{%s%s%s%s%s", cluster, sep1 ? ", " : "", tiers, sep2 ? ", " : "",
+             rest);
+    return buf;
+}
+
 /* Loads TEXT and expects a rejection whose message names PATH and says WHAT. */
 static void s_reject(const char *text, const char *path, const char *what)
 {
-    int rc = coord_config_load_string("t.json", text, &g_cfg, g_err, sizeof g_err);
+    int rc = coord_config_load_string("t.json", s_full(text), &g_cfg, g_err, sizeof g_err);
     if (rc == 0)
         print_message("accepted: %s\n", text);
     assert_int_equal(rc, -EINVAL);
@@ -42,7 +94,7 @@ static void s_reject(const char *text, const char *path, const char *what)
 
 static int s_load(const char *text)
 {
-    int rc = coord_config_load_string("t.json", text, &g_cfg, g_err, sizeof g_err);
+    int rc = coord_config_load_string("t.json", s_full(text), &g_cfg, g_err, sizeof g_err);
     if (rc != 0)
         print_message("rejected: %s\n", g_err);
     return rc;
@@ -90,12 +142,16 @@ static void test_default_file_parses(void **state)
     assert_int_equal(g_cfg.metrics_sample_ms, 5000);
 }
 
-/* DESIGN §10: defaults are embedded — an empty file is the default deployment. */
+/* DESIGN §10: defaults are embedded — the embedded document is the default
+ * deployment, and what a file leaves out (besides cluster and tiers) is taken from it. */
 static void test_empty_file_is_the_embedded_default(void **state)
 {
     (void)state;
-    assert_int_equal(s_load("{}"), 0);
+    assert_int_equal(coord_config_load_string("<defaults>", coord_config_defaults(), &g_cfg, g_err,
+                                              sizeof g_err),
+                     0);
     assert_string_equal(g_cfg.cluster, "kvtier");
+    assert_int_equal(s_load("{}"), 0);
     assert_int_equal(g_cfg.lease_ttl_ms, 3000);
     assert_int_equal(g_cfg.pin_lease_ms, 30000);
     assert_int_equal(g_cfg.write_grace_ms, 30000);
@@ -281,6 +337,30 @@ static void test_other_bad_values_are_rejected_with_path(void **state)
 }
 
 /* wave-2: --etcd overrides the file's endpoints; a bad URL is named. */
+/* Issue 12 §8: a file must name its cluster and its tiers; a missing one is an error
+ * naming that section (not a silent default, nor an error about the chain that then
+ * names a tier the defaults lack). */
+static void test_missing_required_section_is_named(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"{}", "t.json: cluster: the required section is missing"},
+        {"{\"tiers\": [{\"name\": \"h\", \"kind\": \"host\"}]}",
+         "t.json: cluster: the required section is missing"},
+        {"{\"cluster\": \"a\"}", "t.json: tiers: the required section is missing"},
+        {"{\"cluster\": \"a\", \"chains\": [{\"name\": \"c\", \"tiers\": [\"host0\", "
+         "\"nvme0\"]}]}",
+         "t.json: tiers: the required section is missing"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(
+            coord_config_load_string("t.json", cases[i][0], &g_cfg, g_err, sizeof g_err), -EINVAL);
+        if (strncmp(g_err, cases[i][1], strlen(cases[i][1])) != 0)
+            print_message("%s: got \"%s\"\n", cases[i][0], g_err);
+        assert_int_equal(strncmp(g_err, cases[i][1], strlen(cases[i][1])), 0);
+    }
+}
+
 static void test_etcd_flag_overrides_endpoints(void **state)
 {
     (void)state;
@@ -352,6 +432,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_file_parses),
         cmocka_unit_test(test_empty_file_is_the_embedded_default),
+        cmocka_unit_test(test_missing_required_section_is_named),
         cmocka_unit_test(test_tier_ids_follow_file_order_and_default_chain_covers_all),
         cmocka_unit_test(test_duplicate_tier_name_is_rejected_with_path),
         cmocka_unit_test(test_unknown_kind_is_rejected_with_path),
