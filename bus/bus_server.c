@@ -12,6 +12,7 @@
 #include <zmq.h>
 
 #include "bus_log.h"
+#include "bus_owner.h"
 
 /* Warnings about rejected input: the first few, then every 1000th. */
 #define S_WARN_FIRST 16
@@ -44,8 +45,12 @@ bus_server_t *bus_server_new_bounded(const char *endpoint, const char *name, uin
     /* before the bind: libzmq applies it to the connections it accepts from then on */
     zsock_set_maxmsgsize(self->sock, max_frame > INT32_MAX ? INT32_MAX : (int)max_frame);
     if (zsock_bind(self->sock, "%s", endpoint) < 0) {
-        bus_error("bus", "server %s: cannot bind '%s': %s", self->name, endpoint,
-                  zmq_strerror(errno));
+        int e = errno;
+        char who[BUS_OWNER_MAX] = "";
+        if (e == EADDRINUSE)
+            (void)bus_owner_check_bind(endpoint, who, sizeof who);
+        bus_error("bus", "server %s: cannot bind '%s': %s%s%s", self->name, endpoint,
+                  zmq_strerror(e), who[0] ? ", held by " : "", who);
         goto out_fail;
     }
     char *last = zsock_last_endpoint(self->sock);

@@ -75,9 +75,8 @@ static int s_create(const char *name)
     return -EEXIST;
 }
 
-/* Who holds segment NAME's flock (/proc/locks, matched by the segment's inode):
- * "pid N (command)" into buf, or "" when it cannot be told. */
-static void s_holder(const char *name, char *buf, size_t len)
+/* The holder's flock is matched by the segment's inode in /proc/locks. */
+int tier_host_owner(const char *name, char *buf, size_t len)
 {
     buf[0] = '\0';
     char path[PATH_MAX];
@@ -92,19 +91,25 @@ static void s_holder(const char *name, char *buf, size_t len)
         /* "1: FLOCK  ADVISORY  WRITE 1234 00:19:5678 0 EOF" */
         if (sscanf(line, "%*s FLOCK %*s %*s %ld %x:%x:%llu", &pid, &maj, &min, &ino) == 4 &&
             ino == (unsigned long long)st.st_ino && pid > 0) {
-            char cmd[128] = "", cpath[64];
+            char cmd[160] = "", cpath[64];
             snprintf(cpath, sizeof cpath, "/proc/%ld/cmdline", pid);
             FILE *c = fopen(cpath, "r");
             size_t n = c ? fread(cmd, 1, sizeof cmd - 1, c) : 0;
             if (c)
                 fclose(c);
-            cmd[n] = '\0'; /* the first argument: NUL-separated */
+            while (n > 0 && cmd[n - 1] == '\0')
+                n--;
+            cmd[n] = '\0';
+            for (size_t k = 0; k < n; k++) /* NUL-separated arguments; no control bytes */
+                if ((unsigned char)cmd[k] < 0x20 || cmd[k] == 0x7f)
+                    cmd[k] = ' ';
             snprintf(buf, len, "pid %ld (%s)", pid, cmd[0] ? cmd : "?");
             break;
         }
     }
     if (f)
         fclose(f);
+    return buf[0] ? 0 : -ENOENT;
 }
 
 static int s_reserve(int fd, uint64_t total)
@@ -195,7 +200,7 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
         rc = seg->fd;
         if (rc == -EBUSY) {
             char who[192];
-            s_holder(seg->name, who, sizeof who);
+            (void)tier_host_owner(seg->name, who, sizeof who);
             snprintf(err, errlen,
                      "shm segment %s is in use by %s: another tier actor (or another "
                      "deployment) runs on this name; stop it, or give this tier its own \"shm\"",

@@ -36,4 +36,9 @@ extern const struct tier_ops tier_host_ops;
  * tier. The caller logs it (tiers/ does not log). */
 uint64_t tier_host_prefault_ns(const tier_t *t);
 
+/* Who owns the live segment named NAME (its holder's flock, found in /proc/locks):
+ * "pid N (command)" into buf, 0. -ENOENT with buf "" when no segment of that name
+ * exists or no live process holds it (a stale one, which open replaces). */
+int tier_host_owner(const char *name, char *buf, size_t len);
+
 #endif

@@ -6,6 +6,8 @@
 
 #include "coord_config.h"
 #include "coord_etcd.h"
+#include "bus_owner.h"
+#include "tier_host.h"
 
 #include <errno.h>
 #include <czmq.h>
@@ -652,19 +654,78 @@ int cli_cmd_get(int argc, char **argv)
 
 /* ---- deployment --------------------------------------------------------------- */
 
+enum { D_OPT_CHECK_FREE = CLI_OPT_FIRST_COMMAND_OPT };
+
+static int s_deployment_opt(void *ctx, int opt, const char *arg)
+{
+    (void)arg;
+    if (opt != D_OPT_CHECK_FREE)
+        return -1;
+    *(bool *)ctx = true;
+    return 0;
+}
+
+/* One address the deployment binds: in use by another process is reported. An
+ * HTTP address ("IPV4:PORT", port 0 = any) is checked as tcp://IPV4:PORT. */
+static int s_check_bind(const char *key, const char *addr, bool http)
+{
+    char ep[BUS_ENDPOINT_MAX + 8], who[BUS_OWNER_MAX];
+    if (!addr[0])
+        return 0;
+    snprintf(ep, sizeof ep, "%s%s", http ? "tcp://" : "", addr);
+    if (bus_owner_check_bind(ep, who, sizeof who) != -EADDRINUSE)
+        return 0;
+    fprintf(stderr, "kvtier deployment: %s %s is in use by %s\n", key, addr, who);
+    return 1;
+}
+
+/* --check-free: every fixed TCP address and shm name of CFG is free on this host
+ * (issue 12 §8: a second deployment on the same ports or names, or any other
+ * program there, is named before anything starts). Returns how many are not. */
+static int s_check_free(const coord_config_t *cfg)
+{
+    int held = s_check_bind("coordinator.endpoint", cfg->endpoint, false) +
+               s_check_bind("coordinator.metrics", cfg->metrics, true) +
+               s_check_bind("events.endpoint", cfg->events_endpoint, false) +
+               s_check_bind("events.replay_endpoint", cfg->events_replay, false) +
+               s_check_bind("events.vllm_endpoint", cfg->events_vllm, false) +
+               s_check_bind("events.vllm_replay_endpoint", cfg->events_vllm_replay, false);
+    for (uint32_t i = 0; i < cfg->n_tiers; i++) {
+        const coord_tier_config_t *t = &cfg->tiers[i];
+        char key[64 + COORD_TIER_NAME_MAX];
+        snprintf(key, sizeof key, "tiers[%u].endpoint (%s)", i, t->name);
+        held += s_check_bind(key, t->endpoint, false);
+        snprintf(key, sizeof key, "tiers[%u].metrics (%s)", i, t->name);
+        held += s_check_bind(key, t->metrics, true);
+        const struct tier_ops *ops = tier_find(t->kind_name);
+        char who[192];
+        if (ops && ops->path_access == TIER_ACCESS_SHM && t->backend.path[0] &&
+            tier_host_owner(t->backend.path, who, sizeof who) == 0) {
+            fprintf(stderr, "kvtier deployment: tiers[%u].shm (%s) %s is in use by %s\n", i,
+                    t->name, t->backend.path, who);
+            held++;
+        }
+    }
+    return held;
+}
+
 int cli_cmd_deployment(int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        CLI_COMMON_LONGOPTS, {"check-free", no_argument, NULL, D_OPT_CHECK_FREE}, {0, 0, 0, 0}};
     cli_common_t o;
+    bool check_free = false;
     cli_common_init(&o);
-    int first = cli_parse(argc, argv, "c:", longopts, &o, NULL, NULL);
+    int first = cli_parse(argc, argv, "c:", longopts, &o, s_deployment_opt, &check_free);
     if (first < 0 || o.help || first != argc || !o.config) {
         fprintf(o.help ? stdout : stderr,
-                "usage: kvtier deployment -c FILE [--etcd URLS]\n"
+                "usage: kvtier deployment -c FILE [--etcd URLS] [--check-free]\n"
                 "  validates FILE and prints one line per item, for scripts:\n"
                 "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
                 "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n"
-                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n");
+                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n"
+                "  --check-free  also exit 1 when a TCP address or shm name it binds on this\n"
+                "                host is in use, naming the process that holds it\n");
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     coord_config_t *cfg = calloc(1, sizeof *cfg);
@@ -692,6 +753,15 @@ int cli_cmd_deployment(int argc, char **argv)
         printf("optimizer %llu %llu %llu\n", (unsigned long long)(cfg->optimizer_every_ms / 1000),
                (unsigned long long)cfg->optimizer_window,
                (unsigned long long)cfg->optimizer_capacity);
+    int held = check_free ? s_check_free(cfg) : 0;
+    if (held > 0) {
+        fprintf(stderr,
+                "kvtier deployment: %s: %d address%s or name%s in use on this host: another "
+                "deployment (or program) runs there; stop it, or give this one its own ports "
+                "and shm names\n",
+                o.config, held, held == 1 ? "" : "es", held == 1 ? "" : "s");
+        goto out;
+    }
     status = CLI_EXIT_OK;
 out:
     free(cfg);

@@ -82,7 +82,8 @@ static int s_group_setup(void **state)
             "{\"cluster\":\"%s\",\n"
             " \"etcd\":{\"endpoints\":[\"%s\"],\"lease_ttl\":\"2s\"},\n"
             " \"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:*\"},\n"
-            " \"events\":{\"endpoint\":\"tcp://127.0.0.1:*\",\"replay_endpoint\":\"tcp://127.0.0.1:*\"},\n"
+            " \"events\":{\"endpoint\":\"tcp://127.0.0.1:*\",\"replay_endpoint\":\"tcp://"
+            "127.0.0.1:*\"},\n"
             " \"tiers\":[{\"name\":\"h0\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:*\",\n"
             "            \"capacity\":16,\"slot_size\":4096,\"shm\":\"%s\",\"prefault\":false}]}\n",
             g_cluster, etcd_fixture_url(g_etcd), g_shm);
@@ -482,7 +483,8 @@ static void test_bad_usage_and_bad_file_exit_2(void **state)
     snprintf(bad, sizeof bad, "%s/bad.json", g_dir);
     FILE *f = fopen(bad, "w");
     assert_non_null(f);
-    fprintf(f, "{\"tiers\":[{\"name\":\"x\",\"kind\":\"tape\",\"endpoint\":\"tcp://h:1\","
+    fprintf(f, "{\"cluster\":\"c\",\"tiers\":[{\"name\":\"x\",\"kind\":\"tape\",\"endpoint\":\"tcp:"
+               "//h:1\","
                "\"capacity\":1}]}");
     fclose(f);
     char *a1[] = {"coordinator", NULL};
