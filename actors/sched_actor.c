@@ -401,6 +401,7 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "gc_suspects", g->gc_suspects);
     s_stat(r, "gc_suspects_dropped", g->gc_suspects_dropped);
     s_stat(r, "gc_dropped", g->gc_dropped);
+    s_stat(r, "damaged_dropped", g->damaged_dropped);
     s_stat(r, "reclaim_marked", g->reclaim_marked);
     s_stat(r, "reclaimed", g->reclaimed);
     s_stat(r, "reclaim_backpressure", g->reclaim_backpressure);

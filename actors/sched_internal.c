@@ -478,6 +478,39 @@ static void s_on_gc_drop(sched_t *self, sched_call_t *call)
     sched_reply(self, call);
 }
 
+uint32_t sched_tier_dropped(sched_t *self, sched_tier_t *t, const kvtier_TierNotice *n)
+{
+    if (t->state != SCHED_TIER_UP || n->tier_id != t->cfg.tier_id || n->epoch != t->epoch)
+        return 0;
+    uint32_t gone = 0;
+    int64_t now = sched_now();
+    for (pb_size_t i = 0; i < n->dropped_count; i++) {
+        uint64_t slot = n->dropped[i].slot;
+        tier_slot_info_t info;
+        if (slot >= t->cfg.capacity || tier_slots_slot_info(t->slots, (uint32_t)slot, &info) != 0 ||
+            info.state != TIER_SLOT_COMMITTED ||
+            memcmp(info.key.b, n->dropped[i].key, TIER_KEY_BYTES) != 0)
+            continue; /* moved, freed or reused since: not this block any more */
+        tier_key_t key = info.key;
+        bool deleting = t->del_mark[slot] && sched_is_deleting(t, info.instance, &key, info.slot);
+        if (!info.pins && !info.refs && tier_slots_remove(t->slots, info.instance, &key) == 0) {
+            if (deleting) /* already reported removed when it was marked */
+                sched_deleting_forget(t, t->del_mark[slot] - 1);
+            else
+                sched_ev_removed(self, info.instance, t->cfg.tier_id, t->medium,
+                                 kvtier_RemoveReason_REMOVE_REASON_DAMAGED, &key, 1);
+        } else if (deleting || !sched_deleting_mark(self, t, info.instance, &key, info.slot, now,
+                                                    kvtier_RemoveReason_REMOVE_REASON_DAMAGED)) {
+            continue; /* on its way out already, or no room to mark: the gc's probe */
+        }
+        gone++;
+        bus_warn(S_LOG, "tier %s dropped slot %" PRIu64 " (%s): it left the index", t->cfg.name,
+                 slot, n->cause);
+    }
+    self->g.damaged_dropped += gone;
+    return gone;
+}
+
 void sched_on_internal(sched_t *self, sched_call_t *call)
 {
     switch (call->req.env.which_body) {

@@ -130,6 +130,12 @@ uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need);
  * the next gc round. Bounded (SCHED_GC_SUSPECTS; beyond, counted in
  * gc_suspects_dropped: the scan reaches it in time). */
 void sched_gc_suspect(sched_t *self, uint32_t tier, uint32_t slot, uint16_t gen);
+/* Tier t told us (TierNotice, issue 12 §4) that it dropped blocks whose bytes failed
+ * their checksum: each still indexed there with the same key leaves the index now
+ * (DELETING while a reader holds it), reported removed as DAMAGED. A notice of
+ * another tier id or epoch, or for a slot that holds another block now, changes
+ * nothing. Returns how many left. */
+uint32_t sched_tier_dropped(sched_t *self, sched_tier_t *t, const kvtier_TierNotice *n);
 /* The source of a finished demotion (its block now serves from the next tier):
  * freed at once when no reader holds it, else DELETING and freed once released.
  * No delete delay: the block is moved, not deleted, and every reader pins. */

@@ -25,6 +25,7 @@
 
 #include "bus_log.h"
 #include "sched_int.h"
+#include "sched_reclaim.h"
 #include "sched_tiers.h"
 #include "tier.h"
 
@@ -161,6 +162,14 @@ static void s_client_close(sched_t *self, sched_tier_t *t, const char *why)
     bus_client_destroy(&t->client);
 }
 
+/* A TierNotice from t's actor (bus_client_set_notice): blocks it dropped. */
+static void s_on_notice(void *arg, const kvtier_Envelope *env)
+{
+    sched_tier_t *t = arg;
+    if (env->which_body == kvtier_Envelope_tier_notice_tag)
+        (void)sched_tier_dropped(t->self, t, &env->body.tier_notice);
+}
+
 static int s_client_open(sched_t *self, sched_tier_t *t)
 {
     char name[64];
@@ -173,6 +182,7 @@ static int s_client_open(sched_t *self, sched_tier_t *t)
     t->client = bus_client_new(t->endpoint, &cc);
     if (!t->client)
         return -1;
+    bus_client_set_notice(t->client, s_on_notice, t);
     if (zloop_reader(self->loop, bus_client_sock(t->client), s_on_client, t) < 0) {
         bus_client_destroy(&t->client);
         return -1;

@@ -53,6 +53,7 @@ typedef struct {
     uint64_t tier_timeouts, tier_errors, deletes_sent, deletes_dropped;
     uint64_t adopted, invalid_requests, busy_refusals, requests_lapsed;
     uint64_t gc_scans, gc_dropped;
+    uint64_t damaged_dropped;                  /* blocks a tier told us it dropped (TierNotice) */
     uint64_t gc_suspects, gc_suspects_dropped; /* failed loads handed to the gc first */
     uint64_t reclaim_marked, reclaimed, reclaim_stale, reclaim_backpressure;
     uint64_t demote_submitted, demoted, demote_failed, demote_stale;

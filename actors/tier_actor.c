@@ -130,6 +130,7 @@ static void s_self_destroy(self_t **self_p)
         return;
     self_t *self = *self_p;
     bus_request_reset(&self->req);
+    zframe_destroy(&self->sched_peer);
     tier_actor_copy_destroy(self);
     bus_server_destroy(&self->server);
     tier_close(&self->tier);
@@ -252,6 +253,7 @@ static void s_on_requests(self_t *self)
         if (rc <= 0)
             break;
         self->stats.requests++;
+        tier_actor_notice_peer(self, &self->req);
         tier_actor_serve(self, &self->req);
         bus_request_reset(&self->req);
     }

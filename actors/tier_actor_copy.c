@@ -415,6 +415,9 @@ static void s_read(s_copy_t *c)
             continue;
         if (cp->gets[k].rc == -EBADMSG)
             self->stats.checksum_failures++;
+        if (cp->gets[k].rc == -EBADMSG && self->desc.reads_verified) /* the backend dropped it */
+            tier_actor_notice_dropped(self, c->src[c->idx[k]], c->hdr[c->idx[k]].key.b,
+                                      "copy: the bytes on the medium failed their checksum");
         bus_warn(S_LOG, "tier %s: copy of slot %" PRIu64 ": read failed: %s", self->name,
                  c->src[c->idx[k]], strerror(-cp->gets[k].rc));
         c->ok[c->idx[k]] = false;

@@ -67,6 +67,8 @@ typedef struct tier_actor_self {
 
     zpoller_t *poller;       /* the loop's; copy clients' sockets are added to it */
     tier_actor_copy_t *copy; /* CopySlots in flight */
+
+    zframe_t *sched_peer; /* routing id of the last scheduler-only request (notices) */
 } tier_actor_self_t;
 
 /* Serves one decoded request (a reply is always sent). tier_actor_serve.c */
@@ -87,6 +89,17 @@ void tier_actor_rbuf_unref(void *data, void *hint);
 /* The instance id string stored for hash: the remembered string, "#xxxxxxxx", or
  * "" for 0. tier_actor_serve.c */
 void tier_actor_instance_name(tier_actor_self_t *self, uint32_t hash, char *out, size_t len);
+
+/* ---- notices to the scheduler (tier_actor_notice.c) ---- */
+
+/* Remembers the peer of REQ as the scheduler to tell, when REQ is a request only a
+ * scheduler sends (PutHeader, DeleteSlots, Inventory). */
+void tier_actor_notice_peer(tier_actor_self_t *self, const bus_request_t *req);
+/* Tells the scheduler at once that SLOT (which held KEY, 16 bytes) was dropped for
+ * CAUSE: a TierNotice with corr_id 0 (issue 12 §4). Best effort: counted as
+ * unnoticed when no scheduler is known or the send fails (the gc still finds it). */
+void tier_actor_notice_dropped(tier_actor_self_t *self, uint64_t slot, const uint8_t *key,
+                               const char *cause);
 
 /* ---- CopySlots (tier_actor_copy.c) ---- */
 

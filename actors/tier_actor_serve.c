@@ -373,11 +373,15 @@ static void s_rbufs_free(self_t *self, uint32_t n)
     }
 }
 
-static int s_read_error(self_t *self, int rc, uint64_t slot, kvtier_Status *st)
+static int s_read_error(self_t *self, int rc, uint32_t i, kvtier_Status *st)
 {
+    uint64_t slot = self->arr->slots.v[i];
     if (rc != -EBADMSG)
         return s_tier_error(self, st, rc, slot, "read");
     self->stats.checksum_failures++;
+    /* the backend dropped it: the index must lose it now, not at the gc's round */
+    tier_actor_notice_dropped(self, slot, self->arr->keys.n ? self->arr->keys.keys[i] : NULL,
+                              "read: the bytes on the medium failed their checksum");
     return tier_actor_fail(self, st, S_INTERNAL,
                            "slot %" PRIu64 " failed its checksum (the bytes on the medium are "
                            "damaged); the block was dropped and nothing was sent",
@@ -397,7 +401,7 @@ static int s_read_into(self_t *self, kvtier_Status *st)
     (void)tier_read_batch(self->tier, self->gets, n);
     for (uint32_t i = 0; i < n; i++)
         if (self->gets[i].rc < 0)
-            return s_read_error(self, self->gets[i].rc, a->slots.v[i], st);
+            return s_read_error(self, self->gets[i].rc, i, st);
     return 0;
 }
 

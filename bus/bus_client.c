@@ -45,7 +45,9 @@ struct bus_client {
     int64_t earliest; /* no deadline before this; INT64_MAX when none */
     int callback_depth;
     bus_client_stats_t stats;
-    kvtier_Envelope reply; /* decoded reply, valid during its callback */
+    kvtier_Envelope reply;        /* decoded reply, valid during its callback */
+    bus_client_notice_fn *notice; /* unsolicited messages (corr_id 0); NULL: dropped */
+    void *notice_arg;
 };
 
 bus_client_t *bus_client_new(const char *endpoint, const bus_client_config_t *cfg)
@@ -199,12 +201,44 @@ static bool s_should_warn(uint64_t count)
     return count <= S_WARN_FIRST || count % 1000 == 0;
 }
 
+/* A message without corr_id (0, which no request has) is no request's reply: a
+ * notice the server sent by itself (a body without arrays: a tier's TierNotice).
+ * Handed to the owner's handler when it decodes; counted as bad and dropped
+ * otherwise. */
+static int s_handle_notice(bus_client_t *self, zmsg_t *msg)
+{
+    kvtier_Status st = {0};
+    if (bus_msg_decode(msg, BUS_DIR_REPLY, &self->reply, NULL, &st) < 0 ||
+        self->reply.which_body == 0) {
+        if (s_should_warn(++self->stats.bad_replies))
+            bus_warn("bus", "client %s: dropped a message without corr_id: %s", self->name,
+                     self->reply.which_body == 0 && st.code == 0 ? "no body" : st.message);
+        zmsg_destroy(&msg);
+        return 0;
+    }
+    self->stats.notices++;
+    self->callback_depth++;
+    self->notice(self->notice_arg, &self->reply);
+    self->callback_depth--;
+    zmsg_destroy(&msg);
+    return 0;
+}
+
+void bus_client_set_notice(bus_client_t *self, bus_client_notice_fn *fn, void *arg)
+{
+    self->notice = fn;
+    self->notice_arg = arg;
+}
+
 /* One received reply: match, decode with the request's arrays, complete. */
 static int s_handle_reply(bus_client_t *self, zmsg_t *msg)
 {
     zframe_t *f0 = zmsg_first(msg);
     bus_env_header_t h;
-    if (!f0 || bus_env_peek(zframe_data(f0), zframe_size(f0), &h) < 0 || !h.has_corr_id) {
+    int peek = f0 ? bus_env_peek(zframe_data(f0), zframe_size(f0), &h) : -1;
+    if (peek == 0 && !h.has_corr_id && self->notice)
+        return s_handle_notice(self, msg);
+    if (peek < 0 || !h.has_corr_id) {
         if (s_should_warn(++self->stats.bad_replies))
             bus_warn("bus", "client %s: dropped a reply without a readable corr_id (%zu bytes)",
                      self->name, f0 ? zframe_size(f0) : (size_t)0);

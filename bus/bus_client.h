@@ -42,6 +42,7 @@ typedef struct {
     uint64_t timeouts;    /* completions with TIMEOUT */
     uint64_t refused;     /* sends refused (in-flight bound, queue full, bad request) */
     uint64_t late;        /* replies dropped: no request in flight with that corr_id */
+    uint64_t notices;     /* unsolicited messages (corr_id 0) handed to the notice handler */
     uint64_t bad_replies; /* replies that did not decode (request completed with the error)
                              or had no readable corr_id (dropped) */
     uint32_t in_flight;
@@ -107,5 +108,13 @@ int bus_client_call(bus_client_t *self, kvtier_Envelope *req, bus_arrays_t *req_
                     kvtier_Status *st);
 
 void bus_client_stats(bus_client_t *self, bus_client_stats_t *stats);
+
+/* A message the server sends by itself (no corr_id, a reply-direction body without
+ * arrays, e.g. a tier's TierNotice) runs FN(arg, env) inside bus_client_dispatch;
+ * env is valid during the call. Without a handler (the default), or when it does not
+ * decode, such a message is dropped and counted in bad_replies. A handler must not
+ * call into this client. */
+typedef void(bus_client_notice_fn)(void *arg, const kvtier_Envelope *env);
+void bus_client_set_notice(bus_client_t *self, bus_client_notice_fn *fn, void *arg);
 
 #endif

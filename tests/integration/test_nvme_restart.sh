@@ -59,44 +59,9 @@ with open(dst, "w") as f:
 EOF
 
 # nvme_slot KEY: "SLOT DATA_OFFSET SIZE RECORD_OFFSET" of the one SERVING slot that
-# holds KEY, read from the file's header records (tiers/tier_nvme.h "File layout");
-# fails unless exactly one record holds it.
-cat >"$it_dir/nvme_slot.py" <<'EOF'
-import struct, sys
-path, key = sys.argv[1], bytes.fromhex(sys.argv[2])
-with open(path, "rb") as f:
-    sb = f.read(4096)
-    magic, version, record_bytes, slot_size, capacity, stride, headers_off, data_off = \
-        struct.unpack_from("<QIIQQQQQ", sb, 0)
-    if magic != 0x31454D564E54564B or version != 1:
-        sys.exit("%s: not a version 1 nvme tier file" % path)
-    f.seek(headers_off)
-    found = []
-    for slot in range(capacity):
-        rec = f.read(record_bytes)
-        rmagic, state, rslot = struct.unpack_from("<IIQ", rec, 0)
-        # magic "KVSH", state SERVING (2), the record's own slot
-        if rmagic == 0x4853564B and state == 2 and rslot == slot and rec[40:56] == key:
-            size = struct.unpack_from("<Q", rec, 64)[0]
-            found.append((slot, data_off + slot * stride, size, headers_off + slot * record_bytes))
-if len(found) != 1:
-    sys.exit("%d SERVING records hold key %s" % (len(found), sys.argv[2]))
-print(*found[0])
-EOF
-nvme_slot() { /usr/bin/python3 "$it_dir/nvme_slot.py" "$nvme_file" "$1"; }
-
-# nvme_garble OFFSET LENGTH: random bytes over that range of the file, on disk
-# (fsync) before the tier's next O_DIRECT read or open.
-nvme_garble() {
-  /usr/bin/python3 - "$nvme_file" "$1" "$2" <<'EOF'
-import os, sys
-path, off, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-fd = os.open(path, os.O_WRONLY)
-os.pwrite(fd, os.urandom(n), off)
-os.fsync(fd)
-os.close(fd)
-EOF
-}
+# holds KEY; nvme_garble OFFSET LENGTH: random bytes over that range (nvme_file.py).
+nvme_slot() { /usr/bin/python3 "$KVT_SOURCE_DIR/tests/integration/nvme_file.py" slot "$nvme_file" "$1"; }
+nvme_garble() { /usr/bin/python3 "$KVT_SOURCE_DIR/tests/integration/nvme_file.py" garble "$nvme_file" "$1" "$2"; }
 
 # Scheduler counter "blocks" (SERVING blocks in the index).
 blocks_now() { it_cli status | awk '$1 == "blocks" { print $2; exit }'; }

@@ -412,6 +412,88 @@ static void test_oversized_reply_is_refused_by_the_client(void **state)
     zsock_destroy(&router);
 }
 
+/* Issue 12 §4: a message the server sends by itself (no corr_id: a tier's
+ * TierNotice) reaches the notice handler, between replies that still complete
+ * their requests; without a handler, or when it does not decode, it is counted as
+ * bad and dropped. */
+static int s_notices;
+static uint64_t s_notice_slot;
+
+static void s_on_notice(void *arg, const kvtier_Envelope *env)
+{
+    (void)arg;
+    assert_int_equal(env->which_body, kvtier_Envelope_tier_notice_tag);
+    s_notices++;
+    s_notice_slot = env->body.tier_notice.dropped[0].slot;
+}
+
+static void s_send_notice(zsock_t *router, const zframe_t *rid, uint64_t slot)
+{
+    kvtier_Envelope env;
+    bus_env_init_reply(&env, NULL, kvtier_Envelope_tier_notice_tag, "tier");
+    env.body.tier_notice.tier_id = 1;
+    env.body.tier_notice.dropped_count = 1;
+    env.body.tier_notice.dropped[0].slot = slot;
+    kvtier_Status st;
+    assert_int_equal(bus_msg_send(router, rid, &env, NULL, NULL, 0, &st), 0);
+}
+
+static void test_unsolicited_notice_reaches_its_handler(void **state)
+{
+    (void)state;
+    zsock_t *router = zsock_new_router("tcp://127.0.0.1:*");
+    char *ep = zsock_last_endpoint(router);
+    bus_client_t *c = bus_client_new(ep, NULL);
+    pending_t p[2];
+    kvtier_Status st;
+    assert_int_equal(s_send_lookup(c, &p[0], 1, LONG_TIMEOUT_MS, &st), 0);
+    zmsg_t *m = zmsg_recv(router);
+    zframe_t *rid = zmsg_pop(m);
+    zmsg_destroy(&m);
+    /* no handler yet: dropped, counted */
+    s_send_notice(router, rid, 7);
+    /* then a handler, a notice, and garbage without corr_id */
+    zclock_sleep(100);
+    (void)bus_client_dispatch(c, 0);
+    bus_client_set_notice(c, s_on_notice, NULL);
+    s_send_notice(router, rid, 9);
+    m = zmsg_new();
+    zmsg_append(m, &(zframe_t *){zframe_dup(rid)});
+    zmsg_addmem(m, "\xff\xff\xff", 3);
+    zmsg_send(&m, router);
+    /* the request still gets its reply */
+    kvtier_Envelope *rep = calloc(1, sizeof *rep);
+    kvtier_Envelope req = {.corr_id = 0};
+    assert_int_equal(s_send_lookup(c, &p[1], 2, LONG_TIMEOUT_MS, &st), 0);
+    m = zmsg_recv(router);
+    zframe_t *rid2 = zmsg_pop(m);
+    zframe_t *f0 = zmsg_first(m);
+    bus_env_header_t h;
+    assert_int_equal(bus_env_peek(zframe_data(f0), zframe_size(f0), &h), 0);
+    zmsg_destroy(&m);
+    req.corr_id = h.corr_id;
+    bus_env_init_reply(rep, &req, kvtier_Envelope_lookup_rep_tag, "fake");
+    assert_int_equal(bus_msg_send(router, rid2, rep, NULL, NULL, 0, &st), 0);
+    int64_t deadline = zclock_mono() + 5000;
+    while (p[1].completions == 0 && zclock_mono() < deadline)
+        (void)bus_client_dispatch(c, 100);
+    assert_int_equal(p[1].completions, 1);
+    assert_int_equal(p[1].status.code, kvtier_StatusCode_STATUS_OK);
+    assert_int_equal(p[0].completions, 0);
+    assert_int_equal(s_notices, 1);
+    assert_int_equal(s_notice_slot, 9);
+    bus_client_stats_t cs;
+    bus_client_stats(c, &cs);
+    assert_int_equal(cs.notices, 1);
+    assert_int_equal(cs.bad_replies, 2); /* the notice before the handler, the garbage */
+    free(rep);
+    zframe_destroy(&rid);
+    zframe_destroy(&rid2);
+    bus_client_destroy(&c);
+    zstr_free(&ep);
+    zsock_destroy(&router);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_in_flight_bound_refuses_new_sends),
         cmocka_unit_test(test_undecodable_reply_completes_its_request_with_invalid_argument),
         cmocka_unit_test(test_payload_frames_travel_both_ways),
+        cmocka_unit_test(test_unsolicited_notice_reaches_its_handler),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
