@@ -262,18 +262,13 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     if (tok->jobs > 0)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
                          "the token already has a job in flight: collect it first");
-    /* The scheduler closes a window whose lease lapsed and may hand its slots to
-     * someone else: a transfer started that late could overwrite another block.
-     * Leave a tenth of the lease (at least 1 s) for the transfer itself. */
-    if (tok->lease_ms > 0) {
-        int64_t margin = (int64_t)(tok->lease_ms / 10 > 1000 ? tok->lease_ms / 10 : 1000);
-        int64_t age = zclock_mono() - tok->minted_ms;
-        if (age > (int64_t)tok->lease_ms - margin)
-            return kvti_fail(c, KVT_EXPIRED, what,
-                             "the token is %" PRId64 " ms old and its lease is %" PRIu64
-                             " ms: complete it and prepare again",
-                             age, tok->lease_ms);
-    }
+    /* A transfer started that late could overwrite a block the slots went to. */
+    int64_t age = 0;
+    if (kvti_token_lapsed(tok, &age))
+        return kvti_fail(c, KVT_EXPIRED, what,
+                         "the token is %" PRId64 " ms old and its lease is %" PRIu64
+                         " ms: complete it and prepare again",
+                         age, tok->lease_ms);
     if (kind != BUS_TOKEN_PREFETCH && tok->n > 0 && !bufs)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "bufs is NULL");
     if (s_find(d, job_id))

@@ -59,6 +59,21 @@ struct kvt_token {
     bus_token_view_t view; /* decoded payload (entries point into payload) */
 };
 
+/* Has the token's lease lapsed, as far as a transfer may rely on it? The scheduler
+ * closes a window whose lease lapsed and may hand its slots to someone else, so a
+ * transfer keeps a tenth of the lease (at least 1 s, which also covers the prepare
+ * reply's trip) as margin. *age_ms (may be NULL) gets the token's age. */
+static inline bool kvti_token_lapsed(const struct kvt_token *tok, int64_t *age_ms)
+{
+    int64_t age = zclock_mono() - tok->minted_ms;
+    if (age_ms)
+        *age_ms = age;
+    if (tok->lease_ms == 0)
+        return false;
+    int64_t margin = (int64_t)(tok->lease_ms / 10 > 1000 ? tok->lease_ms / 10 : 1000);
+    return age > (int64_t)tok->lease_ms - margin;
+}
+
 struct kvt_client {
     /* options, copied */
     char coordinators[KVT_MAX_COORDINATORS][BUS_ENDPOINT_MAX];

@@ -154,17 +154,34 @@ static void *s_slot(s_attach_t *a, uint64_t slot)
 }
 
 /* memcpy that hashes the source in L1-sized pieces right after copying them, so
- * the checksum costs no second trip through memory. */
-static uint64_t s_copy_hash(s_shm_t *s, void *dst, const void *src, size_t size)
+ * the checksum costs no second trip through memory. The copy holds the slot's
+ * writer word one S_HOLD_CHUNK at a time (tier_seg.h "Writers"): the caller has
+ * claimed it (BUSY) for the first chunk; each later chunk is copied only while the
+ * word is still ME. -ESTALE: another writer claimed the slot (this put's lease
+ * lapsed, for instance while this process was stopped): nothing more was written. */
+#define S_HOLD_CHUNK (256u << 10)
+
+static int s_copy_hash(s_shm_t *s, tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst,
+                       const void *src, size_t size, uint64_t *sum)
 {
     XXH3_64bits_reset(s->hash);
     for (size_t off = 0; off < size; off += S_HASH_PIECE) {
+        if (off && off % S_HOLD_CHUNK == 0) {
+            tier_seg_release(seg, slot, me);
+            if (tier_seg_hold(seg, slot, me) < 0)
+                return -ESTALE;
+        }
         size_t n = size - off < S_HASH_PIECE ? size - off : S_HASH_PIECE;
         memcpy((uint8_t *)dst + off, (const uint8_t *)src + off, n);
         XXH3_64bits_update(s->hash, (const uint8_t *)src + off, n);
     }
-    return XXH3_64bits_digest(s->hash);
+    tier_seg_release(seg, slot, me);
+    *sum = XXH3_64bits_digest(s->hash);
+    return 0;
 }
+
+/* How long a put waits for another writer in the middle of a chunk of its slot. */
+#define S_CLAIM_WAIT_MS 100u
 
 static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
                      const bus_token_entry_t *e)
@@ -178,13 +195,41 @@ static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
                        t->tier_id, e->slot, e->size, t->shm);
         return -1;
     }
-    int rc = tier_seg_put_header(seg, e->slot, &h);
+    uint64_t me = tier_seg_writer_id(j->tok->view.meta.issuer, j->tok->view.meta.token_id);
+    uint32_t holder = 0;
+    int rc = tier_seg_claim(seg, e->slot, me, S_CLAIM_WAIT_MS, &holder);
+    if (rc == -EBUSY) {
+        kvti_job_error(j, KVT_CONFLICT,
+                       "tier %u: slot %" PRIu64 " is being written by pid %u, stopped or slow "
+                       "in the middle of a copy (its lease lapsed): try the put again",
+                       t->tier_id, e->slot, holder);
+        return -1;
+    }
+    /* Holding the slot (BUSY), the lease checked again: a put stopped before its
+     * claim may have lost the slot to a writer that has committed since; it
+     * has taken the word over, but writes nothing. */
+    if (rc == 0 && kvti_token_lapsed(j->tok, NULL)) {
+        tier_seg_release(seg, e->slot, me);
+        kvti_job_error(j, KVT_EXPIRED,
+                       "tier %u: slot %" PRIu64 ": this put's lease lapsed before its copy "
+                       "began: nothing was written",
+                       t->tier_id, e->slot);
+        return -1;
+    }
+    if (rc == 0)
+        rc = tier_seg_put_header(seg, e->slot, &h);
     if (rc < 0) {
         kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 ": marking WRITING failed: %s",
                        t->tier_id, e->slot, strerror(-rc));
         return -1;
     }
-    j->tok->checksums[i] = s_copy_hash(s, dst, j->bufs[i], e->size);
+    if (s_copy_hash(s, seg, e->slot, me, dst, j->bufs[i], e->size, &j->tok->checksums[i]) < 0) {
+        kvti_job_error(j, KVT_EXPIRED,
+                       "tier %u: slot %" PRIu64 " was given to another writer during the copy "
+                       "(this put's lease lapsed): nothing of this block was kept",
+                       t->tier_id, e->slot);
+        return -1;
+    }
     j->tok->ok[i] = true;
     return 0;
 }

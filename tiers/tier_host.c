@@ -248,15 +248,31 @@ static void s_close(tier_t *t)
     t->priv = NULL;
 }
 
-/* The old header stops being served before new bytes go over it (tier.h). */
+/* The old header stops being served before new bytes go over it (tier.h). The
+ * actor's own writes (WriteSlots, a copy's destination) claim the writer word like
+ * a same-host client does (tier_seg.h "Writers"): a client stopped in the middle of a
+ * chunk of this slot keeps them out (-EBUSY after S_CLAIM_WAIT_MS), one stopped
+ * between chunks loses the slot to them. */
+#define S_CLAIM_WAIT_MS 100u
+
 static int s_write(tier_t *t, uint64_t slot, const struct iovec *iov, int n)
 {
+    static uint64_t writes;
+    tier_seg_t *seg = t->priv;
     uint64_t size = 0;
     for (int i = 0; i < n; i++)
         size += iov[i].iov_len;
+    uint64_t me =
+        tier_seg_writer_id(tier_seg_epoch(seg), __atomic_add_fetch(&writes, 1, __ATOMIC_RELAXED));
+    int rc = tier_seg_claim(seg, slot, me, S_CLAIM_WAIT_MS, NULL);
+    if (rc < 0)
+        return rc;
     tier_slot_header_t h = {.state = TIER_SLOT_WRITING, .size = size};
-    int rc = tier_seg_put_header(t->priv, slot, &h);
-    return rc < 0 ? rc : tier_seg_write(t->priv, slot, iov, n);
+    rc = tier_seg_put_header(seg, slot, &h);
+    if (rc == 0)
+        rc = tier_seg_write(seg, slot, iov, n);
+    tier_seg_release(seg, slot, me);
+    return rc;
 }
 
 static int s_read(tier_t *t, uint64_t slot, struct iovec *iov, int n)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -390,4 +391,77 @@ void tier_seg_detach(tier_seg_t **segp)
         munmap(seg->base, seg->len);
     free(seg);
     *segp = NULL;
+}
+
+/* ---- writers ---- */
+
+#define S_PID_MASK ((1ull << TIER_SEG_WRITER_PID_BITS) - 1)
+
+uint64_t tier_seg_writer_id(uint64_t a, uint64_t b)
+{
+    /* splitmix64 finaliser over both words */
+    uint64_t x = a * 0x9E3779B97F4A7C15ull ^ b;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    uint64_t id = (x & ~TIER_SEG_WRITER_BUSY & ~S_PID_MASK) | ((uint64_t)getpid() & S_PID_MASK);
+    return id ? id : 1;
+}
+
+static bool s_holder_gone(uint64_t word)
+{
+    pid_t pid = (pid_t)(word & S_PID_MASK);
+    return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+int tier_seg_claim(tier_seg_t *seg, uint64_t slot, uint64_t writer, uint32_t wait_ms,
+                   uint32_t *holder)
+{
+    if (!seg || writer == 0 || (writer & TIER_SEG_WRITER_BUSY))
+        return -EINVAL;
+    if (slot >= seg->capacity)
+        return -ERANGE;
+    uint64_t *w = &seg->hdrs[slot].writer;
+    uint64_t deadline = 0;
+    for (uint32_t spins = 0;; spins++) {
+        uint64_t cur = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+        if (!(cur & TIER_SEG_WRITER_BUSY) || s_holder_gone(cur)) {
+            if (__atomic_compare_exchange_n(w, &cur, writer | TIER_SEG_WRITER_BUSY, false,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                return 0;
+            continue; /* lost a race: look again */
+        }
+        /* another writer is in a chunk (microseconds), or stopped in one */
+        uint64_t now = tier_seg_now_ns();
+        if (deadline == 0)
+            deadline = now + (uint64_t)wait_ms * 1000000u;
+        if (now >= deadline) {
+            if (holder)
+                *holder = (uint32_t)(cur & S_PID_MASK);
+            return -EBUSY;
+        }
+        if (spins > 64)
+            (void)nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+    }
+}
+
+int tier_seg_hold(tier_seg_t *seg, uint64_t slot, uint64_t writer)
+{
+    if (!seg || slot >= seg->capacity)
+        return -ERANGE;
+    uint64_t expect = writer;
+    return __atomic_compare_exchange_n(&seg->hdrs[slot].writer, &expect,
+                                       writer | TIER_SEG_WRITER_BUSY, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE)
+               ? 0
+               : -ESTALE;
+}
+
+void tier_seg_release(tier_seg_t *seg, uint64_t slot, uint64_t writer)
+{
+    if (!seg || slot >= seg->capacity)
+        return;
+    uint64_t expect = writer | TIER_SEG_WRITER_BUSY;
+    (void)__atomic_compare_exchange_n(&seg->hdrs[slot].writer, &expect, writer, false,
+                                      __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }

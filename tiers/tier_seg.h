@@ -34,9 +34,24 @@
  *     +32 u64 size
  *     +40 u64 checksum     xxh3-64 of the block bytes (tier_checksum)
  *     +48 u64 deadline_ms
- *     +56 u64 reserved (0)
+ *     +56 u64 writer       the writer word (below; version 2)
  *   data_off: slot i's bytes at data_off + slot_stride * i; every slot starts
  *     on a 4096-byte boundary, so GPU engines can register the area for DMA.
+ *
+ * Writers (version 2, issue 12 §4: a writer stopped past its lease must never
+ * change a slot the scheduler has given to another). Every writer of a slot's bytes
+ * or of its WRITING header names itself with a writer id (tier_seg_writer_id: the
+ * token's issuer and id, the writer's pid in the low bits) and writes only while the
+ * slot's writer word holds its id with the BUSY bit: it claims the word at the start
+ * (tier_seg_claim: any word without BUSY is taken over; BUSY held by another live
+ * process is waited for, then refused), and before each further chunk it sets BUSY
+ * again only if the word is still its own (tier_seg_hold; -ESTALE: another writer
+ * claimed the slot, so this one's lease lapsed: stop, write nothing more). A writer
+ * stopped between chunks therefore loses the slot to the next claimer; one stopped
+ * in the middle of a chunk keeps the next claimer out until it resumes (and then
+ * finds nothing committed in its name). Committed headers (SERVING, by the tier
+ * actor after the writer's complete) need no claim: by then only the committed
+ * writer owns the word.
  *
  * Ordering rule: a writer copies the bytes first and then writes the header;
  * the header's state is stored last with release order and the seqlock closes
@@ -58,7 +73,7 @@
 #include "tier_slot_header.h"
 
 #define TIER_SEG_MAGIC 0x3154534f4854564bULL
-#define TIER_SEG_VERSION 1u
+#define TIER_SEG_VERSION 2u           /* 2: the writer word at +56 */
 #define TIER_SEG_ALIGN 4096u          /* slot data alignment (DMA registration) */
 #define TIER_SEG_SUPER_SIZE 4096u     /* superblock page */
 #define TIER_SEG_HEADER_SIZE 64u      /* one slot header record */
@@ -112,5 +127,29 @@ int tier_seg_get_header(tier_seg_t *seg, uint64_t slot, tier_slot_header_t *h);
 
 /* True when slot i's state is SERVING (acquire: its bytes are visible). */
 bool tier_seg_serving(tier_seg_t *seg, uint64_t slot);
+
+/* ---- writers (see "Writers" above) ---- */
+
+#define TIER_SEG_WRITER_BUSY (1ull << 63)
+#define TIER_SEG_WRITER_PID_BITS 22 /* Linux pid_max is at most 2^22 */
+
+/* A writer id: a mix of a and b (a token's issuer and id; the tier actor uses its
+ * epoch and a counter) with this process's pid in the low 22 bits. Never 0, BUSY
+ * bit clear. */
+uint64_t tier_seg_writer_id(uint64_t a, uint64_t b);
+
+/* Takes slot i for WRITER and sets BUSY. A word held BUSY by another writer whose
+ * process lives is waited for up to wait_ms, then -EBUSY (*holder, may be NULL, gets
+ * its pid); one whose process is gone (it died in a chunk) is taken over. -ERANGE,
+ * -EINVAL (writer 0 or with BUSY set). */
+int tier_seg_claim(tier_seg_t *seg, uint64_t slot, uint64_t writer, uint32_t wait_ms,
+                   uint32_t *holder);
+
+/* Sets BUSY again for the next chunk: 0, or -ESTALE when the word is no longer
+ * WRITER's (the slot was claimed by another: write nothing more). */
+int tier_seg_hold(tier_seg_t *seg, uint64_t slot, uint64_t writer);
+
+/* Clears BUSY after a chunk (the word stays WRITER's). */
+void tier_seg_release(tier_seg_t *seg, uint64_t slot, uint64_t writer);
 
 #endif

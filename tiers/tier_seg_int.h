@@ -41,7 +41,7 @@ struct tier_seg_slot_hdr {
     uint64_t size;
     uint64_t checksum;
     uint64_t deadline_ms;
-    uint64_t reserved1;
+    uint64_t writer; /* the writer word (tier_seg.h "Writers"); not part of the seqlock */
 };
 
 /* The layout is an ABI between processes: pin it to the documented offsets. */
@@ -53,6 +53,7 @@ _Static_assert(sizeof(struct tier_seg_slot_hdr) == TIER_SEG_HEADER_SIZE, "slot h
 _Static_assert(offsetof(struct tier_seg_slot_hdr, key) == 8, "slot header layout");
 _Static_assert(offsetof(struct tier_seg_slot_hdr, size) == 32, "slot header layout");
 _Static_assert(offsetof(struct tier_seg_slot_hdr, deadline_ms) == 48, "slot header layout");
+_Static_assert(offsetof(struct tier_seg_slot_hdr, writer) == 56, "slot header layout");
 _Static_assert(sizeof(tier_key_t) == 2 * sizeof(uint64_t), "key is two words");
 
 struct tier_seg_layout {
