@@ -67,6 +67,14 @@ static void s_apply_defaults(sched_config_t *c)
     }
     if (!c->max_window_keys)
         c->max_window_keys = 4u << 20;
+    if (!c->max_clients)
+        c->max_clients = 1024;
+    if (!c->max_requests_per_client) { /* a quarter of all, but never below 1024 (or all) */
+        uint32_t floor = c->max_requests < 1024 ? c->max_requests : 1024;
+        c->max_requests_per_client = c->max_requests / 4 > floor ? c->max_requests / 4 : floor;
+    }
+    if (!c->client_idle_ms)
+        c->client_idle_ms = 60000;
     if (!c->scan_max)
         c->scan_max = 4096;
     if (!c->delete_delay_ms)
@@ -211,6 +219,11 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
         return s_cfg_fail(err, errlen,
                           "scheduler: max_requests (<= 16 Mi), max_instances "
                           "(<= 65536) or max_pending_puts (<= 60000) too large");
+    if (c.max_clients > 65536 || c.max_requests_per_client > c.max_requests)
+        return s_cfg_fail(err, errlen,
+                          "scheduler: max_clients %u (<= 65536) or max_requests_per_client %u "
+                          "(<= max_requests %u) too large",
+                          c.max_clients, c.max_requests_per_client, c.max_requests);
     if (c.max_pending_deletes > (1u << 24))
         return s_cfg_fail(err, errlen, "scheduler: max_pending_deletes %u above 16 Mi",
                           c.max_pending_deletes);
@@ -402,6 +415,8 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "gc_suspects_dropped", g->gc_suspects_dropped);
     s_stat(r, "gc_dropped", g->gc_dropped);
     s_stat(r, "damaged_dropped", g->damaged_dropped);
+    s_stat(r, "overloaded", g->overloaded);
+    s_stat(r, "clients", sched_clients_known(self));
     s_stat(r, "reclaim_marked", g->reclaim_marked);
     s_stat(r, "reclaimed", g->reclaimed);
     s_stat(r, "reclaim_backpressure", g->reclaim_backpressure);
@@ -632,6 +647,9 @@ static void s_on_admin_status(sched_t *self, sched_call_t *call)
 
 static void s_dispatch(sched_t *self, sched_call_t *call)
 {
+    /* the meta plane's clients are bounded (sched_clients.c) */
+    if (call->srv == self->server && !sched_client_enter(self, call, sched_now()))
+        return;
     switch (call->req.env.which_body) {
     case kvtier_Envelope_register_instance_req_tag:
         sched_on_register(self, call);
@@ -821,6 +839,7 @@ static void s_self_destroy(sched_t **self_p)
     sched_demote_fini(self); /* the migrator first: nothing more arrives for the tiers */
     sched_tiers_fini(self);  /* first: failing tier requests answers pending puts */
     sched_requests_fini(self);
+    sched_clients_fini(self);
     sched_quota_fini(self);
     sched_index_fini(self);
     sched_events_fini(self);
@@ -870,7 +889,7 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     self->token_issuer = (((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs()) | 1;
     self->hash_seed = ((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs();
     if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_quota_init(self) < 0 ||
-        sched_requests_init(self) < 0) {
+        sched_requests_init(self) < 0 || sched_clients_init(self) < 0) {
         bus_error(S_LOG,
                   "out of memory sizing the scheduler (max_batch %u, max_requests %u, "
                   "max_window_keys %u)",

@@ -111,6 +111,14 @@ typedef struct {
     uint32_t max_window_keys;  /* keys held by all open windows together (0: 4 Mi) */
     uint32_t tick_ms;          /* lease / expiry scan period (0: derived from the leases) */
     uint32_t scan_max;         /* requests examined per tick by the lease scan (0: 4096) */
+    /* Clients (issue 12 §3): a client is one meta-plane connection (its routing id).
+     * A new one past max_clients active ones, and a request_begin past a client's
+     * max_requests_per_client open requests (or past max_requests in all), is
+     * answered OVERLOADED, which libkvtier never retries by itself. A client with no
+     * open request and no call for client_idle_ms gives its place up. */
+    uint32_t max_clients;             /* 0: 1024 (<= 65536) */
+    uint32_t max_requests_per_client; /* 0: max_requests / 4, at least min(max_requests, 1024) */
+    uint64_t client_idle_ms;          /* 0: 60 s */
 
     /* Internal plane (gc, reclaimer; schemas/internal.proto): a second ROUTER
      * served by the same loop. "" = "inproc://sched-internal-<random>" (same

@@ -180,10 +180,20 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
                           "request %s of instance %s is already open", r->ctx.request_id, in->id);
         return;
     }
+    sched_client_t *cl = &self->requests.clients[call->client];
+    if (cl->open >= self->cfg.max_requests_per_client) {
+        self->g.overloaded++;
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_OVERLOADED,
+                          "this client has %u requests open (coordinator.max_requests_per_client"
+                          "): end some before beginning more",
+                          cl->open);
+        return;
+    }
     if (self->requests.n_req_free == 0) {
-        self->g.busy_refusals++;
-        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
-                          "%u requests are open (max_requests): end some and retry",
+        self->g.overloaded++;
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_OVERLOADED,
+                          "%u requests are open (coordinator.max_requests): end some and back "
+                          "off before beginning more",
                           self->cfg.max_requests);
         return;
     }
@@ -192,6 +202,8 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
     memset(q, 0, sizeof *q);
     q->used = true;
     q->inst = ii;
+    q->client = call->client;
+    cl->open++;
     snprintf(q->id, sizeof q->id, "%s", r->ctx.request_id);
     q->hash = s_req_hash(self, ii, q->id);
     q->ttl_ms = r->ctx.ttl_ms;
@@ -316,6 +328,7 @@ static void s_request_free(sched_t *self, sched_request_t *q)
     if (q->win[SCHED_WIN_PREFETCH].state == SCHED_WIN_ABANDONED)
         return;
     q->used = false;
+    sched_client_request_done(self, q->client);
     self->requests.req_free[self->requests.n_req_free++] = (uint32_t)(q - self->requests.reqs);
 }
 

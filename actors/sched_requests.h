@@ -31,6 +31,7 @@ typedef struct {
     bool ended;        /* request_end came mid-copy: out of the map, freed when the copy ends */
     uint32_t copies;   /* migrator jobs in flight */
     bool copy_waiting; /* in the FIFO of windows waiting for free jobs */
+    uint32_t client;   /* the client that began it (its open-request count) */
     int64_t copy_started_ms; /* the CopyPrefetch's arrival */
     zframe_t *copy_rid;      /* the CopyPrefetch caller, answered when the last job ends */
     uint64_t copy_corr;
@@ -85,7 +86,35 @@ typedef struct {
     uint32_t copy_wait_head, n_copy_wait;
     kvtier_Envelope *op_rep; /* deferred replies (put ops, prefetch copies) */
     bool *copy_mask;         /* max_batch: the flags of a deferred CopyPrefetch reply */
+    /* meta-plane clients (sched_clients.c): max_clients entries */
+    struct sched_client *clients;
+    uint32_t n_clients; /* entries ever used (the table's high-water mark) */
+    sched_map_t client_map;
 } sched_requests_t;
+
+/* ---- sched_clients.c (issue 12 §3) ---- */
+
+#define SCHED_RID_MAX 255 /* a ZeroMQ routing id's longest */
+
+typedef struct sched_client {
+    uint8_t rid[SCHED_RID_MAX];
+    uint8_t rid_len;
+    bool used;
+    uint64_t hash;
+    uint32_t open;   /* requests it began that are still open */
+    int64_t last_ms; /* its last call */
+} sched_client_t;
+
+int sched_clients_init(sched_t *self);
+void sched_clients_fini(sched_t *self);
+/* The client CALL came from (by its routing id), entered when new: sets
+ * call->client and returns true. When max_clients others are active (a call or an
+ * open request within client_idle_ms), answers OVERLOADED and returns false. */
+bool sched_client_enter(sched_t *self, sched_call_t *call, int64_t now);
+/* A request begun by CLIENT was freed. */
+void sched_client_request_done(sched_t *self, uint32_t client);
+/* Clients with an entry now (active or not yet reused). */
+uint32_t sched_clients_known(const sched_t *self);
 
 /* ---- sched_requests.c ---- */
 int sched_requests_init(sched_t *self);

@@ -52,6 +52,7 @@ typedef struct {
     uint64_t pins_lapsed, reservations_lapsed, safety_net_windows;
     uint64_t tier_timeouts, tier_errors, deletes_sent, deletes_dropped;
     uint64_t adopted, invalid_requests, busy_refusals, requests_lapsed;
+    uint64_t overloaded; /* calls answered OVERLOADED (clients or requests past a bound) */
     uint64_t gc_scans, gc_dropped;
     uint64_t damaged_dropped;                  /* blocks a tier told us it dropped (TierNotice) */
     uint64_t gc_suspects, gc_suspects_dropped; /* failed loads handed to the gc first */
@@ -96,6 +97,7 @@ void sched_map_remove(sched_map_t *m, uint64_t hash, uint32_t idx);
  * by a put, a deferred reply) cannot reach a request's arrays by accident. */
 typedef struct sched_call {
     bus_server_t *srv; /* the server the request came from (replies go back there) */
+    uint32_t client;   /* meta plane: index in the client table (sched_client_enter) */
     bus_request_t req;
     bus_arrays_t *req_arr;
     kvtier_Envelope *rep;

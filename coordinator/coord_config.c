@@ -206,9 +206,19 @@ static int s_metrics_addr(const bus_config_node_t *node, const char *path, const
 static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, char *err,
                               size_t errlen)
 {
-    static const char *const keys[] = {
-        "endpoint",     "pin_lease",     "write_grace",  "request_idle", "max_batch",
-        "max_requests", "max_instances", "tier_timeout", "metrics",      NULL};
+    static const char *const keys[] = {"endpoint",
+                                       "pin_lease",
+                                       "write_grace",
+                                       "request_idle",
+                                       "max_batch",
+                                       "max_requests",
+                                       "max_instances",
+                                       "tier_timeout",
+                                       "metrics",
+                                       "max_clients",
+                                       "max_requests_per_client",
+                                       "client_idle",
+                                       NULL};
     bus_config_node_t co;
     int rc = bus_config_get_object(root, "coordinator", 32, &co, err, errlen);
     if (rc == 0)
@@ -229,6 +239,18 @@ static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, 
         rc = s_u32(&co, "max_instances", 1u << 16, &c->max_instances, err, errlen);
     if (rc == 0)
         rc = s_duration(&co, "tier_timeout", 1, &c->tier_timeout_ms, err, errlen);
+    /* client bounds (issue 12 §3): absent = the scheduler's defaults */
+    if (rc == 0 && bus_config_has(&co, "max_clients"))
+        rc = s_u32(&co, "max_clients", 1u << 16, &c->max_clients, err, errlen);
+    if (rc == 0 && bus_config_has(&co, "max_requests_per_client"))
+        rc = s_u32(&co, "max_requests_per_client", 1u << 24, &c->max_requests_per_client, err,
+                   errlen);
+    if (rc == 0 && c->max_requests_per_client > c->max_requests)
+        rc = bus_config_error(&co, "max_requests_per_client", err, errlen,
+                              "%u is more than max_requests (%u)", c->max_requests_per_client,
+                              c->max_requests);
+    if (rc == 0 && bus_config_has(&co, "client_idle"))
+        rc = s_duration(&co, "client_idle", 1, &c->client_idle_ms, err, errlen);
     if (rc == 0)
         rc = s_metrics_addr(&co, "metrics", "127.0.0.1:0", c->metrics, sizeof c->metrics, err,
                             errlen);

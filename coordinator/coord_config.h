@@ -92,7 +92,10 @@ typedef struct {
     uint64_t request_idle_ms; /* 0: the scheduler's default (4 x the longer lease, >= 60 s) */
     uint32_t max_batch;       /* keys per request, 1..COORD_MAX_BATCH */
     uint32_t max_requests;    /* open requests */
-    uint32_t max_instances;   /* registered instances */
+    uint32_t max_clients;     /* "max_clients": active meta-plane clients; 0: 1024 */
+    uint32_t max_requests_per_client; /* open requests per client; 0: max_requests / 4 */
+    uint64_t client_idle_ms;          /* "client_idle": a client's place is given up; 0: 60 s */
+    uint32_t max_instances;           /* registered instances */
     uint64_t tier_timeout_ms;
     char metrics[METRICS_HTTP_ADDR_MAX]; /* "coordinator.metrics": HTTP "IPV4:PORT", "" = off */
 

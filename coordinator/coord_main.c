@@ -143,6 +143,9 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     sc->tier_timeout_ms = c->tier_timeout_ms;
     sc->max_batch = c->max_batch;
     sc->max_requests = c->max_requests;
+    sc->max_clients = c->max_clients;
+    sc->max_requests_per_client = c->max_requests_per_client;
+    sc->client_idle_ms = c->client_idle_ms;
     sc->max_instances = c->max_instances;
     sc->delete_delay_ms = c->reclaim_delete_delay_ms;
     sc->max_pending_deletes = c->reclaim_max_pending;

@@ -47,7 +47,8 @@ d = {
     "etcd": {"endpoints": [], "lease_ttl": "3s"},
     "coordinator": {"endpoint": "tcp://127.0.0.1:%d" % port()},
     "events": {"endpoint": "tcp://127.0.0.1:%d" % port(),
-               "replay_endpoint": "tcp://127.0.0.1:%d" % port()},
+               "replay_endpoint": "tcp://127.0.0.1:%d" % port(),
+               "vllm_endpoint": "", "vllm_replay_endpoint": ""},  # never the defaults
     "tiers": [{"name": "nvme0", "kind": "nvme",
                "endpoint": "tcp://127.0.0.1:%d" % port(),
                "capacity": int(capacity), "slot_size": slot, "policy": "lru",

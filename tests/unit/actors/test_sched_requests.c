@@ -12,7 +12,8 @@ static void s_two_requests(sched_config_t *cfg)
     cfg->max_requests = 2;
 }
 
-/* Bounded request table: past max_requests, UNAVAILABLE; ending one frees a place. */
+/* Bounded request table: past max_requests, OVERLOADED (issue 12 §3); ending one frees a
+ * place. */
 static void test_open_requests_are_bounded(void **state)
 {
     (void)state;
@@ -20,11 +21,11 @@ static void test_open_requests_are_bounded(void **state)
     tk_env_start(&e, 4, s_two_requests);
     assert_int_equal(tk_begin(e.t, TK_INST, "a", 0), 0);
     assert_int_equal(tk_begin(e.t, TK_INST, "b", 0), 0);
-    assert_int_equal(tk_begin(e.t, TK_INST, "c", 0), kvtier_StatusCode_STATUS_UNAVAILABLE);
+    assert_int_equal(tk_begin(e.t, TK_INST, "c", 0), kvtier_StatusCode_STATUS_OVERLOADED);
     assert_non_null(strstr(e.t->msg, "max_requests"));
     assert_int_equal(tk_end(e.t, TK_INST, "a"), 0);
     assert_int_equal(tk_begin(e.t, TK_INST, "c", 0), 0);
-    assert_int_equal(tk_begin(e.t, TK_INST, "a", 0), kvtier_StatusCode_STATUS_UNAVAILABLE);
+    assert_int_equal(tk_begin(e.t, TK_INST, "a", 0), kvtier_StatusCode_STATUS_OVERLOADED);
     assert_int_equal(tk_end(e.t, TK_INST, "b"), 0);
     assert_int_equal(tk_begin(e.t, TK_INST, "a", 0), 0);
     tk_env_stop(&e);

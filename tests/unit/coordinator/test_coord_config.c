@@ -361,6 +361,24 @@ static void test_missing_required_section_is_named(void **state)
     }
 }
 
+/* Issue 12 §3: the client bounds of the coordinator section. */
+static void test_client_bounds(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load("{}"), 0);
+    assert_int_equal(g_cfg.max_clients, 0); /* the scheduler's defaults */
+    assert_int_equal(s_load("{\"coordinator\":{\"max_clients\":8,\"max_requests\":100,"
+                            "\"max_requests_per_client\":10,\"client_idle\":\"5s\"}}"),
+                     0);
+    assert_int_equal(g_cfg.max_clients, 8);
+    assert_int_equal(g_cfg.max_requests_per_client, 10);
+    assert_int_equal(g_cfg.client_idle_ms, 5000);
+    s_reject("{\"coordinator\":{\"max_requests\":10,\"max_requests_per_client\":11}}",
+             "coordinator.max_requests_per_client", "more than max_requests");
+    s_reject("{\"coordinator\":{\"max_clients\":0}}", "coordinator.max_clients", "");
+    s_reject("{\"coordinator\":{\"max_clients\":70000}}", "coordinator.max_clients", "");
+}
+
 static void test_etcd_flag_overrides_endpoints(void **state)
 {
     (void)state;
@@ -433,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_default_file_parses),
         cmocka_unit_test(test_empty_file_is_the_embedded_default),
         cmocka_unit_test(test_missing_required_section_is_named),
+        cmocka_unit_test(test_client_bounds),
         cmocka_unit_test(test_tier_ids_follow_file_order_and_default_chain_covers_all),
         cmocka_unit_test(test_duplicate_tier_name_is_rejected_with_path),
         cmocka_unit_test(test_unknown_kind_is_rejected_with_path),

@@ -83,7 +83,9 @@ static int s_group_setup(void **state)
             " \"etcd\":{\"endpoints\":[\"%s\"],\"lease_ttl\":\"2s\"},\n"
             " \"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:*\"},\n"
             " \"events\":{\"endpoint\":\"tcp://127.0.0.1:*\",\"replay_endpoint\":\"tcp://"
-            "127.0.0.1:*\"},\n"
+            "127.0.0.1:*\",\n"
+            "            \"vllm_endpoint\":\"tcp://127.0.0.1:*\",\"vllm_replay_endpoint\":\"tcp://"
+            "127.0.0.1:*\"},\n" /* never the default ports: two runs at once never meet */
             " \"tiers\":[{\"name\":\"h0\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:*\",\n"
             "            \"capacity\":16,\"slot_size\":4096,\"shm\":\"%s\",\"prefault\":false}]}\n",
             g_cluster, etcd_fixture_url(g_etcd), g_shm);
