@@ -14,6 +14,7 @@
 
 #include "bus_actor.h"
 #include "bus_log.h"
+#include "sched_acl.h"
 #include "sched_int.h"
 #include "tier_policy.h"
 
@@ -631,6 +632,8 @@ static void s_on_admin_status(sched_t *self, sched_call_t *call)
 
 static void s_dispatch(sched_t *self, sched_call_t *call)
 {
+    if (!sched_acl_allows(self, call))
+        return;
     switch (call->req.env.which_body) {
     case kvtier_Envelope_register_instance_req_tag:
         sched_on_register(self, call);

@@ -2,6 +2,7 @@
  * section has one reader; rules that span sections (unique names and endpoints,
  * chains naming tiers) run after all sections are read. */
 #include "coord_config.h"
+#include "coord_curve.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -839,11 +840,28 @@ static int s_read_optimizer(const bus_config_node_t *root, coord_config_t *c, ch
     return rc;
 }
 
+/* security.*: each key read by its own function (security.curve: coord_curve.c). */
+static int s_read_security(const bus_config_node_t *root, coord_config_t *c, char *err,
+                           size_t errlen)
+{
+    static const char *const keys[] = {"curve", NULL};
+    bus_config_node_t sn;
+    if (!bus_config_has(root, "security"))
+        return 0;
+    int rc = bus_config_get_object(root, "security", 16, &sn, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&sn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = coord_curve_read(&sn, &c->curve, err, errlen);
+    return rc;
+}
+
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
     static const char *const keys[] = {"cluster", "etcd",    "coordinator", "tiers",
                                        "chains",  "gc",      "reclaimer",   "quotas",
-                                       "events",  "metrics", "optimizer",   NULL};
+                                       "events",  "metrics", "optimizer",   "security",
+                                       NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -868,6 +886,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_metrics(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_optimizer(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_security(root, c, err, errlen);
     return rc;
 }
 
