@@ -664,7 +664,9 @@ int cli_cmd_deployment(int argc, char **argv)
                 "  validates FILE and prints one line per item, for scripts:\n"
                 "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
                 "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n"
-                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n");
+                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n"
+                "    curve KEYS CLIENTS AUTO   (security.curve: directories, auto 0/1; absent "
+                "when off)\n");
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     coord_config_t *cfg = calloc(1, sizeof *cfg);
@@ -692,6 +694,8 @@ int cli_cmd_deployment(int argc, char **argv)
         printf("optimizer %llu %llu %llu\n", (unsigned long long)(cfg->optimizer_every_ms / 1000),
                (unsigned long long)cfg->optimizer_window,
                (unsigned long long)cfg->optimizer_capacity);
+    if (cfg->curve.on)
+        printf("curve %s %s %d\n", cfg->curve.keys, cfg->curve.clients, cfg->curve.autogen);
     status = CLI_EXIT_OK;
 out:
     free(cfg);

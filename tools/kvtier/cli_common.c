@@ -183,8 +183,7 @@ static void s_curve_names(cli_common_t *o, const char **cert, const char **serve
                                                : NULL;
 }
 
-int cli_curve_keys(cli_common_t *o, bool *on, char public_key[41], char secret_key[41],
-                   char server_key[41])
+int cli_curve_keys(cli_common_t *o, bool *on, bus_curve_client_t *keys)
 {
     const char *cert, *server;
     *on = false;
@@ -202,13 +201,25 @@ int cli_curve_keys(cli_common_t *o, bool *on, char public_key[41], char secret_k
                        "--cert FILE (kvtier keygen makes one)");
         return -1;
     }
-    if (bus_curve_load_pair(cert, public_key, secret_key, why, sizeof why) < 0 ||
-        bus_curve_load_public(server, server_key, why, sizeof why) < 0) {
+    if (bus_curve_load_pair(cert, keys->public_key, keys->secret_key, why, sizeof why) < 0 ||
+        bus_curve_load_public(server, keys->server_key, why, sizeof why) < 0) {
         fprintf(stderr, "kvtier: %s\n", why);
         return -1;
     }
     *on = true;
     return 0;
+}
+
+zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, const char *ep)
+{
+    char why[300] = "";
+    zsock_t *s = zsock_new(type);
+    if (!s || bus_curve_connect_setup(s, ep, keys, why, sizeof why) < 0 ||
+        zsock_connect(s, "%s", ep) < 0) {
+        fprintf(stderr, "%s: cannot connect to %s%s%s\n", cmd, ep, why[0] ? ": " : "", why);
+        zsock_destroy(&s);
+    }
+    return s;
 }
 
 kvt_client_t *cli_connect(cli_common_t *o, const char *name)

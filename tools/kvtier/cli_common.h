@@ -8,6 +8,7 @@
 #ifndef KVT_CLI_COMMON_H
 #define KVT_CLI_COMMON_H
 
+#include "bus_curve.h"
 #include "kvtier.h"
 
 #include <getopt.h>
@@ -147,9 +148,12 @@ int cli_cmd_trace(int argc, char **argv);
 int cli_cmd_keygen(int argc, char **argv);
 
 /* This client's CURVE keys from --cert / --server-key (or their variables, or the
- * deployment's server.key): 0 with *on false when no cert is named, 0 with the
- * keys, or -1 (printed). For commands that open ZeroMQ sockets themselves. */
-int cli_curve_keys(cli_common_t *o, bool *on, char public_key[41], char secret_key[41],
-                   char server_key[41]);
+ * deployment's server.key): 0 with *on false when none are named, 0 with the keys
+ * in *keys, or -1 (printed). For commands that open ZeroMQ sockets themselves. */
+int cli_curve_keys(cli_common_t *o, bool *on, bus_curve_client_t *keys);
+
+/* A socket of TYPE connected to EP, a CURVE client with KEYS (may be NULL) when EP
+ * is tcp. NULL (printed, naming CMD) on failure. */
+zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, const char *ep);
 
 #endif
