@@ -163,9 +163,33 @@ static int s_u32(const bus_config_node_t *node, const char *path, uint32_t max, 
 
 /* ---- sections ------------------------------------------------------------- */
 
+/* etcd.tls: {"ca", "cert", "key"} (files checked when a process applies them). */
+static int s_read_etcd_tls(const bus_config_node_t *etcd, coord_config_t *c, char *err,
+                           size_t errlen)
+{
+    static const char *const keys[] = {"ca", "cert", "key", NULL};
+    bus_config_node_t tn;
+    if (!bus_config_has(etcd, "tls"))
+        return 0;
+    int rc = bus_config_get_object(etcd, "tls", 4, &tn, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&tn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_string(&tn, "ca", "", c->etcd_ca, sizeof c->etcd_ca, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_string(&tn, "cert", "", c->etcd_cert, sizeof c->etcd_cert, err,
+                                   errlen);
+    if (rc == 0)
+        rc = bus_config_opt_string(&tn, "key", "", c->etcd_key, sizeof c->etcd_key, err, errlen);
+    if (rc == 0 && !c->etcd_cert[0] != !c->etcd_key[0])
+        rc = bus_config_error(&tn, c->etcd_cert[0] ? "key" : "cert", err, errlen,
+                              "missing: a client certificate needs its key");
+    return rc;
+}
+
 static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"endpoints", "lease_ttl", NULL};
+    static const char *const keys[] = {"endpoints", "lease_ttl", "tls", NULL};
     bus_config_node_t etcd, arr, el;
     size_t n = 0;
     int rc = bus_config_get_object(root, "etcd", 16, &etcd, err, errlen);
@@ -189,6 +213,8 @@ static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *e
         rc = s_duration(&etcd, "lease_ttl", 1000, &c->lease_ttl_ms, err, errlen);
     if (rc == 0 && c->lease_ttl_ms > 3600000)
         rc = bus_config_error(&etcd, "lease_ttl", err, errlen, "must be at most 1h");
+    if (rc == 0)
+        rc = s_read_etcd_tls(&etcd, c, err, errlen);
     return rc;
 }
 

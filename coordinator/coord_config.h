@@ -104,6 +104,10 @@ typedef struct {
     uint32_t n_etcd;
     char etcd[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
     uint64_t lease_ttl_ms; /* >= 1000; etcd counts whole seconds (rounded up) */
+    /* "etcd.tls" (https:// endpoints, docs/SECURITY.md "etcd"): PEM files; "" = not set */
+    char etcd_ca[COORD_PATH_MAX];   /* "ca": the CA of etcd's certificate (else the system's) */
+    char etcd_cert[COORD_PATH_MAX]; /* "cert" + "key": this process's client certificate */
+    char etcd_key[COORD_PATH_MAX];
 
     /* coordinator (meta plane) */
     char endpoint[BUS_ENDPOINT_MAX];

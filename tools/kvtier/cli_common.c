@@ -162,6 +162,13 @@ static int s_load_config(cli_common_t *o)
         snprintf(o->cfg_cluster, sizeof o->cfg_cluster, "%s", cfg->cluster);
         if (cfg->curve.on)
             snprintf(o->cfg_server_key, sizeof o->cfg_server_key, "%s/server.key", cfg->curve.keys);
+        /* etcd.tls: every etcd handle of this process (discovery, --publish) */
+        coord_etcd_tls_t tls = {
+            .ca_file = cfg->etcd_ca, .cert_file = cfg->etcd_cert, .key_file = cfg->etcd_key};
+        if (coord_etcd_set_tls(&tls, err, sizeof err) < 0) {
+            fprintf(stderr, "kvtier: %s: %s\n", o->config, err);
+            rc = -1;
+        }
     }
     free(cfg);
     return rc < 0 ? -1 : 0;

@@ -64,8 +64,9 @@ enum {
 
 #define CLI_COMMON_USAGE                                                                           \
     "connection (first that applies): --coordinator EP, -c/--config DEPLOYMENT.json (its\n"        \
-    "  coordinator endpoint and cluster), --etcd URLS (discovery), $KVTIER_COORDINATOR,\n"         \
-    "  $KVTIER_ETCD, else " CLI_DEFAULT_COORDINATOR ".\n"                                          \
+    "  coordinator endpoint and cluster; its etcd.tls and CURVE server key apply too),\n"          \
+    "  --etcd URLS (discovery), $KVTIER_COORDINATOR, $KVTIER_ETCD, else\n"                         \
+    "  " CLI_DEFAULT_COORDINATOR ".\n"                                                             \
     "  --cluster NAME (etcd discovery, default \"kvtier\"), --timeout MS (per call, 5000),\n"      \
     "  --no-shm (frame path even on the tier's host)\n"                                            \
     "CURVE (a deployment with security.curve, docs/SECURITY.md): --cert FILE (this client's\n"     \
