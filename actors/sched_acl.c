@@ -66,8 +66,9 @@ bool sched_acl_allows(sched_t *self, sched_call_t *call)
     if (!self->cfg.acl_on || call->srv != self->server)
         return true;
     const char *instance = s_instance(&call->req.env);
-    if (!instance)
-        return true;
+    bool all = call->req.env.which_body == kvtier_Envelope_stats_req_tag;
+    if (!instance || (!instance[0] && !all))
+        return true; /* not instance-scoped; an empty id is the handler's INVALID_ARGUMENT */
     const char *key = call->req.peer_key;
     if (!key[0]) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_PERMISSION_DENIED,

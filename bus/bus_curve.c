@@ -14,6 +14,11 @@
 #include "bus_endpoint.h"
 
 #define S_PATH_MAX 512
+/* A draft option of libzmq 4.3 (zmq.h declares it only with ZMQ_BUILD_DRAFT_API); a
+ * libzmq that does not know it refuses the setsockopt, and the bind is refused. */
+#ifndef ZMQ_ZAP_ENFORCE_DOMAIN
+#define ZMQ_ZAP_ENFORCE_DOMAIN 93
+#endif
 #define S_SECRET_SUFFIX "_secret"
 
 typedef struct {
@@ -247,6 +252,13 @@ int bus_curve_bind_setup(zsock_t *sock, const char *endpoint, char *err, size_t 
     zsock_set_curve_secretkey(sock, s_state.server_secret);
     zsock_set_curve_server(sock, 1);
     zsock_set_zap_domain(sock, BUS_CURVE_ZAP_DOMAIN);
+    /* fail closed: without a ZAP handler (the zauth actor gone) libzmq would admit
+     * any CURVE client; enforced, it refuses them all */
+    int one = 1;
+    if (zmq_setsockopt(zsock_resolve(sock), ZMQ_ZAP_ENFORCE_DOMAIN, &one, sizeof one) != 0)
+        return s_fail(err, errlen,
+                      "%s: this libzmq cannot enforce ZAP (ZMQ_ZAP_ENFORCE_DOMAIN: %s)", endpoint,
+                      zmq_strerror(errno));
     return 0;
 }
 

@@ -63,8 +63,9 @@ bool bus_curve_on(void);
 const bus_curve_client_t *bus_curve_process_keys(void);
 
 /* Before a bind of SOCK to ENDPOINT: when CURVE is on and ENDPOINT is tcp, makes
- * SOCK a CURVE server with the ZAP domain. 0 (also when nothing was to do), or < 0
- * with err set (CURVE on but this process holds no server key). */
+ * SOCK a CURVE server with the ZAP domain, enforced (no ZAP handler: nobody is
+ * admitted). 0 (also when nothing was to do), or < 0 with err set (CURVE on but this
+ * process holds no server key). */
 int bus_curve_bind_setup(zsock_t *sock, const char *endpoint, char *err, size_t errlen);
 
 /* Before a connect of SOCK to ENDPOINT: when ENDPOINT is tcp and KEYS is given

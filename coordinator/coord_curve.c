@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bus_curve.h"
+#include "coord_proc.h"
 
 #define S_FILE_MAX (COORD_PATH_MAX + COORD_CURVE_NAME_MAX + 16)
 
@@ -118,7 +119,10 @@ int coord_curve_start(const coord_curve_config_t *cc, const char *name, const ch
                              .server_key = serves ? NULL : server,
                              .clients = cc->clients};
     char why[512];
-    if (bus_curve_start(&bc, why, sizeof why) < 0) {
+    coord_proc_block_signals(true); /* the zauth thread leaves SIGINT/SIGTERM to main */
+    int rc = bus_curve_start(&bc, why, sizeof why);
+    coord_proc_block_signals(false);
+    if (rc < 0) {
         snprintf(err, errlen, "security.curve: %s", why);
         return -1;
     }

@@ -258,6 +258,30 @@ static void test_client_without_keys_refused(void **state)
     bus_client_destroy(&c);
 }
 
+/* Rule: fail closed: with the zauth actor gone (ZAP enforced), even a listed key
+ * is refused rather than admitted unchecked. */
+static void test_no_zap_handler_refuses_all(void **state)
+{
+    fx_t *fx = *state;
+    bus_curve_client_t k;
+    s_keys(fx, "alice", &k);
+    bus_curve_stop(); /* the server socket keeps its CURVE options; no ZAP handler now */
+    zactor_t *mon = s_monitor(fx->srv);
+    bus_client_t *c = bus_client_new(bus_server_endpoint(fx->srv),
+                                     &(bus_client_config_t){.name = "alice", .curve = &k});
+    assert_non_null(c);
+    s_done_t d = {0};
+    assert_int_equal(s_send_info(c, &d, 1000), 0);
+    s_expect_handshake_failure(mon);
+    zactor_destroy(&mon);
+    char peer[BUS_CURVE_KEY_TXT];
+    int served = 0;
+    s_serve_until_done(fx, c, &d, peer, &served);
+    assert_int_equal(served, 0);
+    assert_int_equal(d.st.code, kvtier_StatusCode_STATUS_TIMEOUT);
+    bus_client_destroy(&c);
+}
+
 /* Rule: keys added to the clients directory are admitted without a restart. */
 static void test_key_admitted_later(void **state)
 {
@@ -314,6 +338,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_process_keys_used_by_default, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_unlisted_key_refused, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_client_without_keys_refused, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_no_zap_handler_refuses_all, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_key_admitted_later, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_key_files, s_setup, s_teardown),
     };
