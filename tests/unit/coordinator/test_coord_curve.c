@@ -23,9 +23,23 @@
 static char g_err[1024];
 static coord_config_t g_cfg;
 
+/* A whole deployment (a cluster and a tier: required sections) with the keys of
+ * FRAG ("{...}", its braces dropped) added. */
+static const char *s_doc(const char *frag)
+{
+    static char buf[2048];
+    const char *body = strchr(frag, '{') + 1;
+    size_t n = strlen(body) - 1; /* without the closing brace */
+    snprintf(buf, sizeof buf,
+             "{\"cluster\": \"t\", \"tiers\": [{\"name\": \"host0\", \"kind\": "
+             "\"host\", \"endpoint\": \"tcp://127.0.0.1:7710\", \"capacity\": 64}]%s%.*s}",
+             n ? ", " : "", (int)n, body);
+    return buf;
+}
+
 static int s_load(const char *text)
 {
-    int rc = coord_config_load_string("t.json", text, &g_cfg, g_err, sizeof g_err);
+    int rc = coord_config_load_string("t.json", s_doc(text), &g_cfg, g_err, sizeof g_err);
     if (rc != 0)
         print_message("rejected: %s\n", g_err);
     return rc;
@@ -33,7 +47,7 @@ static int s_load(const char *text)
 
 static void s_reject(const char *text, const char *what)
 {
-    assert_int_equal(coord_config_load_string("t.json", text, &g_cfg, g_err, sizeof g_err),
+    assert_int_equal(coord_config_load_string("t.json", s_doc(text), &g_cfg, g_err, sizeof g_err),
                      -EINVAL);
     if (!strstr(g_err, what))
         print_message("message \"%s\" lacks \"%s\"\n", g_err, what);

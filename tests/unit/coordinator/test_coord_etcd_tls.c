@@ -19,9 +19,18 @@
 static char g_err[1024];
 static coord_config_t g_cfg;
 
-static int s_load(const char *text)
+/* A whole deployment (a cluster and a tier: required sections) with the keys of
+ * FRAG ("{...}", its braces dropped) added. */
+static int s_load(const char *frag)
 {
-    return coord_config_load_string("t.json", text, &g_cfg, g_err, sizeof g_err);
+    char buf[1024];
+    const char *body = strchr(frag, '{') + 1;
+    size_t n = strlen(body) - 1; /* without the closing brace */
+    snprintf(buf, sizeof buf,
+             "{\"cluster\": \"t\", \"tiers\": [{\"name\": \"host0\", \"kind\": "
+             "\"host\", \"endpoint\": \"tcp://127.0.0.1:7710\", \"capacity\": 64}]%s%.*s}",
+             n ? ", " : "", (int)n, body);
+    return coord_config_load_string("t.json", buf, &g_cfg, g_err, sizeof g_err);
 }
 
 static void test_section(void **state)
