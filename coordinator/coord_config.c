@@ -177,8 +177,7 @@ static int s_read_etcd_tls(const bus_config_node_t *etcd, coord_config_t *c, cha
     if (rc == 0)
         rc = bus_config_opt_string(&tn, "ca", "", c->etcd_ca, sizeof c->etcd_ca, err, errlen);
     if (rc == 0)
-        rc = bus_config_opt_string(&tn, "cert", "", c->etcd_cert, sizeof c->etcd_cert, err,
-                                   errlen);
+        rc = bus_config_opt_string(&tn, "cert", "", c->etcd_cert, sizeof c->etcd_cert, err, errlen);
     if (rc == 0)
         rc = bus_config_opt_string(&tn, "key", "", c->etcd_key, sizeof c->etcd_key, err, errlen);
     if (rc == 0 && !c->etcd_cert[0] != !c->etcd_key[0])
