@@ -39,6 +39,7 @@
 
 #include "bus_actor.h"
 #include "bus_arrays.h"
+#include "bus_curve.h"
 #include "bus_endpoint.h"
 #include "bus_log.h"
 #include "events_vllm.h"
@@ -1122,6 +1123,11 @@ static void s_self_destroy(self_t **self_p)
 static int s_bind(zsock_t *sock, const char *what, const char *ep, char *out, size_t len, char *why,
                   size_t wlen)
 {
+    char curve[256];
+    if (bus_curve_bind_setup(sock, ep, curve, sizeof curve) < 0) {
+        snprintf(why, wlen, "publisher: %s: %s", what, curve);
+        return -1;
+    }
     if (zsock_bind(sock, "%s", ep) < 0) {
         snprintf(why, wlen, "publisher: cannot bind %s '%s': %s", what, ep, zmq_strerror(errno));
         return -1;

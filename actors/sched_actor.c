@@ -14,6 +14,7 @@
 
 #include "bus_actor.h"
 #include "bus_log.h"
+#include "sched_acl.h"
 #include "sched_int.h"
 #include "tier_policy.h"
 
@@ -647,8 +648,11 @@ static void s_on_admin_status(sched_t *self, sched_call_t *call)
 
 static void s_dispatch(sched_t *self, sched_call_t *call)
 {
-    /* the meta plane's clients are bounded (sched_clients.c) */
+    /* the meta plane's clients are bounded (sched_clients.c), then checked against
+     * the instance grants of their CURVE keys (sched_acl.c) */
     if (call->srv == self->server && !sched_client_enter(self, call, sched_now()))
+        return;
+    if (!sched_acl_allows(self, call))
         return;
     switch (call->req.env.which_body) {
     case kvtier_Envelope_register_instance_req_tag:

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bus_curve.h"
 #include "bus_limits.h"
 #include "common.pb.h"
 
@@ -80,6 +81,14 @@ typedef struct {
     uint32_t n_tiers;
     uint32_t tier_ids[SCHED_CHAIN_MAX_TIERS]; /* head first */
 } sched_chain_config_t;
+
+/* One grant of per-instance isolation (docs/SECURITY.md "Isolation"): the CURVE
+ * client key KEY may act on INSTANCE ("*": on every instance). */
+#define SCHED_ACL_MAX 256
+typedef struct {
+    char instance[SCHED_INSTANCE_MAX];
+    char key[BUS_CURVE_KEY_TXT]; /* Z85 */
+} sched_acl_entry_t;
 
 typedef struct {
     char cluster[SCHED_CLUSTER_MAX];
@@ -147,6 +156,13 @@ typedef struct {
      * QuotaEnforce; instance ids unique, "*" at most once. */
     uint32_t n_quotas;
     sched_quota_config_t quotas[SCHED_MAX_QUOTAS];
+    /* Per-instance isolation by CURVE key (actors/sched_acl.c): with acl_on, a
+     * request naming an instance is served only for a key granted that instance or
+     * "*" (or this process's own key); StatsRequest over all instances needs "*".
+     * Anything else is PERMISSION_DENIED naming the instance and the key. */
+    bool acl_on;
+    uint32_t n_acl;
+    sched_acl_entry_t acl[SCHED_ACL_MAX];
 } sched_config_t;
 
 /* Fills *cfg with the defaults above, one chain "default" of no tier, endpoint

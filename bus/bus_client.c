@@ -75,6 +75,12 @@ bus_client_t *bus_client_new(const char *endpoint, const bus_client_config_t *cf
     uint64_t max = cfg && cfg->max_frame ? cfg->max_frame : BUS_MAX_FRAME0;
     if (max != BUS_CLIENT_UNBOUNDED) /* before the connect, so that it holds */
         zsock_set_maxmsgsize(self->sock, max > INT32_MAX ? INT32_MAX : (int)max);
+    char why[256];
+    if (bus_curve_connect_setup(self->sock, endpoint, cfg ? cfg->curve : NULL, why, sizeof why) <
+        0) {
+        bus_error("bus", "client %s: %s", self->name, why);
+        goto out_fail;
+    }
     if (zsock_connect(self->sock, "%s", endpoint) != 0) {
         bus_error("bus", "client %s: cannot connect to '%s': %s", self->name, endpoint,
                   zmq_strerror(errno));

@@ -15,6 +15,7 @@
 #ifndef KVT_BUS_CLIENT_H
 #define KVT_BUS_CLIENT_H
 
+#include "bus_curve.h"
 #include "bus_envelope.h"
 
 #define BUS_CLIENT_DEFAULT_IN_FLIGHT 64u
@@ -31,6 +32,8 @@ typedef struct {
                                     the connect): a larger one drops the connection instead
                                     of being buffered; 0: BUS_MAX_FRAME0; BUS_CLIENT_UNBOUNDED:
                                     none (replies that carry blocks of any size) */
+    const bus_curve_client_t *curve; /* keys for a tcp endpoint (copied at the connect);
+                                        NULL: the process setting (bus_curve.h), if on */
 } bus_client_config_t;
 
 #define BUS_CLIENT_UNBOUNDED UINT64_MAX

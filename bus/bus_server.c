@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "bus_curve.h"
 #include "bus_log.h"
 #include "bus_owner.h"
 
@@ -44,6 +45,11 @@ bus_server_t *bus_server_new_bounded(const char *endpoint, const char *name, uin
     zsock_set_rcvtimeo(self->sock, 0);
     /* before the bind: libzmq applies it to the connections it accepts from then on */
     zsock_set_maxmsgsize(self->sock, max_frame > INT32_MAX ? INT32_MAX : (int)max_frame);
+    char why[256];
+    if (bus_curve_bind_setup(self->sock, endpoint, why, sizeof why) < 0) {
+        bus_error("bus", "server %s: %s", self->name, why);
+        goto out_fail;
+    }
     if (zsock_bind(self->sock, "%s", endpoint) < 0) {
         int e = errno;
         char who[BUS_OWNER_MAX] = "";
@@ -85,6 +91,7 @@ const char *bus_server_endpoint(bus_server_t *self)
 
 void bus_request_reset(bus_request_t *req)
 {
+    req->peer_key[0] = '\0';
     zframe_destroy(&req->routing_id);
     zmsg_destroy(&req->msg);
 }
@@ -168,6 +175,8 @@ int bus_server_recv(bus_server_t *self, int wait_ms, bus_request_t *req, bus_arr
     }
     req->routing_id = rid;
     req->msg = msg;
+    const char *peer = bus_curve_peer_key(zmsg_first(msg));
+    snprintf(req->peer_key, sizeof req->peer_key, "%s", peer ? peer : "");
     self->stats.accepted++;
     return 1;
 }

@@ -7,6 +7,7 @@
 #ifndef KVT_BUS_SERVER_H
 #define KVT_BUS_SERVER_H
 
+#include "bus_curve.h"
 #include "bus_envelope.h"
 
 typedef struct bus_server bus_server_t;
@@ -25,6 +26,8 @@ typedef struct {
     zframe_t *routing_id; /* the peer */
     zmsg_t *msg;          /* [frame 0][payload...]: payload i is bus_msg_payload(msg, i) */
     kvtier_Envelope env;  /* decoded request; its arrays are in the caller's bus_arrays_t */
+    char peer_key[BUS_CURVE_KEY_TXT]; /* the CURVE client key (Z85) the request came
+                                         from; "" on a socket without CURVE */
 } bus_request_t;
 
 /* Binds a ROUTER to `endpoint` ("tcp://127.0.0.1:*" picks a port; read it back

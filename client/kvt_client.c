@@ -113,6 +113,28 @@ static bool s_cluster_name_ok(const char *s)
 }
 
 /* Copies and checks the options into c. 0 or -KVT_INVALID_ARGUMENT with c->err. */
+/* curve_cert + curve_server_key: both or neither. */
+static int s_options_curve(kvt_client_t *c, const kvt_options_t *o)
+{
+    const char *W = "kvt_connect";
+    bool cert = o->curve_cert && o->curve_cert[0];
+    bool server = o->curve_server_key && o->curve_server_key[0];
+    if (!cert && !server)
+        return 0;
+    if (!cert || !server)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "curve_cert and curve_server_key go together (%s is missing)",
+                         cert ? "curve_server_key" : "curve_cert");
+    char why[600];
+    if (bus_curve_load_pair(o->curve_cert, c->curve.public_key, c->curve.secret_key, why,
+                            sizeof why) < 0)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "curve_cert: %s", why);
+    if (bus_curve_load_public(o->curve_server_key, c->curve.server_key, why, sizeof why) < 0)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "curve_server_key: %s", why);
+    c->curve_on = true;
+    return 0;
+}
+
 static int s_options(kvt_client_t *c, const kvt_options_t *o)
 {
     const char *W = "kvt_connect";
@@ -172,7 +194,7 @@ static int s_options(kvt_client_t *c, const kvt_options_t *o)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "max_in_flight %u is above the limit %u",
                          c->max_in_flight, BUS_CLIENT_MAX_IN_FLIGHT);
     c->disable_shm = o->disable_shm;
-    return 0;
+    return s_options_curve(c, o);
 }
 
 /* ---- discovery ------------------------------------------------------------ */
@@ -190,8 +212,10 @@ static int s_connect_meta(kvt_client_t *c, const char *what, const char *endpoin
     char e[BUS_ENDPOINT_MAX + 64];
     if (bus_endpoint_check(endpoint, BUS_ENDPOINT_CONNECT, e, sizeof e) < 0)
         return kvti_fail(c, KVT_UNAVAILABLE, what, "the leader's endpoint is unusable: %s", e);
-    bus_client_config_t cfg = {
-        .name = c->name, .max_in_flight = 16, .default_timeout_ms = c->timeout_ms};
+    bus_client_config_t cfg = {.name = c->name,
+                               .max_in_flight = 16,
+                               .default_timeout_ms = c->timeout_ms,
+                               .curve = kvti_curve(c)};
     bus_client_t *m = bus_client_new(endpoint, &cfg);
     if (!m)
         return kvti_fail(c, KVT_UNAVAILABLE, what, "cannot connect a socket to leader %s",
@@ -238,7 +262,7 @@ static int s_discover_static(kvt_client_t *c, const char *what, int64_t deadline
     s_probe_t pr[KVT_MAX_COORDINATORS];
     memset(pr, 0, sizeof pr);
     uint32_t n = c->n_coordinators;
-    bus_client_config_t cfg = {.name = c->name, .max_in_flight = 1};
+    bus_client_config_t cfg = {.name = c->name, .max_in_flight = 1, .curve = kvti_curve(c)};
     for (uint32_t i = 0; i < n; i++) {
         cl[i] = bus_client_new(c->coordinators[i], &cfg);
         kvtier_Status st = {0};

@@ -85,6 +85,8 @@ struct kvt_client {
     uint32_t timeout_ms;
     uint32_t max_in_flight;
     bool disable_shm;
+    bool curve_on; /* curve_cert and curve_server_key given */
+    bus_curve_client_t curve;
 
     char host_id[BUS_HOST_ID_MAX];
     coord_etcd_t *etcd; /* discovery through etcd, or NULL */
@@ -106,6 +108,12 @@ struct kvt_client {
     struct kvt_data *data;
     char err[KVT_ERR_MAX];
 };
+
+/* The keys of the handle's tcp connections (NULL: the process's, if any). */
+static inline const bus_curve_client_t *kvti_curve(const kvt_client_t *c)
+{
+    return c->curve_on ? &c->curve : NULL;
+}
 
 /* Sets the handle's message ("what: CODE: detail") and returns -code. */
 int kvti_fail(kvt_client_t *c, int code, const char *what, const char *fmt, ...)

@@ -149,7 +149,8 @@ static bus_client_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, siz
     bus_client_config_t cfg = {.name = fs->c->name,
                                .max_in_flight = S_CONN_IN_FLIGHT,
                                .default_timeout_ms = fs->c->timeout_ms,
-                               .max_frame = BUS_CLIENT_UNBOUNDED};
+                               .max_frame = BUS_CLIENT_UNBOUNDED,
+                               .curve = kvti_curve(fs->c)};
     bus_client_t *cl = bus_client_new(endpoint, &cfg);
     if (!cl) {
         snprintf(why, whylen, "cannot connect a socket to %s", endpoint);

@@ -66,7 +66,7 @@ typedef enum kvt_status {
     KVT_INTERNAL = 8,
     KVT_EXPIRED = 9,
     KVT_ALREADY_EXISTS = 10,
-    KVT_BUSY = 11, /* a full tier is making room: retry shortly (prepare_put does) */
+    KVT_BUSY = 11,              /* a full tier is making room: retry shortly (prepare_put does) */
     KVT_PERMISSION_DENIED = 12, /* no grant, or one that does not cover this: do not retry */
     KVT_OVERLOADED = 13, /* a request or connection bound was hit: back off; never retried here */
 } kvt_status_t;
@@ -107,6 +107,15 @@ typedef struct kvt_options {
     uint32_t timeout_ms;        /* per call (default 5000) */
     uint32_t max_in_flight;     /* data-plane requests in flight per handle (default 64) */
     bool disable_shm;           /* force the frame path even on the tier's host */
+    /* CurveZMQ (docs/SECURITY.md), for a deployment with security.curve: both set,
+     * every tcp connection of the handle (meta, tier) authenticates with this
+     * client's pair and encrypts; both NULL: none (refused by such a deployment:
+     * kvt_connect ends in TIMEOUT, the handshake having failed). */
+    const char *curve_cert;       /* this client's pair: the public zcert file
+                                     ("keys/alice.key", its secret alice.key_secret beside
+                                     it, mode 0600), made by kvtier keygen */
+    const char *curve_server_key; /* the deployment's server public key: a file
+                                     ("keys/server.key") or its 40 Z85 characters */
 } kvt_options_t;
 
 /* Finds the leader and returns a handle, or NULL with a message in err. With

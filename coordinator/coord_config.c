@@ -2,6 +2,7 @@
  * section has one reader; rules that span sections (unique names and endpoints,
  * chains naming tiers) run after all sections are read. */
 #include "coord_config.h"
+#include "coord_curve.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -162,9 +163,32 @@ static int s_u32(const bus_config_node_t *node, const char *path, uint32_t max, 
 
 /* ---- sections ------------------------------------------------------------- */
 
+/* etcd.tls: {"ca", "cert", "key"} (files checked when a process applies them). */
+static int s_read_etcd_tls(const bus_config_node_t *etcd, coord_config_t *c, char *err,
+                           size_t errlen)
+{
+    static const char *const keys[] = {"ca", "cert", "key", NULL};
+    bus_config_node_t tn;
+    if (!bus_config_has(etcd, "tls"))
+        return 0;
+    int rc = bus_config_get_object(etcd, "tls", 4, &tn, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&tn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_string(&tn, "ca", "", c->etcd_ca, sizeof c->etcd_ca, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_string(&tn, "cert", "", c->etcd_cert, sizeof c->etcd_cert, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_string(&tn, "key", "", c->etcd_key, sizeof c->etcd_key, err, errlen);
+    if (rc == 0 && !c->etcd_cert[0] != !c->etcd_key[0])
+        rc = bus_config_error(&tn, c->etcd_cert[0] ? "key" : "cert", err, errlen,
+                              "missing: a client certificate needs its key");
+    return rc;
+}
+
 static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"endpoints", "lease_ttl", NULL};
+    static const char *const keys[] = {"endpoints", "lease_ttl", "tls", NULL};
     bus_config_node_t etcd, arr, el;
     size_t n = 0;
     int rc = bus_config_get_object(root, "etcd", 16, &etcd, err, errlen);
@@ -188,6 +212,8 @@ static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *e
         rc = s_duration(&etcd, "lease_ttl", 1000, &c->lease_ttl_ms, err, errlen);
     if (rc == 0 && c->lease_ttl_ms > 3600000)
         rc = bus_config_error(&etcd, "lease_ttl", err, errlen, "must be at most 1h");
+    if (rc == 0)
+        rc = s_read_etcd_tls(&etcd, c, err, errlen);
     return rc;
 }
 
@@ -853,11 +879,28 @@ static int s_read_optimizer(const bus_config_node_t *root, coord_config_t *c, ch
     return rc;
 }
 
+/* security.*: each key read by its own function (security.curve: coord_curve.c). */
+static int s_read_security(const bus_config_node_t *root, coord_config_t *c, char *err,
+                           size_t errlen)
+{
+    static const char *const keys[] = {"curve", NULL};
+    bus_config_node_t sn;
+    if (!bus_config_has(root, "security"))
+        return 0;
+    int rc = bus_config_get_object(root, "security", 16, &sn, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&sn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = coord_curve_read(&sn, &c->curve, err, errlen);
+    return rc;
+}
+
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
     static const char *const keys[] = {"cluster", "etcd",    "coordinator", "tiers",
                                        "chains",  "gc",      "reclaimer",   "quotas",
-                                       "events",  "metrics", "optimizer",   NULL};
+                                       "events",  "metrics", "optimizer",   "security",
+                                       NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -882,6 +925,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_metrics(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_optimizer(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_security(root, c, err, errlen);
     return rc;
 }
 

@@ -76,6 +76,26 @@ typedef struct {
     uint64_t max_bytes;                /* 0: not set ("64GiB" in the file) */
 } coord_quota_config_t;
 
+/* "security.curve" (docs/SECURITY.md): CurveZMQ on every tcp socket. Parsed by
+ * coord_curve_read (coord_curve.h); plain data like the rest. */
+#define COORD_CURVE_MAX_ACL 256 /* (instance, key) pairs of "security.curve.instances" */
+#define COORD_CURVE_NAME_MAX 64 /* a key's name (the file <clients>/<name>.key), NUL included */
+
+typedef struct {
+    char instance[COORD_INSTANCE_MAX]; /* an instance id, or "*": every instance */
+    char key[COORD_CURVE_NAME_MAX];    /* a Z85 public key, or the name of one in "clients" */
+} coord_curve_acl_t;
+
+typedef struct {
+    bool on;                      /* "security.curve" is present */
+    bool autogen;                 /* "auto": deploy/supervise makes the missing pairs */
+    char keys[COORD_PATH_MAX];    /* "keys": the pairs: server.key, <process>.key, ... */
+    char clients[COORD_PATH_MAX]; /* "clients": admitted public keys ("<keys>/clients") */
+    bool acl_on;                  /* "instances" is present: per-instance isolation */
+    uint32_t n_acl;
+    coord_curve_acl_t acl[COORD_CURVE_MAX_ACL];
+} coord_curve_config_t;
+
 typedef struct {
     char cluster[COORD_CLUSTER_MAX]; /* etcd prefix /kvtier/<cluster>/ */
 
@@ -84,6 +104,10 @@ typedef struct {
     uint32_t n_etcd;
     char etcd[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
     uint64_t lease_ttl_ms; /* >= 1000; etcd counts whole seconds (rounded up) */
+    /* "etcd.tls" (https:// endpoints, docs/SECURITY.md "etcd"): PEM files; "" = not set */
+    char etcd_ca[COORD_PATH_MAX];   /* "ca": the CA of etcd's certificate (else the system's) */
+    char etcd_cert[COORD_PATH_MAX]; /* "cert" + "key": this process's client certificate */
+    char etcd_key[COORD_PATH_MAX];
 
     /* coordinator (meta plane) */
     char endpoint[BUS_ENDPOINT_MAX];
@@ -144,6 +168,9 @@ typedef struct {
      * instance ids unique, "*" at most once, each with at least one limit */
     uint32_t n_quotas;
     coord_quota_config_t quotas[COORD_MAX_QUOTAS];
+
+    /* "security" (docs/SECURITY.md) */
+    coord_curve_config_t curve; /* "security.curve"; off when absent */
 } coord_config_t;
 
 /* The embedded defaults (a JSON document, itself the default deployment: one host

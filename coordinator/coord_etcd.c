@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coord_base64.h"
 #include "coord_etcd_json.h"
@@ -168,6 +169,59 @@ static size_t s_write_cb(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* The process's TLS files (coord_etcd_set_tls); "" = not set. */
+static struct {
+    char ca[COORD_ETCD_TLS_PATH_MAX];
+    char cert[COORD_ETCD_TLS_PATH_MAX];
+    char key[COORD_ETCD_TLS_PATH_MAX];
+} s_tls;
+
+static int s_tls_file(const char *what, const char *file, char *out, char *err, size_t errlen)
+{
+    out[0] = '\0';
+    if (!file || !file[0])
+        return 0;
+    if (strlen(file) >= COORD_ETCD_TLS_PATH_MAX) {
+        snprintf(err, errlen, "etcd tls %s: path longer than %d bytes", what,
+                 COORD_ETCD_TLS_PATH_MAX - 1);
+        return -EINVAL;
+    }
+    if (access(file, R_OK) != 0) {
+        snprintf(err, errlen, "etcd tls %s: %s: %s", what, file, strerror(errno));
+        return -EINVAL;
+    }
+    snprintf(out, COORD_ETCD_TLS_PATH_MAX, "%s", file);
+    return 0;
+}
+
+int coord_etcd_set_tls(const coord_etcd_tls_t *tls, char *err, size_t errlen)
+{
+    bool cert = tls && tls->cert_file && tls->cert_file[0];
+    bool key = tls && tls->key_file && tls->key_file[0];
+    if (cert != key) {
+        snprintf(err, errlen, "etcd tls: a client certificate needs its key (%s is missing)",
+                 cert ? "key" : "cert");
+        return -EINVAL;
+    }
+    if (s_tls_file("ca", tls ? tls->ca_file : NULL, s_tls.ca, err, errlen) < 0 ||
+        s_tls_file("cert", tls ? tls->cert_file : NULL, s_tls.cert, err, errlen) < 0 ||
+        s_tls_file("key", tls ? tls->key_file : NULL, s_tls.key, err, errlen) < 0) {
+        s_tls.ca[0] = s_tls.cert[0] = s_tls.key[0] = '\0';
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void s_apply_tls(CURL *c)
+{
+    if (s_tls.ca[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, s_tls.ca);
+    if (s_tls.cert[0]) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, s_tls.cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, s_tls.key);
+    }
+}
+
 coord_etcd_t *coord_etcd_new(const coord_etcd_config_t *cfg)
 {
     if (s_curl_ready() < 0)
@@ -195,6 +249,7 @@ coord_etcd_t *coord_etcd_new(const coord_etcd_config_t *cfg)
     }
     e->headers = h2;
     curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->headers);
+    s_apply_tls(e->curl);
     curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e->curl, CURLOPT_PROXY, ""); /* ignore http_proxy for etcd */
     curl_easy_setopt(e->curl, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -1044,6 +1099,7 @@ static int s_watch_setup_curl(coord_etcd_watch_t *w)
     if (!w->multi || !w->curl || !w->headers)
         return -ENOMEM;
     curl_easy_setopt(w->curl, CURLOPT_HTTPHEADER, w->headers);
+    s_apply_tls(w->curl);
     curl_easy_setopt(w->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(w->curl, CURLOPT_PROXY, "");
     curl_easy_setopt(w->curl, CURLOPT_TCP_KEEPALIVE, 1L);

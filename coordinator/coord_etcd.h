@@ -83,6 +83,21 @@ typedef struct {
     int64_t lease;
 } coord_etcd_meta_t;
 
+/* TLS towards etcd (https:// endpoints; docs/SECURITY.md "etcd"): the CA that signed
+ * etcd's certificate (NULL: the system's store) and this process's client
+ * certificate and key (etcd --client-cert-auth; NULL: none), PEM files. Process-wide:
+ * set on the main thread before any handle or watch is made; those made after use it.
+ * 0, or -EINVAL with err naming the file that cannot be read, or a cert without its key. */
+#define COORD_ETCD_TLS_PATH_MAX 256 /* bytes of a TLS file path, NUL included */
+
+typedef struct {
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+} coord_etcd_tls_t;
+
+int coord_etcd_set_tls(const coord_etcd_tls_t *tls, char *err, size_t errlen);
+
 /* Returns NULL on a bad config (no or too many endpoints, an endpoint too long)
  * or when out of memory. Endpoints are copied. */
 coord_etcd_t *coord_etcd_new(const coord_etcd_config_t *cfg);

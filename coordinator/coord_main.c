@@ -19,9 +19,11 @@
 #include <czmq.h>
 #include <jansson.h>
 
+#include "bus_curve.h"
 #include "bus_events.h"
 #include "bus_log.h"
 #include "coord_config.h"
+#include "coord_curve.h"
 #include "coord_elector.h"
 #include "coord_membership.h"
 #include "coord_proc.h"
@@ -71,16 +73,22 @@ typedef struct {
     char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
     uint64_t leader_epoch;
     s_tier_t tiers[COORD_MAX_TIERS]; /* by tier id - 1 */
+    bool acl_on; /* security.curve.instances, resolved at start (coord_curve.h) */
+    uint32_t n_acl;
+    sched_acl_entry_t acl[SCHED_ACL_MAX];
 } s_proc_t;
 
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: kvtier coordinator -c FILE [--etcd URLS] [--name NAME] [--endpoint EP]\n"
+                 "                          [--cert FILE]\n"
                  "  -c, --config FILE  deployment file (JSON)\n"
                  "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
                  "  --name NAME        coordinator name in etcd (default <hostname>-<pid>)\n"
                  "  --endpoint EP      meta endpoint to bind and advertise\n"
-                 "                     (default coordinator.endpoint)\n");
+                 "                     (default coordinator.endpoint)\n"
+                 "  --cert FILE        its CURVE pair when security.curve is on\n"
+                 "                     (default <keys>/<NAME>.key, <keys>/coordinator.key)\n");
 }
 
 static void s_nap_ms(int ms)
@@ -171,6 +179,9 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
         sc->quotas[i].max_blocks = q->max_blocks;
         sc->quotas[i].max_bytes = q->max_bytes;
     }
+    sc->acl_on = p->acl_on;
+    sc->n_acl = p->n_acl;
+    memcpy(sc->acl, p->acl, sizeof p->acl[0] * p->n_acl);
 }
 
 /* The background actors of the leader (DESIGN §3): they reach the scheduler over
@@ -454,7 +465,7 @@ static void s_on_membership(s_proc_t *p)
 /* --- start and stop --- */
 
 static int s_parse(int argc, char **argv, const char **file, const char **etcd, const char **name,
-                   const char **endpoint)
+                   const char **endpoint, const char **cert)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -471,6 +482,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **etcd, 
             *name = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--endpoint", NULL, &v)) != 0)
             *endpoint = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--cert", NULL, &v)) != 0)
+            *cert = v;
         else {
             fprintf(stderr, "kvtier coordinator: unknown option \"%s\"\n", argv[i]);
             s_usage(stderr);
@@ -632,10 +645,26 @@ static void s_stop(s_proc_t *p)
     zactor_destroy(&p->metrics);
 }
 
+/* security.curve (coord_curve.h): CURVE on with this coordinator's pair (--cert,
+ * or <keys>/<--name>.key, or <keys>/coordinator.key), the grants resolved. 0, or
+ * -1 after a stderr line. */
+static int s_start_curve(s_proc_t *p, const char *name, const char *cert)
+{
+    char why[768];
+    if (coord_curve_start(&p->cfg.curve, name ? name : "coordinator", cert, true, why, sizeof why) <
+            0 ||
+        coord_curve_sched_acl(&p->cfg.curve, &p->acl_on, p->acl, &p->n_acl, why, sizeof why) < 0) {
+        fprintf(stderr, "kvtier coordinator: %s\n", why);
+        bus_curve_stop();
+        return -1;
+    }
+    return 0;
+}
+
 int coord_main(int argc, char **argv)
 {
-    const char *file = NULL, *etcd = NULL, *name = NULL, *endpoint = NULL;
-    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint);
+    const char *file = NULL, *etcd = NULL, *name = NULL, *endpoint = NULL, *cert = NULL;
+    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint, &cert);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -643,7 +672,7 @@ int coord_main(int argc, char **argv)
         return COORD_EXIT_FAIL;
     int rc = COORD_EXIT_USAGE;
     if (coord_proc_config("kvtier coordinator", file, etcd, &p->cfg) < 0 ||
-        s_setup_names(p, name, endpoint) < 0)
+        s_setup_names(p, name, endpoint) < 0 || s_start_curve(p, name, cert) < 0)
         goto out;
     zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
     rc = COORD_EXIT_FAIL;
@@ -656,6 +685,7 @@ int coord_main(int argc, char **argv)
 out_stop:
     s_stop(p);
 out:
+    bus_curve_stop();
     free(p);
     return rc;
 }

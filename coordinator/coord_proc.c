@@ -46,6 +46,12 @@ int coord_proc_config(const char *prog, const char *file, const char *etcd_overr
                 prog, file);
         return -1;
     }
+    coord_etcd_tls_t tls = {
+        .ca_file = cfg->etcd_ca, .cert_file = cfg->etcd_cert, .key_file = cfg->etcd_key};
+    if (coord_etcd_set_tls(&tls, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog, file, err);
+        return -1;
+    }
     return 0;
 }
 

@@ -18,9 +18,11 @@
 
 #include <czmq.h>
 
+#include "bus_curve.h"
 #include "bus_host.h"
 #include "bus_log.h"
 #include "coord_config.h"
+#include "coord_curve.h"
 #include "coord_etcd.h"
 #include "coord_membership.h"
 #include "coord_proc.h"
@@ -50,13 +52,16 @@ typedef struct {
 
 static void s_usage(FILE *out)
 {
-    fprintf(out, "usage: kvtier tier -c FILE --name TIER [--etcd URLS]\n"
+    fprintf(out, "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--cert FILE]\n"
                  "  -c, --config FILE  deployment file (JSON)\n"
                  "  --name TIER        the entry of \"tiers\" to run\n"
-                 "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n");
+                 "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
+                 "  --cert FILE        its CURVE pair when security.curve is on\n"
+                 "                     (default <keys>/<TIER>.key)\n");
 }
 
-static int s_parse(int argc, char **argv, const char **file, const char **name, const char **etcd)
+static int s_parse(int argc, char **argv, const char **file, const char **name, const char **etcd,
+                   const char **cert)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -71,6 +76,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
             *name = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--etcd", NULL, &v)) != 0)
             *etcd = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--cert", NULL, &v)) != 0)
+            *cert = v;
         else {
             fprintf(stderr, "kvtier tier: unknown option \"%s\"\n", argv[i]);
             s_usage(stderr);
@@ -248,8 +255,8 @@ static void s_run(s_proc_t *p)
 
 int coord_tier_main(int argc, char **argv)
 {
-    const char *file = NULL, *name = NULL, *etcd = NULL;
-    int r = s_parse(argc, argv, &file, &name, &etcd);
+    const char *file = NULL, *name = NULL, *etcd = NULL, *cert = NULL;
+    int r = s_parse(argc, argv, &file, &name, &etcd, &cert);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -261,6 +268,11 @@ int coord_tier_main(int argc, char **argv)
     p->tier = coord_config_tier(&p->cfg, name);
     if (!p->tier) {
         fprintf(stderr, "kvtier tier: %s has no tier named \"%s\"\n", file, name);
+        goto out;
+    }
+    char why[768];
+    if (coord_curve_start(&p->cfg.curve, name, cert, true, why, sizeof why) < 0) {
+        fprintf(stderr, "kvtier tier: %s\n", why);
         goto out;
     }
     zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
@@ -302,6 +314,7 @@ out_stop:
     zactor_destroy(&p->actor);
     coord_etcd_destroy(&p->etcd);
 out:
+    bus_curve_stop();
     free(p);
     return rc;
 }

@@ -46,6 +46,12 @@ class Errors(unittest.TestCase):
         self.assertEqual(cm.exception.code, 2)
         self.assertIn("no coordinators and no etcd_endpoints", str(cm.exception))
 
+    def test_curve_options_go_together(self):
+        with self.assertRaises(kvtier.KvtError) as cm:
+            kvtier.Client(coordinators="tcp://127.0.0.1:1", curve_cert="/nonexistent/a.key")
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn("curve_server_key is missing", str(cm.exception))
+
     def test_bad_key_length_is_refused_before_the_call(self):
         with self.assertRaises(ValueError):
             kvtier._keys([b"short"])
@@ -73,9 +79,10 @@ class HeaderCopies(unittest.TestCase):
 #include <stdio.h>
 #include "kvtier.h"
 int main(void) {
-    printf("%zu %zu %zu %zu %zu\\n", sizeof(kvt_cluster_info_t),
+    printf("%zu %zu %zu %zu %zu %zu %zu\\n", sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
-           sizeof(kvt_tier_info_t), sizeof(kvt_stat_t));
+           sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
+           offsetof(kvt_options_t, curve_server_key));
     return 0;
 }
 """
@@ -89,7 +96,8 @@ int main(void) {
                                                   text=True).stdout.split()]
         want = [ctypes.sizeof(kvtier._ClusterInfo), kvtier._ClusterInfo.tiers.offset,
                 kvtier._ClusterInfo.total_tiers.offset, ctypes.sizeof(kvtier._TierInfo),
-                ctypes.sizeof(kvtier._Stat)]
+                ctypes.sizeof(kvtier._Stat), ctypes.sizeof(kvtier._Options),
+                kvtier._Options.curve_server_key.offset]
         self.assertEqual(want, got)
 
 

@@ -71,7 +71,10 @@ class Conn:
         if not coord:
             print("it_client: KVTIER_COORDINATOR is not set", file=sys.stderr)
             sys.exit(2)
-        self.c = kvtier.Client(coordinators=coord, name=name, timeout_ms=5000)
+        # a deployment with security.curve: this client's pair and the server key
+        self.c = kvtier.Client(coordinators=coord, name=name, timeout_ms=5000,
+                               curve_cert=os.environ.get("IT_CURVE_CERT"),
+                               curve_server_key=os.environ.get("IT_CURVE_SERVER_KEY"))
         self.c.register_instance(INSTANCE, TOKENS_PER_BLOCK, BLOCK)
         self.name = name
         self.seq = 0

@@ -724,6 +724,8 @@ int cli_cmd_deployment(int argc, char **argv)
                 "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
                 "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n"
                 "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n"
+                "    curve KEYS CLIENTS AUTO   (security.curve: directories, auto 0/1; absent "
+                "when off)\n"
                 "  --check-free  also exit 1 when a TCP address or shm name it binds on this\n"
                 "                host is in use, naming the process that holds it\n");
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -753,6 +755,8 @@ int cli_cmd_deployment(int argc, char **argv)
         printf("optimizer %llu %llu %llu\n", (unsigned long long)(cfg->optimizer_every_ms / 1000),
                (unsigned long long)cfg->optimizer_window,
                (unsigned long long)cfg->optimizer_capacity);
+    if (cfg->curve.on)
+        printf("curve %s %s %d\n", cfg->curve.keys, cfg->curve.clients, cfg->curve.autogen);
     int held = check_free ? s_check_free(cfg) : 0;
     if (held > 0) {
         fprintf(stderr,

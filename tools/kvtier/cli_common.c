@@ -2,6 +2,7 @@
 #include "cli_common.h"
 
 #include "bus_config.h"
+#include "bus_curve.h"
 #include "coord_config.h"
 #include "coord_etcd.h"
 
@@ -113,6 +114,12 @@ int cli_common_option(cli_common_t *o, int opt, const char *arg)
     case CLI_OPT_HELP:
         o->help = true;
         return 0;
+    case CLI_OPT_CERT:
+        o->cert = arg;
+        return 0;
+    case CLI_OPT_SERVER_KEY:
+        o->server_key = arg;
+        return 0;
     default:
         return 1;
     }
@@ -153,6 +160,15 @@ static int s_load_config(cli_common_t *o)
     } else {
         snprintf(o->cfg_endpoint, sizeof o->cfg_endpoint, "%s", cfg->endpoint);
         snprintf(o->cfg_cluster, sizeof o->cfg_cluster, "%s", cfg->cluster);
+        if (cfg->curve.on)
+            snprintf(o->cfg_server_key, sizeof o->cfg_server_key, "%s/server.key", cfg->curve.keys);
+        /* etcd.tls: every etcd handle of this process (discovery, --publish) */
+        coord_etcd_tls_t tls = {
+            .ca_file = cfg->etcd_ca, .cert_file = cfg->etcd_cert, .key_file = cfg->etcd_key};
+        if (coord_etcd_set_tls(&tls, err, sizeof err) < 0) {
+            fprintf(stderr, "kvtier: %s: %s\n", o->config, err);
+            rc = -1;
+        }
     }
     free(cfg);
     return rc < 0 ? -1 : 0;
@@ -164,11 +180,66 @@ static const char *s_env(const char *name)
     return v && v[0] ? v : NULL;
 }
 
+/* --cert / --server-key, else their variables, else (server key) the deployment's. */
+static void s_curve_names(cli_common_t *o, const char **cert, const char **server_key)
+{
+    *cert = o->cert ? o->cert : s_env("KVTIER_CERT");
+    *server_key = o->server_key                ? o->server_key
+                  : s_env("KVTIER_SERVER_KEY") ? s_env("KVTIER_SERVER_KEY")
+                  : o->cfg_server_key[0]       ? o->cfg_server_key
+                                               : NULL;
+}
+
+int cli_curve_keys(cli_common_t *o, bool *on, bus_curve_client_t *keys)
+{
+    const char *cert, *server;
+    *on = false;
+    if (o->config && !o->cfg_endpoint[0] && s_load_config(o) < 0)
+        return -1;
+    s_curve_names(o, &cert, &server);
+    if (!cert && !server)
+        return 0;
+    char why[600];
+    if (!cert || !server) {
+        fprintf(stderr, "kvtier: %s\n",
+                cert ? "--cert needs --server-key (or -c with a deployment that has "
+                       "security.curve)"
+                     : "the deployment has security.curve: give this client's pair with "
+                       "--cert FILE (kvtier keygen makes one)");
+        return -1;
+    }
+    if (bus_curve_load_pair(cert, keys->public_key, keys->secret_key, why, sizeof why) < 0 ||
+        bus_curve_load_public(server, keys->server_key, why, sizeof why) < 0) {
+        fprintf(stderr, "kvtier: %s\n", why);
+        return -1;
+    }
+    *on = true;
+    return 0;
+}
+
+zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, const char *ep)
+{
+    char why[300] = "";
+    zsock_t *s = zsock_new(type);
+    if (!s || bus_curve_connect_setup(s, ep, keys, why, sizeof why) < 0 ||
+        zsock_connect(s, "%s", ep) < 0) {
+        fprintf(stderr, "%s: cannot connect to %s%s%s\n", cmd, ep, why[0] ? ": " : "", why);
+        zsock_destroy(&s);
+    }
+    return s;
+}
+
 kvt_client_t *cli_connect(cli_common_t *o, const char *name)
 {
     kvt_options_t opts = {.timeout_ms = o->timeout_ms, .disable_shm = o->no_shm, .name = name};
     if (o->config && s_load_config(o) < 0)
         return NULL;
+    s_curve_names(o, &opts.curve_cert, &opts.curve_server_key);
+    if (opts.curve_server_key && !opts.curve_cert) {
+        fprintf(stderr, "kvtier: the deployment has security.curve: give this client's pair "
+                        "with --cert FILE (kvtier keygen makes one)\n");
+        return NULL;
+    }
     opts.cluster = o->cluster ? o->cluster : (o->config ? o->cfg_cluster : NULL);
     if (o->coordinator)
         opts.coordinators = o->coordinator;

@@ -8,6 +8,7 @@
 #ifndef KVT_CLI_COMMON_H
 #define KVT_CLI_COMMON_H
 
+#include "bus_curve.h"
 #include "kvtier.h"
 
 #include <getopt.h>
@@ -40,6 +41,8 @@ enum {
     CLI_OPT_BLOCK_SIZE,
     CLI_OPT_TOKENS_PER_BLOCK,
     CLI_OPT_HELP,
+    CLI_OPT_CERT,
+    CLI_OPT_SERVER_KEY,
     CLI_OPT_FIRST_COMMAND_OPT, /* commands number their own options from here */
 };
 
@@ -54,15 +57,21 @@ enum {
     {"instance", required_argument, NULL, CLI_OPT_INSTANCE},                   \
     {"block-size", required_argument, NULL, CLI_OPT_BLOCK_SIZE},               \
     {"tokens-per-block", required_argument, NULL, CLI_OPT_TOKENS_PER_BLOCK},   \
-    {"help", no_argument, NULL, CLI_OPT_HELP}
+    {"help", no_argument, NULL, CLI_OPT_HELP},                                 \
+    {"cert", required_argument, NULL, CLI_OPT_CERT},                           \
+    {"server-key", required_argument, NULL, CLI_OPT_SERVER_KEY}
 /* clang-format on */
 
 #define CLI_COMMON_USAGE                                                                           \
     "connection (first that applies): --coordinator EP, -c/--config DEPLOYMENT.json (its\n"        \
-    "  coordinator endpoint and cluster), --etcd URLS (discovery), $KVTIER_COORDINATOR,\n"         \
-    "  $KVTIER_ETCD, else " CLI_DEFAULT_COORDINATOR ".\n"                                          \
+    "  coordinator endpoint and cluster; its etcd.tls and CURVE server key apply too),\n"          \
+    "  --etcd URLS (discovery), $KVTIER_COORDINATOR, $KVTIER_ETCD, else\n"                         \
+    "  " CLI_DEFAULT_COORDINATOR ".\n"                                                             \
     "  --cluster NAME (etcd discovery, default \"kvtier\"), --timeout MS (per call, 5000),\n"      \
     "  --no-shm (frame path even on the tier's host)\n"                                            \
+    "CURVE (a deployment with security.curve, docs/SECURITY.md): --cert FILE (this client's\n"     \
+    "  pair, $KVTIER_CERT), --server-key FILE|Z85 ($KVTIER_SERVER_KEY; default with -c:\n"         \
+    "  <keys>/server.key of the deployment)\n"                                                     \
     "instance: --instance ID (\"" CLI_DEFAULT_INSTANCE "\"), --block-size SIZE (64KiB),\n"         \
     "  --tokens-per-block N (512); registered on first use, an existing instance must match\n"
 
@@ -77,9 +86,12 @@ typedef struct {
     uint64_t block_size;
     uint32_t tokens_per_block;
     bool help;
+    const char *cert;       /* --cert / $KVTIER_CERT */
+    const char *server_key; /* --server-key / $KVTIER_SERVER_KEY */
     /* filled by cli_connect from --config */
     char cfg_endpoint[256];
     char cfg_cluster[64];
+    char cfg_server_key[512]; /* <keys>/server.key when security.curve is on */
 } cli_common_t;
 
 void cli_common_init(cli_common_t *o);
@@ -134,5 +146,15 @@ int cli_cmd_deployment(int argc, char **argv);
 int cli_cmd_events(int argc, char **argv);
 int cli_cmd_optimize(int argc, char **argv);
 int cli_cmd_trace(int argc, char **argv);
+int cli_cmd_keygen(int argc, char **argv);
+
+/* This client's CURVE keys from --cert / --server-key (or their variables, or the
+ * deployment's server.key): 0 with *on false when none are named, 0 with the keys
+ * in *keys, or -1 (printed). For commands that open ZeroMQ sockets themselves. */
+int cli_curve_keys(cli_common_t *o, bool *on, bus_curve_client_t *keys);
+
+/* A socket of TYPE connected to EP, a CURVE client with KEYS (may be NULL) when EP
+ * is tcp. NULL (printed, naming CMD) on failure. */
+zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, const char *ep);
 
 #endif

@@ -59,8 +59,9 @@ typedef struct {
     FILE *out;
     bus_event_t *events;
     uint8_t (*pool)[BUS_KEY_LEN];
-    uint32_t *tok_pool;    /* S_MAX_TOKENS */
-    const char *replay_ep; /* "": none known */
+    uint32_t *tok_pool;              /* S_MAX_TOKENS */
+    const char *replay_ep;           /* "": none known */
+    const bus_curve_client_t *curve; /* --cert: this client's keys; NULL: none */
     bool replaying;
     uint64_t batches, gaps, missing, bad, last;
 } s_run_t;
@@ -345,11 +346,9 @@ static int s_replay(s_run_t *r, const char *replay_ep, uint64_t from)
 
 static int s_replay_once(s_run_t *r, const char *replay_ep, uint64_t from)
 {
-    zsock_t *d = zsock_new_dealer(replay_ep);
-    if (!d) {
-        fprintf(stderr, "kvtier events: cannot connect to the replay socket %s\n", replay_ep);
+    zsock_t *d = cli_socket("kvtier events: replay socket", r->curve, ZMQ_DEALER, replay_ep);
+    if (!d)
         return -1;
-    }
     uint8_t be[8];
     bus_events_seq_put(be, from);
     zmsg_t *m = zmsg_new();
@@ -392,11 +391,9 @@ static int s_replay_once(s_run_t *r, const char *replay_ep, uint64_t from)
  * "snapshot": true stored events. 0, or -1 (reason printed). */
 static int s_snapshot(s_run_t *r, const char *replay_ep)
 {
-    zsock_t *d = zsock_new_dealer(replay_ep);
-    if (!d) {
-        fprintf(stderr, "kvtier events: cannot connect to the replay socket %s\n", replay_ep);
+    zsock_t *d = cli_socket("kvtier events: replay socket", r->curve, ZMQ_DEALER, replay_ep);
+    if (!d)
         return -1;
-    }
     zstr_send(d, "SNAPSHOT");
     uint64_t at = 0;
     int rc = 1;
@@ -425,14 +422,11 @@ static int s_snapshot(s_run_t *r, const char *replay_ep)
     return s_replay(r, replay_ep, at + 1);
 }
 
-static zsock_t *s_subscribe(const char *ep, const char *topic)
+static zsock_t *s_subscribe(const s_run_t *r, const char *ep, const char *topic)
 {
-    zsock_t *sub = zsock_new(ZMQ_SUB);
-    if (!sub || zsock_connect(sub, "%s", ep) < 0) {
-        fprintf(stderr, "kvtier events: cannot connect to %s\n", ep);
-        zsock_destroy(&sub);
+    zsock_t *sub = cli_socket("kvtier events", r->curve, ZMQ_SUB, ep);
+    if (!sub)
         return NULL;
-    }
     zsock_set_subscribe(sub, topic ? topic : "");
     return sub;
 }
@@ -479,7 +473,7 @@ static void s_usage(FILE *f)
 static int s_run(s_run_t *r, cli_common_t *o, char *ep, char *rep, uint64_t epoch, bool follow)
 {
     const s_args_t *a = r->a;
-    zsock_t *sub = s_subscribe(ep, a->topic);
+    zsock_t *sub = s_subscribe(r, ep, a->topic);
     if (!sub)
         return -1;
     if ((a->have_from || a->snapshot) && !rep[0]) {
@@ -515,7 +509,7 @@ static int s_run(s_run_t *r, cli_common_t *o, char *ep, char *rep, uint64_t epoc
         snprintf(ep, 256, "%s", nep);
         snprintf(rep, 256, "%s", nrep);
         epoch = nepoch;
-        sub = s_subscribe(ep, a->topic);
+        sub = s_subscribe(r, ep, a->topic);
         if (!sub)
             return -1;
         poller = zpoller_new(sub, NULL);
@@ -563,7 +557,11 @@ int cli_cmd_events(int argc, char **argv)
         return CLI_EXIT_FAIL;
     if (a.replay_endpoint)
         snprintf(rep, sizeof rep, "%s", a.replay_endpoint);
-    s_run_t r = {.a = &a, .out = stdout, .replay_ep = rep};
+    bus_curve_client_t keys;
+    bool curve = false;
+    if (cli_curve_keys(&o, &curve, &keys) < 0)
+        return CLI_EXIT_FAIL;
+    s_run_t r = {.a = &a, .out = stdout, .replay_ep = rep, .curve = curve ? &keys : NULL};
     if (a.record && !(r.out = fopen(a.record, "w"))) {
         fprintf(stderr, "kvtier events: cannot write %s: %s\n", a.record, strerror(errno));
         return CLI_EXIT_FAIL;

@@ -269,7 +269,8 @@ static int s_usage(bool help)
             "  (2 x params), --block-bytes SIZE (128 KiB per token x tokens per block),\n"
             "  --host-bw GB/s (5.97), --nvme-bw GB/s (2.34)\n"
             "live: kvtier optimize --subscribe [--capacity N] [--window REFS] [--every S]\n"
-            "  [--for S] [--endpoint EP] [--instance ID] [connection flags]: every S seconds\n"
+            "  [--for S] [--endpoint EP] [--instance ID] [connection flags, --cert,\n"
+            "  --server-key]: every S seconds\n"
             "  (10) the service's hit rate over the last lookups holding REFS references\n"
             "  (%u), next to LRU and the Belady reference at N (default: all the tiers'\n"
             "  capacity) over the same requests (retrospective); until --for S or SIGINT\n"
@@ -341,6 +342,8 @@ int cli_cmd_optimize(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"cluster", required_argument, NULL, CLI_OPT_CLUSTER},
         {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT},
+        {"cert", required_argument, NULL, CLI_OPT_CERT},
+        {"server-key", required_argument, NULL, CLI_OPT_SERVER_KEY},
         {"instance", required_argument, NULL, S_OPT_INSTANCE},
         {0, 0, 0, 0}};
     cli_common_t o;

@@ -59,6 +59,7 @@ typedef struct {
     int64_t last_event_ms; /* zclock_time of the last message (0: none) */
     char replay_ep[256];   /* the leader's replay socket ("" : none) */
     bool replaying;
+    const bus_curve_client_t *curve; /* --cert: this client's keys; NULL: none */
 } s_live_t;
 
 static volatile sig_atomic_t s_stop;
@@ -268,7 +269,7 @@ static void s_on_message(s_live_t *l, zmsg_t *m, uint64_t *last, bus_event_t *ev
 static void s_catch_up(s_live_t *l, uint64_t from, uint64_t *last, bus_event_t *events,
                        bus_keys_t *pool)
 {
-    zsock_t *d = zsock_new_dealer(l->replay_ep);
+    zsock_t *d = cli_socket("kvtier optimize: replay socket", l->curve, ZMQ_DEALER, l->replay_ep);
     if (!d)
         return;
     l->replaying = true;
@@ -422,7 +423,11 @@ int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
         fprintf(stderr, "kvtier optimize: --subscribe: no capacity (give --capacity)\n");
         return CLI_EXIT_USAGE;
     }
-    s_live_t l = {.a = &args};
+    bus_curve_client_t keys;
+    bool curve = false;
+    if (cli_curve_keys(o, &curve, &keys) < 0)
+        return CLI_EXIT_USAGE;
+    s_live_t l = {.a = &args, .curve = curve ? &keys : NULL};
     snprintf(l.replay_ep, sizeof l.replay_ep, "%s", replay);
     if (args.publish && s_etcd_open(&l, o) < 0)
         return CLI_EXIT_USAGE;
@@ -430,9 +435,9 @@ int cli_optimize_live(cli_common_t *o, const cli_live_args_t *a)
     l.keys = malloc(w * OPT_KEY_BYTES);
     l.recs = malloc(w * sizeof *l.recs);
     l.scratch = malloc(S_MAX_KEYS * OPT_KEY_BYTES);
-    zsock_t *sub = zsock_new(ZMQ_SUB);
+    zsock_t *sub = cli_socket("kvtier optimize", l.curve, ZMQ_SUB, ep);
     int status = CLI_EXIT_FAIL;
-    if (!l.keys || !l.recs || !l.scratch || !sub || zsock_connect(sub, "%s", ep) < 0) {
+    if (!l.keys || !l.recs || !l.scratch || !sub) {
         fprintf(stderr, "kvtier optimize: cannot subscribe to %s (or out of memory)\n", ep);
         goto out;
     }

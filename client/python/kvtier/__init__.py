@@ -58,7 +58,8 @@ class _Options(ctypes.Structure):
     _fields_ = [("coordinators", ctypes.c_char_p), ("etcd_endpoints", ctypes.c_char_p),
                 ("cluster", ctypes.c_char_p), ("name", ctypes.c_char_p),
                 ("timeout_ms", ctypes.c_uint32), ("max_in_flight", ctypes.c_uint32),
-                ("disable_shm", ctypes.c_bool)]
+                ("disable_shm", ctypes.c_bool),
+                ("curve_cert", ctypes.c_char_p), ("curve_server_key", ctypes.c_char_p)]
 
 
 class _Instance(ctypes.Structure):
@@ -251,13 +252,18 @@ class Client:
     """A libkvtier handle (kvt_connect). Use as a context manager or call close()."""
 
     def __init__(self, coordinators=None, etcd_endpoints=None, cluster=None, name=None,
-                 timeout_ms=0, max_in_flight=0, disable_shm=False):
+                 timeout_ms=0, max_in_flight=0, disable_shm=False, curve_cert=None,
+                 curve_server_key=None):
+        """curve_cert / curve_server_key: this client's zcert file and the deployment's
+        server public key (a file or its Z85 text), for a deployment with
+        security.curve (docs/SECURITY.md); both or neither."""
         if isinstance(coordinators, (list, tuple)):
             coordinators = ",".join(coordinators)
         if isinstance(etcd_endpoints, (list, tuple)):
             etcd_endpoints = ",".join(etcd_endpoints)
         opts = _Options(_b(coordinators), _b(etcd_endpoints), _b(cluster), _b(name),
-                        timeout_ms, max_in_flight, disable_shm)
+                        timeout_ms, max_in_flight, disable_shm, _b(curve_cert),
+                        _b(curve_server_key))
         err = ctypes.create_string_buffer(512)
         self._h = ctypes.c_void_p(_lib.kvt_connect(ctypes.byref(opts), err, len(err)))
         if not self._h:
