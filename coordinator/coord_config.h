@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "bus_endpoint.h"
+#include "bus_fault.h"
 #include "bus_limits.h"
 #include "coord_etcd.h"
 #include "metrics_http.h"
@@ -141,6 +142,9 @@ typedef struct {
      * instance ids unique, "*" at most once, each with at least one limit */
     uint32_t n_quotas;
     coord_quota_config_t quotas[COORD_MAX_QUOTAS];
+
+    /* faults on purpose (issue 12 §6; bus_fault_admin.h): the "faults" section */
+    bus_fault_config_t faults;
 } coord_config_t;
 
 /* The embedded defaults (a JSON document): what a file leaves out is taken from
