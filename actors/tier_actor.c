@@ -93,6 +93,7 @@ static int s_describe(self_t *self, char *why, size_t len)
 {
     tier_describe(self->tier, &self->desc);
     self->epoch = self->desc.epoch;
+    self->verify_reads |= self->desc.verify_reads; /* the backend's option, or the caller's */
     size_t wire = sizeof((kvtier_TierInfo *)0)->shm;
     if (self->desc.access_kind == TIER_ACCESS_SHM && strlen(self->desc.access) >= wire) {
         snprintf(why, len,

@@ -129,7 +129,9 @@ typedef struct {
     /* backends whose reads are not verified by the backend itself (tier_desc_t
      * reads_verified false: host): check each block served by ReadSlots against its
      * header's checksum before it is sent, and refuse a mismatch (INTERNAL). One
-     * pass over the bytes; off by default (those bytes never left memory). */
+     * pass over the bytes; off by default (those bytes never left memory). Also on
+     * when the backend says so (tier_desc_t verify_reads: the host tier's
+     * verify_reads option). */
     bool verify_reads;
     const char *host; /* TierInfo.host; NULL: bus_host_id() */
     /* CopySlots bounds; 0: the TIER_ACTOR_DEFAULT_COPY_* values. copy_max_slots is

@@ -254,7 +254,7 @@ static int s_policy_error(const bus_config_node_t *tn, const char *name, char *e
 /* The keys of a tier entry read here; every other key goes to the backend. */
 static const char *const s_tier_keys[] = {
     "name",           "kind",          "plugin",    "endpoint", "capacity", "policy",
-    "high_watermark", "low_watermark", "slot_size", "metrics",  "verify_reads", NULL};
+    "high_watermark", "low_watermark", "slot_size", "metrics",  NULL};
 
 static bool s_generic_key(const char *key)
 {
@@ -454,8 +454,6 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
     if (rc == 0)
         rc = s_metrics_addr(tn, "metrics", "127.0.0.1:0", t->metrics, sizeof t->metrics, err,
                             errlen);
-    if (rc == 0) /* issue 12 §4: blocks served by the tier actor checked first */
-        rc = bus_config_opt_bool(tn, "verify_reads", false, &t->verify_reads, err, errlen);
     if (rc == 0)
         rc = s_read_backend(tn, c, ops, t, err, errlen);
     return rc;

@@ -61,9 +61,6 @@ typedef struct {
     /* reclaim (DESIGN §6): fractions of capacity, 0 < low < high <= 1. The file
      * takes a number (0.9) or a percent string ("90%"); defaults 0.9 / 0.8. */
     double high_watermark;
-    /* "verify_reads": the tier actor checks each block it serves against its header's
-     * checksum when the backend does not (host); default false (tier_actor.h) */
-    bool verify_reads;
     double low_watermark;
 } coord_tier_config_t;
 

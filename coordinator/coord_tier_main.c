@@ -94,10 +94,7 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
 static int s_start_actor(s_proc_t *p)
 {
     const coord_tier_config_t *t = p->tier;
-    tier_actor_config_t ac = {.tier_id = t->id,
-                              .endpoint = t->endpoint,
-                              .tier = t->backend,
-                              .verify_reads = t->verify_reads};
+    tier_actor_config_t ac = {.tier_id = t->id, .endpoint = t->endpoint, .tier = t->backend};
     coord_proc_block_signals(true);
     p->actor = tier_actor_new(&ac);
     coord_proc_block_signals(false);

@@ -5,8 +5,10 @@
  * - verify_reads off (the default): the client checks each block that arrived
  *   against the checksum the tier sent with it (ReadSlotsReply.checksums) and
  *   fails that key; failed keys == flips injected;
- * - verify_reads on: the tier actor checks the bytes before it sends and refuses
- *   the request (nothing sent); failed requests == flips injected.
+ * - verify_reads on (the host tier's option): the tier actor checks the bytes
+ *   before it sends and refuses the request (nothing sent); failed requests ==
+ *   flips injected; and a same-host client copying out of the segment checks
+ *   each block (the segment's flag), failed keys == flips injected.
  * Every key delivered is byte-exact; a key not delivered has an untouched
  * (zeroed) buffer. */
 #include <inttypes.h>
@@ -61,13 +63,14 @@ static int s_setup_env(void **state, bool verify_reads)
     t_env_t *e = calloc(1, sizeof *e);
     char shm[64];
     snprintf(shm, sizeof shm, "/kvtc-integ-%d", (int)getpid());
-    tier_actor_config_t tc = {
-        .tier_id = 1, .endpoint = "tcp://127.0.0.1:*", .verify_reads = verify_reads};
+    tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
     snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
     snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
     snprintf(tc.tier.path, sizeof tc.tier.path, "%s", shm);
     tc.tier.capacity = T_CAPACITY;
     tc.tier.slot_size = T_SLOT;
+    if (verify_reads) /* the host tier's option, as a deployment file gives it */
+        assert_int_equal(tier_config_set(&tc.tier, "verify_reads", "true"), 0);
     e->tier = tier_actor_new(&tc);
     if (!e->tier)
         return -1;
@@ -198,22 +201,22 @@ typedef struct {
     uint64_t failed_jobs, failed_keys, zeroed, exact, wrong;
 } s_tally_t;
 
-/* T_GETS gets of every key through frames, under the armed fault. */
-static void s_read_all(t_env_t *e, const kvt_key_t *keys, s_tally_t *t)
+/* T_GETS gets of every key through frames (or shared memory), under the armed fault. */
+static void s_read_with(t_env_t *e, kvt_client_t *c, const kvt_key_t *keys, s_tally_t *t)
 {
     kvt_request_t r = {.instance_id = T_INST, .request_id = "reads"};
-    assert_int_equal(kvt_request_begin(e->cf, &r), 0);
+    assert_int_equal(kvt_request_begin(c, &r), 0);
     for (uint32_t g = 0; g < T_GETS; g++) {
         kvt_token_t *tok = NULL;
-        assert_int_equal(kvt_prepare_get(e->cf, T_INST, "reads", keys, T_MAXK, &tok), 0);
+        assert_int_equal(kvt_prepare_get(c, T_INST, "reads", keys, T_MAXK, &tok), 0);
         assert_int_equal(kvt_token_count(tok), T_MAXK);
         for (uint32_t i = 0; i < T_MAXK; i++)
             memset(e->dst[i], 0, T_BLOCK);
         uint64_t job = 100 + g;
-        assert_int_equal(kvt_submit_get(e->cf, job, tok, (void *const *)e->dst, T_BLOCK), 0);
+        assert_int_equal(kvt_submit_get(c, job, tok, (void *const *)e->dst, T_BLOCK), 0);
         kvt_job_result_t res;
-        assert_int_equal(kvt_wait(e->cf, &job, 1, 10000, &res), 0);
-        (void)kvt_complete_get(e->cf, &tok, NULL);
+        assert_int_equal(kvt_wait(c, &job, 1, 10000, &res), 0);
+        (void)kvt_complete_get(c, &tok, NULL);
         t->failed_jobs += res.n_failed > 0;
         t->failed_keys += res.n_failed;
         static const uint8_t zero[T_BLOCK];
@@ -227,7 +230,12 @@ static void s_read_all(t_env_t *e, const kvt_key_t *keys, s_tally_t *t)
         }
     }
     kvt_request_end_info_t info;
-    assert_int_equal(kvt_request_end(e->cf, T_INST, "reads", &info), 0);
+    assert_int_equal(kvt_request_end(c, T_INST, "reads", &info), 0);
+}
+
+static void s_read_all(t_env_t *e, const kvt_key_t *keys, s_tally_t *t)
+{
+    s_read_with(e, e->cf, keys, t);
 }
 
 static void s_arm_flips(void)
@@ -288,12 +296,32 @@ static void flips_are_refused_by_a_tier_that_verifies_reads(void **state)
     assert_int_equal(st.checksum_failures, injected);
 }
 
+static void flips_in_shared_memory_are_caught_when_the_tier_asks(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t keys[T_MAXK];
+    s_store(e, keys);
+    s_arm_flips();
+    s_tally_t t = {0};
+    s_read_with(e, e->c, keys, &t); /* same host: copies out of the segment */
+    uint64_t injected = s_injected();
+    print_message("      %u shared-memory block reads: %" PRIu64 " flips injected, %" PRIu64
+                  " keys failed, %" PRIu64 " wrong\n",
+                  T_GETS * T_MAXK, injected, t.failed_keys, t.wrong);
+    assert_true(injected > 0);
+    assert_int_equal(t.wrong, 0);
+    assert_int_equal(t.failed_keys, injected);
+    assert_int_equal(t.zeroed, injected);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(flips_in_transit_are_caught_by_the_client, s_setup_plain,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(flips_are_refused_by_a_tier_that_verifies_reads,
+                                        s_setup_verify, s_teardown),
+        cmocka_unit_test_setup_teardown(flips_in_shared_memory_are_caught_when_the_tier_asks,
                                         s_setup_verify, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
