@@ -73,7 +73,6 @@
  * no other '/', at most TIER_SEG_SHM_NAME_MAX bytes. 0 or -EINVAL. */
 int tier_seg_name_check(const char *name);
 
-
 typedef struct tier_seg tier_seg_t;
 
 /* Maps the segment `name` read-write and validates it. slot_size / capacity
