@@ -248,8 +248,10 @@ static void s_admin_actor(zsock_t *pipe, void *arg)
     char *out = malloc(BUS_FAULT_ADMIN_MAX);
     while (poller && out) {
         void *which = zpoller_wait(poller, -1);
-        if (which == pipe || !which)
-            break; /* $TERM, or interrupted */
+        if (which == pipe || (!which && zpoller_terminated(poller)))
+            break; /* $TERM, or the process is stopping */
+        if (!which)
+            continue; /* another signal */
         zframe_t *f = zframe_recv(sock);
         if (!f)
             continue;
