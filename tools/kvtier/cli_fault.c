@@ -64,8 +64,15 @@ static char *s_request(int argc, char **argv)
     if (!strcmp(op, "set") && (argc == 3 || argc == 4 || argc == 5)) {
         req = json_pack("{s:s,s:s,s:s,s:s}", "op", "set", "point", argv[1], "action", argv[2],
                         "rate", argc >= 4 ? argv[3] : "always");
+        char *end = NULL;
+        long long seed = argc == 5 ? strtoll(argv[4], &end, 10) : 0;
+        if (argc == 5 && (!*argv[4] || *end || seed < 0)) {
+            fprintf(stderr, "kvtier fault: SEED \"%s\": expected a number >= 0\n", argv[4]);
+            json_decref(req);
+            return NULL;
+        }
         if (req && argc == 5)
-            json_object_set_new(req, "seed", json_integer(strtoll(argv[4], NULL, 10)));
+            json_object_set_new(req, "seed", json_integer(seed));
     } else if (!strcmp(op, "clear") && argc <= 2) {
         req = json_pack("{s:s}", "op", "clear");
         if (req && argc == 2)
@@ -73,6 +80,8 @@ static char *s_request(int argc, char **argv)
     } else if (!strcmp(op, "show") && argc <= 1) {
         req = json_pack("{s:s}", "op", "show");
     } else {
+        fprintf(stderr, "kvtier fault: \"%s\" with %d word(s) after it is not a command\n", op,
+                argc - 1);
         return NULL;
     }
     char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
