@@ -2,7 +2,8 @@
  * bus_fault_admin.h): off by default and then every rule is refused; rules parse
  * from text with messages a person can act on; 1/N and next:K inject what they
  * say and count it; the admin socket is 0600 in a private directory, answers
- * set/clear/show, and a process whose config has faults off has no socket. */
+ * set/clear/show, admits no other uid even with its file modes opened, and a
+ * process whose config has faults off has no socket. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define assert_err_contains(err, needle)                                                           \
@@ -247,6 +249,43 @@ static void test_admin_socket_is_private_and_answers(void **state)
     assert_int_equal(stat(path, &st), -1); /* the socket file goes with the process */
 }
 
+/* The peer-credential filter alone (the file modes opened to everyone on purpose):
+ * a process of another uid connects but gets no answer. Needs root to become
+ * another uid; skipped otherwise. */
+static void test_another_uid_gets_no_answer(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip();
+        return;
+    }
+    bus_fault_config_t fc = {.enabled = true};
+    snprintf(fc.dir, sizeof fc.dir, "%s/uid", s_tmp);
+    zactor_t *admin = NULL;
+    char err[256], path[PATH_MAX + 32];
+    assert_int_equal(bus_fault_start(&fc, "tier-u", &admin, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/tier-u.sock", fc.dir);
+    assert_int_equal(chmod(s_tmp, 0755), 0);
+    assert_int_equal(chmod(fc.dir, 0755), 0);
+    assert_int_equal(chmod(path, 0666), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char out[BUS_FAULT_ADMIN_MAX], why[256];
+        if (setgid(65534) < 0 || setuid(65534) < 0)
+            _exit(3);
+        int rc =
+            bus_fault_admin_call(path, "{\"op\":\"show\"}", 1000, out, sizeof out, why, sizeof why);
+        _exit(rc == -ETIMEDOUT ? 0 : rc == 0 ? 1 : 2);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0); /* 1: it was answered */
+    zactor_destroy(&admin);
+}
+
 static void test_a_shared_directory_is_refused(void **state)
 {
     (void)state;
@@ -291,6 +330,7 @@ int main(void)
         cmocka_unit_test_setup(test_config_section_is_read_and_checked, s_setup),
         cmocka_unit_test_setup(test_faults_off_in_config_means_no_socket, s_setup),
         cmocka_unit_test_setup(test_admin_socket_is_private_and_answers, s_setup),
+        cmocka_unit_test_setup(test_another_uid_gets_no_answer, s_setup),
         cmocka_unit_test_setup(test_a_shared_directory_is_refused, s_setup),
     };
     return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
