@@ -93,6 +93,7 @@ static int s_describe(self_t *self, char *why, size_t len)
 {
     tier_describe(self->tier, &self->desc);
     self->epoch = self->desc.epoch;
+    self->verify_reads |= self->desc.verify_reads; /* the backend's option, or the caller's */
     size_t wire = sizeof((kvtier_TierInfo *)0)->shm;
     if (self->desc.access_kind == TIER_ACCESS_SHM && strlen(self->desc.access) >= wire) {
         snprintf(why, len,
@@ -112,15 +113,17 @@ static int s_alloc_scratch(self_t *self)
     self->rep_mask = calloc(ms, sizeof *self->rep_mask);
     self->payload = calloc(self->max_frames, sizeof *self->payload);
     self->block_size = calloc(ms, sizeof *self->block_size);
+    self->block_sum = calloc(ms, sizeof *self->block_sum);
     self->bufs = calloc(ms, sizeof *self->bufs);
     self->gets = calloc(ms, sizeof *self->gets);
     self->get_iov = calloc(ms, sizeof *self->get_iov);
     self->instances = calloc(self->max_instances, sizeof *self->instances);
     if (!self->arr || !self->rep_sizes || !self->rep_mask || !self->payload || !self->block_size ||
-        !self->bufs || !self->gets || !self->get_iov || !self->instances)
+        !self->block_sum || !self->bufs || !self->gets || !self->get_iov || !self->instances)
         return -1;
     self->rep_arr.sizes = (bus_u64s_t){.v = self->rep_sizes, .cap = self->max_frames};
     self->rep_arr.mask = (bus_bools_t){.v = self->rep_mask, .cap = ms};
+    self->rep_arr.checksums = (bus_u64s_t){.v = self->block_sum, .cap = ms};
     return 0;
 }
 
@@ -139,6 +142,7 @@ static void s_self_destroy(self_t **self_p)
     free(self->rep_mask);
     free(self->payload);
     free(self->block_size);
+    free(self->block_sum);
     free(self->bufs);
     free(self->gets);
     free(self->get_iov);
@@ -156,6 +160,7 @@ static void s_limits(self_t *self, const tier_actor_config_t *cfg)
     uint64_t frames = (uint64_t)self->max_slots * TIER_MAX_IOV;
     self->max_frames = frames < BUS_MAX_ARRAY ? (uint32_t)frames : BUS_MAX_ARRAY;
     self->verify_put = cfg->verify_put;
+    self->verify_reads = cfg->verify_reads;
 }
 
 static int s_bind(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)

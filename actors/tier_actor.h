@@ -126,6 +126,13 @@ typedef struct {
     /* mapped tiers (host): recompute each block's checksum at PutHeader(SERVING) and refuse a
      * mismatch (CONFLICT). Costs one pass over the bytes; off by default. */
     bool verify_put;
+    /* backends whose reads are not verified by the backend itself (tier_desc_t
+     * reads_verified false: host): check each block served by ReadSlots against its
+     * header's checksum before it is sent, and refuse a mismatch (INTERNAL). One
+     * pass over the bytes; off by default (those bytes never left memory). Also on
+     * when the backend says so (tier_desc_t verify_reads: the host tier's
+     * verify_reads option). */
+    bool verify_reads;
     const char *host; /* TierInfo.host; NULL: bus_host_id() */
     /* CopySlots bounds; 0: the TIER_ACTOR_DEFAULT_COPY_* values. copy_max_slots is
      * at most max_slots. copy_timeout_ms bounds a whole copy (every destination
@@ -148,7 +155,7 @@ typedef struct {
     uint64_t slots_deleted; /* DeleteSlots headers emptied */
     uint64_t probes;        /* slots probed */
     uint64_t inventory_pages;
-    uint64_t checksum_failures;  /* nvme reads refused for a bad checksum */
+    uint64_t checksum_failures;  /* reads refused for a bad checksum (nvme, verify_reads, copies) */
     uint64_t capacity;           /* slots */
     uint64_t used_slots;         /* SERVING slots, counted when STATS is asked */
     uint64_t copies;             /* CopySlots accepted (replied once done) */

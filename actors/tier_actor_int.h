@@ -44,6 +44,7 @@ typedef struct tier_actor_self {
     uint64_t max_bytes;
     uint32_t max_frames; /* reply frames: min(max_slots * TIER_MAX_IOV, BUS_MAX_ARRAY) */
     bool verify_put;
+    bool verify_reads;
 
     /* per-request scratch, sized from the bounds */
     bus_request_t req;
@@ -54,6 +55,7 @@ typedef struct tier_actor_self {
     kvtier_Envelope rep;
     bus_payload_t *payload;   /* max_frames */
     uint64_t *block_size;     /* max_slots: bytes per slot of the current request */
+    uint64_t *block_sum;      /* max_slots: its header's checksum (ReadSlots replies carry it) */
     tier_actor_rbuf_t **bufs; /* max_slots */
     tier_io_t *gets;          /* max_slots */
     struct iovec *get_iov;    /* max_slots */

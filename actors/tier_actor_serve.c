@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus_fault.h"
 #include "bus_log.h"
 #include "tier_actor_int.h"
 #include "tier_checksum.h"
@@ -297,6 +298,7 @@ static int s_read_slot_check(self_t *self, uint32_t i, uint32_t segs, kvtier_Sta
                                    slot, h.size, sum);
     }
     self->block_size[i] = h.size;
+    self->block_sum[i] = h.checksum;
     return 0;
 }
 
@@ -323,25 +325,93 @@ static uint64_t s_frame_len(self_t *self, uint32_t i, uint32_t s, uint32_t segs)
     return self->arr->sizes.n ? self->arr->sizes.v[i * segs + s] : self->block_size[i];
 }
 
+/* Faults on purpose at host.read (bus_fault.h): a delay, or one bit of the bytes
+ * served inverted, in a copy (the block in memory stays as it is). 0 with *base
+ * the bytes to serve (*copy set when they are a copy), or -ENOMEM. */
+static int s_read_fault(uint8_t **base, uint64_t len, tier_actor_rbuf_t **copy)
+{
+    bus_fault_hit_t hit;
+    *copy = NULL;
+    if (!bus_fault_fire(BUS_FAULT_HOST_READ, &hit))
+        return 0;
+    if (hit.action == BUS_FAULT_DELAY) {
+        zclock_sleep((int)hit.ms);
+        return 0;
+    }
+    if (hit.action != BUS_FAULT_FLIP || len == 0)
+        return 0;
+    *copy = tier_actor_rbuf_new(len);
+    if (!*copy)
+        return -ENOMEM;
+    memcpy((*copy)->data, *base, len);
+    uint64_t bit = (hit.n - 1) % (len * 8);
+    (*copy)->data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    *base = (*copy)->data;
+    return 0;
+}
+
 /* Mapped tiers (tier_slot_data, the host tier): frames point into the mapping and
  * are copied into ZeroMQ messages when the reply is sent, still inside this handler
  * (free_fn NULL), so a later rewrite of the slot cannot change bytes already
  * replied. */
-static uint32_t s_read_mapped(self_t *self, uint32_t segs)
+static int s_read_mapped(self_t *self, uint32_t segs, uint32_t *nframes, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     uint32_t f = 0;
     for (uint32_t i = 0; i < a->slots.n; i++) {
         uint8_t *base = tier_slot_data(self->tier, a->slots.v[i]);
+        tier_actor_rbuf_t *copy = NULL;
+        if (s_read_fault(&base, self->block_size[i], &copy) < 0) {
+            *nframes = f;
+            return tier_actor_fail(self, st, S_INTERNAL,
+                                   "out of memory for a %" PRIu64 " byte block",
+                                   self->block_size[i]);
+        }
+        if (copy)
+            copy->refs = (int)segs;
         uint64_t off = 0;
         for (uint32_t s = 0; s < segs; s++, f++) {
             uint64_t len = s_frame_len(self, i, s, segs);
-            self->payload[f] = (bus_payload_t){.data = base + off, .size = len};
+            self->payload[f] = (bus_payload_t){.data = base + off,
+                                               .size = len,
+                                               .free_fn = copy ? tier_actor_rbuf_unref : NULL,
+                                               .hint = copy};
             self->rep_sizes[f] = len;
             off += len;
         }
     }
-    return f;
+    *nframes = f;
+    return 0;
+}
+
+/* Hands back the buffers of frames that will not be sent. */
+static void s_payload_release(self_t *self, uint32_t nframes)
+{
+    for (uint32_t f = 0; f < nframes; f++)
+        if (self->payload[f].free_fn)
+            self->payload[f].free_fn((void *)self->payload[f].data, self->payload[f].hint);
+}
+
+/* verify_reads, for a backend that does not verify its own reads: the frames of
+ * each slot hash to its header's checksum (0: none known), else nothing is sent. */
+static int s_read_verify(self_t *self, uint32_t segs, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    struct iovec iov[TIER_MAX_IOV];
+    for (uint32_t i = 0; i < a->slots.n; i++) {
+        for (uint32_t s = 0; s < segs; s++)
+            iov[s] = (struct iovec){(void *)self->payload[i * segs + s].data,
+                                    self->payload[i * segs + s].size};
+        uint64_t sum = tier_checksum(iov, (int)segs);
+        if (self->block_sum[i] == 0 || sum == self->block_sum[i])
+            continue;
+        self->stats.checksum_failures++;
+        return tier_actor_fail(self, st, S_INTERNAL,
+                               "slot %" PRIu64 " failed its checksum on read (header %016" PRIx64
+                               ", bytes %016" PRIx64 "): nothing was sent",
+                               a->slots.v[i], self->block_sum[i], sum);
+    }
+    return 0;
 }
 
 void tier_actor_rbuf_unref(void *data, void *hint)
@@ -449,16 +519,25 @@ static void s_on_read(self_t *self, bus_request_t *req)
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_read_slots_rep_tag, self->name);
     int rc = s_read_check(self, r, &st);
     if (rc == 0 && self->arr->slots.n && tier_slot_data(self->tier, self->arr->slots.v[0]))
-        nframes = s_read_mapped(self, segs);
+        rc = s_read_mapped(self, segs, &nframes, &st);
     else if (rc == 0)
         rc = s_read_copied(self, segs, &nframes, &st);
+    if (rc == 0 && self->verify_reads && !self->desc.reads_verified)
+        rc = s_read_verify(self, segs, &st);
+    if (rc < 0) {
+        s_payload_release(self, nframes);
+        nframes = 0;
+    }
     if (rc == 0) {
         self->stats.slots_read += self->arr->slots.n;
         for (uint32_t i = 0; i < self->arr->slots.n; i++)
             self->stats.bytes_read += self->block_size[i];
     }
     self->rep_arr.sizes.n = nframes;
+    /* each block's checksum: the receiver verifies the bytes it got (§4 of issue 12) */
+    self->rep_arr.checksums.n = rc == 0 && r->checksums ? self->arr->slots.n : 0;
     s_reply(self, req, &self->rep_arr, self->payload, nframes, &st);
+    self->rep_arr.checksums.n = 0;
 }
 
 /* ---- PutHeader ---- */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "bus_fault.h"
 #include "bus_log.h"
 
 #define S_SLOT_BITS 24
@@ -22,6 +23,9 @@
 #define S_DRAIN_MAX 4096
 /* Warnings about bad replies: the first few, then every 1000th. */
 #define S_WARN_FIRST 16
+/* Replies held back by a bus.client.reply late fault (bus_fault.h); when full, the
+ * next one is delivered on time. */
+#define S_HELD_MAX 16
 
 typedef struct {
     uint64_t corr_id; /* 0: slot free */
@@ -48,6 +52,9 @@ struct bus_client {
     kvtier_Envelope reply;        /* decoded reply, valid during its callback */
     bus_client_notice_fn *notice; /* unsolicited messages (corr_id 0); NULL: dropped */
     void *notice_arg;
+    zmsg_t *held[S_HELD_MAX]; /* late replies (faults on purpose), oldest first */
+    int64_t held_until[S_HELD_MAX];
+    uint32_t nheld;
 };
 
 bus_client_t *bus_client_new(const char *endpoint, const bus_client_config_t *cfg)
@@ -101,6 +108,8 @@ void bus_client_destroy(bus_client_t **self_p)
     if (!self_p || !*self_p)
         return;
     bus_client_t *self = *self_p;
+    for (uint32_t i = 0; i < self->nheld; i++)
+        zmsg_destroy(&self->held[i]);
     zsock_destroy(&self->sock);
     free(self->pending);
     free(self->free_slots);
@@ -286,14 +295,48 @@ static int s_handle_reply(bus_client_t *self, zmsg_t *msg)
     return 1;
 }
 
-static int s_drain(bus_client_t *self)
+/* Faults on purpose (bus_fault.h): a reply lost, or held back to arrive late
+ * (after its request timed out and was maybe retried under a new corr_id).
+ * True when msg was taken. */
+static bool s_fault_reply(bus_client_t *self, zmsg_t *msg)
+{
+    bus_fault_hit_t hit;
+    if (!bus_fault_fire(BUS_FAULT_CLIENT_REPLY, &hit))
+        return false;
+    if (hit.action == BUS_FAULT_LATE && self->nheld < S_HELD_MAX) {
+        self->held_until[self->nheld] = zclock_mono() + hit.ms;
+        self->held[self->nheld++] = msg;
+        return true;
+    }
+    if (hit.action != BUS_FAULT_DROP)
+        return false;
+    zmsg_destroy(&msg);
+    return true;
+}
+
+/* Delivers the held replies whose time has come. */
+static int s_release_held(bus_client_t *self, int64_t now)
 {
     int done = 0;
+    while (self->nheld && self->held_until[0] <= now) {
+        zmsg_t *msg = self->held[0];
+        self->nheld--;
+        memmove(self->held, self->held + 1, self->nheld * sizeof self->held[0]);
+        memmove(self->held_until, self->held_until + 1, self->nheld * sizeof self->held_until[0]);
+        done += s_handle_reply(self, msg);
+    }
+    return done;
+}
+
+static int s_drain(bus_client_t *self)
+{
+    int done = self->nheld ? s_release_held(self, zclock_mono()) : 0;
     for (int i = 0; i < S_DRAIN_MAX; i++) {
         zmsg_t *msg = zmsg_recv(self->sock);
         if (!msg)
             break;
-        done += s_handle_reply(self, msg);
+        if (!s_fault_reply(self, msg))
+            done += s_handle_reply(self, msg);
     }
     return done;
 }
@@ -324,12 +367,13 @@ static int s_expire(bus_client_t *self, int64_t now)
 
 int64_t bus_client_next_timeout_ms(bus_client_t *self)
 {
-    if (self->nfree == self->cap)
+    int64_t due = self->nfree == self->cap ? INT64_MAX : self->earliest;
+    if (self->nheld && self->held_until[0] < due)
+        due = self->held_until[0];
+    if (due == INT64_MAX)
         return -1;
     int64_t now = zclock_mono();
-    if (self->earliest == INT64_MAX)
-        return -1;
-    return self->earliest > now ? self->earliest - now : 0;
+    return due > now ? due - now : 0;
 }
 
 int bus_client_dispatch(bus_client_t *self, int wait_ms)
@@ -354,6 +398,8 @@ int bus_client_dispatch(bus_client_t *self, int wait_ms)
             return 0;
         if (self->earliest != INT64_MAX && self->earliest - now < until)
             until = self->earliest > now ? self->earliest - now : 0;
+        if (self->nheld && self->held_until[0] - now < until)
+            until = self->held_until[0] > now ? self->held_until[0] - now : 0;
         zmq_pollitem_t item = {zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0};
         long timeout = until > INT_MAX ? -1 : (long)until;
         if (zmq_poll(&item, 1, timeout) < 0) {

@@ -12,6 +12,7 @@
 #include <zmq.h>
 
 #include "bus_curve.h"
+#include "bus_fault.h"
 #include "bus_log.h"
 #include "bus_owner.h"
 
@@ -105,6 +106,18 @@ int bus_server_reply(bus_server_t *self, const zframe_t *routing_id, kvtier_Enve
         st = &scratch;
     if (rep->sender[0] == '\0')
         snprintf(rep->sender, sizeof rep->sender, "%s", self->name);
+    bus_fault_hit_t hit; /* faults on purpose: a lost or slow reply (bus_fault.h) */
+    if (bus_fault_fire(BUS_FAULT_SERVER_REPLY, &hit)) {
+        if (hit.action == BUS_FAULT_DELAY) {
+            zclock_sleep((int)hit.ms);
+        } else {
+            for (uint32_t i = 0; i < npayload; i++)
+                if (payload[i].free_fn)
+                    payload[i].free_fn((void *)payload[i].data, payload[i].hint);
+            self->stats.replies++; /* as far as the handler knows, it went */
+            return 0;
+        }
+    }
     int rc = bus_msg_send(self->sock, routing_id, rep, arr, payload, npayload, st);
     if (rc < 0) {
         self->stats.send_failures++;

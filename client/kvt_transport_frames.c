@@ -70,6 +70,7 @@ struct s_frames {
     uint8_t keys[S_CHUNK_SLOTS][BUS_KEY_LEN];
     bus_payload_t payload[S_CHUNK_SLOTS];
     uint64_t rep_sizes[S_CHUNK_SLOTS];
+    uint64_t rep_sums[S_CHUNK_SLOTS]; /* ReadSlots: each block's checksum, 0 = unknown */
     bool rep_mask[S_CHUNK_SLOTS];
     bus_arrays_t rep_arr;
 };
@@ -96,6 +97,7 @@ static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
         fs->fjobs[i] = (s_fjob_t){.fs = fs, .job = &jobs[i]};
     fs->rep_arr.sizes = (bus_u64s_t){.v = fs->rep_sizes, .cap = S_CHUNK_SLOTS};
     fs->rep_arr.mask = (bus_bools_t){.v = fs->rep_mask, .cap = S_CHUNK_SLOTS};
+    fs->rep_arr.checksums = (bus_u64s_t){.v = fs->rep_sums, .cap = S_CHUNK_SLOTS};
     return fs;
 }
 
@@ -189,6 +191,29 @@ static void s_chunk_fail(s_chunk_t *ch, int code, const char *msg)
     s_chunk_end(ch);
 }
 
+/* A block that came over the network is the tier's, bit for bit: its bytes hash to
+ * the checksum the tier sent with them (from the slot header); else it is never
+ * delivered (the buffer is zeroed) and the key fails with INTERNAL. */
+static bool s_arrived_intact(s_frames_t *fs, kvti_job_t *j, const s_chunk_t *ch, uint32_t k,
+                             uint32_t i, uint32_t size)
+{
+    if (fs->rep_arr.checksums.n != ch->count || fs->rep_sums[k] == 0)
+        return true; /* a tier actor that sends none: nothing to check against */
+    struct iovec iov = {.iov_base = j->bufs[i], .iov_len = size};
+    uint64_t sum = tier_checksum(&iov, 1);
+    if (sum == fs->rep_sums[k])
+        return true;
+    memset(j->bufs[i], 0, size);
+    char hex[2 * KVT_KEY_BYTES + 1];
+    for (int b = 0; b < KVT_KEY_BYTES; b++)
+        snprintf(hex + 2 * b, 3, "%02x", j->tok->keys[i].b[b]);
+    kvti_job_error(j, KVT_INTERNAL,
+                   "block %s from tier %u failed its checksum in transit (got %016" PRIx64
+                   ", the tier's %016" PRIx64 "): not delivered",
+                   hex, j->tok->view.tiers[ch->tier].tier_id, sum, fs->rep_sums[k]);
+    return false;
+}
+
 static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
 {
     s_fjob_t *fj = ch->fj;
@@ -234,7 +259,7 @@ static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
             continue;
         }
         memcpy(j->bufs[i], zframe_data(f), e.size);
-        tok->ok[i] = true;
+        tok->ok[i] = s_arrived_intact(fs, j, ch, k, i, e.size);
     }
 }
 
@@ -320,6 +345,7 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
         rd->tier_id = t->tier_id;
         rd->epoch = t->epoch;
         rd->segments = 1;
+        rd->checksums = true; /* each block's checksum comes back: verified on arrival */
         arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
         arr.keys = (bus_keys_t){.keys = fs->keys, .n = ch->count, .cap = S_CHUNK_SLOTS};
     }

@@ -18,8 +18,10 @@
 #include <sys/mman.h>
 #include <xxhash.h>
 
+#include "bus_fault.h"
 #include "bus_log.h"
 #include "kvt_transport.h"
+#include "tier_checksum.h"
 #include "tier_seg.h"
 
 #define S_MAX_ATTACH (2 * BUS_TOKEN_MAX_TIERS) /* > one token's tiers: see s_attach */
@@ -234,6 +236,19 @@ static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
     return 0;
 }
 
+/* Faults on purpose at host.read (bus_fault.h), for tests in this process: one
+ * bit of the copied bytes inverted. True when it fired (the copy is then checked
+ * whatever the tier asks, so a flip is never delivered). */
+static bool s_fault_flip(uint8_t *buf, uint32_t size)
+{
+    bus_fault_hit_t hit;
+    if (!bus_fault_fire(BUS_FAULT_HOST_READ, &hit) || hit.action != BUS_FAULT_FLIP || !size)
+        return false;
+    uint64_t bit = (hit.n - 1) % ((uint64_t)size * 8);
+    buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    return true;
+}
+
 static bool s_header_matches(tier_seg_t *seg, uint64_t slot, const kvt_key_t *key, uint32_t size,
                              tier_slot_header_t *h)
 {
@@ -256,6 +271,19 @@ static int s_get_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_e
         return -1;
     }
     memcpy(j->bufs[i], src, e->size);
+    if (s_fault_flip(j->bufs[i], e->size) || tier_seg_verify_reads(seg)) {
+        /* the tier asks same-host readers to check what they copied (issue 12 §4) */
+        struct iovec v = {.iov_base = j->bufs[i], .iov_len = e->size};
+        uint64_t sum = tier_checksum(&v, 1);
+        if (h.checksum && sum != h.checksum) {
+            memset(j->bufs[i], 0, e->size);
+            kvti_job_error(j, KVT_INTERNAL,
+                           "tier %u: slot %" PRIu64 " failed its checksum in shared memory "
+                           "(bytes %016" PRIx64 ", header %016" PRIx64 "): not delivered",
+                           t->tier_id, e->slot, sum, h.checksum);
+            return -1;
+        }
+    }
     /* A pinned slot cannot change; checking again costs little and means a broken
      * pin shows up as a failed key, never as wrong bytes. */
     if (!s_header_matches(seg, e->slot, key, e->size, &h)) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bus_config.h"
+#include "bus_fault_admin.h"
 #include "bus_limits.h"
 #include "events_vllm.h"
 #include "metrics_http.h"
@@ -899,7 +900,7 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
 {
     static const char *const keys[] = {"cluster", "etcd",    "coordinator", "tiers",
                                        "chains",  "gc",      "reclaimer",   "quotas",
-                                       "events",  "metrics", "optimizer",   "security",
+                                       "events",  "metrics", "optimizer",   "security", "faults",
                                        NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
@@ -927,6 +928,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_optimizer(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_security(root, c, err, errlen);
+    if (rc == 0) /* faults.*: issue 12 §6, bus_fault_admin.h */
+        rc = bus_fault_config_read(root, &c->faults, err, errlen);
     return rc;
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "bus_endpoint.h"
+#include "bus_fault.h"
 #include "bus_limits.h"
 #include "coord_etcd.h"
 #include "metrics_http.h"
@@ -171,6 +172,8 @@ typedef struct {
 
     /* "security" (docs/SECURITY.md) */
     coord_curve_config_t curve; /* "security.curve"; off when absent */
+    /* faults on purpose (issue 12 §6; bus_fault_admin.h): the "faults" section */
+    bus_fault_config_t faults;
 } coord_config_t;
 
 /* The embedded defaults (a JSON document, itself the default deployment: one host

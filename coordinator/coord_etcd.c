@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bus_fault.h"
 #include "coord_base64.h"
 #include "coord_etcd_json.h"
 
@@ -332,6 +333,28 @@ static int s_attempt(coord_etcd_t *e, const char *ep, const char *path, const ch
     return e->resp ? 0 : -ENOMEM;
 }
 
+/* Faults on purpose at etcd.request (bus_fault.h): 0 to go on (after a delay),
+ * or the injected failure, as a real one would read (with "injected" in it). */
+static int s_fault(coord_etcd_t *e, const char *path)
+{
+    bus_fault_hit_t hit;
+    if (!bus_fault_fire(BUS_FAULT_ETCD_REQUEST, &hit))
+        return 0;
+    uint32_t ms = hit.ms && hit.ms < (uint32_t)e->timeout_ms ? hit.ms : (uint32_t)e->timeout_ms;
+    if (hit.action == BUS_FAULT_DELAY || hit.action == BUS_FAULT_TIMEOUT) {
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+    if (hit.action == BUS_FAULT_TIMEOUT)
+        return s_fail(e, -ETIMEDOUT, "etcd %s: %s: timed out after %u ms (injected fault)",
+                      e->endpoints[e->cur], path, ms);
+    if (hit.action == BUS_FAULT_ERROR)
+        return s_fail(e, -hit.err, "etcd %s: %s: %s (injected fault)", e->endpoints[e->cur], path,
+                      strerror(hit.err));
+    return 0;
+}
+
 /* POSTs body to /v3/<path>, trying endpoints from the current one on connection
  * failures, within the handle's timeout. On success *root is the answer (a JSON
  * object without an "error" member); the caller owns it. */
@@ -339,6 +362,9 @@ static int s_call(coord_etcd_t *e, const char *path, json_t *req, json_t **root)
 {
     *root = NULL;
     e->err[0] = '\0';
+    int frc = s_fault(e, path);
+    if (frc < 0)
+        return frc;
     char *body = json_dumps(req, JSON_COMPACT);
     if (!body)
         return s_fail(e, -ENOMEM, "etcd %s: out of memory", path);

@@ -21,6 +21,7 @@
 
 #include "bus_curve.h"
 #include "bus_events.h"
+#include "bus_fault_admin.h"
 #include "bus_log.h"
 #include "coord_config.h"
 #include "coord_curve.h"
@@ -76,6 +77,7 @@ typedef struct {
     bool acl_on; /* security.curve.instances, resolved at start (coord_curve.h) */
     uint32_t n_acl;
     sched_acl_entry_t acl[SCHED_ACL_MAX];
+    zactor_t *faults; /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
 } s_proc_t;
 
 static void s_usage(FILE *out)
@@ -643,6 +645,7 @@ static void s_stop(s_proc_t *p)
     coord_membership_destroy(&p->membership);
     coord_metrics_feed_destroy(&p->metrics_feed);
     zactor_destroy(&p->metrics);
+    zactor_destroy(&p->faults);
 }
 
 /* security.curve (coord_curve.h): CURVE on with this coordinator's pair (--cert,
@@ -676,6 +679,12 @@ int coord_main(int argc, char **argv)
         goto out;
     zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
     rc = COORD_EXIT_FAIL;
+    char ferr[BUS_CONFIG_ERR_MAX];
+    if (bus_fault_start(&p->cfg.faults, name ? name : "coordinator", &p->faults, ferr,
+                        sizeof ferr) < 0) {
+        fprintf(stderr, "kvtier coordinator: %s\n", ferr);
+        goto out_stop;
+    }
     if (s_start_actors(p) < 0)
         goto out_stop;
     bus_info(S_COMP, "%s: cluster %s, meta endpoint %s, etcd %s%s", p->name, p->cfg.cluster,

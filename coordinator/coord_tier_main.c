@@ -19,6 +19,7 @@
 #include <czmq.h>
 
 #include "bus_curve.h"
+#include "bus_fault_admin.h"
 #include "bus_host.h"
 #include "bus_log.h"
 #include "coord_config.h"
@@ -36,6 +37,7 @@ typedef struct {
     coord_config_t cfg;
     const coord_tier_config_t *tier;
     zactor_t *actor;
+    zactor_t *faults;  /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
     zactor_t *metrics; /* HTTP /metrics, /readyz (issue 10); NULL: tiers[i].metrics "" */
     char metrics_addr[METRICS_HTTP_ADDR_MAX];
     int64_t next_stats_ms; /* next tier actor stats handed to it */
@@ -277,6 +279,12 @@ int coord_tier_main(int argc, char **argv)
     }
     zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
     rc = COORD_EXIT_FAIL;
+    char fname[BUS_FAULT_NAME_MAX], ferr[BUS_CONFIG_ERR_MAX];
+    snprintf(fname, sizeof fname, "tier-%s", name); /* deploy/supervise's name for it */
+    if (bus_fault_start(&p->cfg.faults, fname, &p->faults, ferr, sizeof ferr) < 0) {
+        fprintf(stderr, "kvtier tier: %s\n", ferr);
+        goto out_stop;
+    }
     const char *eps[COORD_ETCD_MAX_ENDPOINTS];
     for (uint32_t i = 0; i < p->cfg.n_etcd; i++)
         eps[i] = p->cfg.etcd[i];
@@ -313,6 +321,7 @@ out_stop:
     zactor_destroy(&p->metrics);
     zactor_destroy(&p->actor);
     coord_etcd_destroy(&p->etcd);
+    zactor_destroy(&p->faults);
 out:
     bus_curve_stop();
     free(p);

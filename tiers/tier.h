@@ -99,6 +99,10 @@ typedef struct tier_desc {
     /* reads check the bytes against the header's checksum themselves (and refuse
      * a mismatch, -EBADMSG): a caller need not hash them again */
     bool reads_verified;
+    /* the tier is configured to have its reads checked (a backend option: host
+     * verify_reads): where reads_verified is false, the tier actor checks each block
+     * it serves, and same-host readers check what they copy (tier_seg.h) */
+    bool verify_reads;
 } tier_desc_t;
 
 struct tier;

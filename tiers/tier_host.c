@@ -142,7 +142,8 @@ static int s_prefault(tier_seg_t *seg, int fd)
     return 0;
 }
 
-static void s_super_init(tier_seg_t *seg, const tier_config_t *cfg, const struct tier_seg_layout *l)
+static void s_super_init(tier_seg_t *seg, const tier_config_t *cfg, const struct tier_seg_layout *l,
+                         bool verify_reads)
 {
     struct tier_seg_super *sb = seg->sb;
     sb->version = TIER_SEG_VERSION;
@@ -156,14 +157,16 @@ static void s_super_init(tier_seg_t *seg, const tier_config_t *cfg, const struct
     sb->epoch = seg->epoch;
     sb->owner_pid = (uint32_t)getpid();
     snprintf(sb->name, sizeof sb->name, "%s", cfg->name);
+    sb->flags = verify_reads ? TIER_SEG_FLAG_VERIFY_READS : 0;
     __atomic_store_n(&sb->live, 1u, __ATOMIC_RELAXED);
     __atomic_store_n(&sb->magic, TIER_SEG_MAGIC, __ATOMIC_RELEASE);
 }
 
-static const char *const s_option_keys[] = {"prefault", NULL};
+static const char *const s_option_keys[] = {"prefault", "verify_reads", NULL};
 
 /* The shm name defaults to "/" + scope; prefault (touch every page at open)
- * defaults to on. */
+ * defaults to on; verify_reads (check each block read against its checksum,
+ * issue 12 §4) to off: those bytes never left memory. */
 static int s_configure(tier_config_t *cfg, char *err, size_t errlen)
 {
     bool prefault;
@@ -175,7 +178,10 @@ static int s_configure(tier_config_t *cfg, char *err, size_t errlen)
                  (int)sizeof cfg->path - 1, cfg->path, TIER_SEG_SHM_NAME_MAX - 1);
         return -EINVAL;
     }
+    bool verify;
     int rc = tier_option_bool(cfg, "prefault", true, &prefault, err, errlen);
+    if (rc == 0)
+        rc = tier_option_bool(cfg, "verify_reads", false, &verify, err, errlen);
     if (rc == 0 && !tier_config_get(cfg, "prefault"))
         rc = tier_config_set(cfg, "prefault", "true"); /* the default, written down */
     return rc;
@@ -184,8 +190,9 @@ static int s_configure(tier_config_t *cfg, char *err, size_t errlen)
 static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
 {
     struct tier_seg_layout l;
-    bool prefault = true;
+    bool prefault = true, verify = false;
     (void)tier_option_bool(cfg, "prefault", true, &prefault, err, errlen);
+    (void)tier_option_bool(cfg, "verify_reads", false, &verify, err, errlen);
     int rc = tier_seg_layout(cfg->capacity, cfg->slot_size, &l);
     if (rc < 0)
         return rc;
@@ -219,7 +226,7 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
     tier_seg_bind(seg, base, (size_t)l.total, &l, cfg->capacity, cfg->slot_size);
     if (prefault && (rc = s_prefault(seg, seg->fd)) < 0)
         goto out_unmap;
-    s_super_init(seg, cfg, &l);
+    s_super_init(seg, cfg, &l, verify);
     t->priv = seg;
     return 0;
 
@@ -329,8 +336,10 @@ static int s_describe(tier_t *t, tier_desc_t *out)
     out->epoch = seg->epoch;
     out->access_kind = TIER_ACCESS_SHM;
     snprintf(out->access, sizeof out->access, "%s", seg->name);
-    snprintf(out->detail, sizeof out->detail, "shm segment of %zu bytes%s", seg->len,
-             seg->prefault_ns ? ", pre-faulted" : "");
+    snprintf(out->detail, sizeof out->detail, "shm segment of %zu bytes%s%s", seg->len,
+             seg->prefault_ns ? ", pre-faulted" : "",
+             tier_seg_verify_reads(seg) ? ", reads verified" : "");
+    out->verify_reads = tier_seg_verify_reads(seg);
     return 0;
 }
 

@@ -4,9 +4,12 @@
  * the tier_uring engine in bounded groups of blocks, with one bounce buffer
  * and one header buffer per queue slot, so nothing is allocated per op.
  * Never serves bytes it has not verified against the header's checksum, and
- * never formats a file it did not create unless told to. */
+ * never formats a file it did not create unless told to. Fault points
+ * (bus_fault.h): nvme.write, nvme.read (a flip lands before the check) and
+ * nvme.fsync, each acted on where the engine reports the op done. */
 #include "tier_nvme.h"
 
+#include "bus_fault.h"
 #include "tier_checksum.h"
 
 #include <assert.h>
@@ -93,10 +96,11 @@ struct s_blk {
     int n;
     uint64_t len;
     bool direct;
-    bool hdone;   /* header run: its record reached the file */
-    bool summed;  /* write: h.checksum computed; read: bytes verified */
-    bool bad;     /* read: checksum mismatch, to be dropped after the run */
-    uint64_t got; /* data bytes completed */
+    bool hdone;    /* header run: its record reached the file */
+    bool summed;   /* write: h.checksum computed; read: bytes verified */
+    bool bad;      /* read: checksum mismatch, to be dropped after the run */
+    uint64_t flip; /* read: a fault flips bit (flip - 1) mod 8*len before the check */
+    uint64_t got;  /* data bytes completed */
     int rc;
     tier_slot_header_t h; /* the header to persist (header runs) */
 };
@@ -299,9 +303,76 @@ static void s_set_hdr(s_nvme_t *nv, uint64_t slot, const tier_slot_header_t *h)
         nv->st.serving++;
 }
 
+/* ---- faults on purpose (bus_fault.h; docs/RELIABILITY.md "Faults") ---------- */
+
+/* Inverts one bit of the bytes read: the check that follows must catch it. */
+static void s_flip_bit(const struct iovec *v, int k, uint64_t bit)
+{
+    uint64_t byte = bit / 8;
+    for (int j = 0; j < k; j++) {
+        if (byte < v[j].iov_len) {
+            ((uint8_t *)v[j].iov_base)[byte] ^= (uint8_t)(1u << (bit % 8));
+            return;
+        }
+        byte -= v[j].iov_len;
+    }
+}
+
+static void s_fault_sleep(uint32_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* The result of a completed op as the faults armed at its points make it: an
+ * error in place of success, a delay (a slow disk), a read cut short (*short_by
+ * bytes missing) or flipped (*flip: which injection). Off: one branch each. */
+static int s_fault_io(const tier_uring_op_t *op, uint32_t *short_by, uint64_t *flip)
+{
+    bus_fault_hit_t hit;
+    int res = op->res;
+    if (res < 0)
+        return res;
+    if (op->dsync && bus_fault_fire(BUS_FAULT_NVME_FSYNC, &hit)) {
+        if (hit.action == BUS_FAULT_DELAY)
+            s_fault_sleep(hit.ms);
+        else
+            return -hit.err;
+    }
+    if (!bus_fault_fire(op->write ? BUS_FAULT_NVME_WRITE : BUS_FAULT_NVME_READ, &hit))
+        return res;
+    switch (hit.action) {
+    case BUS_FAULT_ERROR:
+        return -hit.err;
+    case BUS_FAULT_DELAY:
+        s_fault_sleep(hit.ms);
+        break;
+    case BUS_FAULT_SHORT:
+        *short_by = op->len - op->len / 2;
+        break;
+    case BUS_FAULT_FLIP:
+        *flip = hit.n;
+        break;
+    default:
+        break;
+    }
+    return res;
+}
+
 static int s_barrier(s_nvme_t *nv)
 {
-    return nv->opts.sync == TIER_NVME_SYNC_FDATASYNC ? tier_uring_datasync(nv->io) : 0;
+    if (nv->opts.sync != TIER_NVME_SYNC_FDATASYNC)
+        return 0;
+    bus_fault_hit_t hit;
+    if (bus_fault_fire(BUS_FAULT_NVME_FSYNC, &hit)) {
+        if (hit.action == BUS_FAULT_ERROR) {
+            nv->st.io_errors++;
+            return -hit.err;
+        }
+        s_fault_sleep(hit.ms);
+    }
+    return tier_uring_datasync(nv->io);
 }
 
 /* ---- data transfers -------------------------------------------------------- */
@@ -313,6 +384,8 @@ static void s_verify_blk(s_nvme_t *nv, struct s_blk *b)
     struct iovec v[TIER_MAX_IOV] = {{0}};
     int k = s_iov_trim(b->iov, b->n, b->len, v);
     b->summed = true;
+    if (b->flip && b->len)
+        s_flip_bit(v, k, (b->flip - 1) % (b->len * 8));
     b->h.checksum = tier_checksum(v, k);
     if (b->h.checksum == nv->slots[b->slot].h.checksum)
         return;
@@ -374,15 +447,20 @@ static void s_data_done(void *arg, unsigned tag, const tier_uring_op_t *op)
     s_nvme_t *nv = arg;
     const struct s_tagrec *tr = &nv->tags[tag];
     struct s_blk *b = &nv->xb[tr->bi];
-    if (op->res < 0) {
+    uint32_t short_by = 0;
+    int res = s_fault_io(op, &short_by, &b->flip);
+    if (res < 0) {
         nv->st.io_errors++;
         if (b->rc == 0)
-            b->rc = op->res;
+            b->rc = res;
         return;
     }
+    uint32_t len = short_by < tr->len ? tr->len - short_by : 0;
     if (!nv->xwrite && tr->bounce)
-        s_scatter(b->iov, b->n, tr->pos, s_bounce(nv, tag), tr->len);
-    b->got += tr->len;
+        s_scatter(b->iov, b->n, tr->pos, s_bounce(nv, tag), len);
+    if (short_by)
+        nv->st.short_reads++;
+    b->got += len;
     if (!nv->xwrite && b->got == b->len && b->rc == 0)
         s_verify_blk(nv, b); /* overlaps the I/O still in flight */
 }
@@ -462,9 +540,12 @@ static void s_hdr_done(void *arg, unsigned tag, const tier_uring_op_t *op)
 {
     s_nvme_t *nv = arg;
     struct s_blk *b = &nv->xb[nv->tags[tag].bi];
-    if (op->res < 0) {
+    uint32_t short_by = 0;
+    uint64_t flip = 0;
+    int res = s_fault_io(op, &short_by, &flip);
+    if (res < 0) {
         nv->st.io_errors++;
-        b->rc = op->res;
+        b->rc = res;
         return;
     }
     nv->st.headers++;
@@ -1663,6 +1744,7 @@ static void s_op_counters(tier_t *t, tier_counter_fn fn, void *arg)
     fn(arg, "torn_headers", st->torn_headers);
     fn(arg, "dropped_slots", st->dropped_slots);
     fn(arg, "io_errors", st->io_errors);
+    fn(arg, "short_reads", st->short_reads);
     fn(arg, "recovered", st->recovered);
     fn(arg, "serving", st->serving);
 }

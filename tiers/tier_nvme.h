@@ -141,6 +141,7 @@ typedef struct tier_nvme_stats {
     uint64_t torn_headers;      /* header records failing their own check at open */
     uint64_t dropped_slots;     /* slots dropped for either reason */
     uint64_t io_errors;         /* failed I/O operations */
+    uint64_t short_reads;       /* reads that moved fewer bytes than asked (-EIO) */
     uint64_t recovered;         /* SERVING slots found at open (before verify) */
     uint64_t serving;           /* SERVING slots now */
 } tier_nvme_stats_t;

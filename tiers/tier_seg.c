@@ -249,6 +249,11 @@ uint64_t tier_seg_epoch(const tier_seg_t *seg)
     return seg ? seg->epoch : 0;
 }
 
+bool tier_seg_verify_reads(const tier_seg_t *seg)
+{
+    return seg && (seg->sb->flags & TIER_SEG_FLAG_VERIFY_READS) != 0;
+}
+
 bool tier_seg_live(const tier_seg_t *seg)
 {
     return seg && __atomic_load_n(&seg->sb->live, __ATOMIC_ACQUIRE) == 1;

@@ -23,6 +23,10 @@
  *     +72 u32 owner_pid    pid of the tier process
  *     +76 u32 live         1 while the owner has it open, 0 after close
  *     +80 char name[64]    tier name, NUL-terminated (diagnostics)
+ *     +144 u32 flags       TIER_SEG_FLAG_VERIFY_READS (1): readers check each
+ *                          block they copy against its header's checksum (the
+ *                          host tier's verify_reads option); other bits 0. A
+ *                          segment written before the field has 0 here.
  *     The owner stores magic last (release), so a reader that sees the magic
  *     sees a complete superblock.
  *   headers_off: capacity records of 64 bytes (slot i at headers_off + 64 * i)
@@ -106,6 +110,9 @@ uint64_t tier_seg_epoch(const tier_seg_t *seg);
 /* False once the owner has closed the segment (its memory is then orphaned:
  * detach and re-attach to whatever replaces it). */
 bool tier_seg_live(const tier_seg_t *seg);
+#define TIER_SEG_FLAG_VERIFY_READS 1u
+/* The owner asks readers to verify what they copy (flags, above). */
+bool tier_seg_verify_reads(const tier_seg_t *seg);
 
 /* Start of slot i's data (4096-aligned, slot_size bytes), or NULL when i is
  * out of range. The caller copies directly; then it publishes a header. */

@@ -30,6 +30,7 @@ struct tier_seg_super {
     uint32_t owner_pid;
     uint32_t live;
     char name[64];
+    uint32_t flags; /* TIER_SEG_FLAG_* */
 };
 
 struct tier_seg_slot_hdr {
@@ -49,6 +50,7 @@ _Static_assert(sizeof(struct tier_seg_super) <= TIER_SEG_SUPER_SIZE, "superblock
 _Static_assert(offsetof(struct tier_seg_super, epoch) == 64, "superblock layout");
 _Static_assert(offsetof(struct tier_seg_super, live) == 76, "superblock layout");
 _Static_assert(offsetof(struct tier_seg_super, name) == 80, "superblock layout");
+_Static_assert(offsetof(struct tier_seg_super, flags) == 144, "superblock layout");
 _Static_assert(sizeof(struct tier_seg_slot_hdr) == TIER_SEG_HEADER_SIZE, "slot header record");
 _Static_assert(offsetof(struct tier_seg_slot_hdr, key) == 8, "slot header layout");
 _Static_assert(offsetof(struct tier_seg_slot_hdr, size) == 32, "slot header layout");

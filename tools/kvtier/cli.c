@@ -19,6 +19,7 @@ static const struct {
     {"events", cli_cmd_events, "print the leader's events as JSON lines (docs/EVENTS.md)"},
     {"optimize", cli_cmd_optimize, "hit rate vs capacity and policy, TTFT, from a trace"},
     {"trace", cli_cmd_trace, "trace synth: write a seeded synthetic trace"},
+    {"fault", cli_cmd_fault, "set, clear and show a process's faults on purpose (tests)"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
     {"keygen", cli_cmd_keygen, "a CURVE key pair for a process or client (docs/SECURITY.md)"},
 };
