@@ -179,6 +179,24 @@ def main():
     for act in ("kill", "stop", "fault"):
         rep["chaos_" + act] = sum(1 for c in chaos if c.get("action") == act)
     rep["processes_killed"] = sorted({c["name"] for c in chaos if c.get("action") == "kill"})
+    rep["fault_rules"] = sorted({"%s %s" % (c["name"], c.get("point")) for c in chaos
+                                 if c.get("action") == "fault"})
+
+    def injected(j):
+        if isinstance(j, dict):
+            return sum(v if k == "injected" and isinstance(v, int) else injected(v)
+                       for k, v in j.items())
+        if isinstance(j, list):
+            return sum(injected(v) for v in j)
+        return 0
+    n = 0
+    for path in glob.glob(os.path.join(d, "faults-*.json")):
+        try:
+            with open(path) as f:
+                n += injected(json.load(f))
+        except ValueError:
+            pass  # a process that was down at the end answered nothing
+    rep["faults_injected_last_incarnations"] = n
 
     # ---- resources ----
     samples = jsonl(os.path.join(d, "samples.jsonl"))
