@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "bus_limits.h"
+#include "bus_token_mac.h"
 #include "common.pb.h"
 
 #define SCHED_MAX_TIERS BUS_MAX_TIERS /* ClusterInfoReply.tiers, token tier table */
@@ -92,6 +93,13 @@ typedef struct {
     char vllm_event_endpoint[SCHED_ENDPOINT_MAX];
     char vllm_replay_endpoint[SCHED_ENDPOINT_MAX];
     uint64_t leader_epoch;
+    /* The cluster secret (docs/SECURITY.md): when set, every token is sealed
+     * (bus_token_mac.h, keyed for `cluster`) and the scheduler's own tier-plane
+     * requests and copy jobs carry tokens it mints for them. Unset: tokens go
+     * out unsealed and its own requests carry none (tier actors without the
+     * secret, in-process tests). */
+    bool has_secret;
+    uint8_t secret[BUS_SECRET_BYTES];
 
     uint32_t n_tiers;
     sched_tier_config_t tiers[SCHED_MAX_TIERS];

@@ -484,8 +484,11 @@ static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t ki
         }
         call->tok[i].src_tier = map[st];
     }
-    return bus_token_encode(kind, meta, tt, nt, call->tok, n, call->payload, call->payload_cap,
-                            len);
+    int rc =
+        bus_token_encode(kind, meta, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
+    if (rc == 0 && self->seal) /* the tier actors open the tier plane only under the MAC */
+        rc = bus_token_seal(&self->token_key, call->payload, call->payload_cap, len);
+    return rc;
 }
 
 static void s_token_reply(sched_call_t *call, kvtier_Token *tok, const sched_window_t *w,

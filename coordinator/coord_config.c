@@ -45,7 +45,8 @@ static const char s_defaults[] =
     "  \"metrics\": { \"refresh\": \"1s\", \"sample_interval\": \"5s\", \"samples\": 360,\n"
     "               \"max_connections\": 16, \"timeout\": \"5s\", \"max_instances\": 16 },\n"
     "  \"optimizer\": { \"enabled\": true, \"every\": \"10s\", \"window\": 1048576,\n"
-    "                 \"capacity\": 0 }\n"
+    "                 \"capacity\": 0 },\n"
+    "  \"security\": { \"secret_file\": \"\", \"clock_skew\": \"5s\" }\n"
     "}\n";
 
 const char *coord_config_defaults(void)
@@ -685,18 +686,10 @@ static int s_read_events_vllm(const bus_config_node_t *en, coord_config_t *c, ch
 
 static int s_read_events(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"endpoint",
-                                       "replay_endpoint",
-                                       "ring_batches",
-                                       "ring_bytes",
-                                       "queue",
-                                       "snapshot_blocks",
-                                       "vllm_endpoint",
-                                       "vllm_replay_endpoint",
-                                       "vllm_layout",
-                                       "subscriber_queue",
-                                       "put_tokens",
-                                       NULL};
+    static const char *const keys[] = {
+        "endpoint",    "replay_endpoint",  "ring_batches",  "ring_bytes",
+        "queue",       "snapshot_blocks",  "vllm_endpoint", "vllm_replay_endpoint",
+        "vllm_layout", "subscriber_queue", "put_tokens",    NULL};
     bus_config_node_t en;
     int rc = bus_config_get_object(root, "events", 16, &en, err, errlen);
     if (rc == 0)
@@ -839,11 +832,38 @@ static int s_read_optimizer(const bus_config_node_t *root, coord_config_t *c, ch
     return rc;
 }
 
+/* "security" (docs/SECURITY.md): the tier-plane token keys. */
+static int s_read_security_tokens(const bus_config_node_t *sn, coord_config_t *c, char *err,
+                                  size_t errlen)
+{
+    int rc = bus_config_get_string(sn, "secret_file", c->secret_file, sizeof c->secret_file, err,
+                                   errlen);
+    if (rc == 0)
+        rc = s_duration(sn, "clock_skew", 0, &c->clock_skew_ms, err, errlen);
+    if (rc == 0 && c->clock_skew_ms > 600000)
+        rc = bus_config_error(sn, "clock_skew", err, errlen,
+                              "at most 10min (synchronise the clocks instead)");
+    return rc;
+}
+
+static int s_read_security(const bus_config_node_t *root, coord_config_t *c, char *err,
+                           size_t errlen)
+{
+    static const char *const keys[] = {"secret_file", "clock_skew", NULL};
+    bus_config_node_t sn;
+    int rc = bus_config_get_object(root, "security", 8, &sn, err, errlen);
+    if (rc == 0)
+        rc = bus_config_check_keys(&sn, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_read_security_tokens(&sn, c, err, errlen);
+    return rc;
+}
+
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster", "etcd",    "coordinator", "tiers",
-                                       "chains",  "gc",      "reclaimer",   "quotas",
-                                       "events",  "metrics", "optimizer",   NULL};
+    static const char *const keys[] = {"cluster",   "etcd",      "coordinator", "tiers",  "chains",
+                                       "gc",        "reclaimer", "quotas",      "events", "metrics",
+                                       "optimizer", "security",  NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -868,6 +888,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_metrics(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_optimizer(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_security(root, c, err, errlen);
     return rc;
 }
 

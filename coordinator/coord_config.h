@@ -122,7 +122,7 @@ typedef struct {
     uint64_t optimizer_every_ms;        /* "optimizer.every", default 10s (1s..1h) */
     uint64_t optimizer_window;          /* "optimizer.window": block references, default 1048576 */
     uint64_t optimizer_capacity;        /* "optimizer.capacity": blocks; 0 = all tiers' */
-    uint32_t events_put_tokens;             /* "events.put_tokens": words, 4194304 (16 MiB) */
+    uint32_t events_put_tokens;         /* "events.put_tokens": words, 4194304 (16 MiB) */
     uint32_t events_subscriber_queue;   /* "events.subscriber_queue": XPUB HWM, 1000 */
     uint32_t events_snapshot_blocks;    /* "events.snapshot_blocks": mirror bound, 4194304 */
     char events_vllm[BUS_ENDPOINT_MAX]; /* "events.vllm_endpoint": XPUB, msgpack; "" = none */
@@ -136,6 +136,11 @@ typedef struct {
     uint32_t metrics_max_connections; /* "metrics.max_connections": HTTP, 16 */
     uint32_t metrics_timeout_s;       /* "metrics.timeout": HTTP idle, 5s */
     uint32_t metrics_max_instances;   /* "metrics.max_instances": instance_id values, 16 */
+
+    /* security, tier-plane tokens (docs/SECURITY.md) */
+    char secret_file[COORD_PATH_MAX]; /* "security.secret_file": the cluster secret; "" = none
+                                         (--secret FILE; deploy/supervise makes one) */
+    uint64_t clock_skew_ms;           /* "security.clock_skew": token expiry slack, 5s */
 
     /* per-instance quotas ("quotas", top level next to "tiers" and "chains"):
      * instance ids unique, "*" at most once, each with at least one limit */

@@ -21,6 +21,7 @@
 
 #include "bus_events.h"
 #include "bus_log.h"
+#include "bus_token_mac.h"
 #include "coord_config.h"
 #include "coord_elector.h"
 #include "coord_membership.h"
@@ -70,13 +71,16 @@ typedef struct {
     uint64_t epoch;
     char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
     uint64_t leader_epoch;
-    s_tier_t tiers[COORD_MAX_TIERS]; /* by tier id - 1 */
+    s_tier_t tiers[COORD_MAX_TIERS];  /* by tier id - 1 */
+    uint8_t secret[BUS_SECRET_BYTES]; /* the cluster secret: every token is sealed under it */
 } s_proc_t;
 
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: kvtier coordinator -c FILE [--etcd URLS] [--name NAME] [--endpoint EP]\n"
+                 "                          [--secret FILE]\n"
                  "  -c, --config FILE  deployment file (JSON)\n"
+                 "  --secret FILE      cluster secret (overrides security.secret_file)\n"
                  "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
                  "  --name NAME        coordinator name in etcd (default <hostname>-<pid>)\n"
                  "  --endpoint EP      meta endpoint to bind and advertise\n"
@@ -119,6 +123,8 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     snprintf(sc->endpoint, sizeof sc->endpoint, "%s", p->endpoint);
     snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->endpoint);
     sc->leader_epoch = p->epoch;
+    sc->has_secret = true;
+    memcpy(sc->secret, p->secret, sizeof sc->secret);
     sc->n_tiers = c->n_tiers;
     for (uint32_t i = 0; i < c->n_tiers; i++) {
         const coord_tier_config_t *t = &c->tiers[i];
@@ -451,7 +457,7 @@ static void s_on_membership(s_proc_t *p)
 /* --- start and stop --- */
 
 static int s_parse(int argc, char **argv, const char **file, const char **etcd, const char **name,
-                   const char **endpoint)
+                   const char **endpoint, const char **secret)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -468,6 +474,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **etcd, 
             *name = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--endpoint", NULL, &v)) != 0)
             *endpoint = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--secret", NULL, &v)) != 0)
+            *secret = v;
         else {
             fprintf(stderr, "kvtier coordinator: unknown option \"%s\"\n", argv[i]);
             s_usage(stderr);
@@ -632,7 +640,8 @@ static void s_stop(s_proc_t *p)
 int coord_main(int argc, char **argv)
 {
     const char *file = NULL, *etcd = NULL, *name = NULL, *endpoint = NULL;
-    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint);
+    const char *secret = NULL;
+    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint, &secret);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -640,6 +649,7 @@ int coord_main(int argc, char **argv)
         return COORD_EXIT_FAIL;
     int rc = COORD_EXIT_USAGE;
     if (coord_proc_config("kvtier coordinator", file, etcd, &p->cfg) < 0 ||
+        coord_proc_secret("kvtier coordinator", &p->cfg, secret, p->secret) < 0 ||
         s_setup_names(p, name, endpoint) < 0)
         goto out;
     zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */

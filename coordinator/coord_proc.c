@@ -2,6 +2,7 @@
 #include "coord_proc.h"
 
 #include "bus_config.h"
+#include "bus_token_mac.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -44,6 +45,27 @@ int coord_proc_config(const char *prog, const char *file, const char *etcd_overr
                 "%s: no etcd endpoints: pass --etcd URLS or set etcd.endpoints in %s (the "
                 "supervisor passes the etcd it starts)\n",
                 prog, file);
+        return -1;
+    }
+    return 0;
+}
+
+int coord_proc_secret(const char *prog, const coord_config_t *cfg, const char *override,
+                      uint8_t *out)
+{
+    const char *path = override ? override : cfg->secret_file;
+    if (!path[0]) {
+        fprintf(stderr,
+                "%s: no cluster secret: set security.secret_file in the deployment or pass "
+                "--secret FILE (kvtier keygen --secret FILE writes one; deploy/supervise makes "
+                "one in its run directory); the tier plane opens only with tokens sealed under "
+                "it\n",
+                prog);
+        return -1;
+    }
+    char err[COORD_PATH_MAX + 256];
+    if (bus_secret_load(path, out, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
         return -1;
     }
     return 0;

@@ -20,6 +20,7 @@ static const struct {
     {"optimize", cli_cmd_optimize, "hit rate vs capacity and policy, TTFT, from a trace"},
     {"trace", cli_cmd_trace, "trace synth: write a seeded synthetic trace"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
+    {"keygen", cli_cmd_keygen, "write a new cluster secret file (docs/SECURITY.md)"},
 };
 
 static void s_usage(FILE *out)

@@ -1,6 +1,7 @@
-/* cli_cmds.c — the small CLI commands: status, lookup, put, get, deployment.
+/* cli_cmds.c — the small CLI commands: status, lookup, put, get, deployment, keygen.
  * Each runs one short session with the service through libkvtier and prints what a
  * person (or a script: stable "key value" lines) needs. */
+#include "bus_token_mac.h"
 #include "cli_common.h"
 #include "cli_trace.h"
 
@@ -664,7 +665,8 @@ int cli_cmd_deployment(int argc, char **argv)
                 "  validates FILE and prints one line per item, for scripts:\n"
                 "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
                 "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n"
-                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n");
+                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n"
+                "    secret_file PATH   (security.secret_file; absent when none is set)\n");
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     coord_config_t *cfg = calloc(1, sizeof *cfg);
@@ -692,8 +694,34 @@ int cli_cmd_deployment(int argc, char **argv)
         printf("optimizer %llu %llu %llu\n", (unsigned long long)(cfg->optimizer_every_ms / 1000),
                (unsigned long long)cfg->optimizer_window,
                (unsigned long long)cfg->optimizer_capacity);
+    if (cfg->secret_file[0])
+        printf("secret_file %s\n", cfg->secret_file);
     status = CLI_EXIT_OK;
 out:
     free(cfg);
     return status;
+}
+
+/* ---- keygen -------------------------------------------------------------------- */
+
+int cli_cmd_keygen(int argc, char **argv)
+{
+    const char *path = NULL;
+    bool help = argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    if (argc == 3 && !strcmp(argv[1], "--secret"))
+        path = argv[2];
+    if (!path) {
+        fprintf(help ? stdout : stderr,
+                "usage: kvtier keygen --secret FILE\n"
+                "  writes a new cluster secret (32 random bytes, mode 0600) to FILE, which must\n"
+                "  not exist; name it in security.secret_file (docs/SECURITY.md)\n");
+        return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    char err[COORD_PATH_MAX + 128];
+    if (bus_secret_create(path, err, sizeof err) < 0) {
+        fprintf(stderr, "kvtier keygen: %s\n", err);
+        return CLI_EXIT_FAIL;
+    }
+    printf("kvtier keygen: wrote a new cluster secret to %s\n", path);
+    return CLI_EXIT_OK;
 }

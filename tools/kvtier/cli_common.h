@@ -131,6 +131,7 @@ int cli_cmd_put(int argc, char **argv);
 int cli_cmd_get(int argc, char **argv);
 int cli_cmd_replay(int argc, char **argv);
 int cli_cmd_deployment(int argc, char **argv);
+int cli_cmd_keygen(int argc, char **argv);
 int cli_cmd_events(int argc, char **argv);
 int cli_cmd_optimize(int argc, char **argv);
 int cli_cmd_trace(int argc, char **argv);

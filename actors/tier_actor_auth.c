@@ -1,0 +1,290 @@
+/* tier_actor_auth.c — the tier plane's grants (docs/SECURITY.md): a tier actor
+ * that has the cluster secret serves WriteSlots, ReadSlots, PutHeader,
+ * DeleteSlots and CopySlots only under a token the scheduler minted and sealed
+ * (bus_token_mac.h). Checked on receipt, before the request touches the tier:
+ * the MAC under this cluster's key; the token's kind allows the access; the
+ * token names this tier with this actor's epoch (0 grants nothing); it has not
+ * expired (wall clocks within clock_skew_ms of each other: the one clock
+ * assumption); its leader epoch is not below the highest this actor has seen;
+ * and every requested slot (and size) is an entry of the token for this tier.
+ * A refusal is PERMISSION_DENIED (EXPIRED for an expired token, UNAVAILABLE for
+ * another epoch of this tier, as the fence always answered) and changes nothing.
+ * Never trusts the request's own epoch or destination endpoint once tokens are
+ * on; never allocates per request (the pair scratch is sized at start). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "bus_token_mac.h"
+#include "tier_actor_int.h"
+
+typedef tier_actor_self_t self_t;
+
+#define S_DENIED kvtier_StatusCode_STATUS_PERMISSION_DENIED
+#define S_EXPIRED kvtier_StatusCode_STATUS_EXPIRED
+#define S_UNAVAILABLE kvtier_StatusCode_STATUS_UNAVAILABLE
+
+/* Which token kinds open which access (docs/SECURITY.md's table). */
+static const uint8_t s_allowed[TIER_AUTH_COUNT] = {
+    [TIER_AUTH_READ] = 1u << BUS_TOKEN_GET,
+    [TIER_AUTH_WRITE] = 1u << BUS_TOKEN_PUT | 1u << BUS_TOKEN_COPY,
+    [TIER_AUTH_HEADER] = 1u << BUS_TOKEN_ADMIN | 1u << BUS_TOKEN_COPY,
+    [TIER_AUTH_DELETE] = 1u << BUS_TOKEN_ADMIN | 1u << BUS_TOKEN_COPY,
+    [TIER_AUTH_COPY] = 1u << BUS_TOKEN_COPY,
+};
+
+static const char *s_access_name[TIER_AUTH_COUNT] = {
+    [TIER_AUTH_READ] = "ReadSlots",   [TIER_AUTH_WRITE] = "WriteSlots",
+    [TIER_AUTH_HEADER] = "PutHeader", [TIER_AUTH_DELETE] = "DeleteSlots",
+    [TIER_AUTH_COPY] = "CopySlots",
+};
+
+static const char *s_kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case BUS_TOKEN_GET:
+        return "get";
+    case BUS_TOKEN_PUT:
+        return "put";
+    case BUS_TOKEN_PREFETCH:
+        return "prefetch";
+    case BUS_TOKEN_ADMIN:
+        return "admin";
+    case BUS_TOKEN_COPY:
+        return "copy";
+    default:
+        return "?";
+    }
+}
+
+int tier_actor_auth_init(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)
+{
+    if (!cfg->secret)
+        return 0;
+    if (!cfg->cluster || !cfg->cluster[0]) {
+        snprintf(why, len,
+                 "tier %s: a cluster secret needs the cluster name (the MAC key binds it)",
+                 self->name);
+        return -1;
+    }
+    if (bus_token_key_derive(cfg->secret, cfg->cluster, &self->key) < 0) {
+        snprintf(why, len, "tier %s: cannot derive the token key (libsodium did not start)",
+                 self->name);
+        return -1;
+    }
+    self->auth = true;
+    self->clock_skew_ms =
+        cfg->clock_skew_ms ? cfg->clock_skew_ms : TIER_ACTOR_DEFAULT_CLOCK_SKEW_MS;
+    self->pairs_cap = BUS_MAX_ARRAY;
+    self->pairs = calloc(self->pairs_cap, sizeof *self->pairs);
+    if (!self->pairs) {
+        snprintf(why, len, "tier %s: out of memory for token checks", self->name);
+        return -1;
+    }
+    return 0;
+}
+
+void tier_actor_auth_fini(self_t *self)
+{
+    free(self->pairs);
+    self->pairs = NULL;
+    memset(&self->key, 0, sizeof self->key);
+}
+
+static uint64_t s_wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u;
+}
+
+/* Index of tier_id in the token's tier table, or BUS_TOKEN_NO_TIER. */
+static uint16_t s_find_tier(const bus_token_view_t *v, uint32_t tier_id)
+{
+    for (uint32_t i = 0; i < v->n_tiers; i++)
+        if (v->tiers[i].tier_id == tier_id)
+            return (uint16_t)i;
+    return BUS_TOKEN_NO_TIER;
+}
+
+/* MAC, kind, expiry and leader epoch: what a token says about itself. */
+static int s_check_token(self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
+                         bus_token_view_t *v, kvtier_Status *st)
+{
+    const char *what = s_access_name[access];
+    char err[160];
+    if (tok->len == 0)
+        return tier_actor_fail(self, st, S_DENIED,
+                               "%s without a token: the tier plane opens only with a grant the "
+                               "scheduler minted (prepare at the coordinator first)",
+                               what);
+    if (bus_token_decode(tok->data, tok->len, v, err, sizeof err) < 0)
+        return tier_actor_fail(self, st, S_DENIED, "%s: the token is not valid: %s", what, err);
+    int rc = bus_token_verify(&self->key, v, tok->data);
+    if (rc == -EPERM)
+        return tier_actor_fail(self, st, S_DENIED,
+                               "%s: the token carries no MAC (minted by a coordinator without "
+                               "this cluster's secret: give both the same security.secret_file)",
+                               what);
+    if (rc < 0)
+        return tier_actor_fail(self, st, S_DENIED,
+                               "%s: the token's MAC does not verify (forged or altered, or "
+                               "minted under another cluster's name or secret)",
+                               what);
+    if (!(s_allowed[access] & (1u << v->kind)))
+        return tier_actor_fail(self, st, S_DENIED, "%s: a %s token does not grant it", what,
+                               s_kind_name(v->kind));
+    uint64_t now = s_wall_ms();
+    if (v->meta.expiry_ms == 0)
+        return tier_actor_fail(self, st, S_DENIED, "%s: the token has no expiry", what);
+    if (now > v->meta.expiry_ms + self->clock_skew_ms)
+        return tier_actor_fail(self, st, S_EXPIRED,
+                               "%s: the token expired %" PRIu64
+                               " ms ago (clock skew allowed: %u ms): prepare again",
+                               what, now - v->meta.expiry_ms, self->clock_skew_ms);
+    if (v->meta.leader_epoch < self->leader_seen)
+        return tier_actor_fail(self, st, S_DENIED,
+                               "%s: the token is from leader epoch %" PRIu64
+                               ", a newer leader (epoch %" PRIu64
+                               ") has granted since: prepare again at the current leader",
+                               what, v->meta.leader_epoch, self->leader_seen);
+    self->leader_seen = v->meta.leader_epoch;
+    return 0;
+}
+
+int tier_actor_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
+                    uint32_t dst_tier_id, tier_actor_grant_t *g, kvtier_Status *st)
+{
+    g->on = false;
+    if (!self->auth)
+        return 0;
+    const char *what = s_access_name[access];
+    bus_token_view_t *v = &g->view;
+    int rc = s_check_token(self, access, tok, v, st);
+    if (rc < 0)
+        return rc;
+    g->here = s_find_tier(v, self->tier_id);
+    if (g->here == BUS_TOKEN_NO_TIER)
+        return tier_actor_fail(self, st, S_DENIED, "%s: the token grants nothing on tier id %u",
+                               what, self->tier_id);
+    uint64_t epoch = v->tiers[g->here].epoch;
+    if (epoch == 0)
+        return tier_actor_fail(self, st, S_DENIED,
+                               "%s: the token names tier epoch 0, which grants nothing", what);
+    if (epoch != self->epoch)
+        return tier_actor_fail(self, st, S_UNAVAILABLE,
+                               "%s: the token is for epoch %016" PRIx64
+                               ", this is epoch %016" PRIx64
+                               ": the tier actor restarted and the blocks placed before are "
+                               "gone; refresh its locations",
+                               what, epoch, self->epoch);
+    g->dst = BUS_TOKEN_NO_TIER;
+    if (access == TIER_AUTH_COPY) {
+        g->dst = s_find_tier(v, dst_tier_id);
+        if (g->dst == BUS_TOKEN_NO_TIER || g->dst == g->here)
+            return tier_actor_fail(self, st, S_DENIED,
+                                   "CopySlots to tier id %u: the token does not name it as a "
+                                   "destination",
+                                   dst_tier_id);
+        if (v->tiers[g->dst].epoch == 0 || !v->tiers[g->dst].endpoint[0])
+            return tier_actor_fail(self, st, S_DENIED,
+                                   "CopySlots to tier id %u: the token names no epoch or endpoint "
+                                   "for it",
+                                   dst_tier_id);
+    }
+    g->token = tok;
+    g->on = true;
+    return 0;
+}
+
+static int s_pair_cmp(const void *a, const void *b)
+{
+    const tier_actor_pair_t *x = a, *y = b;
+    if (x->a != y->a)
+        return x->a < y->a ? -1 : 1;
+    if (x->b != y->b)
+        return x->b < y->b ? -1 : 1;
+    return 0;
+}
+
+/* The token's entries as sorted pairs: (slot, size) on tier `tier` when src is
+ * BUS_TOKEN_NO_TIER, else (src_slot, slot) of entries from src to tier. */
+static int s_collect(self_t *self, const tier_actor_grant_t *g, uint16_t src, uint16_t tier,
+                     uint32_t *n, kvtier_Status *st)
+{
+    *n = 0;
+    for (uint32_t i = 0; i < g->view.n_entries; i++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&g->view, i, &e);
+        if (e.tier != tier || (src != BUS_TOKEN_NO_TIER && e.src_tier != src))
+            continue;
+        if (*n == self->pairs_cap)
+            return tier_actor_fail(self, st, S_DENIED,
+                                   "the token has more than %u entries for this tier", *n);
+        self->pairs[(*n)++] = src == BUS_TOKEN_NO_TIER
+                                  ? (tier_actor_pair_t){.a = e.slot, .b = e.size}
+                                  : (tier_actor_pair_t){.a = e.src_slot, .b = e.slot};
+    }
+    qsort(self->pairs, *n, sizeof *self->pairs, s_pair_cmp);
+    return 0;
+}
+
+/* The first pair whose a is `a` (pairs sorted), or NULL. */
+static const tier_actor_pair_t *s_lower(const self_t *self, uint32_t n, uint64_t a)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (self->pairs[mid].a < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && self->pairs[lo].a == a ? &self->pairs[lo] : NULL;
+}
+
+int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *slots,
+                          const uint64_t *sizes, const char *what, kvtier_Status *st)
+{
+    if (!g->on)
+        return 0;
+    uint32_t n = 0;
+    int rc = s_collect(self, g, BUS_TOKEN_NO_TIER, g->here, &n, st);
+    for (uint32_t i = 0; rc == 0 && i < slots->n; i++) {
+        const tier_actor_pair_t *p = s_lower(self, n, slots->v[i]);
+        if (!p)
+            return tier_actor_fail(self, st, S_DENIED,
+                                   "%s of slot %" PRIu64
+                                   ": the token does not grant it (it grants %u slots here)",
+                                   what, slots->v[i], n);
+        if (sizes && sizes[i] > p->b)
+            return tier_actor_fail(self, st, S_DENIED,
+                                   "%s of slot %" PRIu64 ": %" PRIu64
+                                   " bytes, the token grants at most %" PRIu64,
+                                   what, slots->v[i], sizes[i], p->b);
+    }
+    return rc;
+}
+
+int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *src,
+                          const bus_u64s_t *dst, kvtier_Status *st)
+{
+    if (!g->on)
+        return 0;
+    uint32_t n = 0;
+    int rc = s_collect(self, g, g->here, g->dst, &n, st);
+    for (uint32_t i = 0; rc == 0 && i < src->n; i++) {
+        const tier_actor_pair_t *p = s_lower(self, n, src->v[i]);
+        while (p && p < self->pairs + n && p->a == src->v[i] && p->b < dst->v[i])
+            p++;
+        if (!p || p == self->pairs + n || p->a != src->v[i] || p->b != dst->v[i])
+            return tier_actor_fail(self, st, S_DENIED,
+                                   "CopySlots of slot %" PRIu64 " to slot %" PRIu64
+                                   ": the token does not grant that copy",
+                                   src->v[i], dst->v[i]);
+    }
+    return rc;
+}
