@@ -19,6 +19,7 @@ static const struct {
     {"ops", bench_ops, "N single operations (lookup, put/get pairs, shm batches) for callgrind"},
     {"migrate", bench_migrate, "migrator demotion/promotion host<->nvme GB/s vs raw O_DIRECT"},
     {"events", bench_events, "publisher batches/s (mirror, vLLM stream) vs a raw ZeroMQ forwarder"},
+    {"token", bench_token, "tier-plane token seal/open cost vs a ReadSlots round trip"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 
