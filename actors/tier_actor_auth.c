@@ -10,9 +10,11 @@
  * A refusal is PERMISSION_DENIED (EXPIRED for an expired token, UNAVAILABLE for
  * another epoch of this tier, as the fence always answered) and changes nothing.
  * Never trusts the request's own epoch or destination endpoint once tokens are
- * on; never allocates per request (the pair scratch is sized at start). */
+ * on; never allocates per request (the pair scratch is sized at start, sorted in
+ * place). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,14 +202,35 @@ int tier_actor_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *
     return 0;
 }
 
-static int s_pair_cmp(const void *a, const void *b)
+static bool s_pair_less(const tier_actor_pair_t *x, const tier_actor_pair_t *y)
 {
-    const tier_actor_pair_t *x = a, *y = b;
-    if (x->a != y->a)
-        return x->a < y->a ? -1 : 1;
-    if (x->b != y->b)
-        return x->b < y->b ? -1 : 1;
-    return 0;
+    return x->a < y->a || (x->a == y->a && x->b < y->b);
+}
+
+static void s_sift(tier_actor_pair_t *p, uint32_t root, uint32_t n)
+{
+    for (uint32_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && s_pair_less(&p[child], &p[child + 1]))
+            child++;
+        if (!s_pair_less(&p[root], &p[child]))
+            return;
+        tier_actor_pair_t t = p[root];
+        p[root] = p[child];
+        p[child] = t;
+    }
+}
+
+/* In place (heapsort): qsort may allocate, and this runs on every request. */
+static void s_pairs_sort(tier_actor_pair_t *p, uint32_t n)
+{
+    for (uint32_t i = n / 2; i-- > 0;)
+        s_sift(p, i, n);
+    for (uint32_t end = n; end-- > 1;) {
+        tier_actor_pair_t t = p[0];
+        p[0] = p[end];
+        p[end] = t;
+        s_sift(p, 0, end);
+    }
 }
 
 /* The token's entries as sorted pairs: (slot, size) on tier `tier` when src is
@@ -228,7 +251,7 @@ static int s_collect(self_t *self, const tier_actor_grant_t *g, uint16_t src, ui
                                   ? (tier_actor_pair_t){.a = e.slot, .b = e.size}
                                   : (tier_actor_pair_t){.a = e.src_slot, .b = e.slot};
     }
-    qsort(self->pairs, *n, sizeof *self->pairs, s_pair_cmp);
+    s_pairs_sort(self->pairs, *n);
     return 0;
 }
 

@@ -485,6 +485,38 @@ static void test_copy_goes_only_where_the_token_says(void **state)
     t_expect(&fx->src, 1, fx->bytes);
 }
 
+/* A token of many entries in no order (what a prepare of a long prompt gives one
+ * tier): every slot it lists is granted, in any order, and one it does not is not. */
+static void test_a_long_token_grants_exactly_its_slots(void **state)
+{
+    fx_t *fx = *state;
+    enum { N = 200 };
+    static bus_token_entry_t e[N];
+    static uint8_t tok[BUS_TOKEN_MAX_BYTES(1, N)];
+    bus_token_tier_t tt;
+    t_token_tier(&fx->src, UINT64_MAX, &tt);
+    for (uint32_t i = 0; i < N; i++) /* slots 7, 5, 3, 1, ... of CAP, repeated */
+        e[i] = (bus_token_entry_t){.tier = 0,
+                                   .src_tier = BUS_TOKEN_NO_TIER,
+                                   .size = SLOT,
+                                   .slot = (uint64_t)(CAP - 1 - (i * 2) % CAP) % CAP};
+    e[N / 2].slot = 6; /* the one even slot */
+    bus_token_meta_t meta = {.leader_epoch = 5, .expiry_ms = t_wall_ms() + 60000};
+    size_t len = 0;
+    bus_token_key_t key;
+    assert_int_equal(bus_token_key_derive(s_secret, CLUSTER, &key), 0);
+    assert_int_equal(bus_token_encode(BUS_TOKEN_PUT, &meta, &tt, 1, e, N, tok, sizeof tok, &len),
+                     0);
+    assert_int_equal(bus_token_seal(&key, tok, sizeof tok, &len), 0);
+    kvtier_Status st;
+    static const uint64_t granted[] = {7, 1, 6, 3, 5};
+    for (size_t i = 0; i < sizeof granted / sizeof granted[0]; i++)
+        if (t_write(&fx->src, granted[i], fx->other, SLOT, tok, (uint32_t)len, 0, &st) != ST_OK)
+            fail_msg("slot %" PRIu64 ": %s", granted[i], st.message);
+    assert_int_equal(t_write(&fx->src, 2, fx->other, SLOT, tok, (uint32_t)len, 0, &st), ST_DENIED);
+    assert_int_equal(t_write(&fx->src, 0, fx->other, SLOT, tok, (uint32_t)len, 0, &st), ST_DENIED);
+}
+
 /* Probe and Inventory are read-only metadata: no token (docs/SECURITY.md). */
 static void test_probe_needs_no_token(void **state)
 {
@@ -517,6 +549,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_expired_token_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_of_an_older_leader_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_goes_only_where_the_token_says, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_long_token_grants_exactly_its_slots, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_probe_needs_no_token, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
