@@ -40,6 +40,19 @@ int coord_proc_config(const char *prog, const char *file, const char *etcd_overr
         fprintf(stderr, "%s: %s\n", prog, err);
         return -1;
     }
+    /* a relative security.secret_file is the deployment file's neighbour, whatever
+     * directory the process runs in */
+    if (cfg->secret_file[0] && cfg->secret_file[0] != '/') {
+        const char *slash = strrchr(file, '/');
+        char path[sizeof cfg->secret_file];
+        int n = snprintf(path, sizeof path, "%.*s%s", slash ? (int)(slash - file + 1) : 0, file,
+                         cfg->secret_file);
+        if (n < 0 || (size_t)n >= sizeof path) {
+            fprintf(stderr, "%s: security.secret_file: path too long next to %s\n", prog, file);
+            return -1;
+        }
+        memcpy(cfg->secret_file, path, sizeof path);
+    }
     if (cfg->n_etcd == 0) {
         fprintf(stderr,
                 "%s: no etcd endpoints: pass --etcd URLS or set etcd.endpoints in %s (the "

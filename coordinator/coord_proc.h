@@ -21,7 +21,8 @@
 int coord_proc_opt(int argc, char **argv, int *i, const char *long_name, const char *short_name,
                    const char **value);
 
-/* Loads FILE, applies the --etcd override (may be NULL), and requires at least one
+/* Loads FILE, applies the --etcd override (may be NULL), makes a relative
+ * security.secret_file relative to FILE's directory, and requires at least one
  * etcd endpoint. 0, or -1 after printing "<prog>: <why>" to stderr. */
 int coord_proc_config(const char *prog, const char *file, const char *etcd_override,
                       coord_config_t *cfg);

@@ -88,14 +88,14 @@ static int s_group_setup(void **state)
         return -1;
     fprintf(f,
             "{\"cluster\":\"%s\",\n"
-            " \"security\":{\"secret_file\":\"%s\"},\n"
+            " \"security\":{\"secret_file\":\"secret\"},\n" /* beside the file */
             " \"etcd\":{\"endpoints\":[\"%s\"],\"lease_ttl\":\"2s\"},\n"
             " \"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:*\"},\n"
             " \"events\":{\"endpoint\":\"tcp://127.0.0.1:*\",\"replay_endpoint\":\"tcp://"
             "127.0.0.1:*\"},\n"
             " \"tiers\":[{\"name\":\"h0\",\"kind\":\"host\",\"endpoint\":\"tcp://127.0.0.1:*\",\n"
             "            \"capacity\":16,\"slot_size\":4096,\"shm\":\"%s\",\"prefault\":false}]}\n",
-            g_cluster, g_secret, etcd_fixture_url(g_etcd), g_shm);
+            g_cluster, etcd_fixture_url(g_etcd), g_shm);
     fclose(f);
     return 0;
 }
