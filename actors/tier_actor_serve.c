@@ -541,7 +541,7 @@ static int s_state_from_wire(self_t *self, kvtier_LocationState s, uint32_t *out
 }
 
 static int s_put_check(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t *state,
-                       uint32_t *instance, kvtier_Status *st)
+                       kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     uint32_t n = a->slots.n;
@@ -562,8 +562,6 @@ static int s_put_check(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t 
                                  "slot %" PRIu64 ": block size %" PRIu64
                                  " exceeds the slot size %" PRIu64,
                                  a->slots.v[i], a->sizes.v[i], self->tier->cfg.slot_size);
-    if (rc == 0)
-        rc = s_instance(self, p->instance_id, instance, st);
     return rc;
 }
 
@@ -689,10 +687,12 @@ static void s_on_put_header(self_t *self, bus_request_t *req)
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_put_header_rep_tag, self->name);
     int rc = tier_actor_auth(self, TIER_AUTH_HEADER, &self->arr->payload, 0, &g, &st);
     if (rc == 0)
-        rc = s_put_check(self, p, &state, &instance, &st);
+        rc = s_put_check(self, p, &state, &st);
     if (rc == 0)
         rc = tier_actor_auth_slots(self, &g, &self->arr->slots, self->arr->sizes.v, "PutHeader",
                                    &st);
+    if (rc == 0) /* last: it remembers the instance id */
+        rc = s_instance(self, p->instance_id, &instance, &st);
     if (rc == 0)
         (void)s_put_apply(self, p, state, instance, &written, &st);
     self->rep.body.put_header_rep.written = written;
