@@ -833,6 +833,7 @@ static void s_self_destroy(sched_t **self_p)
     free(self->tierset.tio.tok_entries);
     free(self->tierset.tio.tok);
     free(self->requests.op_rep);
+    bus_secret_wipe(&self->token_key, sizeof self->token_key);
     free(self);
     *self_p = NULL;
 }
@@ -884,7 +885,7 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
         }
         self->seal = true;
     }
-    memset(self->cfg.secret, 0, sizeof self->cfg.secret); /* the key is all it keeps */
+    bus_secret_wipe(self->cfg.secret, sizeof self->cfg.secret); /* the key is all it keeps */
     if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_quota_init(self) < 0 ||
         sched_requests_init(self) < 0) {
         bus_error(S_LOG,

@@ -93,7 +93,7 @@ void tier_actor_auth_fini(self_t *self)
 {
     free(self->pairs);
     self->pairs = NULL;
-    memset(&self->key, 0, sizeof self->key);
+    bus_secret_wipe(&self->key, sizeof self->key);
 }
 
 static uint64_t s_wall_ms(void)

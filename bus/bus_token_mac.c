@@ -136,3 +136,9 @@ int bus_secret_create(const char *path, char *err, size_t errlen)
     }
     return 0;
 }
+
+void bus_secret_wipe(void *p, size_t n)
+{
+    if (p && n)
+        sodium_memzero(p, n);
+}

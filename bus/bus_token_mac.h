@@ -49,4 +49,7 @@ int bus_secret_load(const char *path, uint8_t *out, char *err, size_t errlen);
  * message in err (an existing file is never overwritten). */
 int bus_secret_create(const char *path, char *err, size_t errlen);
 
+/* Zeroes n bytes of key or secret material (sodium_memzero: never optimised away). */
+void bus_secret_wipe(void *p, size_t n);
+
 #endif

@@ -663,6 +663,7 @@ int coord_main(int argc, char **argv)
 out_stop:
     s_stop(p);
 out:
+    bus_secret_wipe(p->secret, sizeof p->secret);
     free(p);
     return rc;
 }

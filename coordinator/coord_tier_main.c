@@ -314,6 +314,7 @@ out_stop:
     zactor_destroy(&p->actor);
     coord_etcd_destroy(&p->etcd);
 out:
+    bus_secret_wipe(p->secret, sizeof p->secret);
     free(p);
     return rc;
 }
