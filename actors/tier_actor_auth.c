@@ -10,8 +10,8 @@
  * A refusal is PERMISSION_DENIED (EXPIRED for an expired token, UNAVAILABLE for
  * another epoch of this tier, as the fence always answered) and changes nothing.
  * Never trusts the request's own epoch or destination endpoint once tokens are
- * on; never allocates per request (the pair scratch is sized at start, sorted in
- * place). */
+ * on; never allocates per request (the request's slots are sorted in place in
+ * scratch sized at start from max_slots, and the token is scanned once). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -80,9 +80,9 @@ int tier_actor_auth_init(self_t *self, const tier_actor_config_t *cfg, char *why
     self->auth = true;
     self->clock_skew_ms =
         cfg->clock_skew_ms ? cfg->clock_skew_ms : TIER_ACTOR_DEFAULT_CLOCK_SKEW_MS;
-    self->pairs_cap = BUS_MAX_ARRAY;
-    self->pairs = calloc(self->pairs_cap, sizeof *self->pairs);
-    if (!self->pairs) {
+    self->pairs = calloc(self->max_slots, sizeof *self->pairs);
+    self->grant = calloc(self->max_slots, sizeof *self->grant);
+    if (!self->pairs || !self->grant) {
         snprintf(why, len, "tier %s: out of memory for token checks", self->name);
         return -1;
     }
@@ -92,7 +92,9 @@ int tier_actor_auth_init(self_t *self, const tier_actor_config_t *cfg, char *why
 void tier_actor_auth_fini(self_t *self)
 {
     free(self->pairs);
+    free(self->grant);
     self->pairs = NULL;
+    self->grant = NULL;
     bus_secret_wipe(&self->key, sizeof self->key);
 }
 
@@ -233,40 +235,55 @@ static void s_pairs_sort(tier_actor_pair_t *p, uint32_t n)
     }
 }
 
-/* The token's entries as sorted pairs: (slot, size) on tier `tier` when src is
- * BUS_TOKEN_NO_TIER, else (src_slot, slot) of entries from src to tier. */
-static int s_collect(self_t *self, const tier_actor_grant_t *g, uint16_t src, uint16_t tier,
-                     uint32_t *n, kvtier_Status *st)
+/* The request's slots as pairs sorted by (a, b): a = slot (copy: source slot),
+ * b = 0 (copy: destination slot), i = the request's index; grant[i] cleared. */
+static void s_request_pairs(self_t *self, const bus_u64s_t *a, const bus_u64s_t *b)
 {
-    *n = 0;
-    for (uint32_t i = 0; i < g->view.n_entries; i++) {
-        bus_token_entry_t e;
-        bus_token_entry_at(&g->view, i, &e);
-        if (e.tier != tier || (src != BUS_TOKEN_NO_TIER && e.src_tier != src))
-            continue;
-        if (*n == self->pairs_cap)
-            return tier_actor_fail(self, st, S_DENIED,
-                                   "the token has more than %u entries for this tier", *n);
-        self->pairs[(*n)++] = src == BUS_TOKEN_NO_TIER
-                                  ? (tier_actor_pair_t){.a = e.slot, .b = e.size}
-                                  : (tier_actor_pair_t){.a = e.src_slot, .b = e.slot};
+    for (uint32_t i = 0; i < a->n; i++) {
+        self->pairs[i] = (tier_actor_pair_t){.a = a->v[i], .b = b ? b->v[i] : 0, .i = i};
+        self->grant[i] = 0;
     }
-    s_pairs_sort(self->pairs, *n);
-    return 0;
+    s_pairs_sort(self->pairs, a->n);
 }
 
-/* The first pair whose a is `a` (pairs sorted), or NULL. */
-static const tier_actor_pair_t *s_lower(const self_t *self, uint32_t n, uint64_t a)
+/* The first request pair not less than (a, b), or n. */
+static uint32_t s_lower(const self_t *self, uint32_t n, uint64_t a, uint64_t b)
 {
+    tier_actor_pair_t key = {.a = a, .b = b};
     uint32_t lo = 0, hi = n;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (self->pairs[mid].a < a)
+        if (s_pair_less(&self->pairs[mid], &key))
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < n && self->pairs[lo].a == a ? &self->pairs[lo] : NULL;
+    return lo;
+}
+
+/* One pass over the token's entries from src (BUS_TOKEN_NO_TIER: any) to tier:
+ * every request pair an entry matches gets grant = 1 + the largest entry size.
+ * Sorting the request (at most max_slots) rather than the token keeps the cost
+ * of a long token, sent whole with every chunk of a request, to one scan. */
+static uint32_t s_match(self_t *self, const tier_actor_grant_t *g, uint16_t src, uint16_t tier,
+                        uint32_t n)
+{
+    uint32_t here = 0;
+    for (uint32_t k = 0; k < g->view.n_entries; k++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&g->view, k, &e);
+        if (e.tier != tier || (src != BUS_TOKEN_NO_TIER && e.src_tier != src))
+            continue;
+        here++;
+        uint64_t a = src == BUS_TOKEN_NO_TIER ? e.slot : e.src_slot;
+        uint64_t b = src == BUS_TOKEN_NO_TIER ? 0 : e.slot;
+        for (uint32_t j = s_lower(self, n, a, b);
+             j < n && self->pairs[j].a == a && self->pairs[j].b == b; j++) {
+            uint64_t *gr = &self->grant[self->pairs[j].i];
+            *gr = *gr > (uint64_t)e.size + 1 ? *gr : (uint64_t)e.size + 1;
+        }
+    }
+    return here;
 }
 
 int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *slots,
@@ -274,22 +291,24 @@ int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u
 {
     if (!g->on)
         return 0;
-    uint32_t n = 0;
-    int rc = s_collect(self, g, BUS_TOKEN_NO_TIER, g->here, &n, st);
-    for (uint32_t i = 0; rc == 0 && i < slots->n; i++) {
-        const tier_actor_pair_t *p = s_lower(self, n, slots->v[i]);
-        if (!p)
+    if (slots->n > self->max_slots) /* the callers bound it first; the scratch is this big */
+        return tier_actor_fail(self, st, S_DENIED, "%s of %u slots, at most %u", what, slots->n,
+                               self->max_slots);
+    s_request_pairs(self, slots, NULL);
+    uint32_t here = s_match(self, g, BUS_TOKEN_NO_TIER, g->here, slots->n);
+    for (uint32_t i = 0; i < slots->n; i++) {
+        if (self->grant[i] == 0)
             return tier_actor_fail(self, st, S_DENIED,
                                    "%s of slot %" PRIu64
                                    ": the token does not grant it (it grants %u slots here)",
-                                   what, slots->v[i], n);
-        if (sizes && sizes[i] > p->b)
+                                   what, slots->v[i], here);
+        if (sizes && sizes[i] > self->grant[i] - 1)
             return tier_actor_fail(self, st, S_DENIED,
                                    "%s of slot %" PRIu64 ": %" PRIu64
                                    " bytes, the token grants at most %" PRIu64,
-                                   what, slots->v[i], sizes[i], p->b);
+                                   what, slots->v[i], sizes[i], self->grant[i] - 1);
     }
-    return rc;
+    return 0;
 }
 
 int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *src,
@@ -297,17 +316,16 @@ int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u
 {
     if (!g->on)
         return 0;
-    uint32_t n = 0;
-    int rc = s_collect(self, g, g->here, g->dst, &n, st);
-    for (uint32_t i = 0; rc == 0 && i < src->n; i++) {
-        const tier_actor_pair_t *p = s_lower(self, n, src->v[i]);
-        while (p && p < self->pairs + n && p->a == src->v[i] && p->b < dst->v[i])
-            p++;
-        if (!p || p == self->pairs + n || p->a != src->v[i] || p->b != dst->v[i])
+    if (src->n > self->max_slots || dst->n != src->n)
+        return tier_actor_fail(self, st, S_DENIED, "CopySlots of %u slots to %u, at most %u",
+                               src->n, dst->n, self->max_slots);
+    s_request_pairs(self, src, dst);
+    (void)s_match(self, g, g->here, g->dst, src->n);
+    for (uint32_t i = 0; i < src->n; i++)
+        if (self->grant[i] == 0)
             return tier_actor_fail(self, st, S_DENIED,
                                    "CopySlots of slot %" PRIu64 " to slot %" PRIu64
                                    ": the token does not grant that copy",
                                    src->v[i], dst->v[i]);
-    }
-    return rc;
+    return 0;
 }

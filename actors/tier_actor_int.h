@@ -24,9 +24,11 @@ typedef struct {
     uint8_t *data; /* 4096-aligned (O_DIRECT without a bounce) */
 } tier_actor_rbuf_t;
 
-/* Token entries as sorted pairs (tier_actor_auth.c). */
+/* A request's slot (or source and destination slot) and its index, sorted
+ * (tier_actor_auth.c). */
 typedef struct {
     uint64_t a, b;
+    uint32_t i;
 } tier_actor_pair_t;
 
 /* CopySlots state (tier_actor_copy.c): copies in flight, destination clients. */
@@ -75,9 +77,9 @@ typedef struct tier_actor_self {
     bool auth;
     bus_token_key_t key;
     uint32_t clock_skew_ms;
-    uint64_t leader_seen; /* highest leader epoch of a token that verified */
-    tier_actor_pair_t *pairs;
-    uint32_t pairs_cap;
+    uint64_t leader_seen;     /* highest leader epoch of a token that verified */
+    tier_actor_pair_t *pairs; /* max_slots */
+    uint64_t *grant;          /* max_slots: 1 + the size a request's slot is granted, 0: none */
 
     zpoller_t *poller;       /* the loop's; copy clients' sockets are added to it */
     tier_actor_copy_t *copy; /* CopySlots in flight */
