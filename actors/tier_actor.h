@@ -176,6 +176,7 @@ typedef struct {
     uint64_t copies_refused;     /* CopySlots refused at the in-flight bounds */
     uint64_t slots_copied;       /* slots a copy reported successful */
     uint64_t copy_slot_failures; /* slots a copy reported failed */
+    uint64_t tokens_refused;     /* requests refused for their token (cfg.secret set) */
 } tier_actor_stats_t;
 
 /* Starts the actor: opens the tier, binds the endpoint. NULL (after logging why)

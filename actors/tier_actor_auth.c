@@ -159,8 +159,8 @@ static int s_check_token(self_t *self, tier_actor_access_t access, const bus_blo
     return 0;
 }
 
-int tier_actor_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
-                    uint32_t dst_tier_id, tier_actor_grant_t *g, kvtier_Status *st)
+static int s_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
+                  uint32_t dst_tier_id, tier_actor_grant_t *g, kvtier_Status *st)
 {
     g->on = false;
     if (!self->auth)
@@ -286,8 +286,8 @@ static uint32_t s_match(self_t *self, const tier_actor_grant_t *g, uint16_t src,
     return here;
 }
 
-int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *slots,
-                          const uint64_t *sizes, const char *what, kvtier_Status *st)
+static int s_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *slots,
+                        const uint64_t *sizes, const char *what, kvtier_Status *st)
 {
     if (!g->on)
         return 0;
@@ -311,8 +311,8 @@ int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u
     return 0;
 }
 
-int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *src,
-                          const bus_u64s_t *dst, kvtier_Status *st)
+static int s_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *src,
+                        const bus_u64s_t *dst, kvtier_Status *st)
 {
     if (!g->on)
         return 0;
@@ -328,4 +328,28 @@ int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u
                                    ": the token does not grant that copy",
                                    src->v[i], dst->v[i]);
     return 0;
+}
+
+int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *slots,
+                          const uint64_t *sizes, const char *what, kvtier_Status *st)
+{
+    int rc = s_auth_slots(self, g, slots, sizes, what, st);
+    self->stats.tokens_refused += rc < 0;
+    return rc;
+}
+
+int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *src,
+                          const bus_u64s_t *dst, kvtier_Status *st)
+{
+    int rc = s_auth_pairs(self, g, src, dst, st);
+    self->stats.tokens_refused += rc < 0;
+    return rc;
+}
+
+int tier_actor_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
+                    uint32_t dst_tier_id, tier_actor_grant_t *g, kvtier_Status *st)
+{
+    int rc = s_auth(self, access, tok, dst_tier_id, g, st);
+    self->stats.tokens_refused += rc < 0;
+    return rc;
 }
