@@ -214,7 +214,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
         else
             self->g.evictions++;
     }
-    migrator_job_t mj; /* ~2 KiB */
+    migrator_job_t mj; /* ~5 KiB (its copy token included) */
     memset(&mj, 0, sizeof mj);
     *job = (sched_demote_t){.used = true,
                             .job_id = self->reclaim.next_job_id++,
