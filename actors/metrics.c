@@ -495,6 +495,8 @@ static void s_render_tier(self_t *self, metrics_buf_t *b)
         {"kvtier_tier_actor_slots_copied_total", "counter", "slots copied", s->slots_copied},
         {"kvtier_tier_actor_copy_slot_failures_total", "counter", "slots whose copy failed",
          s->copy_slot_failures},
+        {"kvtier_tier_actor_token_refusals_total", "counter",
+         "requests refused for their token (docs/SECURITY.md)", s->tokens_refused},
         {"kvtier_tier_actor_capacity_slots", "gauge", "slots of the tier", s->capacity},
         {"kvtier_tier_actor_used_slots", "gauge", "SERVING slots", s->used_slots},
         {"kvtier_tier_actor_capacity_bytes", "gauge", "capacity x slot size",

@@ -18,8 +18,14 @@
 #include "bus_client.h"
 #include "bus_log.h"
 #include "bus_server.h"
+#include "bus_token.h"
 
 #define S_LOG "migrator"
+
+_Static_assert(sizeof(((kvtier_MigrateJobRequest *)0)->token.bytes) == MIGRATOR_TOKEN_MAX,
+               "MIGRATOR_TOKEN_MAX is the MigrateJobRequest.token bound");
+_Static_assert(BUS_TOKEN_MAX_BYTES(2, MIGRATOR_MAX_JOB_SLOTS) <= MIGRATOR_TOKEN_MAX,
+               "a job's copy token fits MigrateJobRequest.token");
 #define S_DISPATCH_ROUNDS 8
 #define S_OK kvtier_StatusCode_STATUS_OK
 #define S_INVALID kvtier_StatusCode_STATUS_INVALID_ARGUMENT
@@ -422,7 +428,8 @@ static void s_dispatch(self_t *self, s_job_t *j)
     uint32_t n = job->n;
     bus_arrays_t arr = {.slots = {(uint64_t *)job->src_slots, n, n},
                         .dst_slots = {(uint64_t *)job->dst_slots, n, n},
-                        .keys = {(uint8_t(*)[BUS_KEY_LEN])job->keys, n, n}};
+                        .keys = {(uint8_t(*)[BUS_KEY_LEN])job->keys, n, n},
+                        .payload = {(uint8_t *)job->token, job->token_len, job->token_len}};
     j->rarr = (bus_arrays_t){.mask = {j->mask, 0, MIGRATOR_MAX_JOB_SLOTS}};
     s->last_used = zclock_mono();
     if (bus_client_send(s->client, &self->env, &arr, NULL, 0, self->timeout_ms, &j->rarr,
@@ -659,6 +666,8 @@ void migrator_job_encode(const migrator_job_t *job, kvtier_Envelope *env, const 
         m->dst_slots[i] = job->dst_slots[i];
         memcpy(m->keys[i], job->keys[i], 16);
     }
+    m->token.size = (pb_size_t)(job->token_len <= sizeof m->token.bytes ? job->token_len : 0);
+    memcpy(m->token.bytes, job->token, m->token.size);
 }
 
 int migrator_job_decode(const kvtier_MigrateJobRequest *in, migrator_job_t *out, char *why,
@@ -691,6 +700,8 @@ int migrator_job_decode(const kvtier_MigrateJobRequest *in, migrator_job_t *out,
         out->dst_slots[i] = in->dst_slots[i];
         memcpy(out->keys[i], in->keys[i], 16);
     }
+    out->token_len = in->token.size <= sizeof out->token ? in->token.size : 0;
+    memcpy(out->token, in->token.bytes, out->token_len);
     return 0;
 }
 

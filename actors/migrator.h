@@ -60,6 +60,9 @@
 #define MIGRATOR_DEFAULT_QUEUED 256u
 #define MIGRATOR_DEFAULT_SOURCES 16u
 #define MIGRATOR_DEFAULT_TIMEOUT_MS 10000u
+/* A job's copy token (bus_token.h, two tiers and a job's entries): the
+ * MigrateJobRequest.token bound (schemas/internal.options). */
+#define MIGRATOR_TOKEN_MAX 3072u
 
 typedef enum {
     MIGRATOR_PREFETCH = 0, /* promotion for a waiting reader: first */
@@ -93,6 +96,10 @@ typedef struct {
     uint64_t src_slots[MIGRATOR_MAX_JOB_SLOTS];
     uint64_t dst_slots[MIGRATOR_MAX_JOB_SLOTS];
     uint8_t keys[MIGRATOR_MAX_JOB_SLOTS][BUS_KEY_LEN]; /* expected at the source */
+    /* the copy token the scheduler minted for this job (0 bytes: none), sent as
+     * CopySlotsRequest.token: the source tier actor copies only what it grants */
+    uint32_t token_len;
+    uint8_t token[MIGRATOR_TOKEN_MAX];
 } migrator_job_t;
 
 typedef struct {

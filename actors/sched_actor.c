@@ -52,6 +52,8 @@ static void s_apply_defaults(sched_config_t *c)
         c->pin_lease_ms = 30000;
     if (!c->write_grace_ms)
         c->write_grace_ms = 30000;
+    if (!c->clock_skew_ms)
+        c->clock_skew_ms = 5000;
     if (!c->tier_timeout_ms)
         c->tier_timeout_ms = 2000;
     if (!c->max_batch)
@@ -854,7 +856,10 @@ static void s_self_destroy(sched_t **self_p)
     free(self->tierset.tio.slots);
     free(self->tierset.tio.sizes);
     free(self->tierset.tio.keys);
+    free(self->tierset.tio.tok_entries);
+    free(self->tierset.tio.tok);
     free(self->requests.op_rep);
+    bus_secret_wipe(&self->token_key, sizeof self->token_key);
     free(self);
     *self_p = NULL;
 }
@@ -867,6 +872,13 @@ static int s_alloc_scratch(sched_t *self)
     self->tierset.tio.slots = calloc(n, sizeof *self->tierset.tio.slots);
     self->tierset.tio.sizes = calloc(n, sizeof *self->tierset.tio.sizes);
     self->tierset.tio.keys = calloc(n, sizeof *self->tierset.tio.keys);
+    /* its own tokens: one tier, up to max_batch (or a delete batch's) entries */
+    size_t nt = n > SCHED_DEL_BATCH ? n : SCHED_DEL_BATCH;
+    self->tierset.tio.tok_entries = calloc(nt, sizeof *self->tierset.tio.tok_entries);
+    self->tierset.tio.tok_cap = (size_t)BUS_TOKEN_MAX_BYTES(1, nt);
+    self->tierset.tio.tok = malloc(self->tierset.tio.tok_cap);
+    if (!self->tierset.tio.tok_entries || !self->tierset.tio.tok)
+        return -ENOMEM;
     self->requests.op_rep = calloc(1, sizeof *self->requests.op_rep);
     if (!self->tierset.tio.env || !self->tierset.tio.slots || !self->tierset.tio.sizes ||
         !self->tierset.tio.keys || !self->requests.op_rep)
@@ -892,6 +904,14 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     /* names this incarnation's tokens (bus_token.h issuer): never 0 */
     self->token_issuer = (((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs()) | 1;
     self->hash_seed = ((uint64_t)randof(0x7fffffff) << 32) ^ (uint64_t)zclock_usecs();
+    if (self->cfg.has_secret) {
+        if (bus_token_key_derive(self->cfg.secret, self->cfg.cluster, &self->token_key) < 0) {
+            bus_error(S_LOG, "cannot derive the token key for cluster \"%s\"", self->cfg.cluster);
+            goto out_fail;
+        }
+        self->seal = true;
+    }
+    bus_secret_wipe(self->cfg.secret, sizeof self->cfg.secret); /* the key is all it keeps */
     if (s_alloc_scratch(self) < 0 || sched_index_init(self) < 0 || sched_quota_init(self) < 0 ||
         sched_requests_init(self) < 0 || sched_clients_init(self) < 0) {
         bus_error(S_LOG,

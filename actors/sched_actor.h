@@ -30,6 +30,7 @@
 
 #include "bus_curve.h"
 #include "bus_limits.h"
+#include "bus_token_mac.h"
 #include "common.pb.h"
 
 #define SCHED_MAX_TIERS BUS_MAX_TIERS /* ClusterInfoReply.tiers, token tier table */
@@ -101,6 +102,13 @@ typedef struct {
     char vllm_event_endpoint[SCHED_ENDPOINT_MAX];
     char vllm_replay_endpoint[SCHED_ENDPOINT_MAX];
     uint64_t leader_epoch;
+    /* The cluster secret (docs/SECURITY.md): when set, every token is sealed
+     * (bus_token_mac.h, keyed for `cluster`) and the scheduler's own tier-plane
+     * requests and copy jobs carry tokens it mints for them. Unset: tokens go
+     * out unsealed and its own requests carry none (tier actors without the
+     * secret, in-process tests). */
+    bool has_secret;
+    uint8_t secret[BUS_SECRET_BYTES];
 
     uint32_t n_tiers;
     sched_tier_config_t tiers[SCHED_MAX_TIERS];
@@ -109,6 +117,10 @@ typedef struct {
 
     uint64_t pin_lease_ms;     /* an open get/prefetch window lapses after this (0: 30 s) */
     uint64_t write_grace_ms;   /* an open put window lapses after this (0: 30 s) */
+    uint64_t clock_skew_ms;    /* tier actors accept a token this long past its expiry
+                                  (security.clock_skew; 0: 5 s, as tier_actor.h): tokens
+                                  of leases longer than twice it expire that much early,
+                                  so a tier refuses a late writer when its window lapses */
     uint64_t request_idle_ms;  /* an open request without an open window and without a call
                                   for this long is ended, so a dead client's requests do not
                                   fill max_requests (0: 4 x the longer lease, >= 60 s) */

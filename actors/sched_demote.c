@@ -26,6 +26,7 @@
  * Bounded: SCHED_DEMOTE_JOBS jobs in flight, MIGRATOR_MAX_JOB_SLOTS blocks each;
  * the migrator bounds its own queue (refusal = backpressure). Never blocks for long:
  * the migrator answers a submission at once (bounded by BUS_ACTOR_ASK_MS). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,12 +94,54 @@ uint32_t sched_job_slots(const sched_t *self, const sched_tier_t *t)
     return max_m > self->cfg.max_batch ? self->cfg.max_batch : max_m;
 }
 
+static sched_tier_t *s_tier_by_id(sched_t *self, uint32_t id)
+{
+    return id >= 1 && id <= self->tierset.n_tiers ? &self->tierset.tiers[id - 1] : NULL;
+}
+
+/* The job's copy token (docs/SECURITY.md): its source and destination tiers as
+ * the scheduler's membership has them, and every slot pair with the block's size;
+ * none without the cluster secret. */
+static int s_copy_token(sched_t *self, migrator_job_t *mj, char *why, size_t len)
+{
+    mj->token_len = 0;
+    if (!self->seal)
+        return 0;
+    sched_tier_t *src = s_tier_by_id(self, mj->src_tier_id);
+    sched_tier_t *dst = s_tier_by_id(self, mj->dst_tier_id);
+    if (!src || !dst || src == dst) {
+        snprintf(why, len, "copy from tier id %u to %u: not two tiers of this deployment",
+                 mj->src_tier_id, mj->dst_tier_id);
+        return -1;
+    }
+    bus_token_entry_t e[MIGRATOR_MAX_JOB_SLOTS];
+    for (uint32_t i = 0; i < mj->n; i++)
+        e[i] = (bus_token_entry_t){
+            .tier = 1,
+            .src_tier = 0,
+            .size = mj->src_slots[i] < src->cfg.capacity ? src->sizes[mj->src_slots[i]] : 0,
+            .slot = mj->dst_slots[i],
+            .src_slot = mj->src_slots[i]};
+    const sched_tier_t *tiers[2] = {src, dst};
+    size_t n = 0;
+    int rc = sched_token_mint(self, BUS_TOKEN_COPY, tiers, 2, e, mj->n, SCHED_COPY_TOKEN_MS,
+                              mj->token, sizeof mj->token, &n);
+    if (rc < 0) {
+        snprintf(why, len, "copy token not minted: %s", strerror(-rc));
+        return -1;
+    }
+    mj->token_len = (uint32_t)n;
+    return 0;
+}
+
 int sched_migrate_submit(sched_t *self, migrator_job_t *mj, char *why, size_t len)
 {
     if (!self->reclaim.mig_client) {
         snprintf(why, len, "no migrator");
         return -1;
     }
+    if (s_copy_token(self, mj, why, len) < 0)
+        return -1;
     mj->job_id = self->reclaim.next_job_id++;
     return migrator_submit(self->reclaim.mig_client, mj, 0, why, len) == 0 ? 0 : -1;
 }
@@ -171,7 +214,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
         else
             self->g.evictions++;
     }
-    migrator_job_t mj; /* ~2 KiB */
+    migrator_job_t mj; /* ~5 KiB (its copy token included) */
     memset(&mj, 0, sizeof mj);
     *job = (sched_demote_t){.used = true,
                             .job_id = self->reclaim.next_job_id++,
@@ -223,7 +266,8 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
     mj.n = job->n;
     char why[160];
     mj.job_id = job->job_id;
-    if (migrator_submit(self->reclaim.mig_client, &mj, 0, why, sizeof why) != 0) {
+    if (s_copy_token(self, &mj, why, sizeof why) < 0 ||
+        migrator_submit(self->reclaim.mig_client, &mj, 0, why, sizeof why) != 0) {
         for (uint32_t i = 0; i < job->n; i++) {
             (void)tier_slots_unpin(t->slots, number, &job->keys[i]);
             (void)tier_slots_commit(dst->slots, number, &job->keys[i], false, (uint64_t)now, NULL);

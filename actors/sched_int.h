@@ -20,6 +20,8 @@ struct sched {
     uint64_t hash_seed;
     uint64_t next_token_id;
     uint64_t token_issuer; /* bus_token_meta_t.issuer of the tokens this scheduler mints */
+    bool seal;             /* cfg.has_secret: tokens are sealed under token_key */
+    bus_token_key_t token_key;
     bool terminated;
 
     sched_events_t events;     /* sched_events.c */

@@ -460,14 +460,20 @@ static bool s_success(const sched_call_t *call, uint32_t i)
 
 /* What the token says about itself (bus_token.h): the window's token id, this
  * scheduler's issuer and leader epoch, the instance, and the lease's end on the
- * wall clock (the window itself lapses on the monotonic clock, sched_lease_scan). */
+ * wall clock (the window itself lapses on the monotonic clock, sched_lease_scan).
+ * A tier actor accepts a token up to clock_skew past its expiry, so the expiry is
+ * the lease's end less that skew (leases longer than twice it): with the clocks in
+ * step, a writer late past its lease is refused at the tier by the time the window
+ * lapses here and its slots may go to another (issue 12 §4). */
 static bus_token_meta_t s_token_meta(const sched_t *self, const sched_instance_t *in,
                                      const sched_window_t *w, uint64_t lease_ms)
 {
+    uint64_t skew = self->cfg.clock_skew_ms;
+    uint64_t slack = lease_ms > 2 * skew ? skew : 0;
     return (bus_token_meta_t){.token_id = w->token_id,
                               .issuer = self->token_issuer,
                               .leader_epoch = self->cfg.leader_epoch,
-                              .expiry_ms = (uint64_t)sched_wall_ms() + lease_ms,
+                              .expiry_ms = (uint64_t)sched_wall_ms() + lease_ms - slack,
                               .instance = in->number};
 }
 
@@ -497,8 +503,11 @@ static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t ki
         }
         call->tok[i].src_tier = map[st];
     }
-    return bus_token_encode(kind, meta, tt, nt, call->tok, n, call->payload, call->payload_cap,
-                            len);
+    int rc =
+        bus_token_encode(kind, meta, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
+    if (rc == 0 && self->seal) /* the tier actors open the tier plane only under the MAC */
+        rc = bus_token_seal(&self->token_key, call->payload, call->payload_cap, len);
+    return rc;
 }
 
 static void s_token_reply(sched_call_t *call, kvtier_Token *tok, const sched_window_t *w,

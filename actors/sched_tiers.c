@@ -18,6 +18,7 @@
  *
  * Never blocks: every tier exchange is a bus_client_send with a deadline; replies
  * and timeouts arrive through the loop. Allocates only on membership changes. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +221,52 @@ void sched_tiers_fini(sched_t *self)
     }
 }
 
+/* ---- the scheduler's own tokens ---- */
+
+int sched_token_mint(sched_t *self, bus_token_kind_t kind, const sched_tier_t *const *tiers,
+                     uint32_t nt, const bus_token_entry_t *entries, uint32_t n, uint64_t ttl_ms,
+                     uint8_t *buf, size_t cap, size_t *len)
+{
+    bus_token_tier_t tt[2];
+    if (nt > 2)
+        return -EINVAL;
+    for (uint32_t i = 0; i < nt; i++)
+        sched_tier_token(tiers[i], &tt[i]);
+    bus_token_meta_t meta = {.issuer = self->token_issuer,
+                             .leader_epoch = self->cfg.leader_epoch,
+                             .expiry_ms = (uint64_t)sched_wall_ms() + ttl_ms};
+    int rc = bus_token_encode(kind, &meta, tt, nt, entries, n, buf, cap, len);
+    if (rc == 0 && self->seal)
+        rc = bus_token_seal(&self->token_key, buf, cap, len);
+    return rc;
+}
+
+/* An admin token over slots[0..n) of t (sizes: at most these bytes; NULL: 0) in
+ * the tier scratch; an empty blob without the secret (tier actors without one
+ * check nothing) or when it cannot be minted (the tier refuses the request). */
+static bus_blob_t s_admin_token(sched_t *self, const sched_tier_t *t, const uint64_t *slots,
+                                const uint64_t *sizes, uint32_t n)
+{
+    bus_blob_t none = {0};
+    if (!self->seal)
+        return none;
+    bus_token_entry_t *e = self->tierset.tio.tok_entries;
+    for (uint32_t i = 0; i < n; i++)
+        e[i] = (bus_token_entry_t){.tier = 0,
+                                   .src_tier = BUS_TOKEN_NO_TIER,
+                                   .size = sizes ? (uint32_t)sizes[i] : 0,
+                                   .slot = slots[i]};
+    size_t len = 0;
+    int rc = sched_token_mint(self, BUS_TOKEN_ADMIN, &t, 1, e, n, SCHED_ADMIN_TOKEN_MS,
+                              self->tierset.tio.tok, self->tierset.tio.tok_cap, &len);
+    if (rc < 0) {
+        bus_warn(S_LOG, "tier %s: admin token for %u slots not minted: %s", t->cfg.name, n,
+                 strerror(-rc));
+        return none;
+    }
+    return (bus_blob_t){.data = self->tierset.tio.tok, .len = (uint32_t)len, .cap = (uint32_t)len};
+}
+
 /* ---- deletes ---- */
 
 static void s_delete_done(void *arg, bus_reply_t *r)
@@ -248,6 +295,7 @@ static void s_flush_tier(sched_t *self, sched_tier_t *t)
     bus_arrays_t arr = {
         .slots = {.v = t->del_slots, .n = n, .cap = SCHED_DEL_BATCH},
         .keys = {.keys = t->del_keys, .n = n, .cap = SCHED_DEL_BATCH},
+        .payload = s_admin_token(self, t, t->del_slots, NULL, n),
     };
     kvtier_Status st;
     if (bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_delete_done, t, NULL, &st) < 0) {
@@ -320,6 +368,7 @@ int sched_tier_put_headers(sched_t *self, sched_tier_t *t, const sched_pool_t *p
         .keys = {.keys = self->tierset.tio.keys, .n = i, .cap = cap},
         .sizes = {.v = self->tierset.tio.sizes, .n = i, .cap = cap},
         .checksums = {.v = (uint64_t *)h->checksums, .n = i, .cap = cap},
+        .payload = s_admin_token(self, t, self->tierset.tio.slots, self->tierset.tio.sizes, i),
     };
     return bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_put_header_done, h->cb, NULL,
                            st);
@@ -362,6 +411,7 @@ void sched_tier_reput_header(sched_t *self, sched_tier_t *t, const char *id, uin
         .keys = {.keys = k, .n = 1, .cap = 1},
         .sizes = {.v = &size, .n = 1, .cap = 1},
         .checksums = {.v = &ck, .n = 1, .cap = 1},
+        .payload = s_admin_token(self, t, &s, &size, 1),
     };
     kvtier_Status st;
     if (bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_reput_done, t, NULL, &st) < 0)

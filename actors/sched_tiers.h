@@ -9,7 +9,12 @@
 #include "sched_types.h"
 #include "sched_window.h"
 
-#define SCHED_DEL_BATCH 512u                  /* slots per DeleteSlots message */
+#define SCHED_DEL_BATCH 512u /* slots per DeleteSlots message */
+/* Lifetimes of the tokens the scheduler mints for itself (docs/SECURITY.md): its
+ * own PutHeader / DeleteSlots are sent at once; a copy job may wait in the
+ * migrator's queue first. */
+#define SCHED_ADMIN_TOKEN_MS 30000u
+#define SCHED_COPY_TOKEN_MS 300000u
 #define SCHED_EXPIRE_BATCH 64u                /* expired blocks removed per tier per tick */
 #define SCHED_INV_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
 #define SCHED_INV_TRIES 5u                    /* failed inventory pages retried before giving up */
@@ -78,6 +83,9 @@ typedef struct {
         uint64_t *slots, *sizes;
         uint8_t (*keys)[16];
         tier_victim_t victims[SCHED_EXPIRE_BATCH]; /* expired blocks of one tick */
+        bus_token_entry_t *tok_entries;            /* the scheduler's own admin tokens */
+        uint8_t *tok;
+        size_t tok_cap;
     } tio;
 } sched_tierset_t;
 
@@ -119,6 +127,13 @@ void sched_deleting_forget(sched_tier_t *t, uint32_t i);
 void sched_tier_victim(sched_t *self, sched_tier_t *t, const tier_victim_t *v);
 /* Fills one token tier entry from the tier's announced identity. */
 void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out);
+
+/* Encodes a token of `kind` naming tiers[0..nt) (entries index into it) and
+ * seals it when the scheduler has the cluster secret, expiring ttl_ms from now.
+ * 0, or a negative errno (bus_token_encode's, or -ENOSPC from sealing). */
+int sched_token_mint(sched_t *self, bus_token_kind_t kind, const sched_tier_t *const *tiers,
+                     uint32_t nt, const bus_token_entry_t *entries, uint32_t n, uint64_t ttl_ms,
+                     uint8_t *buf, size_t cap, size_t *len);
 /* Sends PutHeader(SERVING) for h's entries of `entries` to t; h->cb is called
  * when it is answered. -1 (st set, no callback) when it cannot be sent. */
 int sched_tier_put_headers(sched_t *self, sched_tier_t *t, const sched_pool_t *pool,

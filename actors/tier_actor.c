@@ -108,7 +108,7 @@ static int s_describe(self_t *self, char *why, size_t len)
 static int s_alloc_scratch(self_t *self)
 {
     uint32_t ms = self->max_slots;
-    self->arr = bus_arrays_new(BUS_MAX_ARRAY, 0);
+    self->arr = bus_arrays_new(BUS_MAX_ARRAY, BUS_MAX_BLOB); /* payload: a request's token */
     self->rep_sizes = calloc(self->max_frames, sizeof *self->rep_sizes);
     self->rep_mask = calloc(ms, sizeof *self->rep_mask);
     self->payload = calloc(self->max_frames, sizeof *self->payload);
@@ -135,6 +135,7 @@ static void s_self_destroy(self_t **self_p)
     bus_request_reset(&self->req);
     zframe_destroy(&self->sched_peer);
     tier_actor_copy_destroy(self);
+    tier_actor_auth_fini(self);
     bus_server_destroy(&self->server);
     tier_close(&self->tier);
     bus_arrays_destroy(&self->arr);
@@ -204,7 +205,8 @@ static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *w
         goto out_fail;
     if (s_describe(self, why, len) < 0 || s_bind(self, cfg, why, len) < 0)
         goto out_fail;
-    if (tier_actor_copy_new(self, cfg, why, len) < 0)
+    if (tier_actor_copy_new(self, cfg, why, len) < 0 ||
+        tier_actor_auth_init(self, cfg, why, len) < 0)
         goto out_fail;
     self->stats.capacity = self->tier->cfg.capacity;
     tier_actor_count_used(self);
@@ -258,7 +260,6 @@ static void s_on_requests(self_t *self)
         if (rc <= 0)
             break;
         self->stats.requests++;
-        tier_actor_notice_peer(self, &self->req);
         tier_actor_serve(self, &self->req);
         bus_request_reset(&self->req);
     }

@@ -21,6 +21,15 @@
  *   fence: 0 means any, else it must be this actor's epoch (tier_actor_epoch);
  *   otherwise UNAVAILABLE and nothing is applied (the actor restarted: locations
  *   placed on its earlier incarnation are gone).
+ * - Tokens (cfg.secret set; tier_actor_auth.c, docs/SECURITY.md): WriteSlots needs
+ *   a put or copy token, ReadSlots a get token, PutHeader and DeleteSlots an admin
+ *   or copy token, CopySlots a copy token; the token must verify under the
+ *   cluster's key, name this tier with this actor's epoch (0 grants nothing: the
+ *   request's own epoch no longer matters), be unexpired and not from a leader
+ *   epoch below the highest seen, and list every requested slot (writes and
+ *   headers: a size at most the entry's). Otherwise PERMISSION_DENIED (EXPIRED,
+ *   or UNAVAILABLE for another epoch of this tier) and nothing is applied. Probe
+ *   and Inventory are read-only metadata and take no token.
  * - Bounds per request: at most cfg.max_slots slots and cfg.max_bytes payload bytes
  *   (written or read), at most TIER_MAX_IOV segments per slot; over a bound the
  *   request is refused whole with INVALID_ARGUMENT and nothing is applied. Frames
@@ -57,7 +66,10 @@
  * epoch and up = true; its used_slots is counted on the page with cursor 0 and repeated on later
  * pages.
  * - CopySlots (issue 4 §2; the migrator's request): copies SERVING blocks of this
- *   tier, bytes and headers, to another tier actor (dst_endpoint), tier to tier.
+ *   tier, bytes and headers, to another tier actor, tier to tier: with tokens, the
+ *   one the copy token's tier table names for dst_tier_id (a dst_endpoint in the
+ *   request must be empty or that one, else PERMISSION_DENIED), and the token goes
+ *   with the copy's WriteSlots / PutHeader / DeleteSlots; without, dst_endpoint.
  *   keys and dst_slots are required, one per slot; dst_state is WRITING, SERVING or
  *   DELETING; at most cfg.copy_max_slots slots and cfg.max_bytes bytes per copy
  *   (INVALID_ARGUMENT otherwise, nothing done). Per slot: the source header must be
@@ -113,6 +125,7 @@
 #define TIER_ACTOR_DEFAULT_COPY_SLOTS 256u
 #define TIER_ACTOR_DEFAULT_COPY_DESTS 8u
 #define TIER_ACTOR_DEFAULT_COPY_TIMEOUT_MS 5000u
+#define TIER_ACTOR_DEFAULT_CLOCK_SKEW_MS 5000u
 
 typedef struct {
     tier_config_t tier; /* what to open: any registered kind, its options included */
@@ -141,6 +154,14 @@ typedef struct {
     uint32_t copy_max_slots;     /* slots per copy */
     uint32_t copy_max_dests;     /* destination clients kept */
     uint32_t copy_timeout_ms;
+    /* Tokens (docs/SECURITY.md): with the cluster secret (BUS_SECRET_BYTES, copied
+     * at start) every WriteSlots, ReadSlots, PutHeader, DeleteSlots and CopySlots
+     * needs a token the scheduler sealed for `cluster`, this tier and this epoch.
+     * NULL: no token is checked, the request's epoch is the only fence — for
+     * in-process tests; the tier process (kvtier tier) never starts without one. */
+    const uint8_t *secret;
+    const char *cluster;
+    uint32_t clock_skew_ms; /* wall clocks of scheduler and tier agree within; 0: default */
 } tier_actor_config_t;
 
 typedef struct {
@@ -164,6 +185,7 @@ typedef struct {
     uint64_t copy_slot_failures; /* slots a copy reported failed */
     uint64_t drops_noticed;      /* dropped slots told to the scheduler (TierNotice) */
     uint64_t drops_unnoticed;    /* dropped slots no scheduler was known to tell */
+    uint64_t tokens_refused;     /* requests refused for their token (cfg.secret set) */
 } tier_actor_stats_t;
 
 /* Starts the actor: opens the tier, binds the endpoint. NULL (after logging why)

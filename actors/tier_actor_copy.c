@@ -72,6 +72,8 @@ struct s_copy {
     uint32_t *idx;           /* slots sent by the current stage, in wire order */
     uint32_t nidx;
     s_group_t *groups;
+    uint8_t *token; /* the CopySlots' token, forwarded to the destination */
+    uint32_t token_len, token_cap;
     uint32_t pending; /* destination requests in flight */
     kvtier_Status st; /* the first destination failure; OK when none */
 };
@@ -108,7 +110,10 @@ static int s_copy_alloc(s_copy_t *c, uint32_t ms)
     c->ok = calloc(ms, sizeof *c->ok);
     c->idx = calloc(ms, sizeof *c->idx);
     c->groups = calloc(ms, sizeof *c->groups);
-    return c->src && c->dst && c->keys && c->hdr && c->ok && c->idx && c->groups ? 0 : -1;
+    c->token_cap = (uint32_t)BUS_TOKEN_MAX_BYTES(BUS_TOKEN_MAX_TIERS, ms);
+    c->token = malloc(c->token_cap);
+    return c->src && c->dst && c->keys && c->hdr && c->ok && c->idx && c->groups && c->token ? 0
+                                                                                             : -1;
 }
 
 static void s_copy_free(s_copy_t *c)
@@ -121,6 +126,7 @@ static void s_copy_free(s_copy_t *c)
     free(c->ok);
     free(c->idx);
     free(c->groups);
+    free(c->token);
 }
 
 int tier_actor_copy_new(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)
@@ -289,6 +295,12 @@ static bool s_send_ok(s_copy_t *c, kvtier_Status *st)
     return true;
 }
 
+/* The copy's token as the payload of its destination requests (empty: none). */
+static bus_blob_t s_token(const s_copy_t *c)
+{
+    return (bus_blob_t){.data = c->token, .len = c->token_len, .cap = c->token_len};
+}
+
 static bool s_same_block(const tier_slot_header_t *a, const tier_slot_header_t *b)
 {
     return a->state == TIER_SLOT_SERVING && b->state == TIER_SLOT_SERVING &&
@@ -333,7 +345,8 @@ static void s_take(self_t *self, s_copy_t *c, const kvtier_CopySlotsRequest *r, 
     }
 }
 
-int tier_actor_copy_start(self_t *self, bus_request_t *req, kvtier_Status *st)
+int tier_actor_copy_start(self_t *self, bus_request_t *req, const char *dst_ep,
+                          const bus_blob_t *token, kvtier_Status *st)
 {
     tier_actor_copy_t *cp = self->copy;
     const kvtier_CopySlotsRequest *r = &req->env.body.copy_slots_req;
@@ -347,6 +360,10 @@ int tier_actor_copy_start(self_t *self, bus_request_t *req, kvtier_Status *st)
                                "%u copies in flight (copy_max_in_flight); retry after they finish",
                                cp->max_copies);
     }
+    if (token->len > c->token_cap)
+        return tier_actor_fail(self, st, S_INVALID,
+                               "CopySlots with a %u-byte token, at most %u for %u slots",
+                               token->len, c->token_cap, cp->max_slots);
     uint64_t bytes = 0;
     s_take(self, c, r, &bytes);
     if (bytes > cp->max_bytes)
@@ -361,12 +378,14 @@ int tier_actor_copy_start(self_t *self, bus_request_t *req, kvtier_Status *st)
                                " more would pass the bound %" PRIu64 "; retry later",
                                cp->bytes, bytes, cp->max_bytes);
     }
-    s_dest_t *d = s_dest_get(cp, r->dst_endpoint, st);
+    s_dest_t *d = s_dest_get(cp, dst_ep, st);
     if (!d) {
         if (st->code == S_UNAVAILABLE)
             self->stats.copies_refused++;
         return -(int)st->code;
     }
+    memcpy(c->token, token->data, token->len);
+    c->token_len = token->len;
     c->routing_id = zframe_dup(req->routing_id);
     c->corr_id = req->env.corr_id;
     c->dest = d;
@@ -471,7 +490,8 @@ static void s_send_write(s_copy_t *c)
     bus_env_init(&cp->env, kvtier_Envelope_write_slots_req_tag, cp->self->name);
     cp->env.body.write_slots_req.tier_id = c->dst_tier_id;
     cp->env.body.write_slots_req.segments = 1;
-    bus_arrays_t arr = {.slots = {cp->slots, m, m}, .sizes = {cp->sizes, m, m}};
+    bus_arrays_t arr = {
+        .slots = {cp->slots, m, m}, .sizes = {cp->sizes, m, m}, .payload = s_token(c)};
     /* the payload passes to the client whatever happens */
     if (bus_client_send(c->dest->client, &cp->env, &arr, cp->payload, m, s_left_ms(c), NULL,
                         s_on_written, c, NULL, &st) < 0)
@@ -547,7 +567,8 @@ static void s_send_puts(s_copy_t *c)
         bus_arrays_t arr = {.slots = {cp->slots, n, n},
                             .keys = {cp->keys, n, n},
                             .sizes = {cp->sizes, n, n},
-                            .checksums = {cp->sums, n, n}};
+                            .checksums = {cp->sums, n, n},
+                            .payload = s_token(c)};
         if (s_send_ok(c, &st) && bus_client_send(c->dest->client, &cp->env, &arr, NULL, 0,
                                                  s_left_ms(c), NULL, s_on_put, g, NULL, &st) == 0) {
             c->pending++;
@@ -611,7 +632,8 @@ static void s_after_puts(s_copy_t *c)
     uint32_t n = c->nidx;
     bus_env_init(&cp->env, kvtier_Envelope_delete_slots_req_tag, self->name);
     cp->env.body.delete_slots_req.tier_id = c->dst_tier_id;
-    bus_arrays_t arr = {.slots = {cp->slots, n, n}, .keys = {cp->keys, n, n}};
+    bus_arrays_t arr = {
+        .slots = {cp->slots, n, n}, .keys = {cp->keys, n, n}, .payload = s_token(c)};
     if (bus_client_send(c->dest->client, &cp->env, &arr, NULL, 0, s_left_ms(c), NULL, s_on_deleted,
                         c, NULL, &st) < 0) {
         s_note(c, &st);

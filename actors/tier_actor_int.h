@@ -7,6 +7,7 @@
 #define KVT_TIER_ACTOR_INT_H
 
 #include "bus_server.h"
+#include "bus_token_mac.h"
 #include "tier_actor.h"
 
 typedef struct {
@@ -22,6 +23,13 @@ typedef struct {
     size_t len;
     uint8_t *data; /* 4096-aligned (O_DIRECT without a bounce) */
 } tier_actor_rbuf_t;
+
+/* A request's slot (or source and destination slot) and its index, sorted
+ * (tier_actor_auth.c). */
+typedef struct {
+    uint64_t a, b;
+    uint32_t i;
+} tier_actor_pair_t;
 
 /* CopySlots state (tier_actor_copy.c): copies in flight, destination clients. */
 typedef struct tier_actor_copy tier_actor_copy_t;
@@ -67,6 +75,14 @@ typedef struct tier_actor_self {
     uint64_t used_slots; /* SERVING, as of the last count */
     tier_actor_stats_t stats;
 
+    /* tokens (tier_actor_auth.c): on when the actor has the cluster secret */
+    bool auth;
+    bus_token_key_t key;
+    uint32_t clock_skew_ms;
+    uint64_t leader_seen;     /* highest leader epoch of a token that verified */
+    tier_actor_pair_t *pairs; /* max_slots */
+    uint64_t *grant;          /* max_slots: 1 + the size a request's slot is granted, 0: none */
+
     zpoller_t *poller;       /* the loop's; copy clients' sockets are added to it */
     tier_actor_copy_t *copy; /* CopySlots in flight */
 
@@ -92,11 +108,52 @@ void tier_actor_rbuf_unref(void *data, void *hint);
  * "" for 0. tier_actor_serve.c */
 void tier_actor_instance_name(tier_actor_self_t *self, uint32_t hash, char *out, size_t len);
 
+/* ---- tokens (tier_actor_auth.c) ---- */
+
+typedef enum {
+    TIER_AUTH_READ = 0,
+    TIER_AUTH_WRITE,
+    TIER_AUTH_HEADER,
+    TIER_AUTH_DELETE,
+    TIER_AUTH_COPY,
+    TIER_AUTH_COUNT
+} tier_actor_access_t;
+
+/* One request's grant: on = a token was checked (the actor has the secret). */
+typedef struct {
+    bool on;
+    bus_token_view_t view;   /* entries point into token */
+    const bus_blob_t *token; /* the request's token bytes (its arrays' payload) */
+    uint16_t here;           /* this tier's index in view.tiers */
+    uint16_t dst;            /* CopySlots: the destination's index */
+} tier_actor_grant_t;
+
+/* Key and scratch from cfg (nothing when cfg->secret is NULL); -1 (why filled). */
+int tier_actor_auth_init(tier_actor_self_t *self, const tier_actor_config_t *cfg, char *why,
+                         size_t len);
+void tier_actor_auth_fini(tier_actor_self_t *self);
+/* Checks the token of a request for `access` (dst_tier_id: CopySlots' destination)
+ * into g; 0 and g->on false when tokens are off. < 0 with st set: refused. */
+int tier_actor_auth(tier_actor_self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
+                    uint32_t dst_tier_id, tier_actor_grant_t *g, kvtier_Status *st);
+/* Every slots->v[i] is a token entry on this tier (with sizes: sizes[i] at most
+ * the entry's size). */
+int tier_actor_auth_slots(tier_actor_self_t *self, const tier_actor_grant_t *g,
+                          const bus_u64s_t *slots, const uint64_t *sizes, const char *what,
+                          kvtier_Status *st);
+/* Every (src->v[i], dst->v[i]) is a token entry from this tier to g->dst. */
+int tier_actor_auth_pairs(tier_actor_self_t *self, const tier_actor_grant_t *g,
+                          const bus_u64s_t *src, const bus_u64s_t *dst, kvtier_Status *st);
+
 /* ---- notices to the scheduler (tier_actor_notice.c) ---- */
 
-/* Remembers the peer of REQ as the scheduler to tell, when REQ is a request only a
- * scheduler sends (PutHeader, DeleteSlots, Inventory). */
-void tier_actor_notice_peer(tier_actor_self_t *self, const bus_request_t *req);
+/* Remembers the peer of REQ as the scheduler to tell: called once a request only a
+ * scheduler sends has passed its checks. With tokens on, only a PutHeader or
+ * DeleteSlots under an admin token (the scheduler's own: a copy token comes from a
+ * tier actor) qualifies (G: its grant); with tokens off (G NULL or off), those and an
+ * Inventory do. */
+void tier_actor_notice_peer(tier_actor_self_t *self, const bus_request_t *req,
+                            const tier_actor_grant_t *g);
 /* Tells the scheduler at once that SLOT (which held KEY, 16 bytes) was dropped for
  * CAUSE: a TierNotice with corr_id 0 (issue 12 §4). Best effort: counted as
  * unnoticed when no scheduler is known or the send fails (the gc still finds it). */
@@ -112,10 +169,13 @@ int tier_actor_copy_new(tier_actor_self_t *self, const tier_actor_config_t *cfg,
 void tier_actor_copy_destroy(tier_actor_self_t *self);
 /* Slots one copy may carry. */
 uint32_t tier_actor_copy_max_slots(tier_actor_self_t *self);
-/* Starts a validated CopySlots (dst state already mapped to a header state). 0:
+/* Starts a validated CopySlots (dst state already mapped to a header state) to
+ * dst_ep (the token's destination endpoint, or the request's when tokens are off),
+ * forwarding the request's token (may be empty) with the copy's own requests. 0:
  * accepted, the reply follows (maybe already sent); < 0: refused with st set and
  * nothing done (the caller replies). */
-int tier_actor_copy_start(tier_actor_self_t *self, bus_request_t *req, kvtier_Status *st);
+int tier_actor_copy_start(tier_actor_self_t *self, bus_request_t *req, const char *dst_ep,
+                          const bus_blob_t *token, kvtier_Status *st);
 /* Runs completions of the destination clients and expires their deadlines; call
  * after every wake-up of the loop. */
 void tier_actor_copy_service(tier_actor_self_t *self);

@@ -3,9 +3,9 @@
  *
  * The tier plane is request/reply, the scheduler its client; but a ROUTER may send
  * to any peer it has heard from, so the actor remembers the routing id of the last
- * request only a scheduler sends (PutHeader, DeleteSlots, Inventory: a new leader
- * sends an Inventory first) and sends a TierNotice there: a reply envelope without
- * corr_id, which the scheduler's bus_client hands to its notice handler. No new
+ * request only a scheduler sends — a PutHeader or DeleteSlots under its admin token
+ * when tokens are on (anyone could send an Inventory) — and sends a TierNotice there: a reply
+ * envelope without corr_id, which the scheduler's bus_client hands to its notice handler. No new
  * socket, endpoint or configuration; a notice lost (no scheduler yet, a full queue,
  * a leader change in between) leaves the block to the gc's probes, as before. */
 #include "tier_actor_int.h"
@@ -16,12 +16,15 @@
 
 #define S_LOG "tier"
 
-void tier_actor_notice_peer(tier_actor_self_t *self, const bus_request_t *req)
+void tier_actor_notice_peer(tier_actor_self_t *self, const bus_request_t *req,
+                            const tier_actor_grant_t *g)
 {
     pb_size_t tag = req->env.which_body;
     if (tag != kvtier_Envelope_put_header_req_tag && tag != kvtier_Envelope_delete_slots_req_tag &&
         tag != kvtier_Envelope_inventory_req_tag)
         return;
+    if (self->auth && (!g || !g->on || g->view.kind != BUS_TOKEN_ADMIN))
+        return; /* not proven to be the scheduler: whoever it is gets no notices */
     if (self->sched_peer && zframe_eq(self->sched_peer, req->routing_id))
         return;
     zframe_destroy(&self->sched_peer);

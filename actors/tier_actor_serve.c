@@ -221,8 +221,15 @@ static void s_on_write(self_t *self, bus_request_t *req)
     const kvtier_WriteSlotsRequest *w = &req->env.body.write_slots_req;
     kvtier_Status st = {0};
     uint32_t written = 0;
+    tier_actor_grant_t g;
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_write_slots_rep_tag, self->name);
-    if (s_write_check(self, w, &st) == 0)
+    int rc = tier_actor_auth(self, TIER_AUTH_WRITE, &self->arr->payload, 0, &g, &st);
+    if (rc == 0)
+        rc = s_write_check(self, w, &st);
+    if (rc == 0)
+        rc =
+            tier_actor_auth_slots(self, &g, &self->arr->slots, self->block_size, "WriteSlots", &st);
+    if (rc == 0)
         (void)s_write_apply(self, req, w, &written, &st);
     self->rep.body.write_slots_rep.written = written;
     s_reply(self, req, NULL, NULL, 0, &st);
@@ -302,10 +309,11 @@ static int s_read_slot_check(self_t *self, uint32_t i, uint32_t segs, kvtier_Sta
     return 0;
 }
 
+/* After s_read_shape: every slot's header and sizes, and the byte bound. */
 static int s_read_check(self_t *self, const kvtier_ReadSlotsRequest *r, kvtier_Status *st)
 {
     uint32_t segs = r->segments ? r->segments : 1;
-    int rc = s_read_shape(self, r, st);
+    int rc = 0;
     uint64_t total = 0;
     for (uint32_t i = 0; rc == 0 && i < self->arr->slots.n; i++) {
         rc = s_read_slot_check(self, i, segs, st);
@@ -516,8 +524,15 @@ static void s_on_read(self_t *self, bus_request_t *req)
     uint32_t segs = r->segments ? r->segments : 1;
     kvtier_Status st = {0};
     uint32_t nframes = 0;
+    tier_actor_grant_t g;
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_read_slots_rep_tag, self->name);
-    int rc = s_read_check(self, r, &st);
+    int rc = tier_actor_auth(self, TIER_AUTH_READ, &self->arr->payload, 0, &g, &st);
+    if (rc == 0)
+        rc = s_read_shape(self, r, &st);
+    if (rc == 0)
+        rc = tier_actor_auth_slots(self, &g, &self->arr->slots, NULL, "ReadSlots", &st);
+    if (rc == 0)
+        rc = s_read_check(self, r, &st);
     if (rc == 0 && self->arr->slots.n && tier_slot_data(self->tier, self->arr->slots.v[0]))
         rc = s_read_mapped(self, segs, &nframes, &st);
     else if (rc == 0)
@@ -609,7 +624,7 @@ static int s_state_from_wire(self_t *self, kvtier_LocationState s, uint32_t *out
 }
 
 static int s_put_check(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t *state,
-                       uint32_t *instance, kvtier_Status *st)
+                       kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     uint32_t n = a->slots.n;
@@ -630,8 +645,6 @@ static int s_put_check(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t 
                                  "slot %" PRIu64 ": block size %" PRIu64
                                  " exceeds the slot size %" PRIu64,
                                  a->slots.v[i], a->sizes.v[i], self->tier->cfg.slot_size);
-    if (rc == 0)
-        rc = s_instance(self, p->instance_id, instance, st);
     return rc;
 }
 
@@ -753,9 +766,20 @@ static void s_on_put_header(self_t *self, bus_request_t *req)
     const kvtier_PutHeaderRequest *p = &req->env.body.put_header_req;
     kvtier_Status st = {0};
     uint32_t written = 0, state = 0, instance = 0;
+    tier_actor_grant_t g;
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_put_header_rep_tag, self->name);
-    if (s_put_check(self, p, &state, &instance, &st) == 0)
+    int rc = tier_actor_auth(self, TIER_AUTH_HEADER, &self->arr->payload, 0, &g, &st);
+    if (rc == 0)
+        rc = s_put_check(self, p, &state, &st);
+    if (rc == 0)
+        rc = tier_actor_auth_slots(self, &g, &self->arr->slots, self->arr->sizes.v, "PutHeader",
+                                   &st);
+    if (rc == 0) /* last: it remembers the instance id */
+        rc = s_instance(self, p->instance_id, &instance, &st);
+    if (rc == 0) {
+        tier_actor_notice_peer(self, req, &g); /* the scheduler: where drops are told */
         (void)s_put_apply(self, p, state, instance, &written, &st);
+    }
     self->rep.body.put_header_rep.written = written;
     s_reply(self, req, NULL, NULL, 0, &st);
 }
@@ -812,15 +836,22 @@ static void s_on_delete(self_t *self, bus_request_t *req)
     const kvtier_DeleteSlotsRequest *d = &req->env.body.delete_slots_req;
     kvtier_Status st = {0};
     uint32_t deleted = 0;
+    tier_actor_grant_t g;
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_delete_slots_rep_tag, self->name);
-    int rc = s_check_tier(self, d->tier_id, d->epoch, "DeleteSlots", &st);
+    int rc = tier_actor_auth(self, TIER_AUTH_DELETE, &self->arr->payload, 0, &g, &st);
+    if (rc == 0)
+        rc = s_check_tier(self, d->tier_id, d->epoch, "DeleteSlots", &st);
     if (rc == 0)
         rc = s_check_slots(self, &self->arr->slots, "DeleteSlots", &st);
     if (rc == 0)
+        rc = tier_actor_auth_slots(self, &g, &self->arr->slots, NULL, "DeleteSlots", &st);
+    if (rc == 0)
         rc = s_check_count(self, self->arr->keys.n, self->arr->slots.n, true, "DeleteSlots", "keys",
                            &st);
-    if (rc == 0)
+    if (rc == 0) {
+        tier_actor_notice_peer(self, req, &g);
         (void)s_delete_apply(self, &deleted, &st);
+    }
     self->rep.body.delete_slots_rep.deleted = deleted;
     s_reply(self, req, NULL, NULL, 0, &st);
 }
@@ -928,6 +959,7 @@ static void s_on_inventory(self_t *self, bus_request_t *req)
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_inventory_rep_tag, self->name);
     kvtier_InventoryReply *r = &self->rep.body.inventory_rep;
     if (s_check_tier(self, q->tier_id, 0, "Inventory", &st) == 0) {
+        tier_actor_notice_peer(self, req, NULL); /* counts only with tokens off */
         uint32_t max = q->max_entries && q->max_entries < TIER_ACTOR_INVENTORY_PAGE
                            ? q->max_entries
                            : TIER_ACTOR_INVENTORY_PAGE;
@@ -950,13 +982,33 @@ static void s_on_inventory(self_t *self, bus_request_t *req)
 
 /* ---- CopySlots ---- */
 
+/* Where a copy goes: with a token, the endpoint its tier table names for the
+ * destination (the scheduler's membership), which a dst_endpoint in the request
+ * may only repeat; without, the request's. */
+static const char *s_copy_dest(self_t *self, const kvtier_CopySlotsRequest *c,
+                               const tier_actor_grant_t *g, kvtier_Status *st)
+{
+    if (!g->on)
+        return c->dst_endpoint;
+    const char *ep = g->view.tiers[g->dst].endpoint;
+    if (c->dst_endpoint[0] && strcmp(c->dst_endpoint, ep) != 0) {
+        (void)tier_actor_fail(self, st, kvtier_StatusCode_STATUS_PERMISSION_DENIED,
+                              "CopySlots names destination endpoint \"%s\" but tier id %u is at "
+                              "\"%s\" (its registration): a copy goes only where the token says",
+                              c->dst_endpoint, c->dst_tier_id, ep);
+        return NULL;
+    }
+    return ep;
+}
+
 /* The whole request is checked here; tier_actor_copy.c does the copying. */
-static int s_copy_check(self_t *self, const kvtier_CopySlotsRequest *c, kvtier_Status *st)
+static int s_copy_check(self_t *self, const kvtier_CopySlotsRequest *c, const tier_actor_grant_t *g,
+                        kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     uint32_t state = 0, max = tier_actor_copy_max_slots(self);
     int rc = s_check_tier(self, c->tier_id, 0, "CopySlots", st);
-    if (rc == 0 && (c->dst_tier_id == 0 || !c->dst_endpoint[0]))
+    if (rc == 0 && (c->dst_tier_id == 0 || (!g->on && !c->dst_endpoint[0])))
         rc = tier_actor_fail(self, st, S_INVALID,
                              "CopySlots needs the destination's tier id and endpoint (got id %u, "
                              "endpoint \"%s\")",
@@ -973,15 +1025,24 @@ static int s_copy_check(self_t *self, const kvtier_CopySlotsRequest *c, kvtier_S
         rc = s_check_count(self, a->dst_slots.n, a->slots.n, false, "CopySlots", "dst_slots", st);
     if (rc == 0)
         rc = s_check_count(self, a->keys.n, a->slots.n, false, "CopySlots", "keys", st);
+    if (rc == 0)
+        rc = tier_actor_auth_pairs(self, g, &a->slots, &a->dst_slots, st);
     return rc;
 }
 
 static void s_on_copy(self_t *self, bus_request_t *req)
 {
+    const kvtier_CopySlotsRequest *c = &req->env.body.copy_slots_req;
     kvtier_Status st = {0};
-    int rc = s_copy_check(self, &req->env.body.copy_slots_req, &st);
+    tier_actor_grant_t g;
+    const char *ep = NULL;
+    int rc = tier_actor_auth(self, TIER_AUTH_COPY, &self->arr->payload, c->dst_tier_id, &g, &st);
     if (rc == 0)
-        rc = tier_actor_copy_start(self, req, &st);
+        rc = s_copy_check(self, c, &g, &st);
+    if (rc == 0 && !(ep = s_copy_dest(self, c, &g, &st)))
+        rc = -1;
+    if (rc == 0)
+        rc = tier_actor_copy_start(self, req, ep, &self->arr->payload, &st);
     if (rc == 0)
         return; /* replied when the copy is done */
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_copy_slots_rep_tag, self->name);

@@ -21,7 +21,7 @@ typedef enum {
     S_PAYLOAD_SIZES,    /* ReadSlotsReply: one frame per entry of sizes */
 } s_payload_rule_t;
 
-#define S_MAX_BINDS 4
+#define S_MAX_BINDS 5
 
 typedef struct {
     uint16_t offset; /* of the pb_callback_t inside the body struct */
@@ -86,21 +86,23 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
     REP(stats_rep, StatsReply),
     /* tier plane */
     S_BODY(write_slots_req, WriteSlotsRequest, REQUEST, WRITE, B(WriteSlotsRequest, slots, SLOTS),
-           B(WriteSlotsRequest, sizes, SIZES)),
+           B(WriteSlotsRequest, sizes, SIZES), B(WriteSlotsRequest, token, PAYLOAD)),
     REP(write_slots_rep, WriteSlotsReply),
     REQ(read_slots_req, ReadSlotsRequest, B(ReadSlotsRequest, slots, SLOTS),
-        B(ReadSlotsRequest, sizes, SIZES), B(ReadSlotsRequest, keys, KEYS)),
+        B(ReadSlotsRequest, sizes, SIZES), B(ReadSlotsRequest, keys, KEYS),
+        B(ReadSlotsRequest, token, PAYLOAD)),
     S_BODY(read_slots_rep, ReadSlotsReply, REPLY, SIZES, B(ReadSlotsReply, sizes, SIZES),
            B(ReadSlotsReply, checksums, CHECKSUMS)),
     REQ(put_header_req, PutHeaderRequest, B(PutHeaderRequest, slots, SLOTS),
         B(PutHeaderRequest, keys, KEYS), B(PutHeaderRequest, sizes, SIZES),
-        B(PutHeaderRequest, checksums, CHECKSUMS)),
+        B(PutHeaderRequest, checksums, CHECKSUMS), B(PutHeaderRequest, token, PAYLOAD)),
     REP(put_header_rep, PutHeaderReply),
     REQ(copy_slots_req, CopySlotsRequest, B(CopySlotsRequest, slots, SLOTS),
-        B(CopySlotsRequest, dst_slots, DST_SLOTS), B(CopySlotsRequest, keys, KEYS)),
+        B(CopySlotsRequest, dst_slots, DST_SLOTS), B(CopySlotsRequest, keys, KEYS),
+        B(CopySlotsRequest, token, PAYLOAD)),
     REP(copy_slots_rep, CopySlotsReply, B(CopySlotsReply, success, MASK)),
     REQ(delete_slots_req, DeleteSlotsRequest, B(DeleteSlotsRequest, slots, SLOTS),
-        B(DeleteSlotsRequest, keys, KEYS)),
+        B(DeleteSlotsRequest, keys, KEYS), B(DeleteSlotsRequest, token, PAYLOAD)),
     REP(delete_slots_rep, DeleteSlotsReply),
     REQ(probe_req, ProbeRequest, B(ProbeRequest, slots, SLOTS), B(ProbeRequest, keys, KEYS)),
     REP(probe_rep, ProbeReply, B(ProbeReply, present, MASK)),

@@ -4,7 +4,7 @@
  * version 2 only. Never trusts a payload: decode checks magic, version, kind,
  * flags, reserved fields, every length, every string, every tier index and the
  * MAC trailer before a view is handed out, and never reads past `len`. It does
- * not verify a MAC (algorithm 0, none, is the only one today). */
+ * not verify a MAC (bus_token_mac.c does, with the key this file never sees). */
 #include "bus_token.h"
 
 #include <errno.h>
@@ -65,7 +65,8 @@ static uint64_t s_get64(const uint8_t *p)
 /* Kinds this build reads and writes; BUS_TOKEN_KIND_GET_PUT is reserved (not yet). */
 static bool s_kind_ok(uint32_t kind)
 {
-    return kind == BUS_TOKEN_GET || kind == BUS_TOKEN_PUT || kind == BUS_TOKEN_PREFETCH;
+    return kind == BUS_TOKEN_GET || kind == BUS_TOKEN_PUT || kind == BUS_TOKEN_PREFETCH ||
+           kind == BUS_TOKEN_ADMIN || kind == BUS_TOKEN_COPY;
 }
 
 /* Length of a NUL-terminated string field of capacity max; max when unterminated. */
@@ -98,12 +99,13 @@ size_t bus_token_encoded_size(const bus_token_tier_t *tiers, uint32_t n_tiers, u
     return total + (size_t)n_entries * BUS_TOKEN_ENTRY_BYTES + BUS_TOKEN_TRAILER_BYTES;
 }
 
-/* A token entry must name a tier of the table; only prefetch entries have a source. */
+/* A token entry must name a tier of the table; only prefetch and copy entries have a
+ * source. */
 static bool s_entry_ok(bus_token_kind_t kind, uint32_t n_tiers, uint16_t tier, uint16_t src)
 {
     if (tier >= n_tiers)
         return false;
-    if (kind == BUS_TOKEN_PREFETCH)
+    if (kind == BUS_TOKEN_PREFETCH || kind == BUS_TOKEN_COPY)
         return src < n_tiers;
     return src == BUS_TOKEN_NO_TIER;
 }
@@ -341,14 +343,19 @@ static int s_decode_rest(const uint8_t *buf, size_t len, size_t off, uint32_t n_
                       "trailer of %u + %u bytes",
                       len - off, n_entries, BUS_TOKEN_ENTRY_BYTES, BUS_TOKEN_TRAILER_BYTES,
                       mac_len);
-    if (alg != BUS_TOKEN_MAC_NONE)
+    if (alg != BUS_TOKEN_MAC_NONE && alg != BUS_TOKEN_MAC_HMAC512_256)
         return s_fail(err, errlen,
                       "token payload: MAC algorithm %u is unknown to this build (it knows 0: "
-                      "none)",
+                      "none, 1: HMAC-SHA-512/256)",
                       alg);
-    if (mac_len != 0)
+    if (alg == BUS_TOKEN_MAC_NONE && mac_len != 0)
         return s_fail(err, errlen, "token payload: MAC algorithm 0 (none) with a %u-byte MAC",
                       mac_len);
+    if (alg == BUS_TOKEN_MAC_HMAC512_256 && mac_len != BUS_TOKEN_MAC_HMAC_BYTES)
+        return s_fail(err, errlen,
+                      "token payload: MAC algorithm 1 (HMAC-SHA-512/256) with a %u-byte MAC, "
+                      "it has %u",
+                      mac_len, BUS_TOKEN_MAC_HMAC_BYTES);
     for (uint32_t i = 0; i < n_entries; i++) {
         const uint8_t *e = buf + off + (size_t)i * BUS_TOKEN_ENTRY_BYTES;
         uint16_t tier = s_get16(e), src = s_get16(e + 2);

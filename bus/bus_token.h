@@ -9,7 +9,9 @@
  *   header  (64 bytes)
  *     0  4  magic "KVT1"         (magic and version stay at 0..5 in every version)
  *     4  2  version (2)
- *     6  2  kind: 1 get, 2 put, 3 prefetch, 4 get+put (reserved, refused for now)
+ *     6  2  kind: 1 get, 2 put, 3 prefetch, 4 get+put (reserved, refused for now),
+ *              5 admin (the scheduler's own PutHeader / DeleteSlots), 6 copy (a
+ *              CopySlots and the copy's own requests at its destination)
  *     8  4  flags: bit 0 EXPORTABLE (may be imported by another process)
  *    12  2  n_tiers (<= 32)
  *    14  2  reserved, 0
@@ -29,7 +31,10 @@
  *                         0xFFFF: none) | u32 size (bytes of the block) |
  *                         u64 slot | u64 src_slot }           (24 bytes each)
  *   trailer u16 mac_alg | u16 mac_len | mac_len bytes: a MAC over every byte
- *           before mac_alg. Algorithm 0 = none (mac_len 0), the only one today.
+ *           before mac_alg. Algorithm 0 = none (mac_len 0); 1 = HMAC-SHA-512/256
+ *           (libsodium crypto_auth, mac_len 32) under a key derived from the
+ *           cluster secret and the cluster name (bus_token_mac.h). The codec only
+ *           checks the trailer's shape; bus_token_mac.h signs and verifies.
  * (issuer, token_id) names a token across processes (export / import), whatever
  * the leader epoch.
  *
@@ -72,6 +77,13 @@ typedef enum {
     BUS_TOKEN_GET = 1,
     BUS_TOKEN_PUT = 2,
     BUS_TOKEN_PREFETCH = 3,
+    /* Minted by the scheduler for its own tier-plane requests (never handed to a
+     * client): PutHeader and DeleteSlots on the entries' slots. */
+    BUS_TOKEN_ADMIN = 5,
+    /* Minted by the scheduler for a copy job (demotion, promotion): entries have
+     * a source like prefetch's; the source tier actor takes CopySlots with it and
+     * forwards it with the copy's WriteSlots / PutHeader / DeleteSlots. */
+    BUS_TOKEN_COPY = 6,
 } bus_token_kind_t;
 
 /* Reserved kind: one window over a get and a put (n_get splits the entries). Not
@@ -84,6 +96,8 @@ typedef enum {
 
 /* MAC algorithms of the trailer; any other value is refused. */
 #define BUS_TOKEN_MAC_NONE 0u
+#define BUS_TOKEN_MAC_HMAC512_256 1u /* crypto_auth_hmacsha512256 */
+#define BUS_TOKEN_MAC_HMAC_BYTES 32u
 
 typedef struct bus_token_meta {
     uint32_t flags; /* BUS_TOKEN_F_* */
@@ -106,7 +120,7 @@ typedef struct bus_token_tier {
 
 typedef struct bus_token_entry {
     uint16_t tier;     /* index into the tier table */
-    uint16_t src_tier; /* prefetch: index of the source tier, else BUS_TOKEN_NO_TIER */
+    uint16_t src_tier; /* prefetch, copy: index of the source tier, else BUS_TOKEN_NO_TIER */
     uint32_t size;     /* bytes of the block */
     uint64_t slot;
     uint64_t src_slot;

@@ -383,6 +383,9 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         r->token_id = t->token_id;
         break;
     }
+    case BUS_TOKEN_ADMIN: /* the scheduler's own kinds: a client never holds one */
+    case BUS_TOKEN_COPY:
+        break;
     }
     return kvti_meta_call(c, what, false, &req_arr, NULL);
 }
@@ -405,6 +408,9 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
     case BUS_TOKEN_PREFETCH:
         has = c->rep->body.prepare_prefetch_rep.has_token;
         tok = &c->rep->body.prepare_prefetch_rep.token;
+        break;
+    case BUS_TOKEN_ADMIN: /* never a prepare's */
+    case BUS_TOKEN_COPY:
         break;
     }
     t->token_id = has ? tok->token_id : 0;

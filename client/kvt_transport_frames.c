@@ -317,6 +317,9 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
     }
     bus_arrays_t arr = {0};
     arr.slots = (bus_u64s_t){.v = fs->slots, .n = ch->count, .cap = S_CHUNK_SLOTS};
+    /* the prepare's token, as the scheduler sealed it: the tier actor's grant */
+    arr.payload =
+        (bus_blob_t){.data = tok->payload, .len = tok->payload_len, .cap = tok->payload_len};
     uint32_t npayload = 0;
     pb_size_t tag = j->kind == BUS_TOKEN_PUT ? kvtier_Envelope_write_slots_req_tag
                                              : kvtier_Envelope_read_slots_req_tag;

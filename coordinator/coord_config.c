@@ -47,7 +47,8 @@ static const char s_defaults[] =
     "  \"metrics\": { \"refresh\": \"1s\", \"sample_interval\": \"5s\", \"samples\": 360,\n"
     "               \"max_connections\": 16, \"timeout\": \"5s\", \"max_instances\": 16 },\n"
     "  \"optimizer\": { \"enabled\": true, \"every\": \"10s\", \"window\": 1048576,\n"
-    "                 \"capacity\": 0 }\n"
+    "                 \"capacity\": 0 },\n"
+    "  \"security\": { \"secret_file\": \"\", \"clock_skew\": \"5s\" }\n"
     "}\n";
 
 const char *coord_config_defaults(void)
@@ -880,11 +881,27 @@ static int s_read_optimizer(const bus_config_node_t *root, coord_config_t *c, ch
     return rc;
 }
 
+/* "security" (docs/SECURITY.md): the tier-plane token keys. */
+static int s_read_security_tokens(const bus_config_node_t *sn, coord_config_t *c, char *err,
+                                  size_t errlen)
+{
+    int rc = 0;
+    if (bus_config_has(sn, "secret_file"))
+        rc = bus_config_get_string(sn, "secret_file", c->secret_file, sizeof c->secret_file, err,
+                                   errlen);
+    if (rc == 0 && bus_config_has(sn, "clock_skew"))
+        rc = s_duration(sn, "clock_skew", 0, &c->clock_skew_ms, err, errlen);
+    if (rc == 0 && c->clock_skew_ms > 600000)
+        rc = bus_config_error(sn, "clock_skew", err, errlen,
+                              "at most 10min (synchronise the clocks instead)");
+    return rc;
+}
+
 /* security.*: each key read by its own function (security.curve: coord_curve.c). */
 static int s_read_security(const bus_config_node_t *root, coord_config_t *c, char *err,
                            size_t errlen)
 {
-    static const char *const keys[] = {"curve", NULL};
+    static const char *const keys[] = {"curve", "secret_file", "clock_skew", NULL};
     bus_config_node_t sn;
     if (!bus_config_has(root, "security"))
         return 0;
@@ -893,15 +910,16 @@ static int s_read_security(const bus_config_node_t *root, coord_config_t *c, cha
         rc = bus_config_check_keys(&sn, "", keys, err, errlen);
     if (rc == 0)
         rc = coord_curve_read(&sn, &c->curve, err, errlen);
+    if (rc == 0)
+        rc = s_read_security_tokens(&sn, c, err, errlen);
     return rc;
 }
 
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster", "etcd",    "coordinator", "tiers",
-                                       "chains",  "gc",      "reclaimer",   "quotas",
-                                       "events",  "metrics", "optimizer",   "security", "faults",
-                                       NULL};
+    static const char *const keys[] = {"cluster",   "etcd",      "coordinator", "tiers",  "chains",
+                                       "gc",        "reclaimer", "quotas",      "events", "metrics",
+                                       "optimizer", "security",  "faults",      NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)

@@ -165,6 +165,11 @@ typedef struct {
     uint32_t metrics_timeout_s;       /* "metrics.timeout": HTTP idle, 5s */
     uint32_t metrics_max_instances;   /* "metrics.max_instances": instance_id values, 16 */
 
+    /* security, tier-plane tokens (docs/SECURITY.md) */
+    char secret_file[COORD_PATH_MAX]; /* "security.secret_file": the cluster secret; "" = none
+                                         (--secret FILE; deploy/supervise makes one) */
+    uint64_t clock_skew_ms;           /* "security.clock_skew": token expiry slack, 5s */
+
     /* per-instance quotas ("quotas", top level next to "tiers" and "chains"):
      * instance ids unique, "*" at most once, each with at least one limit */
     uint32_t n_quotas;

@@ -23,6 +23,7 @@
 #include "bus_events.h"
 #include "bus_fault_admin.h"
 #include "bus_log.h"
+#include "bus_token_mac.h"
 #include "coord_config.h"
 #include "coord_curve.h"
 #include "coord_elector.h"
@@ -78,13 +79,15 @@ typedef struct {
     uint32_t n_acl;
     sched_acl_entry_t acl[SCHED_ACL_MAX];
     zactor_t *faults; /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
+    uint8_t secret[BUS_SECRET_BYTES]; /* the cluster secret: every token is sealed under it */
 } s_proc_t;
 
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: kvtier coordinator -c FILE [--etcd URLS] [--name NAME] [--endpoint EP]\n"
-                 "                          [--cert FILE]\n"
+                 "                          [--cert FILE] [--secret FILE]\n"
                  "  -c, --config FILE  deployment file (JSON)\n"
+                 "  --secret FILE      cluster secret (overrides security.secret_file)\n"
                  "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
                  "  --name NAME        coordinator name in etcd (default <hostname>-<pid>)\n"
                  "  --endpoint EP      meta endpoint to bind and advertise\n"
@@ -129,6 +132,8 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     snprintf(sc->endpoint, sizeof sc->endpoint, "%s", p->endpoint);
     snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->endpoint);
     sc->leader_epoch = p->epoch;
+    sc->has_secret = true;
+    memcpy(sc->secret, p->secret, sizeof sc->secret);
     sc->n_tiers = c->n_tiers;
     for (uint32_t i = 0; i < c->n_tiers; i++) {
         const coord_tier_config_t *t = &c->tiers[i];
@@ -149,6 +154,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     }
     sc->pin_lease_ms = c->pin_lease_ms;
     sc->write_grace_ms = c->write_grace_ms;
+    sc->clock_skew_ms = c->clock_skew_ms;
     sc->request_idle_ms = c->request_idle_ms;
     sc->tier_timeout_ms = c->tier_timeout_ms;
     sc->max_batch = c->max_batch;
@@ -467,7 +473,7 @@ static void s_on_membership(s_proc_t *p)
 /* --- start and stop --- */
 
 static int s_parse(int argc, char **argv, const char **file, const char **etcd, const char **name,
-                   const char **endpoint, const char **cert)
+                   const char **endpoint, const char **cert, const char **secret)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -486,6 +492,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **etcd, 
             *endpoint = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--cert", NULL, &v)) != 0)
             *cert = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--secret", NULL, &v)) != 0)
+            *secret = v;
         else {
             fprintf(stderr, "kvtier coordinator: unknown option \"%s\"\n", argv[i]);
             s_usage(stderr);
@@ -667,7 +675,8 @@ static int s_start_curve(s_proc_t *p, const char *name, const char *cert)
 int coord_main(int argc, char **argv)
 {
     const char *file = NULL, *etcd = NULL, *name = NULL, *endpoint = NULL, *cert = NULL;
-    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint, &cert);
+    const char *secret = NULL;
+    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint, &cert, &secret);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -675,6 +684,7 @@ int coord_main(int argc, char **argv)
         return COORD_EXIT_FAIL;
     int rc = COORD_EXIT_USAGE;
     if (coord_proc_config("kvtier coordinator", file, etcd, &p->cfg) < 0 ||
+        coord_proc_secret("kvtier coordinator", &p->cfg, secret, p->secret) < 0 ||
         s_setup_names(p, name, endpoint) < 0 || s_start_curve(p, name, cert) < 0)
         goto out;
     zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
@@ -695,6 +705,7 @@ out_stop:
     s_stop(p);
 out:
     bus_curve_stop();
+    bus_secret_wipe(p->secret, sizeof p->secret);
     free(p);
     return rc;
 }

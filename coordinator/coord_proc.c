@@ -2,6 +2,7 @@
 #include "coord_proc.h"
 
 #include "bus_config.h"
+#include "bus_token_mac.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -39,6 +40,19 @@ int coord_proc_config(const char *prog, const char *file, const char *etcd_overr
         fprintf(stderr, "%s: %s\n", prog, err);
         return -1;
     }
+    /* a relative security.secret_file is the deployment file's neighbour, whatever
+     * directory the process runs in */
+    if (cfg->secret_file[0] && cfg->secret_file[0] != '/') {
+        const char *slash = strrchr(file, '/');
+        char path[sizeof cfg->secret_file];
+        int n = snprintf(path, sizeof path, "%.*s%s", slash ? (int)(slash - file + 1) : 0, file,
+                         cfg->secret_file);
+        if (n < 0 || (size_t)n >= sizeof path) {
+            fprintf(stderr, "%s: security.secret_file: path too long next to %s\n", prog, file);
+            return -1;
+        }
+        memcpy(cfg->secret_file, path, sizeof path);
+    }
     if (cfg->n_etcd == 0) {
         fprintf(stderr,
                 "%s: no etcd endpoints: pass --etcd URLS or set etcd.endpoints in %s (the "
@@ -50,6 +64,27 @@ int coord_proc_config(const char *prog, const char *file, const char *etcd_overr
         .ca_file = cfg->etcd_ca, .cert_file = cfg->etcd_cert, .key_file = cfg->etcd_key};
     if (coord_etcd_set_tls(&tls, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog, file, err);
+        return -1;
+    }
+    return 0;
+}
+
+int coord_proc_secret(const char *prog, const coord_config_t *cfg, const char *override,
+                      uint8_t *out)
+{
+    const char *path = override ? override : cfg->secret_file;
+    if (!path[0]) {
+        fprintf(stderr,
+                "%s: no cluster secret: set security.secret_file in the deployment or pass "
+                "--secret FILE (kvtier keygen --secret FILE writes one; deploy/supervise makes "
+                "one in its run directory); the tier plane opens only with tokens sealed under "
+                "it\n",
+                prog);
+        return -1;
+    }
+    char err[COORD_PATH_MAX + 256];
+    if (bus_secret_load(path, out, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
         return -1;
     }
     return 0;

@@ -21,10 +21,18 @@
 int coord_proc_opt(int argc, char **argv, int *i, const char *long_name, const char *short_name,
                    const char **value);
 
-/* Loads FILE, applies the --etcd override (may be NULL), and requires at least one
+/* Loads FILE, applies the --etcd override (may be NULL), makes a relative
+ * security.secret_file relative to FILE's directory, and requires at least one
  * etcd endpoint. 0, or -1 after printing "<prog>: <why>" to stderr. */
 int coord_proc_config(const char *prog, const char *file, const char *etcd_override,
                       coord_config_t *cfg);
+
+/* The cluster secret (docs/SECURITY.md) from `override` (--secret FILE) or else
+ * security.secret_file into out (BUS_SECRET_BYTES): the tier plane opens only
+ * with tokens sealed under it, so a process without one does not start. 0, or -1
+ * after printing "<prog>: <why>" (naming the file and what to do) to stderr. */
+int coord_proc_secret(const char *prog, const coord_config_t *cfg, const char *override,
+                      uint8_t *out);
 
 /* Blocks (true) or unblocks (false) SIGINT and SIGTERM in the calling thread.
  * Threads started while blocked inherit it, so the signal reaches the main

@@ -22,6 +22,7 @@
 #include "bus_fault_admin.h"
 #include "bus_host.h"
 #include "bus_log.h"
+#include "bus_token_mac.h"
 #include "coord_config.h"
 #include "coord_curve.h"
 #include "coord_etcd.h"
@@ -49,21 +50,24 @@ typedef struct {
     int64_t ttl_ms;
     int64_t next_ms; /* next keepalive or registration attempt */
     int backoff_ms;
-    bool warned; /* one warning per outage */
+    bool warned;                      /* one warning per outage */
+    uint8_t secret[BUS_SECRET_BYTES]; /* the tier plane opens only with tokens sealed under it */
 } s_proc_t;
 
 static void s_usage(FILE *out)
 {
-    fprintf(out, "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--cert FILE]\n"
-                 "  -c, --config FILE  deployment file (JSON)\n"
-                 "  --name TIER        the entry of \"tiers\" to run\n"
-                 "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
-                 "  --cert FILE        its CURVE pair when security.curve is on\n"
-                 "                     (default <keys>/<TIER>.key)\n");
+    fprintf(out,
+            "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--cert FILE] [--secret FILE]\n"
+            "  -c, --config FILE  deployment file (JSON)\n"
+            "  --name TIER        the entry of \"tiers\" to run\n"
+            "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
+            "  --cert FILE        its CURVE pair when security.curve is on\n"
+            "                     (default <keys>/<TIER>.key)\n"
+            "  --secret FILE      cluster secret (overrides security.secret_file)\n");
 }
 
 static int s_parse(int argc, char **argv, const char **file, const char **name, const char **etcd,
-                   const char **cert)
+                   const char **cert, const char **secret)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -80,6 +84,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
             *etcd = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--cert", NULL, &v)) != 0)
             *cert = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--secret", NULL, &v)) != 0)
+            *secret = v;
         else {
             fprintf(stderr, "kvtier tier: unknown option \"%s\"\n", argv[i]);
             s_usage(stderr);
@@ -101,7 +107,12 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
 static int s_start_actor(s_proc_t *p)
 {
     const coord_tier_config_t *t = p->tier;
-    tier_actor_config_t ac = {.tier_id = t->id, .endpoint = t->endpoint, .tier = t->backend};
+    tier_actor_config_t ac = {.tier_id = t->id,
+                              .endpoint = t->endpoint,
+                              .tier = t->backend,
+                              .secret = p->secret,
+                              .cluster = p->cfg.cluster,
+                              .clock_skew_ms = (uint32_t)p->cfg.clock_skew_ms};
     coord_proc_block_signals(true);
     p->actor = tier_actor_new(&ac);
     coord_proc_block_signals(false);
@@ -257,15 +268,16 @@ static void s_run(s_proc_t *p)
 
 int coord_tier_main(int argc, char **argv)
 {
-    const char *file = NULL, *name = NULL, *etcd = NULL, *cert = NULL;
-    int r = s_parse(argc, argv, &file, &name, &etcd, &cert);
+    const char *file = NULL, *name = NULL, *etcd = NULL, *cert = NULL, *secret = NULL;
+    int r = s_parse(argc, argv, &file, &name, &etcd, &cert, &secret);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
     if (!p)
         return COORD_EXIT_FAIL;
     int rc = COORD_EXIT_USAGE;
-    if (coord_proc_config("kvtier tier", file, etcd, &p->cfg) < 0)
+    if (coord_proc_config("kvtier tier", file, etcd, &p->cfg) < 0 ||
+        coord_proc_secret("kvtier tier", &p->cfg, secret, p->secret) < 0)
         goto out;
     p->tier = coord_config_tier(&p->cfg, name);
     if (!p->tier) {
@@ -324,6 +336,7 @@ out_stop:
     zactor_destroy(&p->faults);
 out:
     bus_curve_stop();
+    bus_secret_wipe(p->secret, sizeof p->secret);
     free(p);
     return rc;
 }

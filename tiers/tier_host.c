@@ -3,12 +3,15 @@
  * pre-faults and removes the segment; clients on the same host attach by name
  * with tier_seg.h and copy directly. Ownership is an flock on the segment held for
  * the owner's lifetime, so a segment left by a dead process is told apart from
- * one in use. Nothing here allocates after open. */
+ * one in use. The segment is mode 0600 (the tier process's user), or 0660 owned by
+ * the "shm_group" option's group: whoever maps it reaches every slot
+ * (docs/SECURITY.md, same-host access). Nothing here allocates after open. */
 #include "tier_host.h"
 #include "tier_seg_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -162,7 +165,41 @@ static void s_super_init(tier_seg_t *seg, const tier_config_t *cfg, const struct
     __atomic_store_n(&sb->magic, TIER_SEG_MAGIC, __ATOMIC_RELEASE);
 }
 
-static const char *const s_option_keys[] = {"prefault", "verify_reads", NULL};
+static const char *const s_option_keys[] = {"prefault", "verify_reads", "shm_group", NULL};
+
+/* The "shm_group" option's gid into *gid; 0 when the option is absent or "". */
+static int s_shm_group(const tier_config_t *cfg, gid_t *gid, bool *set, char *err, size_t errlen)
+{
+    const char *g = tier_config_get(cfg, "shm_group");
+    *set = g && g[0];
+    if (!*set)
+        return 0;
+    struct group gr, *res = NULL;
+    char buf[4096];
+    if (getgrnam_r(g, &gr, buf, sizeof buf, &res) != 0 || !res) {
+        snprintf(err, errlen,
+                 "shm_group: no group \"%.64s\" on this host (give an existing group whose "
+                 "members may map the segment, or leave it out: owner only)",
+                 g);
+        return -EINVAL;
+    }
+    *gid = gr.gr_gid;
+    return 0;
+}
+
+/* Hands the fresh segment to the group: 0660, group gid. */
+static int s_give_group(const tier_seg_t *seg, const tier_config_t *cfg, gid_t gid, char *err,
+                        size_t errlen)
+{
+    if (fchown(seg->fd, (uid_t)-1, gid) == 0 && fchmod(seg->fd, TIER_SEG_SHM_GROUP_MODE) == 0)
+        return 0;
+    int rc = -errno;
+    snprintf(err, errlen,
+             "shm segment %s: cannot give it to group \"%.64s\": %s (the tier process must be a "
+             "member of that group)",
+             seg->name, tier_config_get(cfg, "shm_group"), strerror(-rc));
+    return rc;
+}
 
 /* The shm name defaults to "/" + scope; prefault (touch every page at open)
  * defaults to on; verify_reads (check each block read against its checksum,
@@ -184,16 +221,23 @@ static int s_configure(tier_config_t *cfg, char *err, size_t errlen)
         rc = tier_option_bool(cfg, "verify_reads", false, &verify, err, errlen);
     if (rc == 0 && !tier_config_get(cfg, "prefault"))
         rc = tier_config_set(cfg, "prefault", "true"); /* the default, written down */
+    gid_t gid;
+    bool group;
+    if (rc == 0)
+        rc = s_shm_group(cfg, &gid, &group, err, errlen);
     return rc;
 }
 
 static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
 {
     struct tier_seg_layout l;
-    bool prefault = true, verify = false;
+    bool prefault = true, verify = false, group = false;
+    gid_t gid = 0;
     (void)tier_option_bool(cfg, "prefault", true, &prefault, err, errlen);
     (void)tier_option_bool(cfg, "verify_reads", false, &verify, err, errlen);
-    int rc = tier_seg_layout(cfg->capacity, cfg->slot_size, &l);
+    int rc = s_shm_group(cfg, &gid, &group, err, errlen);
+    if (rc == 0)
+        rc = tier_seg_layout(cfg->capacity, cfg->slot_size, &l);
     if (rc < 0)
         return rc;
     tier_seg_t *seg = calloc(1, sizeof *seg);
@@ -215,6 +259,8 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
         }
         goto out_free;
     }
+    if (group && (rc = s_give_group(seg, cfg, gid, err, errlen)) < 0)
+        goto out_unlink;
     rc = s_reserve(seg->fd, l.total);
     if (rc < 0)
         goto out_unlink;

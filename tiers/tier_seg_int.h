@@ -12,8 +12,9 @@
 
 #define TIER_SEG_PATH_MAX 256
 
-#define TIER_SEG_SHM_MODE 0600     /* same-user clients only */
-#define TIER_SEG_CREATE_ATTEMPTS 4 /* replace-stale races before giving up */
+#define TIER_SEG_SHM_MODE 0600       /* same-user clients only */
+#define TIER_SEG_SHM_GROUP_MODE 0660 /* with "shm_group": that group's members too */
+#define TIER_SEG_CREATE_ATTEMPTS 4   /* replace-stale races before giving up */
 #define TIER_SEG_SPINS_BEFORE_YIELD 64
 
 struct tier_seg_super {

@@ -16,6 +16,7 @@
 #include "bus_envelope.h"
 #include "bus_events.h"
 #include "bus_token.h"
+#include "bus_token_mac.h"
 #include "tier.h"
 #include "tier_checksum.h"
 #include "tier_nvme.h"
@@ -52,7 +53,7 @@ static size_t s_token(bus_token_kind_t kind, uint8_t *buf, size_t cap)
                                   .host = "h1"}};
     bus_token_entry_t e[2] = {{.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 4096, .slot = 3},
                               {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 100, .slot = 5}};
-    if (kind == BUS_TOKEN_PREFETCH)
+    if (kind == BUS_TOKEN_PREFETCH || kind == BUS_TOKEN_COPY)
         e[0].src_tier = e[1].src_tier = 1;
     bus_token_meta_t m = {.token_id = 42, .issuer = 0x1234, .leader_epoch = 1, .instance = 1};
     size_t len = 0;
@@ -122,10 +123,21 @@ static void s_envelopes(void)
 static void s_tokens(void)
 {
     uint8_t buf[2048];
-    static const char *const names[] = {"", "get", "put", "prefetch"};
-    for (int k = BUS_TOKEN_GET; k <= BUS_TOKEN_PREFETCH; k++) {
+    static const char *const names[] = {"", "get", "put", "prefetch", "", "admin", "copy"};
+    /* sealed as a scheduler with the secret mints them, under fuzz_token.c's key */
+    static const char *const sealed[] = {"", "sealed_get",   "sealed_put", "sealed_prefetch",
+                                         "", "sealed_admin", "sealed_copy"};
+    bus_token_key_t key;
+    if (bus_token_key_derive((const uint8_t *)"kvtier fuzz seeds secret, 32 B!", "fuzz", &key) < 0)
+        exit(1);
+    for (int k = BUS_TOKEN_GET; k <= BUS_TOKEN_COPY; k++) {
+        if (k == (int)BUS_TOKEN_KIND_GET_PUT)
+            continue;
         size_t len = s_token((bus_token_kind_t)k, buf, sizeof buf);
         s_write("token", names[k], buf, len, NULL, 0);
+        if (bus_token_seal(&key, buf, sizeof buf, &len) < 0)
+            exit(1);
+        s_write("token", sealed[k], buf, len, NULL, 0);
     }
 }
 

@@ -17,7 +17,7 @@ it_deployment 256 64KiB
 it_start
 
 b_port=$(it_free_port)
-"$KVTIER_BIN" coordinator -c "$it_dir/deployment.json" --etcd "$KVTIER_ETCD" \
+"$KVTIER_BIN" coordinator -c "$it_dir/deployment.json" --etcd "$KVTIER_ETCD" --secret "$it_run/secret" \
   --name "standby-$it_name" --endpoint "tcp://127.0.0.1:$b_port" >"$it_dir/coord-b.log" 2>&1 &
 echo $! >"$it_run/pids/coord-b.pid" # it_cleanup kills it with the rest
 

@@ -73,7 +73,7 @@ EOF
 it_shms+=("/kvtier-$it_name-late1")
 it_wait_until 30 bash -c "curl -s http://127.0.0.1:$prom_port/-/ready | grep -q Ready" ||
   it_fail "prometheus not ready: $(cat "$it_dir/prometheus.log")"
-"$KVTIER_BIN" tier -c "$it_dir/late.json" --name late1 --etcd "$KVTIER_ETCD" \
+"$KVTIER_BIN" tier -c "$it_dir/late.json" --name late1 --etcd "$KVTIER_ETCD" --secret "$it_run/secret" \
   >"$it_dir/late1.log" 2>&1 &
 echo $! >"$it_run/pids/late1.pid"
 late1=$(addr late1 "$it_dir/late.json")

@@ -95,6 +95,7 @@ it_cli status --check --cluster "$it_name" >/dev/null || it_fail "A not ready af
 # a bind that fails at a process's own start names the holder too
 rc=0
 timeout 30 "$KVTIER_BIN" tier -c "$it_dir/deployment.json" --name host0 --etcd "$KVTIER_ETCD" \
+  --secret "$it_run/secret" \
   >"$it_dir/tier2.log" 2>&1 || rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || it_fail "a second host0 tier process: status $rc"
 grep -q "is in use by pid $(it_pid tier-host0)" "$it_dir/tier2.log" ||

@@ -20,6 +20,7 @@ static const struct {
     {"migrate", bench_migrate, "migrator demotion/promotion host<->nvme GB/s vs raw O_DIRECT"},
     {"events", bench_events, "publisher batches/s (mirror, vLLM stream) vs a raw ZeroMQ forwarder"},
     {"curve", bench_curve, "bus round trips/s and MB/s on CURVE sockets vs plain ones"},
+    {"token", bench_token, "tier-plane token seal/open cost vs a ReadSlots round trip"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 

@@ -21,7 +21,7 @@ static const struct {
     {"trace", cli_cmd_trace, "trace synth: write a seeded synthetic trace"},
     {"fault", cli_cmd_fault, "set, clear and show a process's faults on purpose (tests)"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
-    {"keygen", cli_cmd_keygen, "a CURVE key pair for a process or client (docs/SECURITY.md)"},
+    {"keygen", cli_cmd_keygen, "a CURVE key pair, or a new cluster secret (docs/SECURITY.md)"},
 };
 
 static void s_usage(FILE *out)

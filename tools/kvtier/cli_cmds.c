@@ -1,6 +1,7 @@
-/* cli_cmds.c — the small CLI commands: status, lookup, put, get, deployment.
+/* cli_cmds.c — the small CLI commands: status, lookup, put, get, deployment, keygen.
  * Each runs one short session with the service through libkvtier and prints what a
  * person (or a script: stable "key value" lines) needs. */
+#include "bus_token_mac.h"
 #include "cli_common.h"
 #include "cli_trace.h"
 
@@ -726,6 +727,7 @@ int cli_cmd_deployment(int argc, char **argv)
                 "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n"
                 "    curve KEYS CLIENTS AUTO   (security.curve: directories, auto 0/1; absent "
                 "when off)\n"
+                "    secret_file PATH   (security.secret_file; absent when none is set)\n"
                 "  --check-free  also exit 1 when a TCP address or shm name it binds on this\n"
                 "                host is in use, naming the process that holds it\n");
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -757,6 +759,8 @@ int cli_cmd_deployment(int argc, char **argv)
                (unsigned long long)cfg->optimizer_capacity);
     if (cfg->curve.on)
         printf("curve %s %s %d\n", cfg->curve.keys, cfg->curve.clients, cfg->curve.autogen);
+    if (cfg->secret_file[0])
+        printf("secret_file %s\n", cfg->secret_file);
     int held = check_free ? s_check_free(cfg) : 0;
     if (held > 0) {
         fprintf(stderr,

@@ -8,12 +8,16 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "bus_token.h"
+#include "bus_token_mac.h"
 
 static void s_tiers(bus_token_tier_t t[2])
 {
@@ -350,10 +354,81 @@ static void test_unknown_mac_algorithms_are_refused(void **state)
     uint8_t good[1024], b[1200];
     bus_token_entry_t e = {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER};
     size_t len = s_encode(BUS_TOKEN_GET, &e, 1, good, sizeof good);
-    s_expect_bad(b, s_with_trailer(good, len, 1, 0, 0, b), "MAC algorithm 1 is unknown");
-    s_expect_bad(b, s_with_trailer(good, len, 1, 32, 32, b), "MAC algorithm 1 is unknown");
+    s_expect_bad(b, s_with_trailer(good, len, 2, 32, 32, b), "MAC algorithm 2 is unknown");
     s_expect_bad(b, s_with_trailer(good, len, 0xFFFF, 16, 16, b), "MAC algorithm 65535");
     s_expect_bad(b, s_with_trailer(good, len, 0, 8, 8, b), "(none) with a 8-byte MAC");
+    /* algorithm 1 (HMAC-SHA-512/256) has exactly 32 MAC bytes */
+    s_expect_bad(b, s_with_trailer(good, len, 1, 0, 0, b), "with a 0-byte MAC, it has 32");
+    s_expect_bad(b, s_with_trailer(good, len, 1, 16, 16, b), "with a 16-byte MAC, it has 32");
+    bus_token_view_t v;
+    char err[256];
+    size_t n = s_with_trailer(good, len, 1, 32, 32, b);
+    assert_int_equal(bus_token_decode(b, n, &v, err, sizeof err), 0);
+    assert_int_equal(v.mac_alg, BUS_TOKEN_MAC_HMAC512_256);
+    assert_int_equal(v.mac_len, 32);
+}
+
+/* bus_token_mac.h: a sealed token verifies under its cluster's key only, and any
+ * byte changed under the MAC (or in it) makes it fail. */
+static void test_seal_and_verify(void **state)
+{
+    (void)state;
+    static const uint8_t secret[BUS_SECRET_BYTES] = "unit-test-secret-of-32-bytes-ok";
+    uint8_t buf[1200];
+    bus_token_entry_t e = {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 9, .slot = 4};
+    size_t len = s_encode(BUS_TOKEN_PUT, &e, 1, buf, sizeof buf);
+    bus_token_key_t key, other;
+    assert_int_equal(bus_token_key_derive(secret, "c1", &key), 0);
+    assert_int_equal(bus_token_key_derive(secret, "c2", &other), 0);
+    assert_memory_not_equal(key.k, other.k, sizeof key.k);
+    bus_token_view_t v;
+    char err[256];
+    assert_int_equal(bus_token_decode(buf, len, &v, err, sizeof err), 0);
+    assert_int_equal(bus_token_verify(&key, &v, buf), -EPERM); /* MAC none */
+    assert_int_equal(bus_token_seal(&key, buf, len + 31, &len), -ENOSPC);
+    size_t plain = len;
+    assert_int_equal(bus_token_seal(&key, buf, sizeof buf, &len), 0);
+    assert_int_equal(len, plain + BUS_TOKEN_MAC_HMAC_BYTES);
+    assert_int_equal(bus_token_seal(&key, buf, sizeof buf, &len), -EINVAL); /* sealed already */
+    assert_int_equal(bus_token_decode(buf, len, &v, err, sizeof err), 0);
+    assert_int_equal(bus_token_verify(&key, &v, buf), 0);
+    assert_int_equal(bus_token_verify(&other, &v, buf), -EBADMSG);
+    for (size_t i = 0; i < len; i++) {
+        buf[i] ^= 0x40;
+        if (bus_token_decode(buf, len, &v, err, sizeof err) == 0)
+            assert_int_equal(bus_token_verify(&key, &v, buf), -EBADMSG);
+        buf[i] ^= 0x40;
+    }
+}
+
+/* The secret file: exactly 32 bytes, readable by its owner only; keygen never
+ * overwrites. */
+static void test_secret_file_rules(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kvt-secret-XXXXXX", path[64], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/secret", dir);
+    uint8_t s[BUS_SECRET_BYTES], t[BUS_SECRET_BYTES];
+    assert_int_equal(bus_secret_load(path, s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "kvtier keygen --secret"));
+    assert_int_equal(bus_secret_create(path, err, sizeof err), 0);
+    assert_int_equal(bus_secret_create(path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "never overwritten"));
+    assert_int_equal(bus_secret_load(path, s, err, sizeof err), 0);
+    assert_int_equal(chmod(path, 0640), 0);
+    assert_int_equal(bus_secret_load(path, t, err, sizeof err), -1);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "chmod 600"));
+    assert_int_equal(chmod(path, 0600), 0);
+    FILE *f = fopen(path, "ab");
+    assert_non_null(f);
+    fputc('x', f);
+    fclose(f);
+    assert_int_equal(bus_secret_load(path, t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "33 bytes"));
+    unlink(path);
+    rmdir(dir);
 }
 
 /* bus_token.h: the payload ends exactly after the MAC; a trailer cut short, or
@@ -440,6 +515,8 @@ int main(void)
         cmocka_unit_test(test_unknown_flag_bits_are_refused),
         cmocka_unit_test(test_get_put_kind_is_refused_until_built),
         cmocka_unit_test(test_unknown_mac_algorithms_are_refused),
+        cmocka_unit_test(test_seal_and_verify),
+        cmocka_unit_test(test_secret_file_rules),
         cmocka_unit_test(test_truncated_mac_trailer_is_refused),
         cmocka_unit_test(test_every_truncation_is_refused),
         cmocka_unit_test(test_mutated_length_fields_are_refused),

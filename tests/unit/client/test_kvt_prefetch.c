@@ -59,10 +59,15 @@ typedef struct {
 
 static uint32_t s_envs;
 
+/* The whole chain runs authenticated (docs/SECURITY.md): tiers and scheduler share
+ * the cluster secret, so every copy and commit here carries a sealed token. */
+static const uint8_t t_secret[BUS_SECRET_BYTES] = "prefetch-e2e-secret-32-bytes-ok";
+
 static zactor_t *t_tier(uint32_t id, const char *name, const char *shm, uint64_t cap, char *ep,
                         size_t eplen)
 {
-    tier_actor_config_t tc = {.tier_id = id, .endpoint = "tcp://127.0.0.1:*"};
+    tier_actor_config_t tc = {
+        .tier_id = id, .endpoint = "tcp://127.0.0.1:*", .secret = t_secret, .cluster = "pf-e2e"};
     snprintf(tc.tier.name, sizeof tc.tier.name, "%s", name);
     snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
     snprintf(tc.tier.path, sizeof tc.tier.path, "%s", shm);
@@ -97,6 +102,8 @@ static int t_sched(t_env_t *e)
     sched_config_t sc;
     sched_config_defaults(&sc);
     snprintf(sc.cluster, sizeof sc.cluster, "pf-e2e");
+    sc.has_secret = true;
+    memcpy(sc.secret, t_secret, sizeof sc.secret);
     sc.demote = true; /* no migrator_endpoint: the scheduler starts its own */
     sc.delete_delay_ms = 10;
     sc.n_tiers = 2;

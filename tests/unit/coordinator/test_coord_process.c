@@ -30,6 +30,7 @@
 #include <curl/curl.h>
 #include <czmq.h>
 
+#include "bus_token_mac.h"
 #include "bus_client.h"
 #include "coord_config.h"
 #include "coord_elector.h"
@@ -44,6 +45,7 @@ static etcd_fixture_t *g_etcd;
 static coord_etcd_t *g_kv;
 static char g_dir[256];
 static char g_conf[320];
+static char g_secret[320]; /* the cluster secret both processes load (docs/SECURITY.md) */
 static char g_cluster[32];
 static char g_shm[64];
 
@@ -75,11 +77,18 @@ static int s_group_setup(void **state)
     snprintf(g_cluster, sizeof g_cluster, "pr%ld", (long)getpid());
     snprintf(g_shm, sizeof g_shm, "/kvt-test-%ld-h0", (long)getpid());
     snprintf(g_conf, sizeof g_conf, "%s/deploy.json", g_dir);
+    snprintf(g_secret, sizeof g_secret, "%s/secret", g_dir);
+    char err[512];
+    if (bus_secret_create(g_secret, err, sizeof err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
     FILE *f = fopen(g_conf, "w");
     if (!f)
         return -1;
     fprintf(f,
             "{\"cluster\":\"%s\",\n"
+            " \"security\":{\"secret_file\":\"secret\"},\n" /* beside the file */
             " \"etcd\":{\"endpoints\":[\"%s\"],\"lease_ttl\":\"2s\"},\n"
             " \"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:*\"},\n"
             " \"events\":{\"endpoint\":\"tcp://127.0.0.1:*\",\"replay_endpoint\":\"tcp://"
@@ -499,7 +508,22 @@ static void test_bad_usage_and_bad_file_exit_2(void **state)
     assert_int_equal(s_reap(s_spawn(coord_main, "usage.log", a4)), 2);
     char *a5[] = {"coordinator", "--help", NULL};
     assert_int_equal(s_reap(s_spawn(coord_main, "usage.log", a5)), 0);
-    char log[400], text[4096] = "";
+    /* issue 12 §1: neither process starts without the cluster secret */
+    char nosec[400];
+    snprintf(nosec, sizeof nosec, "%s/nosecret.json", g_dir);
+    f = fopen(nosec, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "{\"cluster\":\"%s-nosecret\",\"etcd\":{\"endpoints\":[\"%s\"]},\n"
+            " \"tiers\":[{\"name\":\"host0\",\"kind\":\"host\",\"endpoint\":\"tcp://"
+            "127.0.0.1:*\",\"capacity\":4}]}",
+            g_cluster, etcd_fixture_url(g_etcd));
+    fclose(f);
+    char *a6[] = {"tier", "-c", nosec, "--name", "host0", NULL};
+    assert_int_equal(s_reap(s_spawn(coord_tier_main, "usage.log", a6)), 2);
+    char *a7[] = {"coordinator", "-c", nosec, NULL};
+    assert_int_equal(s_reap(s_spawn(coord_main, "usage.log", a7)), 2);
+    char log[400], text[8192] = "";
     snprintf(log, sizeof log, "%s/usage.log", g_dir);
     f = fopen(log, "r");
     assert_non_null(f);
@@ -508,6 +532,8 @@ static void test_bad_usage_and_bad_file_exit_2(void **state)
     fclose(f);
     assert_non_null(strstr(text, "tiers[0].kind"));
     assert_non_null(strstr(text, "no tier named \"nosuch\""));
+    assert_non_null(strstr(text, "kvtier tier: no cluster secret: set security.secret_file"));
+    assert_non_null(strstr(text, "kvtier coordinator: no cluster secret"));
 }
 
 /* Issue "actor start": a coordinator whose membership or elector actor fails its

@@ -5,6 +5,7 @@
  * names carry the pid so parallel runs (plain and ASan) never collide. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -126,6 +127,46 @@ static void test_open_close_removes_segment(void **state)
     assert_null(t);
     assert_false(s_shm_exists(s_name));
     tier_close(&t); /* idempotent */
+}
+
+/* issue 12 §1, same-host access: a segment is its owner's only (0600) unless
+ * "shm_group" hands it to a group (0660, that gid); a group that does not exist is
+ * refused at configure, naming it. */
+static void test_segment_mode_and_shm_group(void **state)
+{
+    (void)state;
+    struct stat sb;
+    tier_t *t = s_open("mode", CAPACITY, SLOT_SIZE);
+    int fd = shm_open(s_name, O_RDONLY, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &sb), 0);
+    close(fd);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    tier_close(&t);
+
+    char err[256] = "";
+    struct group *gr = getgrgid(getgid());
+    assert_non_null(gr);
+    s_make_name("group");
+    tier_config_t cfg = s_cfg(CAPACITY, SLOT_SIZE, false);
+    assert_int_equal(tier_config_set(&cfg, "shm_group", gr->gr_name), 0);
+    t = tier_open(&cfg, err, sizeof err);
+    if (!t)
+        fail_msg("tier_open with shm_group %s: %s", gr->gr_name, err);
+    fd = shm_open(s_name, O_RDONLY, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &sb), 0);
+    close(fd);
+    assert_int_equal(sb.st_mode & 0777, 0660);
+    assert_int_equal(sb.st_gid, gr->gr_gid);
+    tier_close(&t);
+
+    s_make_name("nogroup");
+    cfg = s_cfg(CAPACITY, SLOT_SIZE, false);
+    assert_int_equal(tier_config_set(&cfg, "shm_group", "kvt-no-such-group-xyz"), 0);
+    assert_null(tier_open(&cfg, err, sizeof err));
+    assert_non_null(strstr(err, "no group \"kvt-no-such-group-xyz\""));
+    assert_false(s_shm_exists(s_name));
 }
 
 /* Issue: segment layout — slot data aligned to 4096 bytes for DMA, headers
@@ -696,6 +737,7 @@ int main(void)
         cmocka_unit_test_teardown(test_checksum_is_xxh3_of_concatenation, s_teardown),
         cmocka_unit_test_teardown(test_bounds_rejected, s_teardown),
         cmocka_unit_test_teardown(test_open_rejects_bad_config, s_teardown),
+        cmocka_unit_test_teardown(test_segment_mode_and_shm_group, s_teardown),
         cmocka_unit_test_teardown(test_reopen_replaces_stale_segment, s_teardown),
         cmocka_unit_test_teardown(test_open_refuses_live_owner, s_teardown),
         cmocka_unit_test_teardown(test_client_sees_owner_close, s_teardown),
