@@ -82,7 +82,7 @@ if as alice lookup --instance tenant-b --mode per-key "$kb" >"$it_dir/a-lookup.t
   it_fail "alice looked up tenant-b: $(cat "$it_dir/a-lookup.txt")"
 fi
 grep -q PERMISSION_DENIED "$it_dir/a-lookup.txt" && grep -q '"tenant-b"' "$it_dir/a-lookup.txt" &&
-  grep -qF "$alice_pub" "$it_dir/a-lookup.txt" ||
+  grep -qF -e "$alice_pub" "$it_dir/a-lookup.txt" ||
   it_fail "alice's refusal does not name the status, instance and key: $(cat "$it_dir/a-lookup.txt")"
 if as alice get --instance tenant-b --key "$kb" --verify >"$it_dir/a-get.txt" 2>&1; then
   it_fail "alice read tenant-b's block"
