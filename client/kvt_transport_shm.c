@@ -197,6 +197,13 @@ static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
                        t->tier_id, e->slot, e->size, t->shm);
         return -1;
     }
+    if (kvti_token_lapsed(j->tok, NULL)) { /* before claiming: a lapsed put takes nothing */
+        kvti_job_error(j, KVT_EXPIRED,
+                       "tier %u: slot %" PRIu64 ": this put's lease lapsed before its copy "
+                       "began: nothing was written",
+                       t->tier_id, e->slot);
+        return -1;
+    }
     uint64_t me = tier_seg_writer_id(j->tok->view.meta.issuer, j->tok->view.meta.token_id);
     uint32_t holder = 0;
     int rc = tier_seg_claim(seg, e->slot, me, S_CLAIM_WAIT_MS, &holder);
@@ -218,8 +225,8 @@ static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
                        t->tier_id, e->slot);
         return -1;
     }
-    if (rc == 0)
-        rc = tier_seg_put_header(seg, e->slot, &h);
+    if (rc == 0 && (rc = tier_seg_put_header(seg, e->slot, &h)) < 0)
+        tier_seg_release(seg, e->slot, me);
     if (rc < 0) {
         kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 ": marking WRITING failed: %s",
                        t->tier_id, e->slot, strerror(-rc));

@@ -915,6 +915,26 @@ static int s_read_security(const bus_config_node_t *root, coord_config_t *c, cha
     return rc;
 }
 
+/* A tier actor accepts a token up to security.clock_skew past its expiry, and the
+ * scheduler mints it that much before the lease's end only when the lease is longer
+ * than twice the skew: a shorter lease would let a writer late past its window write
+ * into a slot given to another block (issue 12 §4). */
+static int s_check_leases(const bus_config_node_t *root, const coord_config_t *c, char *err,
+                          size_t errlen)
+{
+    uint64_t skew = c->clock_skew_ms ? c->clock_skew_ms : 5000;
+    static const char *const names[] = {"coordinator.write_grace", "coordinator.pin_lease"};
+    const uint64_t leases[] = {c->write_grace_ms, c->pin_lease_ms};
+    for (int i = 0; i < 2; i++)
+        if (leases[i] <= 2 * skew)
+            return bus_config_error(root, names[i], err, errlen,
+                                    "%llu ms must be more than twice security.clock_skew (%llu "
+                                    "ms): lengthen it, or shorten clock_skew if the hosts' "
+                                    "clocks agree that closely",
+                                    (unsigned long long)leases[i], (unsigned long long)skew);
+    return 0;
+}
+
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
     static const char *const keys[] = {"cluster",   "etcd",      "coordinator", "tiers",  "chains",
@@ -946,6 +966,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_optimizer(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_security(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_check_leases(root, c, err, errlen);
     if (rc == 0) /* faults.*: issue 12 §6, bus_fault_admin.h */
         rc = bus_fault_config_read(root, &c->faults, err, errlen);
     return rc;

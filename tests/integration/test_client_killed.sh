@@ -24,7 +24,7 @@ GRACE=2s     # coordinator.write_grace
 : "${KVTIER_LIB:?KVTIER_LIB must name libkvtier.so}"
 
 it_write_deployment <<JSON
-{"coordinator": {"write_grace": "$GRACE"},
+{"coordinator": {"write_grace": "$GRACE"}, "security": {"clock_skew": "500ms"},
  "tiers": [{"name": "host0", "kind": "host", "capacity": $CAPACITY, "slot_size": "64KiB"}]}
 JSON
 

@@ -13,7 +13,7 @@
 
 : "${KVT_STALL_WRITER:?KVT_STALL_WRITER must name the kvt_stall_writer executable}"
 it_write_deployment <<'JSON'
-{"coordinator": {"write_grace": "3s"},
+{"coordinator": {"write_grace": "3s"}, "security": {"clock_skew": "1s"},
  "tiers": [{"name": "host0", "kind": "host", "capacity": 4, "slot_size": "256KiB",
             "high_watermark": 1.0, "low_watermark": 0.99}]}
 JSON

@@ -12,10 +12,13 @@ and the resource samples (samples.jsonl). It proves, or fails with the first cas
     client against the key's pattern).
  2. Every acknowledged block that later missed was reported gone first: between its
     acknowledgement and the miss (1 s of slack either side) the event stream removed
-    it, or took down a tier it was on, or a new leader's term began and had not
-    adopted it again before the miss (within REBUILD_S of the term's start), or the
-    chaos log killed the process of the non-persistent (host) tier it was on. Any
-    other miss is a loss. The recorder must report no gap it could not fill.
+    it from the last tier it was on, or took down a tier it was on, or a new leader's
+    term began and had not adopted it again before the miss (within REBUILD_S of the
+    term's start), or the chaos log killed the process of the non-persistent (host)
+    tier it was on. Any other miss is a loss. A load of it that failed (not a miss)
+    must have a kill, stop or fault within ERR_WINDOW_S before it, or one of those
+    explanations; else the index and the tiers disagreed. The recorder must report no
+    gap it could not fill.
  3. After warm-up, each process's RSS and open file count in the last third of the
     run stay within the maximum of the middle third plus a margin (a memory bound,
     not a timing one).
@@ -30,6 +33,7 @@ import re
 import sys
 
 SLACK_S = 1.0
+ERR_WINDOW_S = 10.0  # a stopped or killed process can fail calls until it is back
 REBUILD_S = 20.0
 PERSISTENT = {"nvme"}
 
@@ -114,9 +118,12 @@ def main():
         fails.append("the event stream lost %d batches no replay could fill" % rep["event_missing"])
 
     chaos = jsonl(os.path.join(d, "chaos.log"))
-    host_kills = [c["t"] for c in chaos if c.get("action") == "kill" and
-                  c.get("name", "").startswith("tier-") and
-                  not any(c["name"].endswith(x) for x in ("nvme0",))]
+    # kills of a non-persistent tier's process: (time, tier id) — the id from the
+    # tier events' names ("tier-host0" is tier "host0")
+    tier_id = {name: tid for tid, name in tier_kind.items()}
+    host_kills = [(c["t"], tier_id.get(c["name"][len("tier-"):]))
+                  for c in chaos if c.get("action") == "kill" and c.get("name", "").startswith("tier-")
+                  and not c["name"].startswith("tier-nvme")]
 
     def on_tiers(k, t):
         """Tiers the events put key k on just before time t (unknown: None)."""
@@ -138,7 +145,8 @@ def main():
     def explained(k, ta, tm):
         lo, hi = ta - SLACK_S, tm + SLACK_S
         for (te, e) in per_key.get(k, []):
-            if lo < te <= hi and e["kind"] == "removed":
+            # a removal that left the block on no tier (not one of two copies)
+            if lo < te <= hi and e["kind"] == "removed" and not on_tiers(k, te):
                 return "removed"
         for (te, tier, up) in tier_events:
             if lo < te <= hi and not up:
@@ -150,9 +158,11 @@ def main():
                 again = [te for (te, e) in per_key.get(k, []) if e["kind"] == "stored" and ts <= te < tm - SLACK_S]
                 if not again:
                     return "new term"
-        for tk in host_kills:
+        for (tk, tid) in host_kills:
             if lo < tk <= hi:
-                return "host tier killed"
+                where = on_tiers(k, tk)
+                if where is None or tid is None or tid in where:
+                    return "host tier killed"
         return None
 
     losses = []
@@ -170,14 +180,36 @@ def main():
             losses.append(g)
     rep["misses_explained"] = why
     rep["losses"] = len(losses)
+    # a load that failed (not a miss) is the chaos's doing only when the chaos acted
+    # around it (a kill, a stop or a fault within ERR_WINDOW_S before it) or the block
+    # was reported gone; otherwise the index and the tiers disagree: a violation
+    acts = sorted(c["t"] for c in chaos if c.get("action") in ("kill", "stop", "fault"))
+    bad_err = []
+    err_why = {}
+    for g in gets:
+        if g["res"] != "err" or g["key"] not in acked or g["t"] < acked[g["key"]]:
+            continue
+        near = any(g["t"] - ERR_WINDOW_S <= t <= g["t"] + SLACK_S for t in acts)
+        r = "chaos" if near else explained(g["key"], acked[g["key"]], g["t"])
+        if r:
+            err_why[r] = err_why.get(r, 0) + 1
+        else:
+            bad_err.append(g)
+    rep["load_errors_explained"] = err_why
+    rep["load_errors_unexplained"] = len(bad_err)
+    for g in bad_err[:5]:
+        fails.append("UNEXPLAINED LOAD ERROR: key %s at %.3f: %s" % (g["key"], g["t"], g.get("err")))
     for g in losses[:5]:
         hist = [(round(te, 3), e["kind"], e.get("tier", e.get("to"))) for (te, e) in per_key.get(g["key"], [])]
         fails.append("LOSS: key %s acknowledged at %.3f missed at %.3f, events %s" %
                      (g["key"], acked[g["key"]], g["t"], hist))
 
     # ---- chaos ----
-    for act in ("kill", "stop", "fault"):
+    for act in ("kill", "stop", "fault", "fault_refused"):
         rep["chaos_" + act] = sum(1 for c in chaos if c.get("action") == act)
+    if rep["chaos_fault_refused"] > 3 and rep["chaos_fault_refused"] > rep["chaos_fault"]:
+        fails.append("most fault rules were refused (%d of %d): the soak injected no faults" %
+                     (rep["chaos_fault_refused"], rep["chaos_fault_refused"] + rep["chaos_fault"]))
     rep["processes_killed"] = sorted({c["name"] for c in chaos if c.get("action") == "kill"})
     rep["fault_rules"] = sorted({"%s %s" % (c["name"], c.get("point")) for c in chaos
                                  if c.get("action") == "fault"})

@@ -108,6 +108,30 @@ class Rules(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("RSS of coordinator grew", out)
 
+    def test_host_kill_explains_only_blocks_on_the_host_tier(self):
+        tiers = [ev(1, "tier", tier=1, name="host0", up=True, keys=[]),
+                 ev(1, "tier", tier=2, name="nvme0", up=True, keys=[])]
+        chaos = [{"t": 20, "action": "kill", "name": "tier-host0", "pid": 1}]
+        on_nvme = ev(10.1, "stored", tier=2)
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")], tiers + [on_nvme], chaos=chaos)
+        self.assertEqual(rep["losses"], 1)
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")], tiers + [STORED], chaos=chaos)
+        self.assertEqual(rep["losses"], 0)
+
+    def test_removal_of_one_of_two_copies_explains_nothing(self):
+        events = [STORED, ev(10.2, "stored", tier=2), ev(20, "removed", tier=1, reason=1)]
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")], events)
+        self.assertEqual(rep["losses"], 1)
+
+    def test_failed_load_without_chaos_fails(self):
+        err = {"t": 40, "op": "get", "key": K, "res": "err", "ok": False, "err": "job failed"}
+        rc, rep, out = run([put(10), get(11, "hit"), err], [STORED])
+        self.assertEqual(rc, 1)
+        self.assertIn("UNEXPLAINED LOAD ERROR", out)
+        chaos = [{"t": 35, "action": "stop", "name": "tier-host0", "pid": 1}]
+        rc, rep, _ = run([put(10), get(11, "hit"), err], [STORED], chaos=chaos)
+        self.assertEqual(rc, 0)
+
     def test_nothing_checked_fails(self):
         rc, _, out = run([put(10)], [STORED])
         self.assertEqual(rc, 1)

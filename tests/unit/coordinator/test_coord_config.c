@@ -379,6 +379,20 @@ static void test_client_bounds(void **state)
     s_reject("{\"coordinator\":{\"max_clients\":70000}}", "coordinator.max_clients", "");
 }
 
+/* Issue 12 §4: a lease must outlast twice the tier actors' clock skew, or a late
+ * writer's token would still be accepted after its window lapsed. */
+static void test_leases_outlast_twice_the_clock_skew(void **state)
+{
+    (void)state;
+    s_reject("{\"coordinator\":{\"write_grace\":\"10s\"}}", "coordinator.write_grace",
+             "more than twice security.clock_skew (5000 ms)");
+    s_reject("{\"coordinator\":{\"pin_lease\":\"3s\"},\"security\":{\"clock_skew\":\"2s\"}}",
+             "coordinator.pin_lease", "more than twice security.clock_skew (2000 ms)");
+    assert_int_equal(s_load("{\"coordinator\":{\"write_grace\":\"3s\",\"pin_lease\":\"3s\"},"
+                            "\"security\":{\"clock_skew\":\"1s\"}}"),
+                     0);
+}
+
 static void test_etcd_flag_overrides_endpoints(void **state)
 {
     (void)state;
@@ -452,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_empty_file_is_the_embedded_default),
         cmocka_unit_test(test_missing_required_section_is_named),
         cmocka_unit_test(test_client_bounds),
+        cmocka_unit_test(test_leases_outlast_twice_the_clock_skew),
         cmocka_unit_test(test_tier_ids_follow_file_order_and_default_chain_covers_all),
         cmocka_unit_test(test_duplicate_tier_name_is_rejected_with_path),
         cmocka_unit_test(test_unknown_kind_is_rejected_with_path),
