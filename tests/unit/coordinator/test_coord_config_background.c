@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "config_testkit.h"
 #include "coord_config.h"
 
 static char g_err[1024];
@@ -22,60 +23,9 @@ static coord_config_t g_cfg;
     "{\"tiers\": [{\"name\": \"h\", \"kind\": \"host\", \"endpoint\": \"tcp://127.0.0.1:7710\", "  \
     "\"capacity\": 100" extra "}]}"
 
-/* A deployment must name "cluster" and "tiers" itself: the cases here are about
- * other keys, so TEXT gets a cluster and the default host tier when it has none. */
-/* Does KEY (quoted) appear as a key of the top-level object of TEXT? */
-static bool s_top_key(const char *text, const char *key)
-{
-    int depth = 0;
-    bool in_str = false;
-    size_t n = strlen(key);
-    for (const char *p = text; *p; p++) {
-        if (in_str) {
-            if (*p == '\\' && p[1])
-                p++;
-            else if (*p == '"')
-                in_str = false;
-            continue;
-        }
-        if (*p == '"') {
-            if (depth == 1 && strncmp(p, key, n) == 0)
-                return true;
-            in_str = true;
-        } else if (*p == '{' || *p == '[') {
-            depth++;
-        } else if (*p == '}' || *p == ']') {
-            depth--;
-        }
-    }
-    return false;
-}
-
-static const char *s_full(const char *text)
-{
-    static char buf[8192];
-    const char *rest = strchr(text, '{');
-    if (!rest)
-        return text;
-    rest++;
-    while (*rest == ' ' || *rest == '\n')
-        rest++;
-    const char *cluster = s_top_key(text, "\"cluster\"") ? "" : "\"cluster\": \"t\"";
-    const char *tiers =
-        s_top_key(text, "\"tiers\"")
-            ? ""
-            : "\"tiers\": [{\"name\": \"host0\", \"kind\": \"host\", "
-              "\"endpoint\": \"tcp://127.0.0.1:7710\", \"capacity\": 4096, "
-              "\"slot_size\": \"256KiB\", \"policy\": \"lru\", \"prefault\": true}]";
-    bool sep1 = *cluster && *tiers, sep2 = (*cluster || *tiers) && *rest != '}';
-    snprintf(buf, sizeof buf, "{%s%s%s%s%s", cluster, sep1 ? ", " : "", tiers, sep2 ? ", " : "",
-             rest);
-    return buf;
-}
-
 static void s_reject(const char *text, const char *path, const char *what)
 {
-    int rc = coord_config_load_string("t.json", s_full(text), &g_cfg, g_err, sizeof g_err);
+    int rc = coord_config_load_string("t.json", ckit_full(text), &g_cfg, g_err, sizeof g_err);
     if (rc == 0)
         print_message("accepted: %s\n", text);
     assert_int_equal(rc, -EINVAL);
@@ -89,7 +39,7 @@ static void s_reject(const char *text, const char *path, const char *what)
 
 static int s_load(const char *text)
 {
-    int rc = coord_config_load_string("t.json", s_full(text), &g_cfg, g_err, sizeof g_err);
+    int rc = coord_config_load_string("t.json", ckit_full(text), &g_cfg, g_err, sizeof g_err);
     if (rc != 0)
         print_message("rejected: %s\n", g_err);
     return rc;
