@@ -304,10 +304,13 @@ static void s_close(tier_t *t)
 /* The old header stops being served before new bytes go over it (tier.h). The
  * actor's own writes (WriteSlots, a copy's destination) claim the writer word like
  * a same-host client does (tier_seg.h "Writers"): a client stopped in the middle of a
- * chunk of this slot keeps them out (-EBUSY at once: the actor serves everyone on
- * one thread and never waits for a stopped process), one stopped between chunks
- * loses the slot to them. */
-#define S_CLAIM_WAIT_MS 0u
+ * chunk of this slot keeps them out (-EBUSY after S_CLAIM_WAIT_MS), one stopped
+ * between chunks loses the slot to them. The wait is for a live sharer of the same
+ * reservation copying the same block over shared memory (a chunk takes microseconds):
+ * not waiting failed such puts (seen in test_concurrent_replay); the price is that
+ * a write into a slot whose writer is stopped inside a chunk holds the actor's one
+ * thread for S_CLAIM_WAIT_MS. */
+#define S_CLAIM_WAIT_MS 100u
 
 static int s_write(tier_t *t, uint64_t slot, const struct iovec *iov, int n)
 {
