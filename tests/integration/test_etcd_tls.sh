@@ -37,7 +37,7 @@ url=https://127.0.0.1:$cport
   >"$it_dir/etcd.log" 2>&1 &
 etcd_pid=$!
 # stopped before lib.sh's cleanup (the supervisor clears its pids dir, so not there)
-trap 'rc=$?; kill -TERM $etcd_pid 2>/dev/null; it_wait_gone $etcd_pid 10 || kill -KILL $etcd_pid 2>/dev/null; (exit $rc); it_cleanup' EXIT
+trap 'rc=$?; set +e; kill -TERM $etcd_pid 2>/dev/null; it_wait_gone $etcd_pid 10 || kill -KILL $etcd_pid 2>/dev/null; (exit $rc); it_cleanup' EXIT
 healthy() {
   curl -sf --cacert "$pki/ca.crt" --cert "$pki/client.crt" --key "$pki/client.key" "$url/health" |
     grep -q '"health":"true"'

@@ -41,7 +41,8 @@ b_stop() {
   done
   rm -f "/dev/shm/kvtier-$b_name-"*
 }
-trap 'rc=$?; b_stop; (exit $rc); it_cleanup' EXIT
+# set +e first: under errexit `(exit $rc)` would end the trap before it_cleanup
+trap 'rc=$?; set +e; b_stop; (exit $rc); it_cleanup' EXIT
 "$KVT_SOURCE_DIR/deploy/supervise" "$it_dir/b.json" --run-dir "$b_run" --kvtier "$KVTIER_BIN" \
   >"$it_dir/supervise-b.log" 2>&1 &
 b_sup=$!
