@@ -1,5 +1,5 @@
 /* tier_policy.c — the registry of replacement policies: the built-ins
- * (lru, clock, fifo) plus a small bounded table of registered extras.
+ * (lru, clock, fifo, s3fifo) plus a small bounded table of registered extras.
  * Never allocates; registration is for start-up, not thread-safe. */
 #include "tier_policy.h"
 
@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const tier_policy_ops_t *const s_builtin[] = {&tier_policy_lru, &tier_policy_clock,
-                                                     &tier_policy_fifo};
+                                                     &tier_policy_fifo, &tier_policy_s3fifo};
 #define S_NBUILTIN (sizeof(s_builtin) / sizeof(s_builtin[0]))
 
 static const tier_policy_ops_t *s_extra[TIER_POLICY_MAX_EXTRA];
@@ -40,9 +40,9 @@ const tier_policy_ops_t *tier_policy_find(const char *name)
 
 int tier_policy_register(const tier_policy_ops_t *ops)
 {
-    if (!ops || !ops->name || !ops->name[0] || !ops->state_size || !ops->init || !ops->admitted ||
-        !ops->touched || !ops->released || !ops->position || !ops->restore || !ops->pick_victim ||
-        !ops->next_coldest)
+    if (!ops || !ops->name || !ops->name[0] || !ops->state_size || !ops->init ||
+        (!ops->admitted && !ops->admitted_facts) || !ops->touched || !ops->released ||
+        !ops->position || !ops->restore || !ops->pick_victim || !ops->next_coldest)
         return -EINVAL;
     if (tier_policy_find(ops->name))
         return -EEXIST;

@@ -1,5 +1,6 @@
 /* tier_policy.h — replacement policies of the slot engine (DESIGN.md §8): a
- * policy is a const ops table registered by name ("lru", "clock", "fifo").
+ * policy is a const ops table registered by name ("lru", "clock", "fifo",
+ * "s3fifo").
  *
  * A policy only orders slots. It never sees keys, states, pins or deadlines:
  * the engine tells it when a slot is admitted (becomes committed), touched,
@@ -31,6 +32,17 @@
 /* May slot be taken as a victim now? ctx is the engine. */
 typedef bool (*tier_policy_evictable_fn)(const void *ctx, uint32_t slot);
 
+/* What the engine knows of a block as it is admitted, for a policy that needs
+ * more than slot numbers (tier_policy_ops_t.admitted_facts): no key, only its
+ * hash (a ghost list or a frequency sketch keeps fingerprints), and the reserve
+ * batch that placed it. A batch is one put of one request, its keys in prefix
+ * order, and the scheduler commits them in that order, so consecutive
+ * admissions of one batch run from the prefix's head towards its tail. */
+typedef struct {
+    uint64_t key_hash; /* tier_slots_key_hash(engine, instance, key) */
+    uint32_t batch;    /* stamp of the reserve batch, 0 when none (an adopted block) */
+} tier_policy_facts_t;
+
 typedef struct tier_policy_ops {
     const char *name;
     /* Bytes of state for capacity slots; the engine aligns the block to 8. */
@@ -39,6 +51,9 @@ typedef struct tier_policy_ops {
     void (*init)(void *st, uint32_t capacity);
     /* slot became committed: now the newest / most recent. */
     void (*admitted)(void *st, uint32_t slot);
+    /* Optional; when set the engine calls it instead of admitted (which may
+     * then be NULL), with the block's facts. */
+    void (*admitted_facts)(void *st, uint32_t slot, const tier_policy_facts_t *facts);
     /* slot was used (a hit): refresh its rank if the policy cares. */
     void (*touched)(void *st, uint32_t slot);
     /* slot left the committed state: forget it. */
@@ -62,11 +77,13 @@ typedef struct tier_policy_ops {
 extern const tier_policy_ops_t tier_policy_lru;
 extern const tier_policy_ops_t tier_policy_clock;
 extern const tier_policy_ops_t tier_policy_fifo;
+extern const tier_policy_ops_t tier_policy_s3fifo;
 
 /* The policy registered under name, or NULL (unknown name or NULL). */
 const tier_policy_ops_t *tier_policy_find(const char *name);
 
-/* Adds an out-of-tree policy. 0, or -EINVAL (missing op or name), -EEXIST
+/* Adds an out-of-tree policy. 0, or -EINVAL (missing op or name; one of
+ * admitted and admitted_facts is enough), -EEXIST
  * (name taken), -ENOSPC (TIER_POLICY_MAX_EXTRA reached). */
 int tier_policy_register(const tier_policy_ops_t *ops);
 

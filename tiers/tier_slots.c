@@ -150,6 +150,28 @@ static uint32_t s_hash32(const tier_slots_t *self, uint32_t instance, const tier
     return (uint32_t)(h >> 32) ^ (uint32_t)h;
 }
 
+uint64_t tier_slots_key_hash(const tier_slots_t *self, uint32_t instance, const tier_key_t *key)
+{
+    if (!self || !key)
+        return 0;
+    /* Another seed than the index's: the policy's fingerprints say nothing of
+     * where a key sits in the index. */
+    return XXH3_64bits_withSeed(key->b, TIER_KEY_BYTES,
+                                ~self->seed ^ (instance * 0xc2b2ae3d27d4eb4full));
+}
+
+/* Tells the policy that slot j (committed now) is admitted. */
+static void s_admitted(tier_slots_t *self, uint32_t j, uint32_t batch)
+{
+    if (!self->pol->admitted_facts) {
+        self->pol->admitted(self->pol_state, j);
+        return;
+    }
+    const s_slot_t *e = &self->slots[j];
+    tier_policy_facts_t f = {tier_slots_key_hash(self, e->instance, &e->key), batch};
+    self->pol->admitted_facts(self->pol_state, j, &f);
+}
+
 static bool s_same(const s_slot_t *e, uint32_t instance, const tier_key_t *key)
 {
     return e->instance == instance && tier_key_eq(&e->key, key);
@@ -770,7 +792,7 @@ static tier_commit_outcome_t s_conclude_reservation(tier_slots_t *self, uint32_t
     e->flags = 0;
     e->deadline = e->pending;
     e->pending = 0;
-    self->pol->admitted(self->pol_state, j);
+    s_admitted(self, j, e->stamp);
     if (e->deadline != 0)
         s_heap_push(self, j);
     self->n_committed++;
@@ -970,7 +992,7 @@ int tier_slots_adopt(tier_slots_t *self, uint32_t instance, const tier_key_t *ke
     e->pins = e->refs = 0;
     e->flags = 0;
     s_hash_insert(self, slot);
-    self->pol->admitted(self->pol_state, slot);
+    s_admitted(self, slot, 0);
     if (deadline_ms != 0)
         s_heap_push(self, slot);
     self->n_committed++;

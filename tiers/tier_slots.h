@@ -256,6 +256,12 @@ void tier_slots_stats(const tier_slots_t *self, tier_slots_stats_t *st);
 /* The policy in use ("lru", ...). */
 const char *tier_slots_policy(const tier_slots_t *self);
 
+/* The hash of (instance, key) the engine gives its policy at admission
+ * (tier_policy_facts_t.key_hash): XXH3-64 under a seed derived from the
+ * engine's hash seed, so equal seeds give equal hashes (tests, the optimizer);
+ * 0 for a NULL argument. */
+uint64_t tier_slots_key_hash(const tier_slots_t *self, uint32_t instance, const tier_key_t *key);
+
 /* Checks every internal invariant, O(capacity + heap). 0 or a negative line
  * number of the failed check; for tests and debugging. */
 int tier_slots_check(const tier_slots_t *self);

@@ -1,5 +1,8 @@
-/* opt_replay.c — replays through tier_slots engines, one block per reserve; time
- * stands still (no deadlines, nothing expires). */
+/* opt_replay.c — replays through tier_slots engines; time stands still (no
+ * deadlines, nothing expires). A policy replay reserves each run of a
+ * request's consecutive missing blocks as one batch, as a put of the service
+ * does (policies that take the batch's prefix order into account, s3fifo,
+ * see it so); the chain model reserves one block at a time. */
 #include "opt_replay.h"
 
 #include <stdlib.h>
@@ -16,7 +19,7 @@ static tier_slots_t *s_engine(const opt_trace_t *t, const char *policy, uint64_t
     tier_slots_config_t cfg = {
         .policy = policy,
         .capacity = (uint32_t)(cap ? cap : 1),
-        .max_batch = 1,
+        .max_batch = opt_trace_max_blocks(t) ? opt_trace_max_blocks(t) : 1,
         .hash_seed = S_HASH_SEED,
     };
     return cap <= (1u << 31) ? tier_slots_new(&cfg) : NULL;
@@ -56,13 +59,54 @@ static int s_admit(tier_slots_t *s, uint32_t inst, const tier_key_t *key, unsign
     return nv > 0;
 }
 
+/* Puts run[0..n) (missing blocks, in prefix order, one instance) as one batch,
+ * committed in that order; a run longer than the engine (the only batch it
+ * cannot place here: nothing is pinned) goes in one block at a time, as
+ * before batches, without a failed try (its rollback would leave clock's hand
+ * moved). 0, or -1 when the engine refuses. */
+static int s_put_run(tier_slots_t *s, uint32_t inst, const tier_key_t *run, size_t n,
+                     uint64_t slots, tier_resv_t *out)
+{
+    if (n == 0)
+        return 0;
+    if (n <= slots && tier_slots_reserve(s, inst, run, n, 0, 0, 0, out, NULL, NULL) == 0) {
+        for (size_t i = 0; i < n; i++)
+            if (tier_slots_commit(s, inst, &run[i], true, 0, NULL) < 0)
+                return -1;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        tier_victim_t v;
+        if (s_admit(s, inst, &run[i], 0, &v, NULL) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static bool s_in_run(const tier_key_t *run, size_t n, uint32_t inst, uint32_t run_inst,
+                     const tier_key_t *key)
+{
+    if (n == 0 || inst != run_inst)
+        return n != 0; /* another instance ends the run */
+    for (size_t i = 0; i < n; i++)
+        if (tier_key_eq(&run[i], key))
+            return true;
+    return false;
+}
+
 int64_t opt_replay_policy(const opt_trace_t *t, const char *policy, uint64_t capacity,
                           uint32_t *req_hits)
 {
     tier_slots_t *s = s_engine(t, policy, capacity);
-    if (!s)
-        return -1;
+    uint32_t max = opt_trace_max_blocks(t) ? opt_trace_max_blocks(t) : 1;
+    uint64_t slots = capacity < opt_trace_distinct(t) ? capacity : opt_trace_distinct(t);
+    tier_key_t *run = malloc(max * sizeof(*run));
+    tier_resv_t *out = malloc(max * sizeof(*out));
     int64_t hits = 0;
+    if (!s || !run || !out) {
+        hits = -1;
+        goto out;
+    }
     for (size_t r = 0; r < opt_trace_requests(t); r++) {
         uint32_t n, h = 0;
         const uint32_t *blocks = opt_trace_blocks(t, r, &n);
@@ -71,20 +115,37 @@ int64_t opt_replay_policy(const opt_trace_t *t, const char *policy, uint64_t cap
         hits += h;
         if (req_hits)
             req_hits[r] = h;
-        for (uint32_t j = 0; j < n; j++) {
+        size_t nrun = 0;
+        uint32_t run_inst = 0;
+        for (uint32_t j = 0; j <= n; j++) {
             tier_key_t key;
-            uint32_t inst;
-            tier_victim_t v;
-            s_key(t, blocks[j], &key, &inst);
-            if (tier_slots_touch(s, inst, &key, 0, 0) == 0)
-                continue;
-            if (s_admit(s, inst, &key, 0, &v, NULL) < 0) {
+            uint32_t inst = 0;
+            if (j < n) {
+                s_key(t, blocks[j], &key, &inst);
+                /* A cached block, a block repeated inside the run, or one of
+                 * another instance ends the run before it (one batch, one
+                 * instance, no key twice; events in the blocks' order). */
+                if (!s_in_run(run, nrun, inst, run_inst, &key) &&
+                    tier_slots_lookup(s, inst, &key, 0, NULL) != 0) {
+                    run[nrun++] = key;
+                    run_inst = inst;
+                    continue;
+                }
+            }
+            if (s_put_run(s, run_inst, run, nrun, slots, out) < 0) {
                 hits = -1;
                 goto out;
+            }
+            nrun = 0;
+            if (j < n && tier_slots_touch(s, inst, &key, 0, 0) != 0) {
+                run[nrun++] = key; /* the run just put evicted it */
+                run_inst = inst;
             }
         }
     }
 out:
+    free(run);
+    free(out);
     tier_slots_destroy(&s);
     return hits;
 }
