@@ -112,6 +112,12 @@ static void commit_one(tier_slots_t *s, uint64_t now)
     assert_int_equal(tier_slots_commit(s, 1, &k, rnd(4) != 0, now, &oc), 0);
 }
 
+static bool s_walk_step(void *arg, uint32_t slot)
+{
+    (void)arg;
+    return slot == UINT32_MAX;
+}
+
 /* One pass over every operation, including the paths that evict, expire,
  * defer, roll back and compact. */
 static void exercise(tier_slots_t *s, uint64_t *now)
@@ -159,6 +165,7 @@ static void exercise(tier_slots_t *s, uint64_t *now)
                 tier_slots_remove(s, 1, &k);
             tier_slots_adopt(s, 1, &k, rnd(64), *now + rnd(50), *now);
             tier_slots_stats(s, &st);
+            tier_slots_walk_coldest(s, 64, s_walk_step, NULL);
             break;
         }
     }
@@ -173,8 +180,8 @@ static void test_no_allocation_per_operation(void **state)
     (void)state;
     if (!__real_malloc)
         skip(); /* built without -Wl,--wrap: nothing to count */
-    const char *policies[3] = {"lru", "clock", "fifo"};
-    for (int p = 0; p < 3; p++) {
+    const char *policies[4] = {"lru", "clock", "fifo", "s3fifo"};
+    for (int p = 0; p < 4; p++) {
         tier_slots_config_t cfg = {
             .policy = policies[p], .capacity = 64, .max_batch = 8, .heap_stale_bound = 4};
         unsigned long before_new = s_allocs;
