@@ -11,7 +11,8 @@
 # blocks, chain placement PLACEMENT ("exclusive" or "inclusive"; default: the
 # deployment default), under deploy/supervise; `kvtier replay --in-flight 1` of TRACE
 # (default traces/synthetic_trace.jsonl; REQUESTS: all); then `kvtier optimize` of the
-# same requests at HOST + NVME and the chain model. Prints the replay's report, the
+# same requests at HOST + NVME and the chain model. KVT_HEAD_OPTS: more keys of the
+# host0 entry (JSON, e.g. '"high_watermark": 0.95, "low_watermark": 0.9'). Prints the replay's report, the
 # scheduler's counters that say where hits went, and one summary line:
 #   chain HOST+NVME PLACEMENT: service X%, lru(N) Y%, chain model Z%
 . "$(dirname "$0")/lib.sh"
@@ -26,7 +27,7 @@ chain='{"name": "default", "tiers": ["host0", "nvme0"]}'
 
 it_write_deployment <<JSON
 {"tiers": [
-  {"name": "host0", "kind": "host", "capacity": $host, "slot_size": "4KiB"},
+  {"name": "host0", "kind": "host", "capacity": $host, "slot_size": "4KiB"${KVT_HEAD_OPTS:+, $KVT_HEAD_OPTS}},
   {"name": "nvme0", "kind": "nvme", "capacity": $nvme, "slot_size": "4KiB"}],
  "chains": [$chain]}
 JSON
