@@ -67,6 +67,7 @@ typedef struct {
     uint64_t pending;  /* S_J_SHARE / S_J_READMIT: pending deadline before */
     uint32_t instance; /* S_J_EVICT: the victim's */
     uint32_t slot;
+    uint32_t stamp; /* S_J_SHARE / S_J_READMIT: stamp before */
     uint8_t op;
     uint8_t expired; /* S_J_EVICT: the victim was taken because expired */
 } s_journal_t;
@@ -578,6 +579,7 @@ static int s_settle_known(tier_slots_t *self, uint32_t instance, const tier_key_
         s_slot_t *e = &self->slots[j];
         if (e->stamp == self->batch)
             return TIER_SLOTS_EDUP;
+        uint32_t was = e->stamp; /* a reservation's is its admission batch: undone on rollback */
         e->stamp = self->batch;
         /* A pinned block counts as serving even once expired: its readers may be
          * copying it right now, so it must not be re-admitted and rewritten. */
@@ -588,10 +590,13 @@ static int s_settle_known(tier_slots_t *self, uint32_t instance, const tier_key_
                 self->protected_++;
             continue;
         }
-        if (e->refs == S_COUNT_MAX)
+        if (e->refs == S_COUNT_MAX) {
+            e->stamp = was;
             return TIER_SLOTS_EOVERFLOW;
+        }
         s_journal_t *jr = &self->journal[self->jlen++];
         jr->slot = j;
+        jr->stamp = was;
         jr->pending = e->pending;
         if (e->state == TIER_SLOT_RESERVED) {
             jr->op = S_J_SHARE;
@@ -725,10 +730,12 @@ static void s_rollback(tier_slots_t *self)
         case S_J_SHARE:
             e->refs--;
             e->pending = jr->pending;
+            e->stamp = jr->stamp;
             break;
         case S_J_READMIT:
             e->refs--;
             e->pending = jr->pending;
+            e->stamp = jr->stamp;
             if (e->refs == 0) {
                 self->n_rewriting--;
                 if (e->pins == 0)
