@@ -17,9 +17,12 @@
  *   a use count goes back to M's newest end with the count minus one, else it
  *   is the victim. Slots the engine may not take are passed over in place.
  * - released: leaves its queue; from S unused, it enters G.
- * - rollback: restore puts the victim back in its queue, at its position,
- *   with its count, and takes its fingerprint out of G again; the moves to M
- *   and the counts lowered on the way stay (like clock's hand and bits).
+ * - rollback: restore puts the victim back in its queue, just newer than the
+ *   block just older than it when it was taken (at the oldest end if a later
+ *   pick moved that one from S to M: an expired victim need not be the
+ *   oldest), with its count, and takes its fingerprint out of G again; the
+ *   moves to M and the counts lowered on the way stay (like clock's hand and
+ *   bits).
  *
  * O(1) per admit, touch and release; a victim pick passes each evictable M
  * block at most 4 times and each other block once (amortised O(1)). G is a
@@ -54,6 +57,7 @@ typedef struct {
     uint32_t ghost_mask;  /* buckets - 1 */
     uint32_t ghost_count; /* insertions into the current epoch */
     uint32_t ghost_unit;  /* insertions per epoch */
+    uint32_t ghost_life;  /* epochs an entry counts: 3 x capacity insertions */
     uint32_t ghost_epoch; /* current epoch (16 bits used; ages are differences) */
     uint64_t ghost_off;   /* byte offsets into the state block */
     uint64_t meta_off;
@@ -130,8 +134,12 @@ static void s_init(void *st, uint32_t capacity)
     c->anchor_batch = 0;
     uint64_t buckets = s_buckets(capacity);
     c->ghost_mask = (uint32_t)(buckets - 1);
-    uint64_t unit = (uint64_t)capacity * S_GHOST_PER_SLOT / S_EPOCHS;
-    c->ghost_unit = unit ? (uint32_t)unit : 1;
+    /* Rounded up, so that an entry's life fits S_EPOCHS epochs of 16 bits; in
+     * units of insertions it is then 3 x capacity, exactly while unit is 1. */
+    uint64_t remember = (uint64_t)capacity * S_GHOST_PER_SLOT;
+    uint64_t unit = remember ? (remember + S_EPOCHS - 1) / S_EPOCHS : 1;
+    c->ghost_unit = (uint32_t)unit;
+    c->ghost_life = (uint32_t)((remember + unit - 1) / unit);
     c->ghost_count = 0;
     c->ghost_epoch = 0;
     c->ghost_off = s_ghost_offset(capacity);
@@ -206,13 +214,15 @@ static uint32_t s_tag(uint32_t fp)
     return t ? t : 1;
 }
 
-/* Age of a live entry in epochs, or UINT32_MAX for an empty or forgotten one. */
+/* Age of a live entry in epochs, or UINT32_MAX for an empty or forgotten one.
+ * An entry is 1 epoch old once its own insertion closed its epoch (unit 1),
+ * so with k insertions after it, k + 1: it counts while k < 3 x capacity. */
 static uint32_t s_age(const s_s3_t *c, s_ghost_t g)
 {
     if (g == 0)
         return UINT32_MAX;
     uint32_t age = (c->ghost_epoch - g) & 0xffffu;
-    return age < S_EPOCHS ? age : UINT32_MAX;
+    return age <= c->ghost_life ? age : UINT32_MAX;
 }
 
 static void s_ghost_add(s_s3_t *c, uint32_t fp)
@@ -318,7 +328,13 @@ static void s_restore(void *st, uint32_t slot, uint64_t memo)
         return;
     if (memo >> 36 & 1u)
         (void)s_ghost_take(c, s_fps(c)[slot]);
-    s_insert_newer_than(c, q, slot, (uint32_t)memo);
+    uint32_t older = (uint32_t)memo;
+    /* A victim taken for its expiry need not be its queue's oldest: a later
+     * pick of the batch may have moved its older neighbour from S to M. It
+     * goes back at S's oldest end then, not into M's list. */
+    if (older != S_NONE && s_queue_of(s_meta(c)[older]) != q)
+        older = S_NONE;
+    s_insert_newer_than(c, q, slot, older);
     s_meta(c)[slot] = (uint8_t)(q | fr << 2);
 }
 
