@@ -35,8 +35,9 @@
 #define NTICKETS 4096
 #define NONE UINT32_MAX
 
-enum { P_LRU, P_CLOCK, P_FIFO };
-static const char *const s_pol_names[3] = {"lru", "clock", "fifo"};
+enum { P_LRU, P_CLOCK, P_FIFO, P_S3FIFO };
+static const char *const s_pol_names[4] = {"lru", "clock", "fifo", "s3fifo"};
+#define HASH_SEED 0x5eed5eed5eedull
 
 /* ------------------------------------------------------------ the model */
 
@@ -52,9 +53,43 @@ typedef struct {
     uint32_t stamp; /* batch that settled / placed it */
 } m_slot_t;
 
+/* s3fifo as its header states it, naively: S and M as arrays oldest first,
+ * a use count per slot, the ghost as the records of the last 3 x capacity
+ * fingerprints that entered it, each in a bucket of 8 (a full bucket loses
+ * its oldest record). */
+enum { Q_NONE, Q_S, Q_M };
+#define GHOST_WAYS 8
+#define GHOST_MAX (3 * MAXCAP)
+
+typedef struct {
+    uint32_t fp, bucket;
+    uint64_t seq; /* its insertion number, from 1 */
+    bool gone;    /* taken, or lost from a full bucket */
+} m_ghost_t;
+
+typedef struct {
+    uint32_t q[3][MAXCAP], n[3]; /* queue Q_S / Q_M, oldest first */
+    uint8_t qof[MAXCAP], cnt[MAXCAP];
+    uint32_t fp[MAXCAP]; /* fingerprint of the block last admitted to the slot */
+    uint32_t anchor, anchor_batch;
+    m_ghost_t g[GHOST_MAX]; /* record of insertion seq at seq % GHOST_MAX */
+    uint64_t gseq;
+    uint32_t gmask, target, window;
+} m_s3_t;
+
+/* Where a victim was, for the rollback: restore puts it back just newer
+ * than its older neighbour then (NONE: at the oldest end). */
+typedef struct {
+    uint32_t slot, older;
+    uint8_t q, cnt;
+    bool to_ghost;
+} m_memo_t;
+
 typedef struct {
     int pol;
     uint32_t cap, max_batch;
+    const tier_slots_t *eng; /* s3fifo: the engine's tier_slots_key_hash */
+    m_s3_t s3;
     m_slot_t s[MAXCAP];
     uint32_t fl[MAXCAP]; /* free list, head first */
     uint32_t nfl;
@@ -70,15 +105,148 @@ typedef struct {
     bool expired;
 } m_victim_t;
 
-static void m_init(model_t *m, int pol, uint32_t cap, uint32_t max_batch)
+static void m_init(model_t *m, int pol, uint32_t cap, uint32_t max_batch, const tier_slots_t *eng)
 {
     memset(m, 0, sizeof(*m));
     m->pol = pol;
     m->cap = cap;
     m->max_batch = max_batch;
+    m->eng = eng;
     for (uint32_t i = 0; i < cap; i++)
         m->fl[i] = i;
     m->nfl = cap;
+    m->s3.anchor = NONE;
+    m->s3.target = cap * 2 / 5 ? cap * 2 / 5 : 1;
+    uint32_t buckets = 1;
+    while (buckets * GHOST_WAYS < 6 * cap)
+        buckets <<= 1;
+    m->s3.gmask = buckets - 1;
+    m->s3.window = 3 * cap;
+}
+
+/* ---- s3fifo */
+
+static uint32_t s3_mix(uint32_t h) /* the bucket hash: murmur3's finaliser */
+{
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+/* A record counts while fewer than 3 x capacity insertions followed it. */
+static bool s3_live(const m_s3_t *c, const m_ghost_t *g)
+{
+    return g->seq != 0 && !g->gone && c->gseq - g->seq < c->window;
+}
+
+static void s3_ghost_add(m_s3_t *c, uint32_t fp)
+{
+    uint32_t bucket = s3_mix(fp) & c->gmask, live = 0;
+    m_ghost_t *oldest = NULL;
+    for (uint32_t k = 0; k < GHOST_MAX; k++) {
+        m_ghost_t *g = &c->g[k];
+        if (s3_live(c, g) && g->bucket == bucket) {
+            live++;
+            if (!oldest || g->seq < oldest->seq)
+                oldest = g;
+        }
+    }
+    if (live == GHOST_WAYS)
+        oldest->gone = true;
+    c->gseq++;
+    c->g[c->gseq % GHOST_MAX] = (m_ghost_t){fp, bucket, c->gseq, false};
+}
+
+/* Is fp remembered? The record is used up. (The test's fingerprints differ in
+ * their bucket or 16-bit tag, test_differential checks: a match is fp's own.) */
+static bool s3_ghost_take(m_s3_t *c, uint32_t fp)
+{
+    for (uint32_t k = 0; k < GHOST_MAX; k++)
+        if (s3_live(c, &c->g[k]) && c->g[k].fp == fp) {
+            c->g[k].gone = true;
+            return true;
+        }
+    return false;
+}
+
+static uint32_t s3_index(const m_s3_t *c, unsigned q, uint32_t slot)
+{
+    for (uint32_t k = 0; k < c->n[q]; k++)
+        if (c->q[q][k] == slot)
+            return k;
+    return NONE;
+}
+
+static void s3_insert_at(m_s3_t *c, unsigned q, uint32_t k, uint32_t slot)
+{
+    memmove(&c->q[q][k + 1], &c->q[q][k], (c->n[q] - k) * sizeof(uint32_t));
+    c->q[q][k] = slot;
+    c->n[q]++;
+    c->qof[slot] = (uint8_t)q;
+}
+
+static void s3_remove_at(m_s3_t *c, unsigned q, uint32_t k)
+{
+    c->qof[c->q[q][k]] = Q_NONE;
+    memmove(&c->q[q][k], &c->q[q][k + 1], (c->n[q] - k - 1) * sizeof(uint32_t));
+    c->n[q]--;
+}
+
+static tier_key_t K(uint32_t id);
+
+/* The engine's fingerprint of a key: the high half of its key hash, never 0. */
+static uint32_t s3_fp(const model_t *m, uint32_t inst, uint32_t id)
+{
+    tier_key_t k = K(id);
+    uint32_t fp = (uint32_t)(tier_slots_key_hash(m->eng, inst, &k) >> 32);
+    return fp ? fp : 1;
+}
+
+static void s3_admitted(model_t *m, uint32_t i, uint32_t batch)
+{
+    m_s3_t *c = &m->s3;
+    uint32_t fp = s3_fp(m, m->s[i].inst, m->s[i].id);
+    c->fp[i] = fp;
+    unsigned q = s3_ghost_take(c, fp) ? Q_M : Q_S;
+    c->cnt[i] = 0;
+    uint32_t a = c->anchor;
+    if (batch != 0 && a != NONE && c->anchor_batch == batch && c->qof[a] == q)
+        s3_insert_at(c, q, s3_index(c, q, a), i); /* just older than the one before */
+    else
+        s3_insert_at(c, q, c->n[q], i);
+    c->anchor = i;
+    c->anchor_batch = batch;
+}
+
+static m_memo_t s3_released(model_t *m, uint32_t i)
+{
+    m_s3_t *c = &m->s3;
+    unsigned q = c->qof[i];
+    uint32_t k = s3_index(c, q, i);
+    m_memo_t memo = {i, k == 0 ? NONE : c->q[q][k - 1], (uint8_t)q, c->cnt[i],
+                     q == Q_S && c->cnt[i] == 0};
+    if (memo.to_ghost)
+        s3_ghost_add(c, c->fp[i]);
+    s3_remove_at(c, q, k);
+    if (c->anchor == i)
+        c->anchor = NONE;
+    return memo;
+}
+
+static void s3_restore(model_t *m, const m_memo_t *memo)
+{
+    m_s3_t *c = &m->s3;
+    if (memo->to_ghost)
+        (void)s3_ghost_take(c, c->fp[memo->slot]);
+    /* Just newer than its older neighbour then, wherever that is now; at the
+     * oldest end if it has left the queue (a later pick of the batch moved it
+     * from S to M after this victim was taken for its expiry). */
+    uint32_t k = memo->older == NONE ? NONE : s3_index(c, memo->q, memo->older);
+    s3_insert_at(c, memo->q, k == NONE ? 0 : k + 1, memo->slot);
+    c->cnt[memo->slot] = memo->cnt;
 }
 
 static void m_clock(model_t *m, uint64_t now)
@@ -111,15 +279,27 @@ static bool m_evictable(const model_t *m, uint32_t i)
     return e->state == TIER_SLOT_COMMITTED && !m_held(e) && !(m->in_batch && e->stamp == m->batch);
 }
 
-static void m_admitted(model_t *m, uint32_t i)
+static void m_admitted(model_t *m, uint32_t i, uint32_t batch)
 {
     m->s[i].order = ++m->tick;
     m->s[i].ref = false;
+    if (m->pol == P_S3FIFO)
+        s3_admitted(m, i, batch);
+}
+
+/* Committed slot i leaves the order (evicted, expired, removed). */
+static m_memo_t m_released(model_t *m, uint32_t i)
+{
+    if (m->pol == P_S3FIFO)
+        return s3_released(m, i);
+    return (m_memo_t){i, NONE, Q_NONE, 0, false};
 }
 
 static void m_touched(model_t *m, uint32_t i)
 {
-    if (m->pol == P_LRU)
+    if (m->pol == P_S3FIFO && m->s3.cnt[i] < 3)
+        m->s3.cnt[i]++;
+    else if (m->pol == P_LRU)
         m->s[i].order = ++m->tick;
     else if (m->pol == P_CLOCK)
         m->s[i].ref = true;
@@ -170,8 +350,39 @@ static uint32_t m_sweep(model_t *m)
     }
 }
 
+/* s3fifo's victim: from S while S holds its target (or M has nothing left to
+ * pass), else from M; each queue passed from its oldest, slots that may not
+ * be taken left in place. */
+static uint32_t s3_pick(model_t *m)
+{
+    m_s3_t *c = &m->s3;
+    uint32_t sp = 0, mp = 0; /* the next of each queue to look at */
+    for (uint64_t step = 0; step < 6 * (uint64_t)m->cap + 2; step++) {
+        bool s_left = sp < c->n[Q_S], m_left = mp < c->n[Q_M];
+        bool from_s = s_left && (c->n[Q_S] >= c->target || !m_left);
+        if (!from_s && !m_left)
+            return NONE;
+        unsigned q = from_s ? Q_S : Q_M;
+        uint32_t *pos = from_s ? &sp : &mp;
+        uint32_t x = c->q[q][*pos];
+        if (!m_evictable(m, x)) {
+            (*pos)++;
+            continue;
+        }
+        if (c->cnt[x] == 0)
+            return x;
+        /* used: S's moves to M unused, M's comes round with one use less */
+        c->cnt[x] = from_s ? 0 : c->cnt[x] - 1;
+        s3_remove_at(c, q, *pos);
+        s3_insert_at(c, Q_M, c->n[Q_M], x);
+    }
+    return NONE;
+}
+
 static uint32_t m_pick(model_t *m)
 {
+    if (m->pol == P_S3FIFO)
+        return s3_pick(m);
     if (m->pol == P_CLOCK) {
         for (uint32_t step = 0; step < 2 * m->cap; step++) {
             uint32_t i = m->hand;
@@ -224,7 +435,7 @@ static int m_settle(model_t *m, uint32_t inst, const uint32_t *ids, size_t n, ui
 }
 
 static int m_place(model_t *m, uint32_t inst, const uint32_t *ids, size_t n, uint64_t deadline,
-                   tier_resv_t *out, m_victim_t *v, bool *vref, size_t *nv)
+                   tier_resv_t *out, m_victim_t *v, bool *vref, m_memo_t *vmemo, size_t *nv)
 {
     for (size_t i = 0; i < n; i++) {
         if (out[i].kind != 0)
@@ -252,6 +463,7 @@ static int m_place(model_t *m, uint32_t inst, const uint32_t *ids, size_t n, uin
                 return TIER_SLOTS_ENOSPC;
             m_slot_t *e = &m->s[j];
             v[*nv] = (m_victim_t){e->inst, e->id, j, e->deadline, expired};
+            vmemo[*nv] = m_released(m, j);
             vref[(*nv)++] = e->ref;
             if (expired)
                 m->expirations++;
@@ -286,9 +498,10 @@ static int m_reserve(model_t *m, uint32_t inst, const uint32_t *ids, size_t n, u
     m->batch++;
     m->in_batch = true;
     bool vref[MAXB];
+    m_memo_t vmemo[MAXB];
     int rc = m_settle(m, inst, ids, n, deadline, flags, out);
     if (rc == 0)
-        rc = m_place(m, inst, ids, n, deadline, out, v, vref, nv);
+        rc = m_place(m, inst, ids, n, deadline, out, v, vref, vmemo, nv);
     m->in_batch = false;
     if (rc == 0)
         return 0;
@@ -307,6 +520,12 @@ static int m_reserve(model_t *m, uint32_t inst, const uint32_t *ids, size_t n, u
     }
     for (size_t k = 0; k < *nv; k++)
         m->s[v[k].slot].ref = vref[k];
+    /* s3fifo keeps what its picks did (moves to M, counts lowered, the ghost's
+     * insertions) and puts the victims back, latest first. */
+    m->s3 = post.s3;
+    for (size_t k = *nv; k-- > 0;)
+        if (m->pol == P_S3FIFO)
+            s3_restore(m, &vmemo[k]);
     m->rollbacks++;
     *nv = 0;
     return rc;
@@ -336,7 +555,7 @@ static int m_commit(model_t *m, uint32_t inst, uint32_t id, bool ok, uint64_t no
         e->deadline = e->pending;
         e->pending = 0;
         e->any_ok = false;
-        m_admitted(m, j);
+        m_admitted(m, j, e->stamp);
         *oc = TIER_COMMIT_COMMITTED;
         return 0;
     }
@@ -363,6 +582,7 @@ static int m_serve(model_t *m, uint32_t inst, uint32_t id, uint64_t now, uint32_
     if (m_expired(m, &m->s[j])) {
         if (m_held(&m->s[j]))
             return TIER_SLOTS_EXPIRED_HELD;
+        m_released(m, j);
         m_free_push(m, j);
         m->expirations++;
         return TIER_SLOTS_EXPIRED;
@@ -410,6 +630,7 @@ static int m_remove(model_t *m, uint32_t inst, uint32_t id)
         return TIER_SLOTS_ENOENT;
     if (m->s[j].state != TIER_SLOT_COMMITTED || m_held(&m->s[j]))
         return TIER_SLOTS_EBUSY;
+    m_released(m, j);
     m_free_push(m, j);
     m->removals++;
     return 0;
@@ -424,6 +645,7 @@ static size_t m_expire(model_t *m, uint64_t now, size_t max, m_victim_t *v)
         if (j == NONE)
             break;
         v[n++] = (m_victim_t){m->s[j].inst, m->s[j].id, j, m->s[j].deadline, true};
+        m_released(m, j);
         m_free_push(m, j);
         m->expirations++;
     }
@@ -447,7 +669,7 @@ static int m_adopt(model_t *m, uint32_t inst, uint32_t id, uint32_t slot, uint64
     e->inst = inst;
     e->id = id;
     e->deadline = deadline;
-    m_admitted(m, slot);
+    m_admitted(m, slot, 0);
     return 0;
 }
 
@@ -519,6 +741,16 @@ static void cmp_victims(const m_victim_t *mv, size_t mn, const tier_victim_t *ev
 static uint32_t m_order(const model_t *m, uint32_t *out)
 {
     uint32_t n = 0;
+    if (m->pol == P_S3FIFO) { /* the queue taken first, then the other; unused, then used */
+        const m_s3_t *c = &m->s3;
+        unsigned first = c->n[Q_S] >= c->target || c->n[Q_M] == 0 ? Q_S : Q_M;
+        for (int used = 0; used < 2; used++)
+            for (unsigned q = first, k = 0; k < 2; k++, q = Q_S + Q_M - q)
+                for (uint32_t x = 0; x < c->n[q]; x++)
+                    if ((c->cnt[c->q[q][x]] != 0) == (used == 1))
+                        out[n++] = c->q[q][x];
+        return n;
+    }
     if (m->pol == P_CLOCK) {
         for (int lap = 0; lap < 2; lap++)
             for (uint32_t k = 0; k < m->cap; k++) {
@@ -798,6 +1030,19 @@ static void op_adopt(run_t *r)
     DIFF(erc == mrc, "rc model %d engine %d", mrc, erc);
 }
 
+/* The model's ghost matches by fingerprint, the policy's by a 16-bit tag in
+ * the fingerprint's bucket: the same as long as no two of the test's keys
+ * share bucket and tag, which holds for HASH_SEED (checked, not assumed). */
+static void check_fingerprints_apart(const model_t *m)
+{
+    for (uint32_t a = 0; a < 2 * NIDS; a++)
+        for (uint32_t b = a + 1; b < 2 * NIDS; b++) {
+            uint32_t fa = s3_fp(m, 1 + a / NIDS, a % NIDS), fb = s3_fp(m, 1 + b / NIDS, b % NIDS);
+            uint32_t ta = fa & 0xffffu ? fa & 0xffffu : 1, tb = fb & 0xffffu ? fb & 0xffffu : 1;
+            assert_false((s3_mix(fa) & m->s3.gmask) == (s3_mix(fb) & m->s3.gmask) && ta == tb);
+        }
+}
+
 static void run_one(int pol, uint32_t cap, uint32_t max_batch, uint32_t stale_bound,
                     unsigned long nops, uint64_t seed)
 {
@@ -811,10 +1056,13 @@ static void run_one(int pol, uint32_t cap, uint32_t max_batch, uint32_t stale_bo
     tier_slots_config_t cfg = {.policy = s_pol_names[pol],
                                .capacity = cap,
                                .max_batch = max_batch,
-                               .heap_stale_bound = stale_bound};
+                               .heap_stale_bound = stale_bound,
+                               .hash_seed = HASH_SEED};
     r.s = tier_slots_new(&cfg);
     assert_non_null(r.s);
-    m_init(&r.m, pol, cap, max_batch);
+    m_init(&r.m, pol, cap, max_batch, r.s);
+    if (pol == P_S3FIFO)
+        check_fingerprints_apart(&r.m);
     r.now = 1;
     for (s_ctx.op = 1; s_ctx.op <= nops; s_ctx.op++) {
         uint32_t c = rnd(100);
@@ -864,6 +1112,7 @@ typedef struct {
 static const diff_case_t s_lru = {P_LRU, 0x51075eedull, 0x51075eefull};
 static const diff_case_t s_clock = {P_CLOCK, 0xc10c5eedull, 0xc10c5eefull};
 static const diff_case_t s_fifo = {P_FIFO, 0xf1f05eedull, 0xf1f05eefull};
+static const diff_case_t s_s3fifo = {P_S3FIFO, 0x53f1f05eedull, 0x53f1f05eefull};
 
 /* Rule (issue 2 §4): the engine matches an obviously correct model over at
  * least 100,000 random operations per policy (the test's state). */
@@ -887,6 +1136,7 @@ int main(void)
         UNDER_POLICY(lru),
         UNDER_POLICY(clock),
         UNDER_POLICY(fifo),
+        UNDER_POLICY(s3fifo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
