@@ -10,11 +10,15 @@
  * the free list an array with its head at index 0, lru/fifo as a logical
  * admission/touch time per slot (victim = smallest), clock as a hand over slot
  * indices with one reference bit each, expiry as a scan for the smallest
- * (deadline, slot). It replicates each policy's order exactly, so slot
+ * (deadline, slot), s3fifo as arrays S and M (oldest first), a use count per
+ * slot and its ghost as the records of the last 3 x capacity fingerprints, 8
+ * live at most per bucket (the policy's tags never collide for the test's
+ * keys under HASH_SEED: checked). It replicates each policy's order exactly, so slot
  * numbers and victims must match exactly. A failed batch is undone by
  * restoring a snapshot of the whole model, keeping only what the engine
  * documents it does not undo (clock hand and cleared reference bits, expired
- * held blocks it deferred on the way).
+ * held blocks it deferred on the way; s3fifo's moves to M, lowered counts and
+ * ghost insertions, its victims put back by their position memo).
  *
  * Seeds are fixed; a mismatch prints policy, seed, op number and the op.
  */
