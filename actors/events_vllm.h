@@ -21,7 +21,8 @@
  *                         "CPU" / "DISK" / "REMOTE" or nil, lora_name: nil}
  *   BlockRemoved          BlockRemoved{block_hashes, medium}
  *   BlockMoved            BlockRemoved at the source medium, then BlockStored at
- *                         the destination
+ *                         the destination (either reason: a demotion, DISK after
+ *                         CPU; an exclusive promotion, CPU after DISK)
  *   LeaderChanged,        AllBlocksCleared (a new leader rebuilds its index: the
  *   AllCleared            stores of what it adopts follow)
  *   lookups, tier up      nothing (vLLM has no such events)

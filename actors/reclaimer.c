@@ -160,7 +160,7 @@ static void s_done(void *arg, bus_reply_t *r)
     self->st.marked += rep->marked;
     if (rep->backpressure)
         self->st.backpressure++;
-    if (!self->draining[i] && rep->fill_permille > t->high_permille) {
+    if (!self->draining[i] && rep->fill_permille > t->high_permille && !t->on_demand) {
         self->draining[i] = true;
         self->st.drains++;
         bus_info(S_LOG, "tier id %u at %u permille (high %u): reclaiming down to %u", t->tier_id,

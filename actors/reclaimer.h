@@ -11,6 +11,9 @@
  * has its migrator copy the blocks down and switches their location when the
  * copy is done (sched_actor.h cfg.demote; without it nothing happens and the
  * tier is only watched). Counted in not_last; submitted blocks in marked.
+ * A tier configured on_demand (by default a chain's last tier, coord_config.h
+ * "reclaim") is only watched: it fills to its capacity, and a write or a
+ * demotion into it evicts the slot engine's victim when it needs the slot.
  *
  * Quotas (issue 4 §4): with `quota_low_permille` set, each pass starts with a
  * QuotaEnforce: the scheduler brings every instance above its quota (its config's
@@ -40,6 +43,10 @@ typedef struct {
     uint32_t tier_id;       /* 1-based */
     uint32_t high_permille; /* drain above this fill (1..1000) */
     uint32_t low_permille;  /* ... down to this one (1..high-1) */
+    /* only watched, never drained: its slots are freed when a write or a demotion
+     * needs them (the coordinator sets it on a chain's last tier: a tier resting
+     * at its low watermark holds fewer blocks than its slots) */
+    bool on_demand;
 } reclaimer_tier_t;
 
 typedef struct {

@@ -151,6 +151,12 @@ static int s_check_chains(const sched_config_t *c, char *err, size_t errlen)
         if (ch->n_tiers < 1 || ch->n_tiers > SCHED_CHAIN_MAX_TIERS)
             return s_cfg_fail(err, errlen, "scheduler: chain %u has %u tiers, expected 1..%u", i,
                               ch->n_tiers, SCHED_CHAIN_MAX_TIERS);
+        if (ch->placement > SCHED_PLACEMENT_INCLUSIVE)
+            return s_cfg_fail(err, errlen,
+                              "scheduler: chain %u placement %u, expected 0 (default), %d "
+                              "(exclusive) or %d (inclusive)",
+                              i, ch->placement, SCHED_PLACEMENT_EXCLUSIVE,
+                              SCHED_PLACEMENT_INCLUSIVE);
         for (uint32_t j = 0; j < ch->n_tiers; j++) {
             if (ch->tier_ids[j] < 1 || ch->tier_ids[j] > c->n_tiers)
                 return s_cfg_fail(err, errlen, "scheduler: chain %u names tier id %u (%u tiers)", i,
@@ -432,6 +438,7 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "prefetch_copied", g->prefetch_copied);
     s_stat(r, "prefetch_copy_failed", g->prefetch_copy_failed);
     s_stat(r, "prefetch_copy_lost", g->prefetch_copy_lost);
+    s_stat(r, "prefetch_moved", g->prefetch_moved);
     s_stat(r, "events_recorded", self->events.records);
     s_stat(r, "events_batches", self->events.handed);
     s_stat(r, "events_dropped", self->events.dropped);

@@ -77,10 +77,22 @@ typedef struct {
     uint64_t max_bytes;                /* locations x the instance's bytes_per_block */
 } sched_quota_config_t;
 
+/* Where a promoted block lives (docs/SCHEDULER.md "Chains"): EXCLUSIVE moves it
+ * (complete_prefetch frees the lower copy once the head copy commits and no reader
+ * holds the lower one: one copy per block, the chain holds as many distinct blocks
+ * as it has slots); INCLUSIVE copies it (the lower copy stays: a later demotion of
+ * the head copy only drops it). 0 in a config means SCHED_PLACEMENT_DEFAULT. */
+typedef enum {
+    SCHED_PLACEMENT_EXCLUSIVE = 1,
+    SCHED_PLACEMENT_INCLUSIVE = 2,
+} sched_placement_t;
+#define SCHED_PLACEMENT_DEFAULT SCHED_PLACEMENT_EXCLUSIVE
+
 typedef struct {
     char name[SCHED_NAME_MAX];
     uint32_t n_tiers;
     uint32_t tier_ids[SCHED_CHAIN_MAX_TIERS]; /* head first */
+    uint32_t placement;                       /* sched_placement_t; 0: the default */
 } sched_chain_config_t;
 
 /* One grant of per-instance isolation (docs/SECURITY.md "Isolation"): the CURVE

@@ -245,7 +245,8 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
                                     self->reclaim.dm.pos[i], now, 0)) {
                 taken[k++] = self->reclaim.dm.pos[i];
                 sched_ev_moved(self, number, t->cfg.tier_id, t->medium, dst->cfg.tier_id,
-                               dst->medium, &self->reclaim.dm.keys[i], 1);
+                               dst->medium, kvtier_MoveReason_MOVE_REASON_DEMOTED,
+                               &self->reclaim.dm.keys[i], 1);
             }
             continue;
         }
@@ -320,7 +321,7 @@ static bool s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
     if (info.deadline_ms)
         (void)tier_slots_touch(dst->slots, job->number, key, (uint64_t)now, info.deadline_ms);
     sched_ev_moved(self, job->number, src->cfg.tier_id, src->medium, dst->cfg.tier_id, dst->medium,
-                   key, 1);
+                   kvtier_MoveReason_MOVE_REASON_DEMOTED, key, 1);
     /* the source goes now, or once its readers let go; a full DELETING queue
      * leaves it in place (its reclaimer finds it again: already below) */
     sched_release_demoted(self, src, job->number, key, ss, now);

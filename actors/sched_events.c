@@ -230,9 +230,11 @@ void sched_ev_removed(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t
 }
 
 void sched_ev_moved(sched_t *self, uint32_t number, uint32_t src_tier_id, uint32_t src_medium,
-                    uint32_t dst_tier_id, uint32_t dst_medium, const tier_key_t *keys, uint32_t n)
+                    uint32_t dst_tier_id, uint32_t dst_medium, uint32_t reason,
+                    const tier_key_t *keys, uint32_t n)
 {
     sched_ev_rec_t p = {.kind = SCHED_EV_MOVED,
+                        .reason = (uint8_t)reason,
                         .number = number,
                         .tier = src_tier_id,
                         .tier2 = dst_tier_id,
@@ -328,6 +330,7 @@ static void s_event(sched_t *self, const sched_ev_rec_t *r, bus_event_t *out)
         e->kind.block_moved.dst_tier_id = r->tier2;
         e->kind.block_moved.src_medium = (kvtier_Medium)r->medium;
         e->kind.block_moved.dst_medium = (kvtier_Medium)r->medium2;
+        e->kind.block_moved.reason = (kvtier_MoveReason)r->reason;
         e->kind.block_moved.tokens_per_block = ev->tokens_of ? ev->tokens_of(self, r->number) : 0;
         break;
     case SCHED_EV_LOOKUP: {

@@ -48,7 +48,8 @@ typedef enum {
 /* One recorded change; consecutive records that differ only in their keys merge. */
 typedef struct {
     uint8_t kind;     /* sched_ev_kind_t */
-    uint8_t reason;   /* removed: kvtier_RemoveReason; tier: 1 up, 0 down */
+    uint8_t reason;   /* removed: kvtier_RemoveReason; moved: kvtier_MoveReason;
+                         tier: 1 up, 0 down */
     uint8_t medium;   /* kvtier_Medium (moved: the source's) */
     uint8_t medium2;  /* moved: the destination's */
     uint32_t number;  /* instance (slot-header number); 0: none */
@@ -112,8 +113,11 @@ void sched_ev_stored_chain(sched_t *self, uint32_t number, uint32_t tier_id, uin
                            const uint32_t *tokens, uint32_t n_tok);
 void sched_ev_removed(sched_t *self, uint32_t number, uint32_t tier_id, uint32_t medium,
                       uint32_t reason, const tier_key_t *keys, uint32_t n);
+/* reason: kvtier_MoveReason (DEMOTED down the chain, PROMOTED up by an exclusive
+ * chain's prefetch). */
 void sched_ev_moved(sched_t *self, uint32_t number, uint32_t src_tier_id, uint32_t src_medium,
-                    uint32_t dst_tier_id, uint32_t dst_medium, const tier_key_t *keys, uint32_t n);
+                    uint32_t dst_tier_id, uint32_t dst_medium, uint32_t reason,
+                    const tier_key_t *keys, uint32_t n);
 /* tier_hits: n_tiers (tier id, hits) pairs. */
 void sched_ev_lookup(sched_t *self, uint32_t number, const char *request_id, uint32_t mode,
                      uint32_t hit_count, uint32_t head_hits, const tier_key_t *keys, uint32_t n,

@@ -332,21 +332,23 @@ uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need)
     return going + started;
 }
 
-void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+bool sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
                            uint32_t slot, int64_t now)
 {
     tier_slot_info_t info;
-    if (tier_slots_slot_info(t->slots, slot, &info) == 0 && info.state == TIER_SLOT_COMMITTED &&
-        !info.pins && !info.refs &&
-        !(t->del_mark[slot] && sched_is_deleting(t, number, key, slot)) &&
-        tier_slots_remove(t->slots, number, key) == 0) {
+    if (tier_slots_slot_info(t->slots, slot, &info) < 0 || info.state != TIER_SLOT_COMMITTED ||
+        info.instance != number || !tier_key_eq(&info.key, key))
+        return false;
+    if (t->del_mark[slot] && sched_is_deleting(t, number, key, slot))
+        return false; /* on its way out already: its removal was recorded then */
+    if (!info.pins && !info.refs && tier_slots_remove(t->slots, number, key) == 0) {
         sched_tier_queue_delete(t, slot, key);
         self->g.reclaimed++;
-        return;
+        return true;
     }
     /* held by a reader: DELETING, freed once it lets go (no further delay) */
-    (void)sched_deleting_mark(self, t, number, key, slot, now - (int64_t)self->cfg.delete_delay_ms,
-                              0 /* the demotion's result recorded the move */);
+    return sched_deleting_mark(self, t, number, key, slot, now - (int64_t)self->cfg.delete_delay_ms,
+                               0 /* the caller records the move */);
 }
 
 /* ---- GcScan / GcDrop ---- */

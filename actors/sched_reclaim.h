@@ -136,10 +136,14 @@ void sched_gc_suspect(sched_t *self, uint32_t tier, uint32_t slot, uint16_t gen)
  * another tier id or epoch, or for a slot that holds another block now, changes
  * nothing. Returns how many left. */
 uint32_t sched_tier_dropped(sched_t *self, sched_tier_t *t, const kvtier_TierNotice *n);
-/* The source of a finished demotion (its block now serves from the next tier):
- * freed at once when no reader holds it, else DELETING and freed once released.
- * No delete delay: the block is moved, not deleted, and every reader pins. */
-void sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+/* The source of a finished move (a demotion: its block now serves from the next
+ * tier; an exclusive promotion: from the head): freed at once when no reader holds
+ * it, else DELETING and freed once released. No delete delay: the block is moved,
+ * not deleted, and every reader pins. Records no event (the caller records the
+ * move). true when it left the index now (freed, or DELETING); false when it was
+ * not that serving block any more (freed, reused, or DELETING already: its removal
+ * was recorded then) or stays serving (a full DELETING queue). */
+bool sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
                            uint32_t slot, int64_t now);
 
 /* ---- sched_quota.c ---- */

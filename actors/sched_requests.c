@@ -1042,6 +1042,10 @@ static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t
     bool ok_status = st->code == kvtier_StatusCode_STATUS_OK;
     uint32_t committed = 0, failed = op->failed, i = 0, rec = 0;
     int64_t now = sched_now();
+    /* an exclusive prefetch: the head copy of the pair being done committed at
+     * this slot; its event waits for the source (a move, or a second copy) */
+    bool moving = false;
+    uint32_t moving_slot = 0;
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(&self->requests.pool, &op->entries, &it); e;
          e = sched_list_next(&self->requests.pool, &it)) {
@@ -1049,8 +1053,20 @@ static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t
             sched_tier_t *src = &self->tierset.tiers[e->tier];
             tier_key_t key;
             key = e->key;
-            if (e->gen == src->gen)
+            bool live = e->gen == src->gen;
+            if (live)
                 (void)tier_slots_unpin(src->slots, in->number, &key);
+            if (!moving)
+                continue;
+            moving = false;
+            if (live && sched_release_demoted(self, src, in->number, &key, e->slot, now)) {
+                sched_ev_moved(self, in->number, src->cfg.tier_id, src->medium, t->cfg.tier_id,
+                               t->medium, kvtier_MoveReason_MOVE_REASON_PROMOTED, &key, 1);
+                self->g.prefetch_moved++;
+            } else { /* the source stays (or went on its own): a second copy */
+                sched_ev_stored(self, in->number, t->cfg.tier_id, t->medium, t->sizes[moving_slot],
+                                &key, 1);
+            }
             continue;
         }
         const uint32_t *meta =
@@ -1074,7 +1090,10 @@ static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t
         }
         if (tier_slots_commit(t->slots, in->number, &key, true, (uint64_t)now, NULL) == 0) {
             committed++;
-            if (meta)
+            if (op->prefetch && op->exclusive) {
+                moving = true; /* recorded with its source, the next entry */
+                moving_slot = e->slot;
+            } else if (meta)
                 s_ev_stored_meta(self, in->number, t, e->slot, &key, meta, op->meta.n_tok);
             else
                 sched_ev_stored(self, in->number, t->cfg.tier_id, t->medium, t->sizes[e->slot],
@@ -1215,8 +1234,10 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
  * the source tier actor copy them (CopySlots, destination header WRITING).
  * complete_prefetch: successful keys get PutHeader(SERVING) on the head tier
  * actor and commit when it confirms; the others release their reservation.
- * Either way the source pins are released and the lower copy stays: the block
- * then has two locations and lookups report the head one. */
+ * Either way the source pins are released. On an exclusive chain (the default,
+ * sched_placement_t) a committed key's lower copy then goes (freed, or DELETING
+ * while a reader holds it; BlockMoved PROMOTED); on an inclusive one it stays:
+ * the block has two locations and lookups report the head one (BlockStored). */
 
 void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
 {
@@ -1344,6 +1365,8 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
     sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PREFETCH);
     if (!op)
         return;
+    uint32_t placement = self->cfg.chains[q->chain].placement;
+    op->exclusive = (placement ? placement : SCHED_PLACEMENT_DEFAULT) == SCHED_PLACEMENT_EXCLUSIVE;
     int64_t now = sched_now();
     uint32_t i = 0;
     sched_iter_t it;

@@ -62,6 +62,7 @@ typedef struct sched_put_op {
     uint32_t n_sent;      /* entries not flagged SKIP, in list order = header order */
     uint32_t failed;      /* failed before sending (mask, stale) */
     bool prefetch;        /* a complete_prefetch: entries also hold PIN entries (sources) */
+    bool exclusive;       /* ... of an exclusive chain: a committed key's source is freed */
     sched_header_cb_t cb; /* the tier's answer to its headers */
     sched_list_t entries;
     sched_putmeta_t meta; /* a put's parents and token ids, one record per entry */

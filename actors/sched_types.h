@@ -66,6 +66,7 @@ typedef struct {
     uint64_t prefetch_copied;      /* blocks the migrator copied for a prefetch */
     uint64_t prefetch_copy_failed; /* blocks whose prefetch copy failed or was not submitted */
     uint64_t prefetch_copy_lost;   /* jobs without a result after SCHED_COPY_LOST_MS */
+    uint64_t prefetch_moved;       /* promoted blocks whose lower copy went (exclusive chains) */
 } sched_global_t;
 
 /* One meta-plane call kind's latency histogram (SCHED_LAT_BOUNDS_US). */

@@ -301,9 +301,9 @@ static int s_policy_error(const bus_config_node_t *tn, const char *name, char *e
 }
 
 /* The keys of a tier entry read here; every other key goes to the backend. */
-static const char *const s_tier_keys[] = {
-    "name",           "kind",          "plugin",    "endpoint", "capacity", "policy",
-    "high_watermark", "low_watermark", "slot_size", "metrics",  NULL};
+static const char *const s_tier_keys[] = {"name",      "kind",    "plugin",         "endpoint",
+                                          "capacity",  "policy",  "high_watermark", "low_watermark",
+                                          "slot_size", "metrics", "reclaim",        NULL};
 
 static bool s_generic_key(const char *key)
 {
@@ -500,6 +500,23 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
         rc = bus_config_error(tn, "low_watermark", err, errlen,
                               "must be below high_watermark (%g), got %g", t->high_watermark,
                               t->low_watermark);
+    char reclaim[16];
+    if (rc == 0)
+        rc = bus_config_opt_string(tn, "reclaim", "", reclaim, sizeof reclaim, err, errlen);
+    if (rc == 0) {
+        if (!reclaim[0] && !bus_config_has(tn, "reclaim"))
+            t->reclaim = COORD_RECLAIM_AUTO;
+        else if (strcmp(reclaim, "ahead") == 0)
+            t->reclaim = COORD_RECLAIM_AHEAD;
+        else if (strcmp(reclaim, "on_demand") == 0)
+            t->reclaim = COORD_RECLAIM_ON_DEMAND;
+        else
+            rc = bus_config_error(tn, "reclaim", err, errlen,
+                                  "unknown reclaim \"%s\": \"ahead\" (between the watermarks) "
+                                  "or \"on_demand\" (evicted when a write needs the slot); "
+                                  "absent: on_demand on a chain's last tier, ahead above it",
+                                  reclaim);
+    }
     if (rc == 0)
         rc = s_metrics_addr(tn, "metrics", "127.0.0.1:0", t->metrics, sizeof t->metrics, err,
                             errlen);
@@ -577,12 +594,27 @@ static int s_read_tiers(const bus_config_node_t *root, coord_config_t *c, char *
 static int s_read_chain(const bus_config_node_t *cn, coord_config_t *c, coord_chain_config_t *ch,
                         char *err, size_t errlen)
 {
-    static const char *const keys[] = {"name", "tiers", NULL};
+    static const char *const keys[] = {"name", "tiers", "placement", NULL};
     bus_config_node_t arr, el;
     size_t n = 0;
+    char placement[16];
     int rc = bus_config_check_keys(cn, "", keys, err, errlen);
     if (rc == 0)
         rc = s_get_name(cn, "name", ch->name, sizeof ch->name, err, errlen);
+    if (rc == 0)
+        rc = bus_config_opt_string(cn, "placement", COORD_PLACEMENT_DEFAULT_NAME, placement,
+                                   sizeof placement, err, errlen);
+    if (rc == 0) {
+        if (strcmp(placement, "exclusive") == 0)
+            ch->placement = COORD_PLACEMENT_EXCLUSIVE;
+        else if (strcmp(placement, "inclusive") == 0)
+            ch->placement = COORD_PLACEMENT_INCLUSIVE;
+        else
+            rc = bus_config_error(cn, "placement", err, errlen,
+                                  "unknown placement \"%s\": \"exclusive\" (a promoted block "
+                                  "moves to the head) or \"inclusive\" (its lower copy stays)",
+                                  placement);
+    }
     if (rc == 0)
         rc = bus_config_get_array(cn, "tiers", COORD_CHAIN_MAX_TIERS, &arr, &n, err, errlen);
     if (rc == 0 && n == 0)
@@ -620,6 +652,7 @@ static int s_default_chain(coord_config_t *c, const bus_config_node_t *root, cha
                                 COORD_CHAIN_MAX_TIERS);
     coord_chain_config_t *ch = &c->chains[0];
     snprintf(ch->name, sizeof ch->name, "default");
+    ch->placement = COORD_PLACEMENT_DEFAULT;
     for (uint32_t i = 0; i < c->n_tiers; i++)
         ch->tier_ids[i] = c->tiers[i].id;
     ch->n_tiers = c->n_tiers;
@@ -1103,4 +1136,20 @@ const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const ch
 const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id)
 {
     return id >= 1 && id <= cfg->n_tiers ? &cfg->tiers[id - 1] : NULL;
+}
+
+bool coord_tier_has_next(const coord_config_t *cfg, uint32_t id)
+{
+    for (uint32_t c = 0; c < cfg->n_chains; c++)
+        for (uint32_t j = 0; j + 1 < cfg->chains[c].n_tiers; j++)
+            if (cfg->chains[c].tier_ids[j] == id)
+                return true;
+    return false;
+}
+
+bool coord_tier_reclaims_ahead(const coord_config_t *cfg, const coord_tier_config_t *t)
+{
+    if (t->reclaim != COORD_RECLAIM_AUTO)
+        return t->reclaim == COORD_RECLAIM_AHEAD;
+    return coord_tier_has_next(cfg, t->id);
 }

@@ -62,12 +62,38 @@ typedef struct {
      * takes a number (0.9) or a percent string ("90%"); defaults 0.9 / 0.8. */
     double high_watermark;
     double low_watermark;
+    /* "reclaim": when the reclaimer frees slots (coord_reclaim_t); absent = AUTO */
+    uint32_t reclaim;
 } coord_tier_config_t;
+
+/* tiers[i].reclaim (docs/SCHEDULER.md "Chains"). AHEAD: the reclaimer keeps the tier
+ * between its watermarks (demoting to the next tier, or marking DELETING on a last
+ * tier). ON_DEMAND: the reclaimer only watches it; slots are freed when a write or a
+ * demotion needs them (the slot engine's victim at reserve time on a last tier, a
+ * demotion started by the write above it), so the tier fills to its capacity. AUTO:
+ * ON_DEMAND on a tier that has no next tier in any chain, AHEAD on the others (a
+ * head must keep room for puts, or writes wait as BUSY). coord_tier_reclaims_ahead
+ * resolves it. */
+typedef enum {
+    COORD_RECLAIM_AUTO = 0,
+    COORD_RECLAIM_AHEAD = 1,
+    COORD_RECLAIM_ON_DEMAND = 2,
+} coord_reclaim_t;
+
+/* chains[i].placement (docs/SCHEDULER.md "Chains"): "exclusive" (default) moves a
+ * promoted block to the head (its lower copy is freed); "inclusive" copies it. */
+typedef enum {
+    COORD_PLACEMENT_EXCLUSIVE = 1, /* = SCHED_PLACEMENT_EXCLUSIVE */
+    COORD_PLACEMENT_INCLUSIVE = 2, /* = SCHED_PLACEMENT_INCLUSIVE */
+} coord_placement_t;
+#define COORD_PLACEMENT_DEFAULT COORD_PLACEMENT_EXCLUSIVE
+#define COORD_PLACEMENT_DEFAULT_NAME "exclusive"
 
 typedef struct {
     char name[COORD_TIER_NAME_MAX];
     uint32_t n_tiers;
     uint32_t tier_ids[COORD_CHAIN_MAX_TIERS]; /* head first */
+    uint32_t placement;                       /* coord_placement_t */
 } coord_chain_config_t;
 
 /* One entry of "quotas" (issue 4 §4, soft: the reclaimer enforces it). */
@@ -203,6 +229,11 @@ int coord_config_set_etcd(coord_config_t *cfg, const char *urls, char *err, size
 const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const char *name);
 /* The tier with id ID (1-based), or NULL. */
 const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id);
+/* Does tier id ID have a next tier in some chain (demotes rather than deletes)? */
+bool coord_tier_has_next(const coord_config_t *cfg, uint32_t id);
+/* Does the reclaimer keep tier T between its watermarks (t->reclaim resolved:
+ * AUTO is ahead exactly when the tier has a next tier)? */
+bool coord_tier_reclaims_ahead(const coord_config_t *cfg, const coord_tier_config_t *t);
 
 /* etcd lease TTL in whole seconds (lease_ttl_ms rounded up, at least 1). */
 int64_t coord_config_lease_ttl_s(const coord_config_t *cfg);

@@ -151,6 +151,9 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
         sc->chains[i].n_tiers = c->chains[i].n_tiers;
         memcpy(sc->chains[i].tier_ids, c->chains[i].tier_ids,
                sizeof c->chains[i].tier_ids[0] * c->chains[i].n_tiers);
+        sc->chains[i].placement = c->chains[i].placement == COORD_PLACEMENT_INCLUSIVE
+                                      ? SCHED_PLACEMENT_INCLUSIVE
+                                      : SCHED_PLACEMENT_EXCLUSIVE;
     }
     sc->pin_lease_ms = c->pin_lease_ms;
     sc->write_grace_ms = c->write_grace_ms;
@@ -229,8 +232,10 @@ static int s_start_background(s_proc_t *p, const char **what)
         uint32_t lo = (uint32_t)(t->low_watermark * 1000.0 + 0.5);
         hi = hi < 2 ? 2 : hi > 1000 ? 1000 : hi;
         lo = lo < 1 ? 1 : lo >= hi ? hi - 1 : lo; /* fractions closer than 1 permille */
-        rc->tiers[i] =
-            (reclaimer_tier_t){.tier_id = t->id, .high_permille = hi, .low_permille = lo};
+        rc->tiers[i] = (reclaimer_tier_t){.tier_id = t->id,
+                                          .high_permille = hi,
+                                          .low_permille = lo,
+                                          .on_demand = !coord_tier_reclaims_ahead(c, t)};
     }
     if (c->n_quotas) {
         uint32_t ql = (uint32_t)(c->reclaim_quota_low * 1000.0 + 0.5);

@@ -4,7 +4,9 @@
 #
 # A small host tier chained to a small nvme tier (a file in the test's temp dir), with
 # low watermarks, a short reclaimer interval and delete delay, so that demotion from
-# host0 and deletion on nvme0 run all the time. Clients are Python processes
+# host0 and deletion on nvme0 run all the time (nvme0, the last tier, is reclaimed
+# ahead by its watermarks: "reclaim": "ahead", so blocks go DELETING under the
+# prefetches). Clients are Python processes
 # (it_client.py, the binding); a block's bytes are a function of its key.
 # - a writer stores sequences of blocks in rounds, over a key space several times
 #   what the tiers hold;
@@ -38,7 +40,7 @@ it_write_deployment <<JSON
   {"name": "host0", "kind": "host", "capacity": $HOST_CAPACITY, "slot_size": "64KiB",
    "high_watermark": "50%", "low_watermark": "25%"},
   {"name": "nvme0", "kind": "nvme", "capacity": $NVME_CAPACITY, "slot_size": "64KiB",
-   "path": "$nvme_file", "high_watermark": "50%", "low_watermark": "25%"}],
+   "path": "$nvme_file", "high_watermark": "50%", "low_watermark": "25%", "reclaim": "ahead"}],
  "reclaimer": {"interval": "20ms", "delete_delay": "50ms"}}
 JSON
 

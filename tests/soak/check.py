@@ -15,7 +15,11 @@ and the resource samples (samples.jsonl). It proves, or fails with the first cas
     it from the last tier it was on, or took down a tier it was on, or a new leader's
     term began and had not adopted it again before the miss (within REBUILD_S of the
     term's start), or the chaos log killed the process of the non-persistent (host)
-    tier it was on. Any other miss is a loss. A load of it that failed (not a miss)
+    tier it was on. "The tier it was on" follows the moves: a BlockMoved takes the
+    block off its source tier and puts it on its destination, in either direction —
+    a demotion, or an exclusive chain's promotion (reason PROMOTED), which takes a
+    block off nvme: from then on it is no longer persistent, and a host kill or a
+    host eviction explains its miss. Any other miss is a loss. A load of it that failed (not a miss)
     must have a kill, stop or fault within ERR_WINDOW_S before it, or one of those
     explanations; else the index and the tiers disagreed. The recorder must report no
     gap it could not fill.
@@ -105,6 +109,13 @@ def main():
             for k in e.get("keys", []):
                 per_key.setdefault(k, []).append((t, e))
     rep["events"] = len(events)
+    # moves off a persistent tier (an exclusive promotion nvme -> host): those
+    # blocks count as non-persistent from the move on (on_tiers follows them)
+    persistent = {tid for tid, name in tier_kind.items()
+                  if any(name.startswith(p) for p in PERSISTENT)}
+    rep["moved_off_persistent"] = sum(
+        len(e.get("keys", [])) for e in events
+        if e.get("kind") == "moved" and e.get("from") in persistent and e.get("to") not in persistent)
     summary = ""
     if os.path.exists(os.path.join(d, "events.err")):
         with open(os.path.join(d, "events.err")) as f:

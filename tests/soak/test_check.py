@@ -2,7 +2,8 @@
 """test_check.py — the soak checker's rules on made-up runs: each violation it must
 find (wrong bytes, an unexplained miss, a gap no replay filled, growing RSS) is
 found, and each legitimate miss (removed, tier down, a new term not yet rebuilt, a
-killed host tier) is not counted as a loss."""
+killed host tier, a block promoted off nvme then lost on host) is not counted as a
+loss."""
 import json
 import os
 import shutil
@@ -117,6 +118,35 @@ class Rules(unittest.TestCase):
         self.assertEqual(rep["losses"], 1)
         rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")], tiers + [STORED], chaos=chaos)
         self.assertEqual(rep["losses"], 0)
+
+    def test_promotion_off_nvme_makes_a_block_non_persistent(self):
+        # acknowledged on nvme, moved to host by an exclusive promotion (reason 2),
+        # then evicted from host or lost with the host process: explained, not a loss
+        tiers = [ev(1, "tier", tier=1, name="host0", up=True, keys=[]),
+                 ev(1, "tier", tier=2, name="nvme0", up=True, keys=[])]
+        on_nvme = ev(10.1, "stored", tier=2)
+        promoted = ev(15, "moved", **{"from": 2, "to": 1, "reason": 2})
+        evicted = ev(20, "removed", tier=1, reason=1)
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")],
+                         tiers + [on_nvme, promoted, evicted])
+        self.assertEqual(rc, 0)
+        self.assertEqual(rep["losses"], 0)
+        self.assertEqual(rep["misses_explained"], {"removed": 1})
+        self.assertEqual(rep["moved_off_persistent"], 1)
+        chaos = [{"t": 20, "action": "kill", "name": "tier-host0", "pid": 1}]
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")],
+                         tiers + [on_nvme, promoted], chaos=chaos)
+        self.assertEqual(rep["losses"], 0)
+        self.assertEqual(rep["misses_explained"], {"host tier killed": 1})
+        # demoted back to nvme before the host kill: persistent again, a loss
+        back = ev(18, "moved", **{"from": 1, "to": 2, "reason": 1})
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")],
+                         tiers + [on_nvme, promoted, back], chaos=chaos)
+        self.assertEqual(rep["losses"], 1)
+        self.assertEqual(rep["moved_off_persistent"], 1)
+        # the move without a removal or a kill after it explains nothing
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")], tiers + [on_nvme, promoted])
+        self.assertEqual(rep["losses"], 1)
 
     def test_removal_of_one_of_two_copies_explains_nothing(self):
         events = [STORED, ev(10.2, "stored", tier=2), ev(20, "removed", tier=1, reason=1)]

@@ -164,8 +164,9 @@ static void s_print_event(FILE *f, const char *topic, uint64_t seq, const kvtier
                 ev->kind.block_removed.tier_id, (int)ev->kind.block_removed.reason);
         break;
     case kvtier_Event_block_moved_tag:
-        fprintf(f, ",\"kind\":\"moved\",\"from\":%u,\"to\":%u", ev->kind.block_moved.src_tier_id,
-                ev->kind.block_moved.dst_tier_id);
+        fprintf(f, ",\"kind\":\"moved\",\"from\":%u,\"to\":%u,\"reason\":%d",
+                ev->kind.block_moved.src_tier_id, ev->kind.block_moved.dst_tier_id,
+                (int)ev->kind.block_moved.reason);
         break;
     case kvtier_Event_cache_get_tag: {
         const kvtier_CacheGet *g = &ev->kind.cache_get;

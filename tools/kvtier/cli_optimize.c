@@ -24,6 +24,7 @@ enum {
     S_OPT_CAPACITY,
     S_OPT_CHAIN,
     S_OPT_CHAIN_POLICY,
+    S_OPT_CHAIN_PLACEMENT,
     S_OPT_NO_BELADY,
     S_OPT_NO_ARC,
     S_OPT_NO_POLICIES,
@@ -185,6 +186,16 @@ static int s_opt(void *ctx, int opt, const char *arg)
         return 0;
     case S_OPT_CHAIN_POLICY:
         return s_parse_chain_policy(a, arg);
+    case S_OPT_CHAIN_PLACEMENT:
+        if (strcmp(arg, "exclusive") != 0 && strcmp(arg, "inclusive") != 0) {
+            fprintf(stderr,
+                    "kvtier optimize: --chain-placement: \"%s\" is neither \"exclusive\" nor "
+                    "\"inclusive\" (a deployment's chains[i].placement)\n",
+                    arg);
+            return -1;
+        }
+        a->run.chain_cfg.inclusive = strcmp(arg, "inclusive") == 0;
+        return 0;
     case S_OPT_NO_BELADY:
         a->run.no_belady = true;
         return 0;
@@ -246,6 +257,7 @@ static int s_usage(bool help)
     fprintf(help ? stdout : stderr,
             "usage: kvtier optimize INPUT [--format auto|trace|events] [--capacities LIST]\n"
             "                       [--capacity N] [--chain HOST,NVME] [--chain-policy P[,P]]\n"
+            "                       [--chain-placement exclusive|inclusive]\n"
             "                       [--csv FILE] [--json FILE] [--plot PREFIX | --no-plot]\n"
             "  INPUT: a trace (traces/README.md format) or an event recording (the JSON lines\n"
             "  of `kvtier events`; its \"lookup\" lines are the requests); docs/OPTIMIZER.md\n"
@@ -257,6 +269,8 @@ static int s_usage(bool help)
             "                      and the LRU TTFT row (default: unbounded)\n"
             "  --chain HOST,NVME   also replay a host -> nvme chain (service's rules)\n"
             "  --chain-policy P[,P] the chain's policies (default lru,lru)\n"
+            "  --chain-placement exclusive|inclusive  a promoted block moves to the host\n"
+            "                      (default, as a deployment's chains) or keeps its nvme copy\n"
             "  --no-belady, --no-arc, --no-policies   leave those columns out\n"
             "  --csv FILE, --json FILE   the table (JSON: also the whole curve and TTFT)\n"
             "  --plot PREFIX       PREFIX.png and PREFIX.svg via gnuplot (default "
@@ -317,6 +331,7 @@ int cli_cmd_optimize(int argc, char **argv)
         {"capacity", required_argument, NULL, S_OPT_CAPACITY},
         {"chain", required_argument, NULL, S_OPT_CHAIN},
         {"chain-policy", required_argument, NULL, S_OPT_CHAIN_POLICY},
+        {"chain-placement", required_argument, NULL, S_OPT_CHAIN_PLACEMENT},
         {"no-belady", no_argument, NULL, S_OPT_NO_BELADY},
         {"no-arc", no_argument, NULL, S_OPT_NO_ARC},
         {"no-policies", no_argument, NULL, S_OPT_NO_POLICIES},

@@ -156,6 +156,7 @@ typedef struct {
     const opt_trace_t *t;
     tier_slots_t *l[2];
     opt_chain_result_t *res;
+    bool inclusive;
     uint8_t *level; /* per block of the request: 1 or 2 where found */
 } s_chain_t;
 
@@ -197,9 +198,16 @@ static int s_chain_request(s_chain_t *c, size_t r, uint32_t *req_hits)
         (void)tier_slots_touch(c->l[c->level[k]], inst, &key, 0, 0);
         per[c->level[k]]++;
     }
-    /* promotion: the lower copy stays */
+    /* promotion: exclusive, the lower copy goes first (its slot takes the head's
+     * victim); inclusive, it stays */
     for (uint32_t k = 0; k < h; k++)
         if (c->level[k] == 1 && !s_present(c->l[0], c->t, blocks[k])) {
+            if (!c->inclusive) {
+                tier_key_t key;
+                uint32_t inst;
+                s_key(c->t, blocks[k], &key, &inst);
+                (void)tier_slots_remove(c->l[1], inst, &key);
+            }
             if (s_put_head(c, blocks[k]) < 0)
                 return -1;
             c->res->promoted++;
@@ -221,7 +229,7 @@ int opt_replay_chain(const opt_trace_t *t, const opt_chain_config_t *cfg, opt_ch
                      uint32_t *req_hits)
 {
     memset(res, 0, sizeof *res);
-    s_chain_t c = {.t = t, .res = res};
+    s_chain_t c = {.t = t, .res = res, .inclusive = cfg->inclusive};
     c.l[0] = s_engine(t, cfg->policy[0], cfg->capacity[0]);
     c.l[1] = s_engine(t, cfg->policy[1], cfg->capacity[1]);
     c.level = malloc(opt_trace_max_blocks(t) + 1u);

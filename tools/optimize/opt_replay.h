@@ -10,12 +10,14 @@
  * Chain (docs/SCHEDULER.md "Chains", actors/sched_demote.c): a lookup walks the
  * request's blocks while each is on level 1 or, failing that, level 2, and touches
  * each hit on the tier it was found on; a hit found only on level 2 is promoted
- * (copied into level 1; its level-2 copy stays); the blocks from the first miss on
+ * (moved into level 1 on an exclusive chain: its level-2 copy is removed first;
+ * copied on an inclusive one: its level-2 copy stays); the blocks from the first miss on
  * that are on neither tier are put into level 1 (those already on a tier are
  * skipped, as prepare_put does). Level 1 never drops a live block: its policy's
  * victim is demoted into level 2 (reserved there with SKIP_SERVING: a block already
  * on level 2 is only released from level 1), and level 2, the last tier, evicts by
- * its own policy. The service demotes ahead of need in batches (a sixteenth of the
+ * its own policy, when it needs the slot (as the service's last tier: reclaimed on
+ * demand). The service's head demotes ahead of need in batches (a sixteenth of the
  * tier) and keeps watermarks; the model demotes exactly the victim, when room is
  * needed, so it is an upper reference for the service's chain, not a copy of it.
  *
@@ -25,6 +27,7 @@
 #ifndef KVT_OPT_REPLAY_H
 #define KVT_OPT_REPLAY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "opt_trace.h"
@@ -37,6 +40,8 @@ int64_t opt_replay_policy(const opt_trace_t *t, const char *policy, uint64_t cap
 typedef struct {
     uint64_t capacity[2];  /* level 1 (host), level 2 (nvme) */
     const char *policy[2]; /* NULL: "lru" */
+    bool inclusive;        /* a promoted block keeps its level-2 copy (false: exclusive,
+                              the service's default: it moves, the level-2 copy goes) */
 } opt_chain_config_t;
 
 typedef struct {

@@ -272,10 +272,11 @@ static void s_table_extra(const opt_report_t *rep, FILE *out)
     if (rep->has_chain) {
         const opt_chain_result_t *c = &rep->chain;
         fprintf(out,
-                "\nchain host %llu (%s) -> nvme %llu (%s): hit rate %.1f%% (host %.1f%%, nvme "
-                "%.1f%%); %llu promoted, %llu demoted, %llu dropped from nvme\n",
+                "\nchain host %llu (%s) -> nvme %llu (%s), %s: hit rate %.1f%% (host %.1f%%, "
+                "nvme %.1f%%); %llu promoted, %llu demoted, %llu dropped from nvme\n",
                 (unsigned long long)rep->chain_cfg.capacity[0], rep->chain_cfg.policy[0],
                 (unsigned long long)rep->chain_cfg.capacity[1], rep->chain_cfg.policy[1],
+                rep->chain_cfg.inclusive ? "inclusive" : "exclusive",
                 s_pct(c->hits[0] + c->hits[1], refs), s_pct(c->hits[0], refs),
                 s_pct(c->hits[1], refs), (unsigned long long)c->promoted,
                 (unsigned long long)c->demoted, (unsigned long long)c->dropped);
@@ -440,11 +441,13 @@ int opt_report_json(const opt_report_t *rep, const char *path, char *err, size_t
     if (rep->has_chain)
         json_object_set_new(
             root, "chain",
-            json_pack("{s:I,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I}", "host_capacity",
+            json_pack("{s:I,s:s,s:I,s:s,s:s,s:I,s:I,s:I,s:I,s:I}", "host_capacity",
                       (json_int_t)rep->chain_cfg.capacity[0], "host_policy",
                       rep->chain_cfg.policy[0], "nvme_capacity",
                       (json_int_t)rep->chain_cfg.capacity[1], "nvme_policy",
-                      rep->chain_cfg.policy[1], "host_hits", (json_int_t)rep->chain.hits[0],
+                      rep->chain_cfg.policy[1], "placement",
+                      rep->chain_cfg.inclusive ? "inclusive" : "exclusive", "host_hits",
+                      (json_int_t)rep->chain.hits[0],
                       "nvme_hits", (json_int_t)rep->chain.hits[1], "promoted",
                       (json_int_t)rep->chain.promoted, "demoted", (json_int_t)rep->chain.demoted,
                       "dropped", (json_int_t)rep->chain.dropped));

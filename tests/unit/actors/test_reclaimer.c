@@ -358,8 +358,8 @@ static void test_reclaim_tier_with_next_tier_is_only_watched(void **state)
         sched_actor_internal_endpoint(t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint), 0);
     rc.interval_ms = 10;
     rc.n_tiers = 2;
-    rc.tiers[0] = (reclaimer_tier_t){1, 800, 500};
-    rc.tiers[1] = (reclaimer_tier_t){2, 800, 500};
+    rc.tiers[0] = (reclaimer_tier_t){1, 800, 500, false};
+    rc.tiers[1] = (reclaimer_tier_t){2, 800, 500, false};
     fx.rec = reclaimer_actor_new(&rc);
     assert_non_null(fx.rec);
     reclaimer_stats_t rs;
@@ -387,14 +387,15 @@ static void test_reclaimer_config_rejects_bad_watermarks(void **state)
     snprintf(c.sched_endpoint, sizeof c.sched_endpoint, "inproc://nowhere");
     c.n_tiers = 1;
     char err[256];
-    const reclaimer_tier_t bad[] = {{1, 800, 800}, {1, 800, 900}, {1, 1001, 500},
-                                    {1, 800, 0},   {0, 800, 500}, {33, 800, 500}};
+    const reclaimer_tier_t bad[] = {{1, 800, 800, false},  {1, 800, 900, false},
+                                    {1, 1001, 500, false}, {1, 800, 0, false},
+                                    {0, 800, 500, false},  {33, 800, 500, false}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c.tiers[0] = bad[i];
         assert_int_equal(reclaimer_config_check(&c, err, sizeof err), -EINVAL);
         assert_null(reclaimer_actor_new(&c));
     }
-    c.tiers[0] = (reclaimer_tier_t){1, 1000, 999};
+    c.tiers[0] = (reclaimer_tier_t){1, 1000, 999, false};
     assert_int_equal(reclaimer_config_check(&c, err, sizeof err), 0);
     c.n_tiers = 2;
     c.tiers[1] = c.tiers[0];

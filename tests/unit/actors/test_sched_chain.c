@@ -7,8 +7,10 @@
  * CopySlots the test sends itself (a client that copies on its own).
  * And demotion (issue 4 §4): the reclaimer drains the full host tier through
  * the scheduler's migrator down to nvme. */
+#include <errno.h>
 #include <inttypes.h>
 
+#include "bus_events.h"
 #include "copy_testkit.h"
 #include "migrator.h"
 #include "reclaimer.h"
@@ -37,7 +39,10 @@ static bool s_adopted(tk_t *t, void *arg)
     return s_lookup(e, S_NB) == 0 && e->t->rep->body.lookup_rep.hit_count == S_NB;
 }
 
-static void s_start_with(s_env_t *e, const char *migrator_endpoint, uint64_t pin_lease_ms)
+/* placement: the chain's (0: the default, exclusive); events_input: where the
+ * scheduler hands its event batches (NULL: events off). */
+static void s_start_cfg(s_env_t *e, const char *migrator_endpoint, uint64_t pin_lease_ms,
+                        uint32_t placement, const char *events_input)
 {
     memset(e, 0, sizeof *e);
     tier_actor_config_t hc = ck_cfg("host", 1, s_dir, s_seq++);
@@ -61,12 +66,20 @@ static void s_start_with(s_env_t *e, const char *migrator_endpoint, uint64_t pin
         snprintf(cfg.migrator_endpoint, sizeof cfg.migrator_endpoint, "%s", migrator_endpoint);
     if (pin_lease_ms)
         cfg.pin_lease_ms = pin_lease_ms;
+    cfg.chains[0].placement = placement;
+    if (events_input)
+        snprintf(cfg.events_input, sizeof cfg.events_input, "%s", events_input);
     e->t = tk_new(&cfg);
     assert_int_equal(tk_register(e->t, CK_INST, CK_SLOT), 0);
     tk_tier_up(e->t, 1, e->host.ep, tier_actor_epoch(e->host.actor), CK_CAP, CK_SLOT);
     tk_tier_up(e->t, 2, e->nvme.ep, tier_actor_epoch(e->nvme.actor), CK_CAP, CK_SLOT);
     assert_true(tk_poll(s_adopted, e->t, e));
     assert_int_equal(tk_begin(e->t, CK_INST, "r1", 0), 0);
+}
+
+static void s_start_with(s_env_t *e, const char *migrator_endpoint, uint64_t pin_lease_ms)
+{
+    s_start_cfg(e, migrator_endpoint, pin_lease_ms, 0, NULL);
 }
 
 static void s_start(s_env_t *e)
@@ -140,12 +153,12 @@ static void s_token(s_env_t *e, bus_token_view_t *v, uint8_t *buf, size_t cap)
 /* issue 4 §3: blocks only below the head are advised for prefetch; prepare pins
  * the lower copies and reserves head slots; after the copy, complete commits
  * them on the head, the next lookup reports the head tier, the head copy is
- * byte-exact and the lower copy stays. */
+ * byte-exact and (inclusive chain) the lower copy stays. */
 static void test_prefetch_promotes_lower_blocks_to_the_head(void **state)
 {
     (void)state;
     s_env_t e;
-    s_start(&e);
+    s_start_cfg(&e, NULL, 0, SCHED_PLACEMENT_INCLUSIVE, NULL);
     assert_int_equal(s_lookup(&e, S_NB), 0);
     assert_true(e.t->rep->body.lookup_rep.prefetch_advised);
     for (uint32_t i = 0; i < S_NB; i++)
@@ -201,6 +214,212 @@ static void test_prefetch_promotes_lower_blocks_to_the_head(void **state)
                      0);
     assert_int_equal(tk_stat(e.t, "prefetch_committed"), S_NB);
     s_stop(&e);
+}
+
+/* ---- placement (issue 14 §1): exclusive moves a promoted block, inclusive copies it ---- */
+
+/* The events of the batches the scheduler hands to `pull`, until one of kind
+ * `until` (a kvtier_Event tag): per kind, the keys of the events on (src tier,
+ * dst tier) — stored / removed: dst 0 and src their tier; moved: from, to — with a
+ * moved event's reason. */
+typedef struct {
+    uint32_t stored_on[3];  /* keys stored, by tier id */
+    uint32_t removed_on[3]; /* keys removed, by tier id */
+    uint32_t promoted;      /* keys moved 2 -> 1, reason PROMOTED */
+    uint32_t other_moves;   /* any other move */
+} s_seen_t;
+
+static void s_events_until(zsock_t *pull, pb_size_t until, s_seen_t *seen)
+{
+    static kvtier_EventBatch batch;
+    static bus_event_t ev[64];
+    static uint8_t pool[4096][16];
+    for (int round = 0; round < 64; round++) {
+        zpoller_t *p = zpoller_new(pull, NULL);
+        void *which = zpoller_wait(p, (int)TK_CALL_MS);
+        zpoller_destroy(&p);
+        assert_non_null(which);
+        zmsg_t *m = zmsg_recv(pull);
+        assert_non_null(m);
+        assert_int_equal(zmsg_size(m), 3);
+        zframe_t *pl = zmsg_last(m);
+        bus_keys_t keys = {.keys = pool, .cap = 4096};
+        uint32_t n = 0;
+        kvtier_Status st;
+        assert_int_equal(
+            bus_events_decode(zframe_data(pl), zframe_size(pl), &batch, ev, 64, &n, &keys, &st), 0);
+        zmsg_destroy(&m);
+        bool done = false;
+        for (uint32_t i = 0; i < n; i++) {
+            const kvtier_Event *x = &ev[i].ev;
+            uint32_t k = ev[i].keys.n;
+            if (x->which_kind == kvtier_Event_block_stored_tag && x->kind.block_stored.tier_id < 3)
+                seen->stored_on[x->kind.block_stored.tier_id] += k;
+            else if (x->which_kind == kvtier_Event_block_removed_tag &&
+                     x->kind.block_removed.tier_id < 3)
+                seen->removed_on[x->kind.block_removed.tier_id] += k;
+            else if (x->which_kind == kvtier_Event_block_moved_tag) {
+                const kvtier_BlockMoved *mv = &x->kind.block_moved;
+                if (mv->src_tier_id == 2 && mv->dst_tier_id == 1 &&
+                    mv->reason == kvtier_MoveReason_MOVE_REASON_PROMOTED &&
+                    mv->src_medium == kvtier_Medium_MEDIUM_DISK &&
+                    mv->dst_medium == kvtier_Medium_MEDIUM_CPU)
+                    seen->promoted += k;
+                else
+                    seen->other_moves += k;
+            }
+            done = done || x->which_kind == until;
+        }
+        if (done)
+            return;
+    }
+    fail_msg("no event of kind %u", (unsigned)until);
+}
+
+static zsock_t *s_events_pull(char *ep, size_t len)
+{
+    static int seq;
+    snprintf(ep, len, "inproc://test-sched-chain-events-%d-%d", (int)getpid(), seq++);
+    zsock_t *pull = zsock_new(ZMQ_PULL);
+    assert_non_null(pull);
+    assert_int_equal(zsock_bind(pull, "%s", ep), 0);
+    return pull;
+}
+
+/* prepare_prefetch + CopyPrefetch + complete_prefetch of the first n stored keys
+ * in request r1: every one committed on the head. */
+static void s_promote(s_env_t *e, uint32_t n)
+{
+    assert_int_equal(
+        tk_prepare(e->t, kvtier_Envelope_prepare_prefetch_req_tag, CK_INST, "r1", e->keys, n), 0);
+    uint64_t token = e->t->rep->body.prepare_prefetch_rep.token.token_id;
+    assert_int_equal(e->t->arr->keys.n, n);
+    assert_int_equal(s_copy_prefetch(e, token), 0);
+    assert_int_equal(e->t->rep->body.copy_prefetch_rep.copied, n);
+    assert_int_equal(s_complete(e, token, NULL, 0), 0);
+    assert_int_equal(e->t->rep->body.complete_prefetch_rep.committed, n);
+}
+
+static bool s_nvme_slot_gone(tk_t *t, void *arg)
+{
+    s_env_t *e = arg;
+    (void)t;
+    for (uint32_t i = 0; i < S_NB; i++)
+        if (ck_read_code(&e->nvme, 10 + i, i) == 0)
+            return false;
+    return true;
+}
+
+/* Exclusive (the default): complete_prefetch moves each committed block — its nvme
+ * copy is freed in the index and on the tier (DeleteSlots), the event stream says
+ * BlockMoved nvme0 -> host0 with reason PROMOTED (and no BlockStored on host0:
+ * one location), prefetch_moved counts them, and the head copy loads byte-exact. */
+static void test_exclusive_prefetch_moves_the_block(void **state)
+{
+    (void)state;
+    char ep[128];
+    zsock_t *pull = s_events_pull(ep, sizeof ep);
+    s_env_t e;
+    s_start_cfg(&e, NULL, 0, SCHED_PLACEMENT_EXCLUSIVE, ep);
+    s_promote(&e, S_NB);
+    assert_int_equal(tk_stat(e.t, "blocks"), S_NB); /* one copy each */
+    assert_int_equal(tk_stat(e.t, "tier.nvme0.used"), 0);
+    assert_int_equal(tk_stat(e.t, "deleting"), 0);
+    assert_int_equal(tk_stat(e.t, "prefetch_moved"), S_NB);
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    assert_int_equal(e.t->rep->body.lookup_rep.hit_count, S_NB);
+    for (uint32_t i = 0; i < S_NB; i++)
+        assert_int_equal(e.t->arr->tier_ids.v[i], 1);
+    assert_true(tk_poll(s_nvme_slot_gone, e.t, &e)); /* DeleteSlots reached nvme0 */
+    /* everything from the start: the adoption (stored on nvme0) and its lookups,
+     * the moves, then the lookup above */
+    s_seen_t seen = {0};
+    while (seen.promoted < S_NB)
+        s_events_until(pull, kvtier_Event_block_moved_tag, &seen);
+    s_events_until(pull, kvtier_Event_cache_get_tag, &seen);
+    assert_int_equal(seen.stored_on[2], S_NB);
+    assert_int_equal(seen.promoted, S_NB);
+    assert_int_equal(seen.other_moves, 0);
+    assert_int_equal(seen.stored_on[1], 0);
+    assert_int_equal(seen.removed_on[2], 0); /* a move, not a removal */
+    s_stop(&e);
+    zsock_destroy(&pull);
+}
+
+static bool s_none_deleting(tk_t *t, void *arg)
+{
+    (void)arg;
+    return tk_stat(t, "deleting") == 0;
+}
+
+/* Exclusive, with a reader on the nvme copy: the promoted block serves from the
+ * head at once; the held nvme copy is DELETING (no longer served) and freed when
+ * the reader completes, never under it. */
+static void test_exclusive_prefetch_frees_a_held_copy_after_its_reader(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start_cfg(&e, NULL, 0, SCHED_PLACEMENT_EXCLUSIVE, NULL);
+    assert_int_equal(tk_begin(e.t, CK_INST, "r2", 0), 0);
+    assert_int_equal(tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "r2", e.keys, 1),
+                     0);
+    uint64_t get_token = e.t->rep->body.prepare_get_rep.token.token_id;
+    s_promote(&e, S_NB);
+    assert_int_equal(tk_stat(e.t, "deleting"), 1);          /* key 0: held by r2 */
+    assert_int_equal(tk_stat(e.t, "tier.nvme0.used"), 1);   /* slot not reused yet */
+    assert_int_equal(ck_read_code(&e.nvme, 10, 0), 0);      /* the reader's bytes */
+    assert_int_equal(tk_stat(e.t, "prefetch_moved"), S_NB); /* all moved */
+    kvtier_CompleteGetRequest *cg =
+        &tk_req(e.t, kvtier_Envelope_complete_get_req_tag)->body.complete_get_req;
+    TK_FILL_IDS(cg, CK_INST, "r2");
+    cg->token_id = get_token;
+    assert_int_equal(tk_call(e.t, NULL), 0);
+    assert_true(tk_poll(s_none_deleting, e.t, NULL)); /* freed at the next tick */
+    assert_int_equal(tk_stat(e.t, "tier.nvme0.used"), 0);
+    assert_int_equal(tk_stat(e.t, "blocks"), S_NB);
+    s_stop(&e);
+}
+
+/* Inclusive: complete_prefetch copies — the nvme copy stays (two locations, lookups
+ * report the head), the events say BlockStored on host0 and no move, and
+ * prefetch_moved stays 0. */
+static void test_inclusive_prefetch_keeps_the_lower_copy(void **state)
+{
+    (void)state;
+    char ep[128];
+    zsock_t *pull = s_events_pull(ep, sizeof ep);
+    s_env_t e;
+    s_start_cfg(&e, NULL, 0, SCHED_PLACEMENT_INCLUSIVE, ep);
+    s_promote(&e, S_NB);
+    assert_int_equal(tk_stat(e.t, "blocks"), 2 * S_NB);
+    assert_int_equal(tk_stat(e.t, "tier.nvme0.used"), S_NB);
+    assert_int_equal(tk_stat(e.t, "prefetch_moved"), 0);
+    assert_int_equal(s_lookup(&e, S_NB), 0);
+    for (uint32_t i = 0; i < S_NB; i++) {
+        assert_int_equal(e.t->arr->tier_ids.v[i], 1);
+        assert_int_equal(ck_read_code(&e.nvme, 10 + i, i), 0);
+    }
+    s_seen_t seen = {0};
+    while (seen.stored_on[1] < S_NB)
+        s_events_until(pull, kvtier_Event_block_stored_tag, &seen);
+    s_events_until(pull, kvtier_Event_cache_get_tag, &seen);
+    assert_int_equal(seen.stored_on[1], S_NB);
+    assert_int_equal(seen.stored_on[2], S_NB);
+    assert_int_equal(seen.promoted + seen.other_moves, 0);
+    s_stop(&e);
+    zsock_destroy(&pull);
+}
+
+/* A placement out of the enum is refused by the config check, naming it. */
+static void test_bad_placement_is_refused(void **state)
+{
+    (void)state;
+    sched_config_t cfg;
+    tk_config(&cfg, CK_CAP, CK_SLOT);
+    cfg.chains[0].placement = 3;
+    char err[256];
+    assert_int_equal(sched_config_check(&cfg, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "placement"));
 }
 
 /* issue 4 §3: complete_prefetch(failure) rolls back: the head reservation is
@@ -694,8 +913,8 @@ static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
         sched_actor_internal_endpoint(e.t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint), 0);
     rc.interval_ms = 10;
     rc.n_tiers = 2;
-    rc.tiers[0] = (reclaimer_tier_t){1, 500, 250};
-    rc.tiers[1] = (reclaimer_tier_t){2, 900, 800};
+    rc.tiers[0] = (reclaimer_tier_t){1, 500, 250, false};
+    rc.tiers[1] = (reclaimer_tier_t){2, 900, 800, false};
     zactor_t *rec = reclaimer_actor_new(&rc);
     assert_non_null(rec);
     /* 24 of 32 slots used, 4 pinned: at most 8 may stay, so 16 or more go down */
@@ -787,8 +1006,8 @@ static void test_demotion_respects_max_batch(void **state)
         sched_actor_internal_endpoint(e.t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint), 0);
     rc.interval_ms = 10;
     rc.n_tiers = 2;
-    rc.tiers[0] = (reclaimer_tier_t){1, 500, 250};
-    rc.tiers[1] = (reclaimer_tier_t){2, 900, 800};
+    rc.tiers[0] = (reclaimer_tier_t){1, 500, 250, false};
+    rc.tiers[1] = (reclaimer_tier_t){2, 900, 800, false};
     zactor_t *rec = reclaimer_actor_new(&rc);
     assert_non_null(rec);
     s_demote_want_t w = {S_PUTS - CK_CAP / 4};
@@ -941,6 +1160,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefetch_promotes_lower_blocks_to_the_head),
+        cmocka_unit_test(test_exclusive_prefetch_moves_the_block),
+        cmocka_unit_test(test_exclusive_prefetch_frees_a_held_copy_after_its_reader),
+        cmocka_unit_test(test_inclusive_prefetch_keeps_the_lower_copy),
+        cmocka_unit_test(test_bad_placement_is_refused),
         cmocka_unit_test(test_demote_done_is_checked_on_the_internal_plane),
         cmocka_unit_test(test_failed_prefetch_rolls_back),
         cmocka_unit_test(test_prefetch_window_closed_by_request_end),

@@ -234,6 +234,45 @@ static void test_events_keys(void **state)
     s_reject("{\"events\": {\"topics\": 3}}", "events.topics", "");
 }
 
+/* Two tiers h -> n (an nvme file path is not opened by the parser). */
+#define CHAIN(tier_extra, chain_extra)                                                             \
+    "{\"tiers\": [{\"name\": \"h\", \"kind\": \"host\", \"endpoint\": \"tcp://127.0.0.1:7710\", "  \
+    "\"capacity\": 100" tier_extra "}, {\"name\": \"n\", \"kind\": \"nvme\", \"endpoint\": "       \
+    "\"tcp://127.0.0.1:7711\", \"capacity\": 400, \"path\": \"/tmp/kvt-never-opened.dat\"}], "     \
+    "\"chains\": [{\"name\": \"c\", \"tiers\": [\"h\", \"n\"]" chain_extra "}]}"
+
+/* issue 14 §1: chains[i].placement, exclusive by default; tiers[i].reclaim: by
+ * default ahead (watermarks) on a tier with a next tier, on demand on a last one;
+ * bad values name their key path. */
+static void test_placement_and_reclaim_keys(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load(CHAIN("", "")), 0);
+    assert_int_equal(g_cfg.chains[0].placement, COORD_PLACEMENT_EXCLUSIVE);
+    assert_int_equal(g_cfg.tiers[0].reclaim, COORD_RECLAIM_AUTO);
+    assert_true(coord_tier_reclaims_ahead(&g_cfg, &g_cfg.tiers[0]));  /* the head */
+    assert_false(coord_tier_reclaims_ahead(&g_cfg, &g_cfg.tiers[1])); /* the last tier */
+    assert_int_equal(s_load(CHAIN("", ", \"placement\": \"inclusive\"")), 0);
+    assert_int_equal(g_cfg.chains[0].placement, COORD_PLACEMENT_INCLUSIVE);
+    assert_int_equal(s_load(CHAIN("", ", \"placement\": \"exclusive\"")), 0);
+    assert_int_equal(g_cfg.chains[0].placement, COORD_PLACEMENT_EXCLUSIVE);
+    assert_int_equal(s_load(CHAIN(", \"reclaim\": \"on_demand\"", "")), 0);
+    assert_false(coord_tier_reclaims_ahead(&g_cfg, &g_cfg.tiers[0]));
+    /* a single tier is its chain's last: on demand unless told */
+    assert_int_equal(s_load(TIER("")), 0);
+    assert_false(coord_tier_reclaims_ahead(&g_cfg, &g_cfg.tiers[0]));
+    assert_int_equal(g_cfg.chains[0].placement, COORD_PLACEMENT_EXCLUSIVE); /* implied chain */
+    assert_int_equal(s_load(TIER(", \"reclaim\": \"ahead\"")), 0);
+    assert_true(coord_tier_reclaims_ahead(&g_cfg, &g_cfg.tiers[0]));
+
+    s_reject(CHAIN("", ", \"placement\": \"both\""), "chains[0].placement",
+             "unknown placement \"both\"");
+    s_reject(CHAIN("", ", \"placement\": 1"), "chains[0].placement", "string");
+    s_reject(CHAIN(", \"reclaim\": \"later\"", ""), "tiers[0].reclaim",
+             "unknown reclaim \"later\"");
+    s_reject(CHAIN(", \"reclaim\": \"\"", ""), "tiers[0].reclaim", "unknown reclaim \"\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_quotas_are_read_with_sizes_and_default),
         cmocka_unit_test(test_bad_quotas_rejected_with_key_path),
         cmocka_unit_test(test_events_keys),
+        cmocka_unit_test(test_placement_and_reclaim_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

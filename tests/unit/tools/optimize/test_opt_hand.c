@@ -234,7 +234,7 @@ static void test_arc_equals_hand_run(void **state)
     opt_trace_destroy(&t);
 }
 
-/* Chain host 1 -> nvme 3 (lru both; L2 order MRU first):
+/* Chain host 1 -> nvme 3, inclusive (lru both; L2 order MRU first):
  *   R0: A, B, C put on host; A, B demoted: nvme [B A], host C.
  *   R1: A, B hit on nvme (2), touched: [B A]. Promote A: host victim C demoted
  *       [C B A]; promote B: host victim A is on nvme (released only); D put: victim B
@@ -250,7 +250,7 @@ static void test_chain_equals_hand_run(void **state)
 {
     (void)state;
     opt_trace_t *t = s_trace_h(0);
-    opt_chain_config_t cfg = {.capacity = {1, 3}};
+    opt_chain_config_t cfg = {.capacity = {1, 3}, .inclusive = true};
     opt_chain_result_t res;
     uint32_t per[12];
     assert_int_equal(opt_replay_chain(t, &cfg, &res, per), 0);
@@ -263,6 +263,38 @@ static void test_chain_equals_hand_run(void **state)
     assert_memory_equal(per, want, sizeof want);
     cfg.policy[1] = "no-such-policy";
     assert_int_equal(opt_replay_chain(t, &cfg, &res, NULL), -1);
+    opt_trace_destroy(&t);
+}
+
+/* The same chain, exclusive (a promoted block moves: its nvme copy goes first):
+ *   R0: A, B, C put on host; A, B demoted: nvme [B A], host C.
+ *   R1: A, B hit on nvme (2), touched [B A]. Promote A: A leaves nvme [B], host
+ *       victim C demoted [C B]; promote B: [C], A demoted [A C]; D put: B demoted
+ *       [B A C]. host D.
+ *   R2: C, A hit on nvme (2), touched [A C B]. Promote C: [A B], D demoted [D A B];
+ *       promote A: [D B], C demoted [C D B]. host A.
+ *   R3: A on host, B, C, D on nvme: 4 hits (1, 3), touched [D C B]. Promote B: A
+ *       demoted [A D C]; C: B demoted [B A D]; D: C demoted [C B A]. host D.
+ *   R4: E put: D demoted, A dropped [D C B]; A (gone) put: E demoted, B dropped
+ *       [E D C]. host A.
+ *   R5: A hits on host (1); B (gone) put: A demoted, C dropped [A E D].
+ * host 2, nvme 7 = 9, the LRU of 4 blocks (above); promoted 7, demoted 13, dropped 3. */
+static void test_exclusive_chain_equals_hand_run_and_lru(void **state)
+{
+    (void)state;
+    opt_trace_t *t = s_trace_h(0);
+    opt_chain_config_t cfg = {.capacity = {1, 3}};
+    opt_chain_result_t res;
+    uint32_t per[12];
+    assert_int_equal(opt_replay_chain(t, &cfg, &res, per), 0);
+    assert_int_equal(res.hits[0], 2);
+    assert_int_equal(res.hits[1], 7);
+    assert_int_equal(res.promoted, 7);
+    assert_int_equal(res.demoted, 13);
+    assert_int_equal(res.dropped, 3);
+    static const uint32_t want[] = {0, 0, 0, 2, 0, 2, 1, 3, 0, 0, 1, 0};
+    assert_memory_equal(per, want, sizeof want);
+    assert_int_equal(opt_replay_policy(t, "lru", 4, NULL), 9);
     opt_trace_destroy(&t);
 }
 
@@ -325,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_policies_replay_equals_hand_runs),
         cmocka_unit_test(test_arc_equals_hand_run),
         cmocka_unit_test(test_chain_equals_hand_run),
+        cmocka_unit_test(test_exclusive_chain_equals_hand_run_and_lru),
         cmocka_unit_test(test_ttft_equals_hand_model),
         cmocka_unit_test(test_repeated_block_counts_as_the_reference_does),
     };
