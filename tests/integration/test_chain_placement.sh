@@ -2,7 +2,7 @@
 # issue 14 §1: "the chain is worth its slots". A deployment host0 (HOST slots) -> nvme0
 # (NVME slots, a file in the test's temp dir), 4 KiB blocks, the default chain placement
 # (exclusive) and reclaim (the last tier on demand), events recorded from before the
-# first write (`kvtier events --record`). `kvtier replay --in-flight 1 --promote-wait`
+# replay (`kvtier events --snapshot --record`). `kvtier replay --in-flight 1 --promote-wait`
 # of the first REQUESTS trace requests stores many times what the chain holds.
 # Asserted:
 # - the last tier is not reclaimed ahead of need: the reclaimer marked nothing
@@ -41,7 +41,9 @@ marker() {
   it_wait_until 30 grep -q "\"kind\":\"stored\".*\"$key\"" "$it_dir/events.jsonl"
 }
 
-"$KVTIER_BIN" events --coordinator "$KVTIER_COORDINATOR" --record "$it_dir/events.jsonl" \
+# --snapshot: the index as the publisher has it first, then every batch after it, so a
+# store the recorder's subscription came too late for is in the snapshot
+"$KVTIER_BIN" events --coordinator "$KVTIER_COORDINATOR" --snapshot --record "$it_dir/events.jsonl" \
   >/dev/null 2>"$it_dir/events.err" &
 recorder=$!
 for i in $(seq 1 50); do
