@@ -67,6 +67,10 @@ typedef struct {
     char policy[SCHED_POLICY_MAX]; /* slot engine policy; "" = "lru" */
     uint64_t capacity;             /* slots (the tier's registration may change it) */
     uint64_t slot_size;            /* bytes per slot (idem) */
+    /* a tier with a next tier reclaimed on demand (deployment tiers[i].reclaim
+     * "on_demand"): a write that finds it full has exactly what it needs demoted,
+     * none ahead (false: its need and a sixteenth of the tier more) */
+    bool room_on_demand;
 } sched_tier_config_t;
 
 /* A per-instance quota (soft, enforced by the reclaimer; docs/SCHEDULER.md

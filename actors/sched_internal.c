@@ -308,8 +308,9 @@ uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need)
         return 0;
     sched_tier_t *dst = &self->tierset.tiers[next - 1];
     uint32_t going = t->n_deleting + sched_demote_in_flight(self, t);
-    /* a little more than asked (1/16 of the tier), so the next writes find room */
-    uint64_t more = (t->cfg.capacity + 15) / 16;
+    /* a little more than asked (1/16 of the tier), so the next writes find room;
+     * none on a tier reclaimed on demand (its slots hold blocks, not room) */
+    uint64_t more = t->cfg.room_on_demand ? 0 : (t->cfg.capacity + 15) / 16;
     need = (uint32_t)((uint64_t)need + more < t->cfg.capacity ? need + more : t->cfg.capacity);
     int64_t now = sched_now();
     uint32_t started = 0;

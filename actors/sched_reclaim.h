@@ -121,8 +121,9 @@ bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const 
  * tier is UP; otherwise its writes evict as on a last tier. */
 bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t);
 /* A write found tier t full (reserve with TIER_RESERVE_NO_EVICT failed): starts
- * demoting up to NEED of its coldest unheld blocks now, without waiting for the
- * reclaimer's next pass. Returns how many blocks of t are on their way out
+ * demoting up to NEED of its coldest unheld blocks now (and a sixteenth of the
+ * tier more, unless cfg.room_on_demand), without waiting for the reclaimer's next
+ * pass. Returns how many blocks of t are on their way out
  * (demotions in flight and DELETING, counting those started); 0 when nothing can
  * make room (all held, or the next tier cannot take any). */
 uint32_t sched_make_room(sched_t *self, sched_tier_t *t, uint32_t need);

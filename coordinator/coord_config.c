@@ -491,11 +491,16 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
         rc = bus_config_opt_string(tn, "policy", "lru", t->policy, sizeof t->policy, err, errlen);
     if (rc == 0 && !tier_policy_find(t->policy))
         rc = s_policy_error(tn, t->policy, err, errlen);
+    /* defaults 0.97 / 0.94 (a tier reclaimed ahead keeps 3-6% free: a chain's head,
+     * whose free slots the chain does not use); a high alone gets a low 0.03 below
+     * it (half of it, for a high under 0.06) */
     if (rc == 0)
-        rc = s_watermark(tn, "high_watermark", 0.9, &t->high_watermark, err, errlen);
-    if (rc == 0)
-        rc = s_watermark(tn, "low_watermark", t->high_watermark < 0.8 ? t->high_watermark / 2 : 0.8,
+        rc = s_watermark(tn, "high_watermark", 0.97, &t->high_watermark, err, errlen);
+    if (rc == 0) {
+        double hi = t->high_watermark, low = hi < 0.06 ? hi / 2 : hi - 0.03;
+        rc = s_watermark(tn, "low_watermark", bus_config_has(tn, "high_watermark") ? low : 0.94,
                          &t->low_watermark, err, errlen);
+    }
     if (rc == 0 && !(t->low_watermark < t->high_watermark))
         rc = bus_config_error(tn, "low_watermark", err, errlen,
                               "must be below high_watermark (%g), got %g", t->high_watermark,

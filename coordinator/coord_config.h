@@ -59,7 +59,8 @@ typedef struct {
      * filled in: a host tier's shm name is "/kvtier-<cluster>-<name>"). */
     tier_config_t backend;
     /* reclaim (DESIGN §6): fractions of capacity, 0 < low < high <= 1. The file
-     * takes a number (0.9) or a percent string ("90%"); defaults 0.9 / 0.8. */
+     * takes a number (0.9) or a percent string ("90%"); defaults 0.97 / 0.94 (a
+     * high alone: low = high - 0.03). Used when the tier reclaims ahead. */
     double high_watermark;
     double low_watermark;
     /* "reclaim": when the reclaimer frees slots (coord_reclaim_t); absent = AUTO */

@@ -144,6 +144,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
         snprintf(st->policy, sizeof st->policy, "%s", t->policy);
         st->capacity = t->capacity;
         st->slot_size = t->slot_size;
+        st->room_on_demand = !coord_tier_reclaims_ahead(c, t);
     }
     sc->n_chains = c->n_chains;
     for (uint32_t i = 0; i < c->n_chains; i++) {

@@ -12,7 +12,8 @@
 # deployment default), under deploy/supervise; `kvtier replay --in-flight 1` of TRACE
 # (default traces/synthetic_trace.jsonl; REQUESTS: all); then `kvtier optimize` of the
 # same requests at HOST + NVME and the chain model. KVT_HEAD_OPTS: more keys of the
-# host0 entry (JSON, e.g. '"high_watermark": 0.95, "low_watermark": 0.9'). Prints the replay's report, the
+# host0 entry (JSON, e.g. '"high_watermark": 0.95, "low_watermark": 0.9');
+# KVT_REPLAY_OPTS: more replay flags (e.g. "--promote-wait 2000"). Prints the replay's report, the
 # scheduler's counters that say where hits went, and one summary line:
 #   chain HOST+NVME PLACEMENT: service X%, lru(N) Y%, chain model Z%
 . "$(dirname "$0")/lib.sh"
@@ -33,6 +34,8 @@ it_write_deployment <<JSON
 JSON
 it_start
 args=(--in-flight 1 --block-size 4KiB --no-progress)
+# shellcheck disable=SC2206  # word splitting wanted: more replay flags
+[ -z "${KVT_REPLAY_OPTS:-}" ] || args+=($KVT_REPLAY_OPTS)
 [ -z "$requests" ] || args+=(--requests "$requests")
 start=$SECONDS
 it_cli replay "$trace" "${args[@]}" >"$it_dir/replay.txt" || it_fail "replay failed: $(cat "$it_dir/replay.txt")"

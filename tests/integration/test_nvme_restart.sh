@@ -21,8 +21,8 @@
 
 # Geometry: 4096 slots of 64 KiB (a 258 MiB file). Everything this test stores
 # (NVME_LOAD_REQUESTS trace requests: 2021 distinct blocks, plus the single keys)
-# stays below the reclaimer's default watermarks (90% / 80%), so no block is
-# removed for room: a block stored is a block still stored.
+# stays below the tier's capacity (a last tier is reclaimed on demand only), so no
+# block is removed for room: a block stored is a block still stored.
 NVME_CAPACITY=4096
 NVME_SLOT=64KiB
 NVME_STORED_REQUESTS=20 # trace requests stored before the kill (778 blocks)

@@ -37,6 +37,7 @@ enum {
     S_OPT_TTL,
     S_OPT_NO_PROGRESS,
     S_OPT_NO_PROMOTE,
+    S_OPT_PROMOTE_WAIT,
 };
 
 typedef struct {
@@ -46,6 +47,7 @@ typedef struct {
     uint64_t ttl_ms;
     bool no_progress;
     bool no_promote;
+    uint64_t promote_wait_ms; /* a BUSY prefetch is asked again within this (0: not) */
 } s_args_t;
 
 /* What each worker counts; summed at the end. */
@@ -61,8 +63,9 @@ typedef struct {
     uint64_t load_failed;  /* blocks a get job reported failed */
     uint64_t store_failed; /* blocks a put job reported failed */
     uint64_t verify_failures;
-    uint64_t promoted;       /* hits copied up to the head tier before their load */
-    uint64_t promote_failed; /* hits whose promotion failed or was refused (loaded below) */
+    uint64_t promoted;        /* hits copied up to the head tier before their load */
+    uint64_t promote_failed;  /* hits whose promotion failed or was refused (loaded below) */
+    uint64_t promote_retries; /* prefetches asked again after BUSY (--promote-wait) */
     uint64_t tier_hits[S_MAX_TIER_ID + 1]; /* [0]: tier ids out of range */
     uint64_t status[S_N_STATUS];           /* failed calls by status code */
 } s_counts_t;
@@ -206,6 +209,15 @@ static void s_promote(s_worker_t *w, size_t idx, const char *rid, uint32_t n)
     const cli_common_t *o = w->sh->o;
     kvt_token_t *tok = NULL;
     int rc = kvt_prepare_prefetch(w->c, o->instance, rid, w->keys, n, &tok);
+    /* --promote-wait: BUSY means the head is demoting to make room; asked again
+     * (backing off 1, 2, 4 .. 32 ms) as libkvtier does for a put */
+    double give_up = cli_now() + (double)w->sh->a->promote_wait_ms / 1e3;
+    for (unsigned pause = 1; rc == -KVT_BUSY && cli_now() + pause / 1e3 <= give_up;
+         pause = pause < 32 ? 2 * pause : 32) {
+        usleep(pause * 1000u);
+        w->n.promote_retries++;
+        rc = kvt_prepare_prefetch(w->c, o->instance, rid, w->keys, n, &tok);
+    }
     if (rc < 0) {
         w->n.promote_failed += n;
         if (rc != -KVT_BUSY) /* BUSY: the head is making room; not an error */
@@ -451,8 +463,9 @@ static void s_report(s_shared_t *sh, const s_counts_t *t, double secs, const kvt
            (unsigned long long)t->not_granted, (unsigned long long)t->load_failed,
            (unsigned long long)t->store_failed, (unsigned long long)t->verify_failures);
     printf("promotion     %llu hits copied up to the head tier before their load, %llu not "
-           "(head tier busy making room, or copy failed: loaded below)\n",
-           (unsigned long long)t->promoted, (unsigned long long)t->promote_failed);
+           "(head tier busy making room, or copy failed: loaded below); %llu BUSY retries\n",
+           (unsigned long long)t->promoted, (unsigned long long)t->promote_failed,
+           (unsigned long long)t->promote_retries);
     printf("lookup        p50 %.3f ms, p99 %.3f ms\n", p50, p99);
     printf("data          %.2f GB loaded, %.2f GB stored in %.2f s (%.2f GB/s)\n", loaded_gb,
            stored_gb, secs, secs > 0 ? (loaded_gb + stored_gb) / secs : 0.0);
@@ -489,6 +502,8 @@ static int s_opt(void *ctx, int opt, const char *arg)
     case S_OPT_NO_PROMOTE:
         a->no_promote = true;
         return 0;
+    case S_OPT_PROMOTE_WAIT:
+        return cli_parse_u64("--promote-wait", arg, 0, 60000, &a->promote_wait_ms);
     default:
         return -1;
     }
@@ -498,7 +513,7 @@ static int s_usage(bool help)
 {
     fprintf(help ? stdout : stderr,
             "usage: kvtier replay TRACE [--requests N] [--offset I] [--in-flight K] "
-            "[--ttl MS] [--no-promote]\n"
+            "[--ttl MS] [--no-promote] [--promote-wait MS]\n"
             "  replays TRACE (traces/README.md format) as an engine would: per request,\n"
             "  look up the cached prefix, load and verify the hits, store the misses\n"
             "  --requests N   replay N requests (default: all from --offset)\n"
@@ -508,6 +523,8 @@ static int s_usage(bool help)
             "  --no-progress  no progress on stderr\n"
             "  --no-promote   load hits from the tier they are on; by default hits that\n"
             "                 live only below the head tier are prefetched up first\n"
+            "  --promote-wait MS  a prefetch refused BUSY (the head is making room) is\n"
+            "                 asked again within MS (default 0: loaded below at once)\n"
             "  exit 1 when a load returned wrong bytes, or the replay could not "
             "run\n" CLI_COMMON_USAGE);
     return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -618,6 +635,7 @@ int cli_cmd_replay(int argc, char **argv)
         {"ttl", required_argument, NULL, S_OPT_TTL},
         {"no-progress", no_argument, NULL, S_OPT_NO_PROGRESS},
         {"no-promote", no_argument, NULL, S_OPT_NO_PROMOTE},
+        {"promote-wait", required_argument, NULL, S_OPT_PROMOTE_WAIT},
         {0, 0, 0, 0}};
     cli_common_t o;
     s_args_t a = {.in_flight = 4};

@@ -447,10 +447,9 @@ int opt_report_json(const opt_report_t *rep, const char *path, char *err, size_t
                       (json_int_t)rep->chain_cfg.capacity[1], "nvme_policy",
                       rep->chain_cfg.policy[1], "placement",
                       rep->chain_cfg.inclusive ? "inclusive" : "exclusive", "host_hits",
-                      (json_int_t)rep->chain.hits[0],
-                      "nvme_hits", (json_int_t)rep->chain.hits[1], "promoted",
-                      (json_int_t)rep->chain.promoted, "demoted", (json_int_t)rep->chain.demoted,
-                      "dropped", (json_int_t)rep->chain.dropped));
+                      (json_int_t)rep->chain.hits[0], "nvme_hits", (json_int_t)rep->chain.hits[1],
+                      "promoted", (json_int_t)rep->chain.promoted, "demoted",
+                      (json_int_t)rep->chain.demoted, "dropped", (json_int_t)rep->chain.dropped));
     if (rep->has_observed)
         json_object_set_new(root, "observed",
                             json_pack("{s:I,s:I}", "hits", (json_int_t)rep->observed_hits,

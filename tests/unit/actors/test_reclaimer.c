@@ -152,6 +152,61 @@ static void test_reclaim_drains_last_tier_from_above_high_to_low(void **state)
     s_stop(&fx);
 }
 
+typedef struct {
+    fx_t *fx;
+    uint64_t requests;
+} s_passes_t;
+
+static bool s_watched(tk_t *t, void *arg)
+{
+    (void)t;
+    s_passes_t *p = arg;
+    reclaimer_stats_t rs;
+    assert_int_equal(reclaimer_actor_stats(p->fx->rec, &rs), 0);
+    return rs.requests >= p->requests;
+}
+
+/* Issue 14 §1: a last tier reclaimed on demand (the coordinator's default for a
+ * chain's last tier) is only watched: above its high watermark it is not drained —
+ * nothing marked, every block still served — and a write that needs a slot takes
+ * the slot engine's victim at reserve time instead (the tier fills to its capacity). */
+static void test_on_demand_tier_is_only_watched_and_fills(void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start(&fx, s_fast_delete);
+    assert_int_equal(tk_put(fx.e.t, "w", 0, 18), 0); /* 90% > 80% */
+    reclaimer_config_t rc;
+    memset(&rc, 0, sizeof rc);
+    assert_int_equal(
+        sched_actor_internal_endpoint(fx.e.t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint),
+        0);
+    rc.interval_ms = 10;
+    rc.n_tiers = 1;
+    rc.tiers[0] = (reclaimer_tier_t){
+        .tier_id = 1, .high_permille = 800, .low_permille = 500, .on_demand = true};
+    fx.rec = reclaimer_actor_new(&rc);
+    assert_non_null(fx.rec);
+    s_passes_t p = {&fx, 5};
+    assert_true(tk_poll(s_watched, fx.e.t, &p)); /* several passes over the tier */
+    reclaimer_stats_t rs;
+    assert_int_equal(reclaimer_actor_stats(fx.rec, &rs), 0);
+    assert_int_equal(rs.marked, 0);
+    assert_int_equal(rs.drains, 0);
+    assert_int_equal(rs.fill_permille[0], 900); /* watched */
+    assert_int_equal(tk_stat(fx.e.t, "deleting"), 0);
+    assert_int_equal(tk_stat(fx.e.t, "reclaim_marked"), 0);
+    for (uint32_t i = 0; i < 18; i++)
+        assert_true(tk_cached(fx.e.t, i));
+    /* 2 more fill it; 4 beyond evict the 4 coldest when they reserve */
+    assert_int_equal(tk_put(fx.e.t, "w", 18, 6), 0);
+    assert_int_equal(tk_stat(fx.e.t, "tier.host0.used"), CAP);
+    assert_int_equal(tk_stat(fx.e.t, "evictions"), 4);
+    for (uint32_t i = 0; i < 24; i++)
+        assert_int_equal(tk_cached(fx.e.t, i), i >= 4);
+    s_stop(&fx);
+}
+
 static void s_fifo(sched_config_t *c)
 {
     c->delete_delay_ms = 600000;
@@ -406,6 +461,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reclaim_drains_last_tier_from_above_high_to_low),
+        cmocka_unit_test(test_on_demand_tier_is_only_watched_and_fills),
         cmocka_unit_test(test_reclaim_never_removes_pinned_blocks),
         cmocka_unit_test(test_reclaim_order_is_the_tier_policy_order),
         cmocka_unit_test(test_reclaim_walks_past_blocks_it_cannot_take),

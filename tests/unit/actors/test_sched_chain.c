@@ -1072,6 +1072,45 @@ static void test_full_head_demotes_instead_of_dropping(void **state)
     s_stop(&e);
 }
 
+/* A head reclaimed on demand (cfg.room_on_demand): a write that finds it full
+ * has exactly its need demoted, not a sixteenth of the head more, and lands once
+ * it is done; the head is full again after it (no room kept idle). */
+static bool s_demotions_done(tk_t *t, void *arg)
+{
+    (void)arg;
+    return tk_stat(t, "demoted") == tk_stat(t, "demote_submitted");
+}
+
+static void test_on_demand_head_demotes_exactly_the_need(void **state)
+{
+    (void)state;
+    enum { M = 3 };
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    cfg.tiers[0].room_on_demand = true;
+    s_demote_up(&e, &cfg);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    uint8_t keys[M][16];
+    for (uint32_t i = 0; i < M; i++)
+        ck_key(500 + i, keys[i]);
+    for (uint32_t i = 0; i < CK_CAP; i++)
+        s_put_block(&e, 300 + i, buf);
+    assert_int_equal(tk_prepare(e.t, kvtier_Envelope_prepare_put_req_tag, CK_INST, "w", keys, M),
+                     kvtier_StatusCode_STATUS_BUSY);
+    assert_int_equal(tk_stat(e.t, "room_demotions"), M); /* CK_CAP / 16 more without it */
+    assert_true(tk_poll(s_demotions_done, e.t, NULL));
+    for (uint32_t i = 0; i < M; i++)
+        s_put_block(&e, 500 + i, buf);
+    assert_int_equal(tk_stat(e.t, "room_demotions"), M);
+    assert_int_equal(tk_stat(e.t, "tier.host0.used"), CK_CAP);
+    assert_int_equal(tk_stat(e.t, "evictions"), 0);
+    free(buf);
+    s_stop(&e);
+}
+
 /* Fairness under pressure: the largest write told BUSY is the one room is kept
  * for; a smaller write or a prefetch of another request may not take the slots
  * being freed first (BUSY too), so a big write is not starved by small ones.
@@ -1174,6 +1213,7 @@ int main(void)
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
         cmocka_unit_test(test_demotion_respects_max_batch),
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),
+        cmocka_unit_test(test_on_demand_head_demotes_exactly_the_need),
         cmocka_unit_test(test_room_is_kept_for_the_largest_busy_write),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);

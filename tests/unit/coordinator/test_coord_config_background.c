@@ -45,13 +45,13 @@ static int s_load(const char *text)
     return rc;
 }
 
-/* DESIGN §10: defaults are embedded (watermarks 0.9 / 0.8, gc and reclaimer). */
+/* DESIGN §10: defaults are embedded (watermarks 0.97 / 0.94, gc and reclaimer). */
 static void test_background_defaults_are_embedded(void **state)
 {
     (void)state;
     assert_int_equal(s_load("{}"), 0);
-    assert_true(g_cfg.tiers[0].high_watermark == 0.9);
-    assert_true(g_cfg.tiers[0].low_watermark == 0.8);
+    assert_true(g_cfg.tiers[0].high_watermark == 0.97);
+    assert_true(g_cfg.tiers[0].low_watermark == 0.94);
     assert_int_equal(g_cfg.gc_interval_ms, 1000);
     assert_int_equal(g_cfg.gc_page, 64);
     assert_int_equal(g_cfg.gc_probe_timeout_ms, 2000);
@@ -73,9 +73,11 @@ static void test_watermarks_as_fractions_or_percents(void **state)
                      0);
     assert_true(g_cfg.tiers[0].high_watermark == 1.0);
     assert_true(g_cfg.tiers[0].low_watermark == 0.625);
-    /* a high below the default low gets a low of half of it */
+    /* a high alone gets a low 0.03 below it; a tiny one, half of it */
     assert_int_equal(s_load(TIER(", \"high_watermark\": 0.5")), 0);
-    assert_true(g_cfg.tiers[0].low_watermark == 0.25);
+    assert_true(g_cfg.tiers[0].low_watermark > 0.469 && g_cfg.tiers[0].low_watermark < 0.471);
+    assert_int_equal(s_load(TIER(", \"high_watermark\": 0.04")), 0);
+    assert_true(g_cfg.tiers[0].low_watermark == 0.02);
 }
 
 /* issue 4 §6: invalid watermark configs rejected with the key path (0 < low < high <= 1). */
