@@ -30,7 +30,9 @@
  * a 16-bit insertion epoch of 3 x capacity / 512 insertions), at least 6 x
  * capacity entries, so that at most half are live: an entry counts while
  * fewer than 3 x capacity insertions have followed it (to an epoch), and a
- * full bucket loses its oldest entry early. Memory: 13 bytes per slot plus G,
+ * full bucket loses its oldest entry early; each epoch clears the dead
+ * entries of a few buckets, so a 16-bit epoch never wraps onto a forgotten
+ * entry. Memory: 13 bytes per slot plus G,
  * 24 to 48 (tier_policy_s3fifo.state_size). Never allocates. */
 #include "tier_policy.h"
 
@@ -59,6 +61,7 @@ typedef struct {
     uint32_t ghost_unit;  /* insertions per epoch */
     uint32_t ghost_life;  /* epochs an entry counts: 3 x capacity insertions */
     uint32_t ghost_epoch; /* current epoch (16 bits used; ages are differences) */
+    uint32_t ghost_sweep; /* next bucket whose dead entries an epoch clears */
     uint64_t ghost_off;   /* byte offsets into the state block */
     uint64_t meta_off;
     /* link[2 * slot] = next newer, link[2 * slot + 1] = next older; then
@@ -142,6 +145,7 @@ static void s_init(void *st, uint32_t capacity)
     c->ghost_life = (uint32_t)((remember + unit - 1) / unit);
     c->ghost_count = 0;
     c->ghost_epoch = 0;
+    c->ghost_sweep = 0;
     c->ghost_off = s_ghost_offset(capacity);
     c->meta_off = c->ghost_off + buckets * S_WAYS * sizeof(s_ghost_t);
     for (size_t i = 0; i < 2 * (size_t)capacity; i++)
@@ -225,6 +229,23 @@ static uint32_t s_age(const s_s3_t *c, s_ghost_t g)
     return age <= c->ghost_life ? age : UINT32_MAX;
 }
 
+/* Epochs are 16 bits: an entry left dead and never overwritten would look
+ * young again after 65,536 epochs. Each epoch clears the dead entries of the
+ * next buckets, every bucket once in 2^14 epochs, long before an entry's age
+ * can wrap. O(1): at most one bucket per insertion (small tiers, one
+ * insertion an epoch), about one per 30 insertions on large ones. */
+static void s_ghost_sweep(s_s3_t *c)
+{
+    uint32_t n = (c->ghost_mask >> 14) + 1;
+    for (uint32_t i = 0; i < n; i++) {
+        s_ghost_t *b = s_ghost(c) + (size_t)c->ghost_sweep * S_WAYS;
+        for (unsigned w = 0; w < S_WAYS; w++)
+            if (b[w] != 0 && s_age(c, b[w]) == UINT32_MAX)
+                b[w] = 0;
+        c->ghost_sweep = (c->ghost_sweep + 1) & c->ghost_mask;
+    }
+}
+
 static void s_ghost_add(s_s3_t *c, uint32_t fp)
 {
     s_ghost_t *b = s_bucket(c, fp);
@@ -245,6 +266,7 @@ static void s_ghost_add(s_s3_t *c, uint32_t fp)
     if (++c->ghost_count == c->ghost_unit) {
         c->ghost_count = 0;
         c->ghost_epoch++;
+        s_ghost_sweep(c);
     }
 }
 

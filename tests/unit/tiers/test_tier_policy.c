@@ -339,6 +339,43 @@ static void test_s3fifo_ghost_readmits_to_main(void **state)
     fx_fini(&f);
 }
 
+/* s3fifo's ghost bucket of a key id, as tier_policy_s3fifo.c computes it
+ * (murmur3's finaliser of the fingerprint; CAP 8 gives 8 buckets). */
+static uint32_t s3_bucket(uint32_t id)
+{
+    uint32_t h = (uint32_t)(H(id) >> 32);
+    h = h ? h : 1;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h & 7u;
+}
+
+/* Rule: a ghost entry counts for 3 x capacity insertions, also after its
+ * 16-bit epoch has wrapped: an entry nobody overwrote (its bucket never
+ * chosen again) must not look young 65,536 epochs later. Fails without the
+ * sweep of dead entries. */
+static void test_s3fifo_ghost_entry_does_not_come_back_after_wrap(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fx_init(&f, "s3fifo");
+    admit_as(&f, 0, 10, 0);
+    f.ops->released(f.st, 0); /* remembered at epoch 0 */
+    uint32_t home = s3_bucket(10), id = 1000;
+    for (uint32_t n = 0; n < 65536 + 4; n++) { /* one epoch each (CAP 8) */
+        while (s3_bucket(id) == home)
+            id++;
+        admit_as(&f, 1, id++, 0);
+        f.ops->released(f.st, 1);
+    }
+    admit_as(&f, 2, 10, 0);
+    assert_int_equal(f.ops->position(f.st, 2) >> 32 & 3u, 1u); /* S, not M */
+    fx_fini(&f);
+}
+
 /* Rule: M's oldest block with a use count comes round to M's newest end with
  * the count minus one; the count is capped at 3 however often it is touched. */
 static void test_s3fifo_main_reinserts_with_count_minus_one(void **state)
@@ -522,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_s3fifo_small_queue_first_while_at_target),
         cmocka_unit_test(test_s3fifo_used_small_block_moves_to_main),
         cmocka_unit_test(test_s3fifo_ghost_readmits_to_main),
+        cmocka_unit_test(test_s3fifo_ghost_entry_does_not_come_back_after_wrap),
         cmocka_unit_test(test_s3fifo_main_reinserts_with_count_minus_one),
         cmocka_unit_test(test_s3fifo_non_evictable_passed_over_in_place),
         cmocka_unit_test(test_s3fifo_batch_tail_leaves_first),
