@@ -13,7 +13,8 @@
 # (default traces/synthetic_trace.jsonl; REQUESTS: all); then `kvtier optimize` of the
 # same requests at HOST + NVME and the chain model. KVT_HEAD_OPTS: more keys of the
 # host0 entry (JSON, e.g. '"high_watermark": 0.95, "low_watermark": 0.9');
-# KVT_REPLAY_OPTS: more replay flags (e.g. "--promote-wait 2000"). Prints the replay's report, the
+# KVT_REPLAY_OPTS: more replay flags (e.g. "--promote-wait 2000"); KVT_POLICY: both
+# tiers' replacement policy (default lru; docs/POLICY.md). Prints the replay's report, the
 # scheduler's counters that say where hits went, and one summary line:
 #   chain HOST+NVME PLACEMENT: service X%, lru(N) Y%, chain model Z%
 . "$(dirname "$0")/lib.sh"
@@ -23,13 +24,14 @@ nvme=${2:?usage: chain_hit_rate.sh HOST NVME [PLACEMENT] [TRACE] [REQUESTS]}
 placement=${3:-}
 trace=${4:-$it_trace}
 requests=${5:-}
+policy=${KVT_POLICY:-lru}
 chain='{"name": "default", "tiers": ["host0", "nvme0"]}'
 [ -z "$placement" ] || chain="{\"name\": \"default\", \"tiers\": [\"host0\", \"nvme0\"], \"placement\": \"$placement\"}"
 
 it_write_deployment <<JSON
 {"tiers": [
-  {"name": "host0", "kind": "host", "capacity": $host, "slot_size": "4KiB"${KVT_HEAD_OPTS:+, $KVT_HEAD_OPTS}},
-  {"name": "nvme0", "kind": "nvme", "capacity": $nvme, "slot_size": "4KiB"}],
+  {"name": "host0", "kind": "host", "capacity": $host, "slot_size": "4KiB", "policy": "$policy"${KVT_HEAD_OPTS:+, $KVT_HEAD_OPTS}},
+  {"name": "nvme0", "kind": "nvme", "capacity": $nvme, "slot_size": "4KiB", "policy": "$policy"}],
  "chains": [$chain]}
 JSON
 it_start
@@ -49,7 +51,8 @@ done
 echo
 grep -E '^tier ' "$it_dir/status.txt" || true
 service=$(it_replay_field "$it_dir/replay.txt" 2)
-opt_args=(--no-plot --no-belady --no-arc --no-policies --capacities $((host + nvme)) --chain "$host,$nvme")
+opt_args=(--no-plot --no-belady --no-arc --no-policies --capacities $((host + nvme)) --chain "$host,$nvme"
+  --chain-policy "$policy,$policy")
 [ -z "$placement" ] || opt_args+=(--chain-placement "$placement")
 [ -z "$requests" ] || { head -n "$requests" "$trace" >"$it_dir/trace.jsonl"; trace=$it_dir/trace.jsonl; }
 "$KVTIER_BIN" optimize "$trace" "${opt_args[@]}" >"$it_dir/opt.txt" 2>&1 || cat "$it_dir/opt.txt"
