@@ -13,8 +13,13 @@
  * position memo; restore(slot, memo) puts it back. The engine restores victims
  * in the reverse order of their eviction and changes nothing else in the order
  * in between, so list policies restore the exact position; clock restores the
- * slot and its reference bit but not the hand (documented, and replicated by
- * the differential test's model).
+ * slot and its reference bit but not the hand; s3fifo restores the victim's
+ * queue, count and place but not the picks' moves to M and lowered counts, nor
+ * the ghost's other changes (its epoch, a bucket entry the insertion
+ * overwrote) — it only takes the victim's own fingerprint out again — and a
+ * victim whose older neighbour a later pick moved goes back at S's oldest end
+ * or next to that neighbour in M (each documented in its file, and replicated
+ * by the differential test's model).
  *
  * Registry: built-in policies are always found; tier_policy_register adds up
  * to TIER_POLICY_MAX_EXTRA more (out-of-tree), typically at start-up — the
@@ -68,7 +73,10 @@ typedef struct tier_policy_ops {
                         uint32_t *slot);
     /* The order itself, without changing it: the ordered slots from the next
      * victim towards the newest (clock: from the hand, first the slots without
-     * their reference bit, then those with it). *cursor is 0 to start; each call
+     * their reference bit, then those with it; s3fifo: an approximation, each
+     * queue's untouched blocks before its touched ones, the queue a pick takes
+     * first before the other, without the switch a pick makes when S falls
+     * below its share). *cursor is 0 to start; each call
      * sets *slot and returns true, false at the end. Valid while the order does
      * not change (the engine walks it inside one call). */
     bool (*next_coldest)(const void *st, uint64_t *cursor, uint32_t *slot);

@@ -30,9 +30,9 @@
  * a 16-bit insertion epoch of 3 x capacity / 512 insertions), at least 6 x
  * capacity entries, so that at most half are live: an entry counts while
  * fewer than 3 x capacity insertions have followed it (to an epoch), and a
- * full bucket loses its oldest entry early; each epoch clears the dead
- * entries of a few buckets, so a 16-bit epoch never wraps onto a forgotten
- * entry. Memory: 13 bytes per slot plus G,
+ * full bucket loses its oldest entry early; insertions clear the dead
+ * entries of one bucket in turn, so a 16-bit epoch never wraps onto a
+ * forgotten entry. Memory: 13 bytes per slot plus G,
  * 24 to 48 (tier_policy_s3fifo.state_size). Never allocates. */
 #include "tier_policy.h"
 
@@ -54,15 +54,17 @@ typedef struct {
     uint32_t n[3];         /* blocks per queue (index S_Q_S, S_Q_M) */
     uint32_t newest[3];
     uint32_t oldest[3];
-    uint32_t anchor; /* the block admitted last, S_NONE once it left */
-    uint32_t anchor_batch;
-    uint32_t ghost_mask;  /* buckets - 1 */
-    uint32_t ghost_count; /* insertions into the current epoch */
-    uint32_t ghost_unit;  /* insertions per epoch */
-    uint32_t ghost_life;  /* epochs an entry counts: 3 x capacity insertions */
-    uint32_t ghost_epoch; /* current epoch (16 bits used; ages are differences) */
-    uint32_t ghost_sweep; /* next bucket whose dead entries an epoch clears */
-    uint64_t ghost_off;   /* byte offsets into the state block */
+    uint32_t anchor[3]; /* per queue: the block admitted there last, S_NONE once it left */
+    uint32_t anchor_batch[3];
+    uint32_t ghost_mask;        /* buckets - 1 */
+    uint32_t ghost_count;       /* insertions into the current epoch */
+    uint32_t ghost_unit;        /* insertions per epoch */
+    uint32_t ghost_life;        /* epochs an entry counts: 3 x capacity insertions */
+    uint32_t ghost_epoch;       /* current epoch (16 bits used; ages are differences) */
+    uint32_t ghost_sweep;       /* next bucket whose dead entries are cleared */
+    uint32_t ghost_sweep_count; /* insertions since the last bucket cleared */
+    uint32_t ghost_sweep_every; /* insertions per bucket cleared */
+    uint64_t ghost_off;         /* byte offsets into the state block */
     uint64_t meta_off;
     /* link[2 * slot] = next newer, link[2 * slot + 1] = next older; then
      * fp[capacity], then the ghost buckets, then meta[capacity] */
@@ -133,8 +135,10 @@ static void s_init(void *st, uint32_t capacity)
         c->n[q] = 0;
         c->newest[q] = c->oldest[q] = S_NONE;
     }
-    c->anchor = S_NONE;
-    c->anchor_batch = 0;
+    for (unsigned q = 0; q < 3; q++) {
+        c->anchor[q] = S_NONE;
+        c->anchor_batch[q] = 0;
+    }
     uint64_t buckets = s_buckets(capacity);
     c->ghost_mask = (uint32_t)(buckets - 1);
     /* Rounded up, so that an entry's life fits S_EPOCHS epochs of 16 bits; in
@@ -146,6 +150,9 @@ static void s_init(void *st, uint32_t capacity)
     c->ghost_count = 0;
     c->ghost_epoch = 0;
     c->ghost_sweep = 0;
+    c->ghost_sweep_count = 0;
+    uint64_t every = ((uint64_t)1 << 14) * unit / buckets;
+    c->ghost_sweep_every = every == 0 ? 1 : every > UINT32_MAX ? UINT32_MAX : (uint32_t)every;
     c->ghost_off = s_ghost_offset(capacity);
     c->meta_off = c->ghost_off + buckets * S_WAYS * sizeof(s_ghost_t);
     for (size_t i = 0; i < 2 * (size_t)capacity; i++)
@@ -230,20 +237,20 @@ static uint32_t s_age(const s_s3_t *c, s_ghost_t g)
 }
 
 /* Epochs are 16 bits: an entry left dead and never overwritten would look
- * young again after 65,536 epochs. Each epoch clears the dead entries of the
- * next buckets, every bucket once in 2^14 epochs, long before an entry's age
- * can wrap. O(1): at most one bucket per insertion (small tiers, one
- * insertion an epoch), about one per 30 insertions on large ones. */
+ * young again after 65,536 epochs. One bucket's dead entries are cleared
+ * every ghost_sweep_every insertions, so every bucket once in 2^14 epochs,
+ * long before an entry's age can wrap: O(1), 8 entries looked at, at most
+ * once per insertion (about once per 64 to 128 on large tiers). */
 static void s_ghost_sweep(s_s3_t *c)
 {
-    uint32_t n = (c->ghost_mask >> 14) + 1;
-    for (uint32_t i = 0; i < n; i++) {
-        s_ghost_t *b = s_ghost(c) + (size_t)c->ghost_sweep * S_WAYS;
-        for (unsigned w = 0; w < S_WAYS; w++)
-            if (b[w] != 0 && s_age(c, b[w]) == UINT32_MAX)
-                b[w] = 0;
-        c->ghost_sweep = (c->ghost_sweep + 1) & c->ghost_mask;
-    }
+    if (++c->ghost_sweep_count < c->ghost_sweep_every)
+        return;
+    c->ghost_sweep_count = 0;
+    s_ghost_t *b = s_ghost(c) + (size_t)c->ghost_sweep * S_WAYS;
+    for (unsigned w = 0; w < S_WAYS; w++)
+        if (b[w] != 0 && s_age(c, b[w]) == UINT32_MAX)
+            b[w] = 0;
+    c->ghost_sweep = (c->ghost_sweep + 1) & c->ghost_mask;
 }
 
 static void s_ghost_add(s_s3_t *c, uint32_t fp)
@@ -266,8 +273,8 @@ static void s_ghost_add(s_s3_t *c, uint32_t fp)
     if (++c->ghost_count == c->ghost_unit) {
         c->ghost_count = 0;
         c->ghost_epoch++;
-        s_ghost_sweep(c);
     }
+    s_ghost_sweep(c);
 }
 
 /* true when fp is remembered; the entry is taken out (used once). */
@@ -294,13 +301,15 @@ static void s_admitted_facts(void *st, uint32_t slot, const tier_policy_facts_t 
     unsigned q = s_ghost_take(c, fp) ? S_Q_M : S_Q_S;
     uint8_t *meta = s_meta(c);
     meta[slot] = (uint8_t)q;
-    uint32_t a = c->anchor;
-    if (f->batch != 0 && a != S_NONE && c->anchor_batch == f->batch && s_queue_of(meta[a]) == q)
+    /* One anchor per queue: a batch whose keys split between S and M (some
+     * come back from G) keeps its prefix order in each. */
+    uint32_t a = c->anchor[q];
+    if (f->batch != 0 && a != S_NONE && c->anchor_batch[q] == f->batch && s_queue_of(meta[a]) == q)
         s_insert_newer_than(c, q, slot, S_OLDER(c, a)); /* just older than the head side */
     else
         s_insert_newer_than(c, q, slot, c->newest[q]);
-    c->anchor = slot;
-    c->anchor_batch = f->batch;
+    c->anchor[q] = slot;
+    c->anchor_batch[q] = f->batch;
 }
 
 static void s_touched(void *st, uint32_t slot)
@@ -328,8 +337,9 @@ static void s_released(void *st, uint32_t slot)
         s_ghost_add(c, s_fps(c)[slot]);
     s_unlink(c, q, slot);
     meta[slot] = 0;
-    if (c->anchor == slot)
-        c->anchor = S_NONE;
+    for (unsigned aq = 0; aq < 3; aq++)
+        if (c->anchor[aq] == slot)
+            c->anchor[aq] = S_NONE;
 }
 
 /* memo: the next older slot (bits 0-31), queue (32-33), count (34-35), and

@@ -432,6 +432,24 @@ static void test_s3fifo_non_evictable_passed_over_in_place(void **state)
     fx_fini(&f);
 }
 
+/* Rule: a batch whose keys split between S and M (one came back from the
+ * ghost) keeps its prefix order in each queue: the anchor is per queue, so
+ * the key after the M one still goes just older than the S key before it. */
+static void test_s3fifo_batch_split_by_ghost_keeps_order(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fx_init(&f, "s3fifo");
+    admit_as(&f, 4, 11, 0);
+    f.ops->released(f.st, 4); /* 11 remembered */
+    admit_as(&f, 0, 10, 5);
+    admit_as(&f, 1, 11, 5); /* from the ghost: M */
+    admit_as(&f, 2, 12, 5);
+    admit_as(&f, 3, 13, 5);
+    ORDER(&f, 3, 2, 0, 1); /* S (3 of 8, its target) tail first, then M */
+    fx_fini(&f);
+}
+
 /* Rule: consecutive admissions of one nonzero batch are placed each just
  * older than the one before (a request's tail leaves before its head);
  * batch 0, or another batch, is placed newest. */
@@ -563,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_s3fifo_main_reinserts_with_count_minus_one),
         cmocka_unit_test(test_s3fifo_non_evictable_passed_over_in_place),
         cmocka_unit_test(test_s3fifo_batch_tail_leaves_first),
+        cmocka_unit_test(test_s3fifo_batch_split_by_ghost_keeps_order),
         cmocka_unit_test(test_s3fifo_restore_exact_and_ghost_undone),
         cmocka_unit_test(test_s3fifo_next_coldest_order),
         UNDER_EVERY_POLICY(test_pick_skips_non_evictable),

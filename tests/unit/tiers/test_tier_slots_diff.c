@@ -74,9 +74,9 @@ typedef struct {
 typedef struct {
     uint32_t q[3][MAXCAP], n[3]; /* queue Q_S / Q_M, oldest first */
     uint8_t qof[MAXCAP], cnt[MAXCAP];
-    uint32_t fp[MAXCAP]; /* fingerprint of the block last admitted to the slot */
-    uint32_t anchor, anchor_batch;
-    m_ghost_t g[GHOST_MAX]; /* record of insertion seq at seq % GHOST_MAX */
+    uint32_t fp[MAXCAP];                 /* fingerprint of the block last admitted to the slot */
+    uint32_t anchor[3], anchor_batch[3]; /* per queue: the block admitted there last */
+    m_ghost_t g[GHOST_MAX];              /* record of insertion seq at seq % GHOST_MAX */
     uint64_t gseq;
     uint32_t gmask, target, window;
 } m_s3_t;
@@ -119,7 +119,7 @@ static void m_init(model_t *m, int pol, uint32_t cap, uint32_t max_batch, const 
     for (uint32_t i = 0; i < cap; i++)
         m->fl[i] = i;
     m->nfl = cap;
-    m->s3.anchor = NONE;
+    m->s3.anchor[Q_S] = m->s3.anchor[Q_M] = NONE;
     m->s3.target = cap * 2 / 5 ? cap * 2 / 5 : 1;
     uint32_t buckets = 1;
     while (buckets * GHOST_WAYS < 6 * cap)
@@ -216,13 +216,13 @@ static void s3_admitted(model_t *m, uint32_t i, uint32_t batch)
     c->fp[i] = fp;
     unsigned q = s3_ghost_take(c, fp) ? Q_M : Q_S;
     c->cnt[i] = 0;
-    uint32_t a = c->anchor;
-    if (batch != 0 && a != NONE && c->anchor_batch == batch && c->qof[a] == q)
+    uint32_t a = c->anchor[q];
+    if (batch != 0 && a != NONE && c->anchor_batch[q] == batch && c->qof[a] == q)
         s3_insert_at(c, q, s3_index(c, q, a), i); /* just older than the one before */
     else
         s3_insert_at(c, q, c->n[q], i);
-    c->anchor = i;
-    c->anchor_batch = batch;
+    c->anchor[q] = i;
+    c->anchor_batch[q] = batch;
 }
 
 static m_memo_t s3_released(model_t *m, uint32_t i)
@@ -235,8 +235,9 @@ static m_memo_t s3_released(model_t *m, uint32_t i)
     if (memo.to_ghost)
         s3_ghost_add(c, c->fp[i]);
     s3_remove_at(c, q, k);
-    if (c->anchor == i)
-        c->anchor = NONE;
+    for (unsigned aq = Q_S; aq <= Q_M; aq++)
+        if (c->anchor[aq] == i)
+            c->anchor[aq] = NONE;
     return memo;
 }
 
