@@ -78,6 +78,8 @@ static void s_apply_defaults(sched_config_t *c)
     }
     if (!c->client_idle_ms)
         c->client_idle_ms = 60000;
+    if (!c->max_connections)
+        c->max_connections = c->max_clients + 64;
     if (!c->scan_max)
         c->scan_max = 4096;
     if (!c->delete_delay_ms)
@@ -233,6 +235,9 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
                           "scheduler: max_clients %u (<= 65536) or max_requests_per_client %u "
                           "(<= max_requests %u) too large",
                           c.max_clients, c.max_requests_per_client, c.max_requests);
+    if (c.max_connections > (1u << 20))
+        return s_cfg_fail(err, errlen, "scheduler: max_connections %u above 1 Mi",
+                          c.max_connections);
     if (c.max_pending_deletes > (1u << 24))
         return s_cfg_fail(err, errlen, "scheduler: max_pending_deletes %u above 16 Mi",
                           c.max_pending_deletes);
@@ -842,6 +847,16 @@ static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+/* The meta ROUTER's connection events: closes those past max_connections. */
+static int s_on_watch(zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void)loop;
+    (void)reader;
+    sched_t *self = arg;
+    bus_server_watch(self->server);
+    return 0;
+}
+
 /* ---- construction ---- */
 
 static void s_self_destroy(sched_t **self_p)
@@ -935,6 +950,7 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
         bus_error(S_LOG, "cannot bind the meta endpoint '%s'", self->cfg.endpoint);
         goto out_fail;
     }
+    bus_server_set_max_connections(self->server, self->cfg.max_connections);
     snprintf(self->endpoint, sizeof self->endpoint, "%s", bus_server_endpoint(self->server));
     char iep[SCHED_ENDPOINT_MAX];
     if (self->cfg.internal_endpoint[0])
@@ -979,7 +995,8 @@ static int s_serve(sched_t *self, s_serve_t *sv)
         return -1;
     }
     if (zloop_reader(self->loop, bus_server_sock(self->server), s_on_server, sv) < 0 ||
-        zloop_reader(self->loop, bus_server_sock(self->internal), s_on_internal, sv) < 0)
+        zloop_reader(self->loop, bus_server_sock(self->internal), s_on_internal, sv) < 0 ||
+        zloop_reader(self->loop, bus_server_monitor_sock(self->server), s_on_watch, self) < 0)
         return -1;
     return 0;
 }

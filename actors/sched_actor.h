@@ -156,6 +156,10 @@ typedef struct {
     uint32_t max_clients;             /* 0: 1024 (<= 65536) */
     uint32_t max_requests_per_client; /* 0: max_requests / 4, at least min(max_requests, 1024) */
     uint64_t client_idle_ms;          /* 0: 60 s */
+    /* Meta-plane connections kept open (bus_server_set_max_connections): one
+     * accepted past it is closed at once, so a flood of connections cannot take
+     * the process's descriptors. 0: max_clients + 64 (the CLI, standbys). */
+    uint32_t max_connections;
 
     /* Internal plane (gc, reclaimer; schemas/internal.proto): a second ROUTER
      * served by the same loop. "" = "inproc://sched-internal-<random>" (same

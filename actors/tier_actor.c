@@ -176,6 +176,7 @@ static int s_bind(self_t *self, const tier_actor_config_t *cfg, char *why, size_
                  zmq_strerror(errno));
         return -1;
     }
+    bus_server_set_max_connections(self->server, cfg->max_connections);
     return 0;
 }
 
@@ -268,7 +269,8 @@ static void s_on_requests(self_t *self)
 static void s_run(self_t *self)
 {
     zsock_t *server = bus_server_sock(self->server);
-    zpoller_t *poller = zpoller_new(self->pipe, server, NULL);
+    zsock_t *watch = bus_server_monitor_sock(self->server);
+    zpoller_t *poller = zpoller_new(self->pipe, server, watch, NULL);
     if (!poller) {
         bus_error(S_LOG, "tier %s: no poller; stopping", self->name);
         return;
@@ -282,6 +284,8 @@ static void s_run(self_t *self)
             s_on_pipe(self);
         else if (which == server)
             s_on_requests(self);
+        else if (which == watch)
+            bus_server_watch(self->server); /* the bound on connections */
         else if (!which && zpoller_terminated(poller) && errno == ETERM)
             break; /* the context is gone; EINTR (a signal) is not a reason to stop */
         /* Copy replies are taken on every wake-up, so a busy server cannot starve them. */

@@ -136,6 +136,9 @@ typedef struct {
     uint32_t max_slots;     /* per request; 0: default; at most BUS_MAX_ARRAY */
     uint64_t max_bytes;     /* payload bytes per request; 0: default */
     uint32_t max_instances; /* instance id strings remembered; 0: default */
+    /* connections the ROUTER keeps open; one accepted past it is closed at once
+     * (bus_server_set_max_connections); 0: BUS_MAX_CONNECTIONS */
+    uint32_t max_connections;
     /* mapped tiers (host): recompute each block's checksum at PutHeader(SERVING) and refuse a
      * mismatch (CONFLICT). Costs one pass over the bytes; off by default. */
     bool verify_put;

@@ -5,10 +5,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <zmq.h>
 
 #include "bus_curve.h"
@@ -21,11 +24,36 @@
 
 struct bus_server {
     zsock_t *sock;
+    zsock_t *mon; /* PAIR: the ROUTER's accepted / disconnected events */
     char name[64];
     char endpoint[256];
+    uint32_t max_connections;
     bus_server_stats_t stats;
     kvtier_Envelope scratch; /* error replies */
 };
+
+/* Sets up the monitor before the bind, so that no accepted connection is missed. */
+static int s_monitor_new(bus_server_t *self)
+{
+    /* a name never used twice in the process: libzmq releases an inproc name only
+     * when its socket is reaped, after the server that used it may be gone */
+    static _Atomic uint64_t next;
+    char ep[96];
+    snprintf(ep, sizeof ep, "inproc://bus-server-mon-%" PRIu64, ++next);
+    if (zmq_socket_monitor(zsock_resolve(self->sock), ep,
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) < 0)
+        return -1;
+    self->mon = zsock_new(ZMQ_PAIR);
+    if (!self->mon)
+        return -1;
+    /* no high-water mark: libzmq drops events it cannot queue, and a lost
+     * disconnect would leave the count high for good */
+    zsock_set_rcvhwm(self->mon, 0);
+    if (zsock_connect(self->mon, "%s", ep) < 0)
+        return -1;
+    zsock_set_rcvtimeo(self->mon, 0);
+    return 0;
+}
 
 bus_server_t *bus_server_new(const char *endpoint, const char *name)
 {
@@ -46,6 +74,12 @@ bus_server_t *bus_server_new_bounded(const char *endpoint, const char *name, uin
     zsock_set_rcvtimeo(self->sock, 0);
     /* before the bind: libzmq applies it to the connections it accepts from then on */
     zsock_set_maxmsgsize(self->sock, max_frame > INT32_MAX ? INT32_MAX : (int)max_frame);
+    self->max_connections = BUS_MAX_CONNECTIONS;
+    if (s_monitor_new(self) < 0) {
+        bus_error("bus", "server %s: cannot watch its connections: %s", self->name,
+                  zmq_strerror(errno));
+        goto out_fail;
+    }
     char why[256];
     if (bus_curve_bind_setup(self->sock, endpoint, why, sizeof why) < 0) {
         bus_error("bus", "server %s: %s", self->name, why);
@@ -75,6 +109,9 @@ void bus_server_destroy(bus_server_t **self_p)
     if (!self_p || !*self_p)
         return;
     bus_server_t *self = *self_p;
+    if (self->sock && self->mon)
+        (void)zmq_socket_monitor(zsock_resolve(self->sock), NULL, 0);
+    zsock_destroy(&self->mon);
     zsock_destroy(&self->sock);
     free(self);
     *self_p = NULL;
@@ -165,6 +202,7 @@ static void s_reject(bus_server_t *self, const zframe_t *routing_id, zmsg_t *msg
 int bus_server_recv(bus_server_t *self, int wait_ms, bus_request_t *req, bus_arrays_t *arr)
 {
     bus_request_reset(req);
+    bus_server_watch(self);
     if (wait_ms != 0) {
         zmq_pollitem_t item = {zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0};
         int r = zmq_poll(&item, 1, wait_ms < 0 ? -1 : (long)wait_ms);
@@ -197,4 +235,93 @@ int bus_server_recv(bus_server_t *self, int wait_ms, bus_request_t *req, bus_arr
 void bus_server_stats(bus_server_t *self, bus_server_stats_t *stats)
 {
     *stats = self->stats;
+}
+
+void bus_server_set_max_connections(bus_server_t *self, uint32_t max)
+{
+    self->max_connections = max ? max : BUS_MAX_CONNECTIONS;
+}
+
+zsock_t *bus_server_monitor_sock(bus_server_t *self)
+{
+    return self->mon;
+}
+
+/* Is fd still a connection accepted on our endpoint? libzmq may have closed it
+ * (its disconnected event is then queued behind) and the number may already name
+ * another descriptor of this process: only a stream socket whose local address is
+ * our listener's is shut down. */
+static bool s_fd_is_ours(const bus_server_t *self, int fd)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+        return false;
+    const char *ep = self->endpoint;
+    if (sa.ss_family == AF_UNIX) {
+        const struct sockaddr_un *un = (const struct sockaddr_un *)&sa;
+        return strncmp(ep, "ipc://", 6) == 0 && strcmp(un->sun_path, ep + 6) == 0;
+    }
+    const char *colon = strrchr(ep, ':');
+    if (strncmp(ep, "tcp://", 6) != 0 || !colon)
+        return false;
+    long port = strtol(colon + 1, NULL, 10);
+    if (sa.ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)&sa)->sin_port) == port;
+    if (sa.ss_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)&sa)->sin6_port) == port;
+    return false;
+}
+
+static void s_refuse(bus_server_t *self, int fd)
+{
+    if (!s_fd_is_ours(self, fd))
+        return;
+    (void)shutdown(fd, SHUT_RDWR); /* libzmq sees the end and closes it */
+    self->stats.connections_refused++;
+    if (self->stats.connections_refused <= S_WARN_FIRST ||
+        self->stats.connections_refused % 1000 == 0)
+        bus_warn("bus",
+                 "server %s: connection #%" PRIu64 " refused: %" PRIu64
+                 " are open, the bound is %u (max_connections)",
+                 self->name, self->stats.connections_refused, self->stats.connections - 1,
+                 self->max_connections);
+}
+
+void bus_server_watch(bus_server_t *self)
+{
+    if (!self->mon)
+        return;
+    void *mon = zsock_resolve(self->mon);
+    for (;;) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            const uint8_t *d = zmq_msg_data(&ev);
+            memcpy(&event, d, sizeof event);
+            memcpy(&value, d + 2, sizeof value);
+        }
+        bool more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        while (more) { /* the endpoint frame */
+            zmq_msg_t part;
+            zmq_msg_init(&part);
+            int r = zmq_msg_recv(&part, mon, ZMQ_DONTWAIT);
+            more = r >= 0 && zmq_msg_more(&part);
+            zmq_msg_close(&part);
+        }
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            self->stats.connections++;
+            if (self->stats.connections > self->max_connections)
+                s_refuse(self, (int)value);
+        } else if (event == ZMQ_EVENT_DISCONNECTED && self->stats.connections > 0) {
+            self->stats.connections--;
+        }
+    }
 }

@@ -18,7 +18,12 @@ typedef struct {
     uint64_t rejected; /* answered INVALID_ARGUMENT by the server itself */
     uint64_t replies;  /* replies sent (including rejections) */
     uint64_t send_failures;
+    uint64_t connections;         /* connections open now (accepted, not yet gone) */
+    uint64_t connections_refused; /* accepted past the bound and closed at once */
 } bus_server_stats_t;
+
+/* Connections a server keeps open by default (bus_server_set_max_connections). */
+#define BUS_MAX_CONNECTIONS 1024u
 
 /* A received request. Reuse one (it embeds a whole Envelope); bus_server_recv
  * resets it first. To answer later, keep zframe_dup(routing_id). */
@@ -70,5 +75,23 @@ int bus_server_reply_error(bus_server_t *self, const zframe_t *routing_id, uint6
     __attribute__((format(printf, 5, 6)));
 
 void bus_server_stats(bus_server_t *self, bus_server_stats_t *stats);
+
+/* The bound on connections (issue 12 §3). libzmq accepts every connection and
+ * has no cap of its own, so a server watches its ROUTER's accepted and
+ * disconnected events (a socket monitor set before the bind) and closes, at once,
+ * each connection accepted while `max` others are open: the peer sees its
+ * connection drop (a ZeroMQ peer reconnects by itself and is refused again while
+ * the server stays full); the first refusals and every 1000th are logged. The
+ * bound keeps file descriptors and libzmq's per-connection buffers bounded under a
+ * flood of connections; it does not tell a legitimate client from a hostile one.
+ * max 0: BUS_MAX_CONNECTIONS (the default of every server). */
+void bus_server_set_max_connections(bus_server_t *self, uint32_t max);
+
+/* The monitor socket to poll beside bus_server_sock: when it is readable, call
+ * bus_server_watch, which reads every pending event and closes connections past
+ * the bound. bus_server_recv also calls it, so a busy server keeps the count
+ * without polling it; an idle one that must stay bounded polls it. */
+zsock_t *bus_server_monitor_sock(bus_server_t *self);
+void bus_server_watch(bus_server_t *self);
 
 #endif

@@ -246,6 +246,7 @@ static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, 
                                        "max_clients",
                                        "max_requests_per_client",
                                        "client_idle",
+                                       "max_connections",
                                        NULL};
     bus_config_node_t co;
     int rc = bus_config_get_object(root, "coordinator", 32, &co, err, errlen);
@@ -279,6 +280,8 @@ static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, 
                               c->max_requests);
     if (rc == 0 && bus_config_has(&co, "client_idle"))
         rc = s_duration(&co, "client_idle", 1, &c->client_idle_ms, err, errlen);
+    if (rc == 0 && bus_config_has(&co, "max_connections"))
+        rc = s_u32(&co, "max_connections", 1u << 20, &c->max_connections, err, errlen);
     if (rc == 0)
         rc = s_metrics_addr(&co, "metrics", "127.0.0.1:0", c->metrics, sizeof c->metrics, err,
                             errlen);
@@ -301,9 +304,11 @@ static int s_policy_error(const bus_config_node_t *tn, const char *name, char *e
 }
 
 /* The keys of a tier entry read here; every other key goes to the backend. */
-static const char *const s_tier_keys[] = {"name",      "kind",    "plugin",         "endpoint",
-                                          "capacity",  "policy",  "high_watermark", "low_watermark",
-                                          "slot_size", "metrics", "reclaim",        NULL};
+static const char *const s_tier_keys[] = {
+    "name",      "kind",    "plugin",         "endpoint",
+    "capacity",  "policy",  "high_watermark", "low_watermark",
+    "slot_size", "metrics", "reclaim",        "max_connections",
+    NULL};
 
 static bool s_generic_key(const char *key)
 {
@@ -525,6 +530,8 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
     if (rc == 0)
         rc = s_metrics_addr(tn, "metrics", "127.0.0.1:0", t->metrics, sizeof t->metrics, err,
                             errlen);
+    if (rc == 0 && bus_config_has(tn, "max_connections"))
+        rc = s_u32(tn, "max_connections", 1u << 20, &t->max_connections, err, errlen);
     if (rc == 0)
         rc = s_read_backend(tn, c, ops, t, err, errlen);
     return rc;

@@ -47,6 +47,7 @@ typedef struct {
     char kind_name[COORD_TIER_KIND_MAX]; /* a registered kind (tiers/tier.h): "host", "nvme"... */
     char plugin[COORD_PATH_MAX];         /* "plugin": the shared object the kind comes from */
     char endpoint[BUS_ENDPOINT_MAX];     /* where the tier actor binds (tier plane) */
+    uint32_t max_connections;            /* "max_connections": tier-plane connections; 0: 1024 */
     char metrics[METRICS_HTTP_ADDR_MAX]; /* "metrics": the tier process's HTTP address
                                             ("127.0.0.1:0" default: the kernel picks, advertised
                                             in its etcd record); "" = none */
@@ -147,7 +148,8 @@ typedef struct {
     uint32_t max_clients;     /* "max_clients": active meta-plane clients; 0: 1024 */
     uint32_t max_requests_per_client; /* open requests per client; 0: max_requests / 4 */
     uint64_t client_idle_ms;          /* "client_idle": a client's place is given up; 0: 60 s */
-    uint32_t max_instances;           /* registered instances */
+    uint32_t max_connections; /* "max_connections": meta-plane connections; 0: max_clients + 64 */
+    uint32_t max_instances;   /* registered instances */
     uint64_t tier_timeout_ms;
     char metrics[METRICS_HTTP_ADDR_MAX]; /* "coordinator.metrics": HTTP "IPV4:PORT", "" = off */
 

@@ -166,6 +166,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     sc->max_clients = c->max_clients;
     sc->max_requests_per_client = c->max_requests_per_client;
     sc->client_idle_ms = c->client_idle_ms;
+    sc->max_connections = c->max_connections;
     sc->max_instances = c->max_instances;
     sc->delete_delay_ms = c->reclaim_delete_delay_ms;
     sc->max_pending_deletes = c->reclaim_max_pending;

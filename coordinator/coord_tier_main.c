@@ -109,6 +109,7 @@ static int s_start_actor(s_proc_t *p)
     const coord_tier_config_t *t = p->tier;
     tier_actor_config_t ac = {.tier_id = t->id,
                               .endpoint = t->endpoint,
+                              .max_connections = t->max_connections,
                               .tier = t->backend,
                               .secret = p->secret,
                               .cluster = p->cfg.cluster,
