@@ -400,13 +400,39 @@ static void s_payload_release(self_t *self, uint32_t nframes)
             self->payload[f].free_fn((void *)self->payload[f].data, self->payload[f].hint);
 }
 
+/* A block whose bytes failed verify_reads is dropped like a damaged nvme block
+ * (issue 12 §4: it leaves the index at once) when the bytes in memory themselves
+ * fail (not only the copy that was to be sent) and the header is still the one
+ * the read began with (SERVING, the same checksum): a header that changed
+ * meanwhile belongs to another write and is left alone. */
+static bool s_drop_damaged(self_t *self, uint64_t slot, uint64_t sum)
+{
+    tier_slot_header_t h;
+    uint8_t *data = tier_slot_data(self->tier, slot);
+    if (!data || tier_get_header(self->tier, slot, &h) < 0 || h.state != TIER_SLOT_SERVING ||
+        h.checksum != sum || h.size > self->tier->cfg.slot_size)
+        return false;
+    struct iovec whole = {data, h.size};
+    if (tier_checksum(&whole, 1) == sum)
+        return false; /* the block is whole: what failed was the copy */
+    tier_slot_header_t empty = {0};
+    if (tier_put_header(self->tier, slot, &empty) < 0)
+        return false;
+    tier_actor_notice_dropped(self, slot, h.key.b,
+                              "read: the bytes in memory failed their checksum (verify_reads)");
+    return true;
+}
+
 /* verify_reads, for a backend that does not verify its own reads: the frames of
- * each slot hash to its header's checksum (0: none known), else nothing is sent. */
+ * each slot hash to its header's checksum (0: none known), else nothing is sent
+ * and the damaged block is dropped. */
 static int s_read_verify(self_t *self, uint32_t segs, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     struct iovec iov[TIER_MAX_IOV];
-    for (uint32_t i = 0; i < a->slots.n; i++) {
+    uint32_t failed = 0, dropped = 0, first = 0;
+    uint64_t first_sum = 0;
+    for (uint32_t i = 0; i < a->slots.n; i++) { /* every block: each damaged one is dropped */
         for (uint32_t s = 0; s < segs; s++)
             iov[s] = (struct iovec){(void *)self->payload[i * segs + s].data,
                                     self->payload[i * segs + s].size};
@@ -414,12 +440,20 @@ static int s_read_verify(self_t *self, uint32_t segs, kvtier_Status *st)
         if (self->block_sum[i] == 0 || sum == self->block_sum[i])
             continue;
         self->stats.checksum_failures++;
-        return tier_actor_fail(self, st, S_INTERNAL,
-                               "slot %" PRIu64 " failed its checksum on read (header %016" PRIx64
-                               ", bytes %016" PRIx64 "): nothing was sent",
-                               a->slots.v[i], self->block_sum[i], sum);
+        if (failed++ == 0) {
+            first = i;
+            first_sum = sum;
+        }
+        dropped += s_drop_damaged(self, a->slots.v[i], self->block_sum[i]);
     }
-    return 0;
+    if (!failed)
+        return 0;
+    return tier_actor_fail(self, st, S_INTERNAL,
+                           "slot %" PRIu64 " failed its checksum on read (header %016" PRIx64
+                           ", bytes %016" PRIx64 "), %u of %u blocks in all: nothing was sent; "
+                           "%u damaged in memory and dropped",
+                           a->slots.v[first], self->block_sum[first], first_sum, failed,
+                           (unsigned)a->slots.n, dropped);
 }
 
 void tier_actor_rbuf_unref(void *data, void *hint)
