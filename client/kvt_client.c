@@ -138,7 +138,7 @@ static int s_options_curve(kvt_client_t *c, const kvt_options_t *o)
 static int s_options(kvt_client_t *c, const kvt_options_t *o)
 {
     const char *W = "kvt_connect";
-    char why[160];
+    char why[600];
     bool have_coord = o->coordinators && o->coordinators[0];
     bool have_etcd = o->etcd_endpoints && o->etcd_endpoints[0];
     if (!have_coord && !have_etcd)
@@ -174,6 +174,25 @@ static int s_options(kvt_client_t *c, const kvt_options_t *o)
                 return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
                                  "etcd_endpoints: '%s' is not an http:// or https:// URL",
                                  c->etcd_urls[i]);
+    }
+    const char *tls[3] = {o->etcd_ca_file, o->etcd_cert_file, o->etcd_key_file};
+    char *const dst[3] = {c->etcd_ca, c->etcd_cert, c->etcd_key};
+    for (int i = 0; i < 3; i++) {
+        if (!tls[i] || !tls[i][0])
+            continue;
+        if (strlen(tls[i]) >= COORD_ETCD_TLS_PATH_MAX)
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "etcd %s file: path longer than %d bytes",
+                             i == 0   ? "ca"
+                             : i == 1 ? "cert"
+                                      : "key",
+                             COORD_ETCD_TLS_PATH_MAX - 1);
+        snprintf(dst[i], COORD_ETCD_TLS_PATH_MAX, "%s", tls[i]);
+        c->etcd_tls_set = true;
+    }
+    if (c->etcd_tls_set) {
+        coord_etcd_tls_t t = {c->etcd_ca, c->etcd_cert, c->etcd_key};
+        if (coord_etcd_tls_check(&t, why, sizeof why) < 0)
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "%s", why);
     }
     const char *cluster = o->cluster && o->cluster[0] ? o->cluster : "kvtier";
     if (!s_cluster_name_ok(cluster))
@@ -436,10 +455,12 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
         const char *urls[COORD_ETCD_MAX_ENDPOINTS];
         for (uint32_t i = 0; i < c->n_etcd; i++)
             urls[i] = c->etcd_urls[i];
+        coord_etcd_tls_t tls = {c->etcd_ca, c->etcd_cert, c->etcd_key};
         coord_etcd_config_t ecfg = {.endpoints = urls,
                                     .n_endpoints = c->n_etcd,
                                     .timeout_ms = (int)c->timeout_ms,
-                                    .max_response = 64 * 1024};
+                                    .max_response = 64 * 1024,
+                                    .tls = c->etcd_tls_set ? &tls : NULL};
         c->etcd = coord_etcd_new(&ecfg);
         if (!c->etcd)
             return kvti_fail(c, KVT_INVALID_ARGUMENT, "kvt_connect",

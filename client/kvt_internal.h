@@ -80,6 +80,10 @@ struct kvt_client {
     uint32_t n_coordinators;
     char etcd_urls[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
     uint32_t n_etcd;
+    /* kvt_options etcd_*_file ("" = not set); etcd_tls_set: any of them given */
+    char etcd_ca[COORD_ETCD_TLS_PATH_MAX], etcd_cert[COORD_ETCD_TLS_PATH_MAX],
+        etcd_key[COORD_ETCD_TLS_PATH_MAX];
+    bool etcd_tls_set;
     char cluster[64];
     char name[64];
     uint32_t timeout_ms;

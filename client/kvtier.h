@@ -116,6 +116,15 @@ typedef struct kvt_options {
                                      it, mode 0600), made by kvtier keygen */
     const char *curve_server_key; /* the deployment's server public key: a file
                                      ("keys/server.key") or its 40 Z85 characters */
+    /* TLS towards etcd (https:// etcd_endpoints, a deployment with etcd.tls): PEM
+     * files of the CA that signed etcd's certificate (NULL: the system's store) and
+     * of this client's certificate and key (etcd --client-cert-auth: both or
+     * neither). Checked at kvt_connect: INVALID_ARGUMENT naming an unreadable file
+     * or a certificate without its key. This handle's own: other handles and the
+     * process are not affected. */
+    const char *etcd_ca_file;
+    const char *etcd_cert_file;
+    const char *etcd_key_file;
 } kvt_options_t;
 
 /* Finds the leader and returns a handle, or NULL with a message in err. With

@@ -23,6 +23,13 @@
 #include "coord_base64.h"
 #include "coord_etcd_json.h"
 
+/* TLS files of a handle or of the process; "" = not set. */
+typedef struct {
+    char ca[COORD_ETCD_TLS_PATH_MAX];
+    char cert[COORD_ETCD_TLS_PATH_MAX];
+    char key[COORD_ETCD_TLS_PATH_MAX];
+} s_tls_files_t;
+
 struct coord_etcd {
     char endpoints[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
     size_t n_endpoints;
@@ -33,6 +40,7 @@ struct coord_etcd {
     size_t range_limit;
     CURL *curl;
     struct curl_slist *headers;
+    s_tls_files_t tls;
     char *resp; /* answer of the current call, NUL-terminated */
     size_t resp_len;
     size_t resp_cap;
@@ -171,11 +179,7 @@ static size_t s_write_cb(char *data, size_t size, size_t nmemb, void *arg)
 }
 
 /* The process's TLS files (coord_etcd_set_tls); "" = not set. */
-static struct {
-    char ca[COORD_ETCD_TLS_PATH_MAX];
-    char cert[COORD_ETCD_TLS_PATH_MAX];
-    char key[COORD_ETCD_TLS_PATH_MAX];
-} s_tls;
+static s_tls_files_t s_tls;
 
 static int s_tls_file(const char *what, const char *file, char *out, char *err, size_t errlen)
 {
@@ -195,31 +199,55 @@ static int s_tls_file(const char *what, const char *file, char *out, char *err, 
     return 0;
 }
 
-int coord_etcd_set_tls(const coord_etcd_tls_t *tls, char *err, size_t errlen)
+/* Checks tls and copies it into out (all "" on failure). */
+static int s_tls_set(s_tls_files_t *out, const coord_etcd_tls_t *tls, char *err, size_t errlen)
 {
     bool cert = tls && tls->cert_file && tls->cert_file[0];
     bool key = tls && tls->key_file && tls->key_file[0];
     if (cert != key) {
         snprintf(err, errlen, "etcd tls: a client certificate needs its key (%s is missing)",
                  cert ? "key" : "cert");
+        out->ca[0] = out->cert[0] = out->key[0] = '\0';
         return -EINVAL;
     }
-    if (s_tls_file("ca", tls ? tls->ca_file : NULL, s_tls.ca, err, errlen) < 0 ||
-        s_tls_file("cert", tls ? tls->cert_file : NULL, s_tls.cert, err, errlen) < 0 ||
-        s_tls_file("key", tls ? tls->key_file : NULL, s_tls.key, err, errlen) < 0) {
-        s_tls.ca[0] = s_tls.cert[0] = s_tls.key[0] = '\0';
+    if (s_tls_file("ca", tls ? tls->ca_file : NULL, out->ca, err, errlen) < 0 ||
+        s_tls_file("cert", tls ? tls->cert_file : NULL, out->cert, err, errlen) < 0 ||
+        s_tls_file("key", tls ? tls->key_file : NULL, out->key, err, errlen) < 0) {
+        out->ca[0] = out->cert[0] = out->key[0] = '\0';
         return -EINVAL;
     }
     return 0;
 }
 
-static void s_apply_tls(CURL *c)
+int coord_etcd_set_tls(const coord_etcd_tls_t *tls, char *err, size_t errlen)
 {
-    if (s_tls.ca[0])
-        curl_easy_setopt(c, CURLOPT_CAINFO, s_tls.ca);
-    if (s_tls.cert[0]) {
-        curl_easy_setopt(c, CURLOPT_SSLCERT, s_tls.cert);
-        curl_easy_setopt(c, CURLOPT_SSLKEY, s_tls.key);
+    return s_tls_set(&s_tls, tls, err, errlen);
+}
+
+int coord_etcd_tls_check(const coord_etcd_tls_t *tls, char *err, size_t errlen)
+{
+    s_tls_files_t scratch;
+    return s_tls_set(&scratch, tls, err, errlen);
+}
+
+/* A handle's files: its own (cfg->tls, checked) or the process's. */
+static int s_tls_pick(const coord_etcd_config_t *cfg, s_tls_files_t *out)
+{
+    if (!cfg->tls) {
+        *out = s_tls;
+        return 0;
+    }
+    char err[COORD_ETCD_ERR_MAX];
+    return s_tls_set(out, cfg->tls, err, sizeof err);
+}
+
+static void s_apply_tls(CURL *c, const s_tls_files_t *tls)
+{
+    if (tls->ca[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, tls->ca);
+    if (tls->cert[0]) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, tls->cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, tls->key);
     }
 }
 
@@ -230,7 +258,7 @@ coord_etcd_t *coord_etcd_new(const coord_etcd_config_t *cfg)
     coord_etcd_t *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    if (s_copy_endpoints(cfg, e->endpoints, &e->n_endpoints) < 0)
+    if (s_copy_endpoints(cfg, e->endpoints, &e->n_endpoints) < 0 || s_tls_pick(cfg, &e->tls) < 0)
         goto out_free;
     e->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : COORD_ETCD_TIMEOUT_MS_DEFAULT;
     e->connect_timeout_ms =
@@ -250,7 +278,7 @@ coord_etcd_t *coord_etcd_new(const coord_etcd_config_t *cfg)
     }
     e->headers = h2;
     curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->headers);
-    s_apply_tls(e->curl);
+    s_apply_tls(e->curl, &e->tls);
     curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e->curl, CURLOPT_PROXY, ""); /* ignore http_proxy for etcd */
     curl_easy_setopt(e->curl, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -886,6 +914,7 @@ struct coord_etcd_watch {
     CURLM *multi;
     CURL *curl;
     struct curl_slist *headers;
+    s_tls_files_t tls;
     pthread_t thread;
     atomic_bool stop;
     coord_linebuf_t lines;
@@ -1125,7 +1154,7 @@ static int s_watch_setup_curl(coord_etcd_watch_t *w)
     if (!w->multi || !w->curl || !w->headers)
         return -ENOMEM;
     curl_easy_setopt(w->curl, CURLOPT_HTTPHEADER, w->headers);
-    s_apply_tls(w->curl);
+    s_apply_tls(w->curl, &w->tls);
     curl_easy_setopt(w->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(w->curl, CURLOPT_PROXY, "");
     curl_easy_setopt(w->curl, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -1156,7 +1185,7 @@ coord_etcd_watch_t *coord_etcd_watch_new(const coord_etcd_config_t *cfg,
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
     atomic_init(&w->stop, false);
-    if (s_copy_endpoints(cfg, w->endpoints, &w->n_endpoints) < 0)
+    if (s_copy_endpoints(cfg, w->endpoints, &w->n_endpoints) < 0 || s_tls_pick(cfg, &w->tls) < 0)
         goto out_free;
     w->connect_timeout_ms =
         cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : COORD_ETCD_CONNECT_MS_DEFAULT;

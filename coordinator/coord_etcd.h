@@ -50,6 +50,19 @@
 #define COORD_ETCD_RANGE_LIMIT_DEFAULT 1024        /* keys per range call when none given */
 #define COORD_ETCD_ERR_MAX 512                     /* bytes of the last-error message */
 
+/* TLS towards etcd (https:// endpoints; docs/SECURITY.md "etcd"): the CA that signed
+ * etcd's certificate (NULL: the system's store) and this process's client
+ * certificate and key (etcd --client-cert-auth; NULL: none), PEM files. Process-wide:
+ * set on the main thread before any handle or watch is made; those made after use it.
+ * 0, or -EINVAL with err naming the file that cannot be read, or a cert without its key. */
+#define COORD_ETCD_TLS_PATH_MAX 256 /* bytes of a TLS file path, NUL included */
+
+typedef struct {
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+} coord_etcd_tls_t;
+
 typedef struct {
     const char *const *endpoints; /* "http://host:port" each; tried in order */
     size_t n_endpoints;           /* 1..COORD_ETCD_MAX_ENDPOINTS */
@@ -57,6 +70,9 @@ typedef struct {
     int connect_timeout_ms;       /* per endpoint attempt; 0: COORD_ETCD_CONNECT_MS_DEFAULT */
     size_t max_response;          /* bytes; 0: COORD_ETCD_MAX_RESPONSE_DEFAULT */
     size_t range_limit;           /* 0: COORD_ETCD_RANGE_LIMIT_DEFAULT */
+    /* this handle's TLS files, checked as coord_etcd_set_tls checks them (a bad one:
+     * coord_etcd_new / coord_etcd_watch_new return NULL); NULL: the process's */
+    const coord_etcd_tls_t *tls;
 } coord_etcd_config_t;
 
 typedef struct coord_etcd coord_etcd_t;
@@ -83,20 +99,11 @@ typedef struct {
     int64_t lease;
 } coord_etcd_meta_t;
 
-/* TLS towards etcd (https:// endpoints; docs/SECURITY.md "etcd"): the CA that signed
- * etcd's certificate (NULL: the system's store) and this process's client
- * certificate and key (etcd --client-cert-auth; NULL: none), PEM files. Process-wide:
- * set on the main thread before any handle or watch is made; those made after use it.
- * 0, or -EINVAL with err naming the file that cannot be read, or a cert without its key. */
-#define COORD_ETCD_TLS_PATH_MAX 256 /* bytes of a TLS file path, NUL included */
-
-typedef struct {
-    const char *ca_file;
-    const char *cert_file;
-    const char *key_file;
-} coord_etcd_tls_t;
-
 int coord_etcd_set_tls(const coord_etcd_tls_t *tls, char *err, size_t errlen);
+
+/* The same checks without setting anything (a handle's own files, before
+ * coord_etcd_config_t.tls names them). */
+int coord_etcd_tls_check(const coord_etcd_tls_t *tls, char *err, size_t errlen);
 
 /* Returns NULL on a bad config (no or too many endpoints, an endpoint too long)
  * or when out of memory. Endpoints are copied. */

@@ -6,7 +6,7 @@
 # deploy/supervise: the coordinator is elected and the tier registers through etcd
 # over TLS (ready); a block goes in and out; `kvtier status` finds the leader through
 # etcd with -c (the file's certificates) and fails, naming the TLS problem, without
-# them; a deployment with a certificate but no key is refused naming the key.
+# them; so does libkvtier with its own files (kvt_options etcd_*_file); a deployment with a certificate but no key is refused naming the key.
 . "$(dirname "$0")/lib.sh"
 
 pki=$it_dir/pki
@@ -71,6 +71,38 @@ fi
 grep -Eiq 'ssl|tls|certificate' "$it_dir/nocert.txt" ||
   it_fail "the failure does not name TLS: $(cat "$it_dir/nocert.txt")"
 it_log "status through etcd: works with the file's certificates, refused without"
+
+# libkvtier finds the leader through etcd over TLS with its own files (kvt_options
+# etcd_*_file, the Python binding's etcd_*_file): works with them, refused without a
+# certificate (the error names TLS), and a certificate without its key or an
+# unreadable file is INVALID_ARGUMENT at connect, naming it
+it_python - "$url" "$it_name" "$pki" >"$it_dir/client.txt" 2>&1 <<'PY' ||
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "client", "python"))
+import kvtier
+url, cluster, pki = sys.argv[1:]
+files = dict(etcd_ca_file=pki + "/ca.crt", etcd_cert_file=pki + "/client.crt",
+             etcd_key_file=pki + "/client.key")
+with kvtier.Client(etcd_endpoints=url, cluster=cluster, name="tls-client", **files) as c:
+    c.register_instance("tls", 16, 64 << 10)
+    c.lookup("tls", [b"\x01" * 16])
+    print("discovered through etcd over TLS:", c.cluster_info()["leader_endpoint"])
+def refused(why, **kw):
+    try:
+        kvtier.Client(etcd_endpoints=url, cluster=cluster, timeout_ms=2000, **kw).close()
+    except kvtier.KvtError as e:
+        print("refused (%s): %s" % (why, e))
+        return e
+    sys.exit("connected " + why)
+e = refused("no certificate", etcd_ca_file=pki + "/ca.crt")
+assert any(w in str(e).lower() for w in ("ssl", "tls", "certificate")), e
+e = refused("cert without key", etcd_ca_file=pki + "/ca.crt", etcd_cert_file=pki + "/client.crt")
+assert e.code == kvtier.INVALID_ARGUMENT and "key" in str(e), e
+e = refused("unreadable ca", etcd_ca_file=pki + "/missing.crt")
+assert e.code == kvtier.INVALID_ARGUMENT and "missing.crt" in str(e), e
+PY
+  it_fail "libkvtier through etcd over TLS: $(cat "$it_dir/client.txt")"
+it_log "$(cat "$it_dir/client.txt")"
 
 /usr/bin/python3 - "$it_dir/deployment.json" "$it_dir/bad.json" <<'PY'
 import json, sys
