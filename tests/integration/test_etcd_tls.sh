@@ -74,7 +74,7 @@ it_log "status through etcd: works with the file's certificates, refused without
 
 # libkvtier finds the leader through etcd over TLS with its own files (kvt_options
 # etcd_*_file, the Python binding's etcd_*_file): works with them, refused without a
-# certificate (the error names TLS), and a certificate without its key or an
+# certificate (UNAVAILABLE naming etcd), and a certificate without its key or an
 # unreadable file is INVALID_ARGUMENT at connect, naming it
 it_python - "$url" "$it_name" "$pki" >"$it_dir/client.txt" 2>&1 <<'PY' ||
 import os, sys
@@ -95,7 +95,8 @@ def refused(why, **kw):
         return e
     sys.exit("connected " + why)
 e = refused("no certificate", etcd_ca_file=pki + "/ca.crt")
-assert any(w in str(e).lower() for w in ("ssl", "tls", "certificate")), e
+# etcd drops the handshake: OpenSSL's alert, or (TLS 1.3) a connection closed under it
+assert e.code == kvtier.UNAVAILABLE and "etcd https://" in str(e), e
 e = refused("cert without key", etcd_ca_file=pki + "/ca.crt", etcd_cert_file=pki + "/client.crt")
 assert e.code == kvtier.INVALID_ARGUMENT and "key" in str(e), e
 e = refused("unreadable ca", etcd_ca_file=pki + "/missing.crt")
