@@ -312,31 +312,39 @@ void sched_keys_load(sched_call_t *call, uint32_t n)
 
 /* Looks key up on tier t: 0 and *slot for a live SERVING block. An expired one is
  * removed by the engine; its header is deleted on the tier. */
-static int s_tier_lookup(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
-                         int64_t now, uint32_t *slot)
+/* What the engine's lookup of key on tier t (rc, info) means here. */
+static int s_tier_result(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                         int rc, const tier_slot_info_t *info, uint32_t *slot)
 {
-    tier_slot_info_t info;
-    int rc = tier_slots_lookup(t->slots, number, key, (uint64_t)now, &info);
     if (rc == 0) {
-        if (t->n_deleting && sched_is_deleting(t, number, key, info.slot))
+        if (t->n_deleting && sched_is_deleting(t, number, key, info->slot))
             return TIER_SLOTS_ENOENT; /* DELETING: not served, not pinnable */
-        *slot = info.slot;
+        *slot = info->slot;
         return 0;
     }
     if (rc == TIER_SLOTS_EXPIRED) {
         self->g.expirations++;
-        sched_tier_queue_delete(t, info.slot, key);
+        sched_tier_queue_delete(t, info->slot, key);
         sched_ev_removed(self, number, t->cfg.tier_id, t->medium,
                          kvtier_RemoveReason_REMOVE_REASON_EXPIRED, key, 1);
     }
     return rc;
 }
 
-uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key, uint32_t chain,
-                          int64_t now, uint32_t *slot)
+static int s_tier_lookup(sched_t *self, sched_tier_t *t, uint32_t number, const tier_key_t *key,
+                         int64_t now, uint32_t *slot)
+{
+    tier_slot_info_t info;
+    int rc = tier_slots_lookup(t->slots, number, key, (uint64_t)now, &info);
+    return s_tier_result(self, t, number, key, rc, &info, slot);
+}
+
+/* sched_block_find from the chain's tier `from` on (then the tiers outside it). */
+static uint32_t s_block_find_from(sched_t *self, uint32_t number, const tier_key_t *key,
+                                  uint32_t chain, uint32_t from, int64_t now, uint32_t *slot)
 {
     const sched_chain_config_t *ch = &self->cfg.chains[chain];
-    for (uint32_t j = 0; j < ch->n_tiers; j++) {
+    for (uint32_t j = from; j < ch->n_tiers; j++) {
         sched_tier_t *t = &self->tierset.tiers[ch->tier_ids[j] - 1];
         if (t->state != SCHED_TIER_DOWN && s_tier_lookup(self, t, number, key, now, slot) == 0)
             return t->idx;
@@ -355,6 +363,12 @@ uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key,
     return SCHED_NONE;
 }
 
+uint32_t sched_block_find(sched_t *self, uint32_t number, const tier_key_t *key, uint32_t chain,
+                          int64_t now, uint32_t *slot)
+{
+    return s_block_find_from(self, number, key, chain, 0, now, slot);
+}
+
 /* ---- Lookup ---- */
 
 /* The chain of the named request, 0 without one; SCHED_NONE after replying. */
@@ -369,6 +383,49 @@ static void s_lookup_key(sched_t *self, sched_call_t *call, const sched_instance
     call->rep_mask[k] = t != SCHED_NONE;
     call->rep_tiers[k] = t != SCHED_NONE ? t + 1 : 0;
     call->pos[k] = slot;
+}
+
+/* Keys a batched lookup asks the chain's head tier for at once. */
+#define S_LOOKUP_GROUP 32u
+
+/* Looks keys [0, n) up with the results of s_lookup_key on each, the head tier
+ * asked a group at a time (tier_slots_lookup_batch: its cache misses overlap),
+ * the tiers below key by key for the head's misses. stop_at_miss (prefix
+ * modes): returns the first missing key's index (n when all hit); the keys after
+ * it in its group were looked up on the head too, whose expiries count as any
+ * lookup's, but report nothing. */
+static uint32_t s_lookup_keys(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                              uint32_t chain, uint32_t n, int64_t now, bool stop_at_miss)
+{
+    sched_tier_t *head = &self->tierset.tiers[self->cfg.chains[chain].tier_ids[0] - 1];
+    bool head_up = head->state != SCHED_TIER_DOWN;
+    tier_slot_info_t info[S_LOOKUP_GROUP];
+    int rc[S_LOOKUP_GROUP];
+    for (uint32_t base = 0; base < n; base += S_LOOKUP_GROUP) {
+        uint32_t m = n - base < S_LOOKUP_GROUP ? n - base : S_LOOKUP_GROUP;
+        if (head_up)
+            (void)tier_slots_lookup_batch(head->slots, in->number, &call->keys[base], m,
+                                          (uint64_t)now, info, rc);
+        uint32_t miss = UINT32_MAX;
+        for (uint32_t i = 0; i < m; i++) {
+            uint32_t k = base + i, slot = 0, t = SCHED_NONE;
+            int r = head_up ? s_tier_result(self, head, in->number, &call->keys[k], rc[i], &info[i],
+                                            &slot)
+                            : TIER_SLOTS_ENOENT;
+            if (miss != UINT32_MAX)
+                continue; /* past the prefix: only the head's expiries are kept */
+            t = r == 0 ? head->idx
+                       : s_block_find_from(self, in->number, &call->keys[k], chain, 1, now, &slot);
+            call->rep_mask[k] = t != SCHED_NONE;
+            call->rep_tiers[k] = t != SCHED_NONE ? t + 1 : 0;
+            call->pos[k] = slot;
+            if (t == SCHED_NONE && stop_at_miss)
+                miss = k;
+        }
+        if (miss != UINT32_MAX)
+            return miss;
+    }
+    return n;
 }
 
 void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
@@ -399,12 +456,7 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
     uint32_t first = 0, end = 0; /* counted hits: [first, end), PER_KEY: every hit */
     if (mode == kvtier_LookupMode_LOOKUP_MODE_PREFIX ||
         (mode == kvtier_LookupMode_LOOKUP_MODE_REVERSE && w == 0)) {
-        while (end < n) {
-            s_lookup_key(self, call, in, chain, end, now);
-            if (!call->rep_mask[end])
-                break;
-            end++;
-        }
+        end = s_lookup_keys(self, call, in, chain, n, now, true);
     } else if (mode == kvtier_LookupMode_LOOKUP_MODE_REVERSE) {
         /* REVERSE with window w: scanning from the last key, the answer is the end
          * of the rightmost run of w consecutive hits; without one, a run of hits
@@ -425,8 +477,7 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
         if (!found)
             end = run; /* keys 0..run-1 all hit (the scan reached key 0) */
     } else {
-        for (uint32_t k = 0; k < n; k++)
-            s_lookup_key(self, call, in, chain, k, now);
+        (void)s_lookup_keys(self, call, in, chain, n, now, false);
     }
 
     uint32_t hits = 0, head = self->cfg.chains[chain].tier_ids[0], head_hits = 0;
@@ -448,7 +499,8 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
         }
         sched_tier_t *t = &self->tierset.tiers[call->rep_tiers[k] - 1];
         t->hits++;
-        (void)tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, 0);
+        (void)tier_slots_touch_at(t->slots, call->pos[k], in->number, &call->keys[k], (uint64_t)now,
+                                  0);
     }
     kvtier_LookupReply *lr = &rep->body.lookup_rep;
     lr->hit_count = mode == kvtier_LookupMode_LOOKUP_MODE_PER_KEY ? hits : end;

@@ -178,9 +178,10 @@ static bool s_same(const s_slot_t *e, uint32_t instance, const tier_key_t *key)
     return e->instance == instance && tier_key_eq(&e->key, key);
 }
 
-static uint32_t s_find(const tier_slots_t *self, uint32_t instance, const tier_key_t *key)
+/* The slot of (instance, key) whose s_hash32 is h, or S_NONE. */
+static uint32_t s_find_h(const tier_slots_t *self, uint32_t h, uint32_t instance,
+                         const tier_key_t *key)
 {
-    uint32_t h = s_hash32(self, instance, key);
     for (uint32_t i = h & self->imask;; i = (i + 1) & self->imask) {
         uint64_t ent = self->index[i];
         if (ent == S_EMPTY)
@@ -189,6 +190,11 @@ static uint32_t s_find(const tier_slots_t *self, uint32_t instance, const tier_k
         if ((uint32_t)(ent >> 32) == h && s_same(&self->slots[slot], instance, key))
             return slot;
     }
+}
+
+static uint32_t s_find(const tier_slots_t *self, uint32_t instance, const tier_key_t *key)
+{
+    return s_find_h(self, s_hash32(self, instance, key), instance, key);
 }
 
 static void s_hash_insert(tier_slots_t *self, uint32_t slot)
@@ -420,10 +426,9 @@ static void s_fill_info(const tier_slots_t *self, uint32_t slot, tier_slot_info_
 }
 
 /* The read path's view: a committed block, lazily expired. */
-static int s_serve(tier_slots_t *self, uint32_t instance, const tier_key_t *key,
-                   tier_slot_info_t *info, uint32_t *slot)
+/* s_serve of the slot s_find gave (S_NONE: absent). */
+static int s_serve_found(tier_slots_t *self, uint32_t i, tier_slot_info_t *info, uint32_t *slot)
 {
-    uint32_t i = s_find(self, instance, key);
     if (i == S_NONE || self->slots[i].state != TIER_SLOT_COMMITTED)
         return TIER_SLOTS_ENOENT;
     s_fill_info(self, i, info);
@@ -437,6 +442,12 @@ static int s_serve(tier_slots_t *self, uint32_t instance, const tier_key_t *key,
     }
     *slot = i;
     return 0;
+}
+
+static int s_serve(tier_slots_t *self, uint32_t instance, const tier_key_t *key,
+                   tier_slot_info_t *info, uint32_t *slot)
+{
+    return s_serve_found(self, s_find(self, instance, key), info, slot);
 }
 
 /* -------------------------------------------------------------- lifecycle */
@@ -873,6 +884,37 @@ int tier_slots_lookup(tier_slots_t *self, uint32_t instance, const tier_key_t *k
     return s_serve(self, instance, key, info, &slot);
 }
 
+/* Keys of a batch hashed and prefetched together: enough misses in flight to
+ * overlap them, few enough that the lines are still cached when used. */
+#define S_BATCH_GROUP 16u
+
+int tier_slots_lookup_batch(tier_slots_t *self, uint32_t instance, const tier_key_t *keys,
+                            uint32_t n, uint64_t now_ms, tier_slot_info_t *info, int *rc)
+{
+    if (!self || (n && (!keys || !info || !rc)))
+        return TIER_SLOTS_EINVAL;
+    s_clock(self, now_ms);
+    uint32_t h[S_BATCH_GROUP];
+    for (uint32_t base = 0; base < n; base += S_BATCH_GROUP) {
+        uint32_t m = n - base < S_BATCH_GROUP ? n - base : S_BATCH_GROUP;
+        for (uint32_t i = 0; i < m; i++) { /* every index line asked for at once */
+            h[i] = s_hash32(self, instance, &keys[base + i]);
+            __builtin_prefetch(&self->index[h[i] & self->imask]);
+        }
+        for (uint32_t i = 0; i < m; i++) { /* then the records they name */
+            uint64_t ent = self->index[h[i] & self->imask];
+            if (ent != S_EMPTY)
+                __builtin_prefetch(&self->slots[(uint32_t)ent]);
+        }
+        for (uint32_t i = 0; i < m; i++) { /* in order: an expiry seen by one is seen by the next */
+            uint32_t slot;
+            rc[base + i] = s_serve_found(self, s_find_h(self, h[i], instance, &keys[base + i]),
+                                         &info[base + i], &slot);
+        }
+    }
+    return 0;
+}
+
 int tier_slots_pin(tier_slots_t *self, uint32_t instance, const tier_key_t *key, uint64_t now_ms,
                    uint32_t *slot_out)
 {
@@ -916,16 +958,11 @@ int tier_slots_unpin(tier_slots_t *self, uint32_t instance, const tier_key_t *ke
     return 0;
 }
 
-int tier_slots_touch(tier_slots_t *self, uint32_t instance, const tier_key_t *key, uint64_t now_ms,
-                     uint64_t deadline_ms)
+/* touch of the slot s_find gave. */
+static int s_touch_found(tier_slots_t *self, uint32_t found, uint64_t deadline_ms)
 {
-    if (!self)
-        return TIER_SLOTS_EINVAL;
-    s_clock(self, now_ms);
-    if (!key)
-        return TIER_SLOTS_EINVAL;
     uint32_t j;
-    int rc = s_serve(self, instance, key, NULL, &j);
+    int rc = s_serve_found(self, found, NULL, &j);
     if (rc != 0)
         return rc;
     s_slot_t *e = &self->slots[j];
@@ -936,6 +973,32 @@ int tier_slots_touch(tier_slots_t *self, uint32_t instance, const tier_key_t *ke
         s_heap_push(self, j);
     }
     return 0;
+}
+
+int tier_slots_touch(tier_slots_t *self, uint32_t instance, const tier_key_t *key, uint64_t now_ms,
+                     uint64_t deadline_ms)
+{
+    if (!self)
+        return TIER_SLOTS_EINVAL;
+    s_clock(self, now_ms);
+    if (!key)
+        return TIER_SLOTS_EINVAL;
+    return s_touch_found(self, s_find(self, instance, key), deadline_ms);
+}
+
+int tier_slots_touch_at(tier_slots_t *self, uint32_t slot, uint32_t instance, const tier_key_t *key,
+                        uint64_t now_ms, uint64_t deadline_ms)
+{
+    if (!self)
+        return TIER_SLOTS_EINVAL;
+    s_clock(self, now_ms);
+    if (!key)
+        return TIER_SLOTS_EINVAL;
+    /* a committed record of the key is the one its index entry names (one per
+     * key); anything else is looked up by key */
+    bool here = slot < self->capacity && self->slots[slot].state == TIER_SLOT_COMMITTED &&
+                s_same(&self->slots[slot], instance, key);
+    return s_touch_found(self, here ? slot : s_find(self, instance, key), deadline_ms);
 }
 
 /* ------------------------------------------------ removal, expiry, recovery */

@@ -181,6 +181,14 @@ typedef struct {
 int tier_slots_lookup(tier_slots_t *self, uint32_t instance, const tier_key_t *key, uint64_t now_ms,
                       tier_slot_info_t *info);
 
+/* n lookups at once, with exactly the results (and expiries) of n
+ * tier_slots_lookup calls in key order: rc[i] and info[i] per key. The keys are
+ * hashed a group at a time and their index entries, then their slot records,
+ * prefetched, so the cache misses of a group overlap instead of following one
+ * another. 0, or TIER_SLOTS_EINVAL (NULL arrays with n > 0). */
+int tier_slots_lookup_batch(tier_slots_t *self, uint32_t instance, const tier_key_t *keys,
+                            uint32_t n, uint64_t now_ms, tier_slot_info_t *info, int *rc);
+
 /* Pins a committed live block against eviction (counted). Same results as
  * lookup, plus TIER_SLOTS_EOVERFLOW. slot may be NULL. */
 int tier_slots_pin(tier_slots_t *self, uint32_t instance, const tier_key_t *key, uint64_t now_ms,
@@ -195,6 +203,12 @@ int tier_slots_unpin(tier_slots_t *self, uint32_t instance, const tier_key_t *ke
  * without deadline keeps none). Same results as lookup. */
 int tier_slots_touch(tier_slots_t *self, uint32_t instance, const tier_key_t *key, uint64_t now_ms,
                      uint64_t deadline_ms);
+
+/* touch of a key a lookup just found at slot: the record there is checked
+ * (committed, this instance and key) instead of hashing the key again; any other
+ * slot falls back to the lookup by key. Same results as touch. */
+int tier_slots_touch_at(tier_slots_t *self, uint32_t slot, uint32_t instance, const tier_key_t *key,
+                        uint64_t now_ms, uint64_t deadline_ms);
 
 /* ---- removal, expiry, recovery ---- */
 

@@ -1100,9 +1100,110 @@ static void test_counters_track_states(void **state)
     tier_slots_destroy(&s);
 }
 
+/* Rule (issue 13 §3): a batched lookup has exactly the results and expiries of
+ * the same lookups one by one, in key order: two engines with one history, one
+ * asked in batches (of every length across the prefetch group), the other key by
+ * key. The keys mix live blocks, absent ones, a reservation being written,
+ * expired blocks (removed) and an expired pinned one (EXPIRED_HELD), and repeat
+ * keys so that a removal seen by one is seen by the next. */
+static void test_batch_lookup_is_the_lookups_in_order(void **state)
+{
+    (void)state;
+    tier_slots_config_t cfg = {.policy = "lru", .capacity = 256, .max_batch = 4, .hash_seed = 7};
+    tier_slots_t *a = tier_slots_new(&cfg), *b = tier_slots_new(&cfg);
+    assert_non_null(a);
+    assert_non_null(b);
+    for (int e = 0; e < 2; e++) {
+        tier_slots_t *s = e ? b : a;
+        for (uint32_t id = 0; id < 150; id++)
+            put(s, id, id % 7 == 0 ? 500 : 0, 100); /* every 7th expires at 500 */
+        (void)reserve1(s, 900, 0, 100);             /* being written */
+        assert_int_equal(pin(s, 14, 100), 0);       /* expires pinned */
+    }
+    uint32_t n = 0, ids[400];
+    for (uint32_t i = 0; i < 200; i++) {
+        ids[n++] = (i * 37) % 170; /* 150..169 absent */
+        if (i % 9 == 0) {
+            uint32_t again = ids[n - 1];
+            ids[n++] = (i % 2) ? 900 : again; /* the reservation, or the key again */
+        }
+    }
+    tier_key_t keys[400];
+    keys_of(keys, ids, n);
+    tier_slot_info_t ia[400], ib;
+    int ra[400];
+    for (uint32_t off = 0, len = 1; off < n; off += len, len = len % 37 + 1) {
+        uint32_t m = n - off < len ? n - off : len;
+        assert_int_equal(tier_slots_lookup_batch(a, INST, &keys[off], m, 1000, &ia[off], &ra[off]),
+                         0);
+        for (uint32_t i = off; i < off + m; i++) {
+            memset(&ib, 0, sizeof ib);
+            int rb = tier_slots_lookup(b, INST, &keys[i], 1000, &ib);
+            assert_int_equal(ra[i], rb);
+            if (rb == 0 || rb == TIER_SLOTS_EXPIRED || rb == TIER_SLOTS_EXPIRED_HELD) {
+                assert_int_equal(ia[i].slot, ib.slot);
+                assert_memory_equal(&ia[i].key, &ib.key, sizeof ib.key);
+                assert_int_equal(ia[i].deadline_ms, ib.deadline_ms);
+            }
+        }
+    }
+    tier_slots_stats_t sa = stats(a), sb = stats(b);
+    assert_int_equal(sa.expirations, sb.expirations);
+    assert_true(sa.expirations > 0);
+    assert_int_equal(sa.committed, sb.committed);
+    assert_int_equal(tier_slots_check(a), 0);
+    /* bad arguments */
+    assert_int_equal(tier_slots_lookup_batch(NULL, INST, keys, 1, 0, ia, ra), TIER_SLOTS_EINVAL);
+    assert_int_equal(tier_slots_lookup_batch(a, INST, NULL, 1, 0, ia, ra), TIER_SLOTS_EINVAL);
+    assert_int_equal(tier_slots_lookup_batch(a, INST, keys, 1, 0, NULL, ra), TIER_SLOTS_EINVAL);
+    assert_int_equal(tier_slots_lookup_batch(a, INST, keys, 0, 0, NULL, NULL), 0);
+    tier_slots_destroy(&a);
+    tier_slots_destroy(&b);
+}
+
+/* Rule: touch_at is touch, the slot a lookup gave saving the second search; a
+ * slot that is not the key's (another block, a free or reserved record, out of
+ * range) falls back to the search by key. */
+static void test_touch_at_is_touch(void **state)
+{
+    (void)state;
+    tier_slots_t *s = mk("lru", 8, 4);
+    uint32_t s1 = put(s, 1, 0, 10), s2 = put(s, 2, 0, 10);
+    (void)put(s, 3, 0, 10);
+    tier_key_t k1 = K(1), k9 = K(9);
+    assert_int_equal(tier_slots_touch_at(s, s1, INST, &k1, 20, 0), 0);
+    assert_int_equal(tier_slots_touch_at(s, s2, INST, &k1, 20, 0), 0);   /* another's slot */
+    assert_int_equal(tier_slots_touch_at(s, 4000, INST, &k1, 20, 0), 0); /* out of range */
+    assert_int_equal(tier_slots_touch_at(s, s1, INST + 1, &k1, 20, 0), TIER_SLOTS_ENOENT);
+    assert_int_equal(tier_slots_touch_at(s, s1, INST, &k9, 20, 0), TIER_SLOTS_ENOENT);
+    assert_int_equal(tier_slots_touch_at(s, s1, INST, NULL, 20, 0), TIER_SLOTS_EINVAL);
+    assert_int_equal(tier_slots_touch_at(NULL, s1, INST, &k1, 20, 0), TIER_SLOTS_EINVAL);
+    /* 1 was touched last: 2 is the coldest */
+    tier_victim_t v[1];
+    size_t nv = 0;
+    tier_key_t fill[6];
+    for (uint32_t i = 0; i < 6; i++)
+        fill[i] = K(100 + i);
+    tier_resv_t r[4];
+    assert_int_equal(tier_slots_reserve(s, INST, fill, 4, 0, 30, 0, r, NULL, NULL), 0);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(tier_slots_commit(s, INST, &fill[i], true, 30, NULL), 0);
+    assert_int_equal(tier_slots_reserve(s, INST, &fill[4], 1, 0, 40, 0, r, v, &nv), 0);
+    assert_int_equal(nv, 0); /* the eighth slot */
+    assert_int_equal(tier_slots_commit(s, INST, &fill[4], true, 40, NULL), 0);
+    assert_int_equal(tier_slots_reserve(s, INST, &fill[5], 1, 0, 50, 0, r, v, &nv), 0);
+    assert_int_equal(nv, 1);
+    tier_key_t k2 = K(2);
+    assert_memory_equal(&v[0].key, &k2, sizeof k2);
+    assert_int_equal(tier_slots_check(s), 0);
+    tier_slots_destroy(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_lookup_is_the_lookups_in_order),
+        cmocka_unit_test(test_touch_at_is_touch),
         cmocka_unit_test(test_policies_found_by_name_unknown_refused),
         cmocka_unit_test(test_fixed_pool_free_list_reuses_released_slots),
         cmocka_unit_test(test_keys_of_different_instances_never_match),
