@@ -318,8 +318,11 @@ static bool s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
         self->g.demote_failed++;
         return false;
     }
+    /* the copy keeps the source's deadline (its reservation had none); the tier
+     * header already carries it (the copy's PutHeader takes the source header's) */
     if (info.deadline_ms)
-        (void)tier_slots_touch(dst->slots, job->number, key, (uint64_t)now, info.deadline_ms);
+        (void)tier_slots_set_deadline(dst->slots, job->number, key, (uint64_t)now,
+                                      info.deadline_ms);
     sched_ev_moved(self, job->number, src->cfg.tier_id, src->medium, dst->cfg.tier_id, dst->medium,
                    kvtier_MoveReason_MOVE_REASON_DEMOTED, key, 1);
     /* the source goes now, or once its readers let go; a full DELETING queue

@@ -1001,6 +1001,28 @@ int tier_slots_touch_at(tier_slots_t *self, uint32_t slot, uint32_t instance, co
     return s_touch_found(self, here ? slot : s_find(self, instance, key), deadline_ms);
 }
 
+int tier_slots_set_deadline(tier_slots_t *self, uint32_t instance, const tier_key_t *key,
+                            uint64_t now_ms, uint64_t deadline_ms)
+{
+    if (!self)
+        return TIER_SLOTS_EINVAL;
+    s_clock(self, now_ms);
+    if (!key)
+        return TIER_SLOTS_EINVAL;
+    uint32_t j;
+    int rc = s_serve(self, instance, key, NULL, &j);
+    if (rc != 0)
+        return rc;
+    s_slot_t *e = &self->slots[j];
+    if (e->deadline == deadline_ms)
+        return 0;
+    s_heap_forget(self, j);
+    e->deadline = deadline_ms;
+    if (deadline_ms)
+        s_heap_push(self, j);
+    return 0;
+}
+
 /* ------------------------------------------------ removal, expiry, recovery */
 
 int tier_slots_remove(tier_slots_t *self, uint32_t instance, const tier_key_t *key)

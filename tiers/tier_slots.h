@@ -204,6 +204,13 @@ int tier_slots_unpin(tier_slots_t *self, uint32_t instance, const tier_key_t *ke
 int tier_slots_touch(tier_slots_t *self, uint32_t instance, const tier_key_t *key, uint64_t now_ms,
                      uint64_t deadline_ms);
 
+/* Gives a live committed block exactly deadline_ms (0: none), earlier or later
+ * than its own, without changing its policy rank: what the copy of a block
+ * that carried a deadline needs (a demotion reserves its batch without one).
+ * Same results as lookup. */
+int tier_slots_set_deadline(tier_slots_t *self, uint32_t instance, const tier_key_t *key,
+                            uint64_t now_ms, uint64_t deadline_ms);
+
 /* touch of a key a lookup just found at slot: the record there is checked
  * (committed, this instance and key) instead of hashing the key again; any other
  * slot falls back to the lookup by key. Same results as touch. */

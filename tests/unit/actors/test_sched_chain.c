@@ -950,6 +950,65 @@ static void test_reclaimer_demotes_cold_blocks_to_the_next_tier(void **state)
     s_stop(&e);
 }
 
+/* A demoted block keeps its deadline: blocks put with a request TTL and demoted
+ * to nvme expire there when the TTL passes (before, the demotion's reservation
+ * had no deadline and the nvme copy never expired in the index). */
+static void test_demoted_blocks_keep_their_ttl(void **state)
+{
+    (void)state;
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    e.t = tk_new(&cfg);
+    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
+    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
+    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    const uint64_t ttl_ms = 8000;
+    int64_t t0 = zclock_mono();
+    assert_int_equal(tk_begin(e.t, CK_INST, "w", ttl_ms), 0);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    for (uint32_t i = 0; i < S_PUTS; i++)
+        s_put_block(&e, 300 + i, buf);
+    uint8_t keys[S_PUTS][16];
+    for (uint32_t i = 0; i < S_PUTS; i++)
+        ck_key(300 + i, keys[i]);
+    reclaimer_config_t rc;
+    memset(&rc, 0, sizeof rc);
+    assert_int_equal(
+        sched_actor_internal_endpoint(e.t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint), 0);
+    rc.interval_ms = 10;
+    rc.n_tiers = 2;
+    rc.tiers[0] = (reclaimer_tier_t){1, 500, 250, false};
+    rc.tiers[1] = (reclaimer_tier_t){2, 900, 800, false};
+    zactor_t *rec = reclaimer_actor_new(&rc);
+    assert_non_null(rec);
+    s_demote_want_t w = {S_PUTS - CK_CAP / 4};
+    assert_true(tk_poll(s_demoted, e.t, &w));
+    zactor_destroy(&rec);
+    /* still alive on nvme: the TTL has not passed (skip the rest if this machine
+     * was too slow to demote within it: nothing to tell then) */
+    assert_int_equal(
+        tk_lookup(e.t, CK_INST, NULL, kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, keys, S_PUTS), 0);
+    uint32_t lower = 0;
+    for (uint32_t i = 0; i < S_PUTS; i++)
+        lower += e.t->arr->mask.v[i] && e.t->arr->tier_ids.v[i] == 2;
+    if (zclock_mono() - t0 < (int64_t)ttl_ms - 500) {
+        assert_int_equal(lower, S_PUTS - CK_CAP / 4);
+        while (zclock_mono() - t0 < (int64_t)ttl_ms + 200)
+            zclock_sleep(50);
+        assert_int_equal(
+            tk_lookup(e.t, CK_INST, NULL, kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, keys, S_PUTS),
+            0);
+        assert_int_equal(e.t->rep->body.lookup_rep.hit_count, 0); /* every copy expired */
+    } else {
+        print_message("      demotion took longer than the TTL here: not checked\n");
+    }
+    free(buf);
+    s_stop(&e);
+}
+
 /* STYLE 5 / migrator.h: the internal plane serves DemoteDone now, and never
  * trusts it: a result of a job not in flight is NOT_FOUND, a malformed one
  * (unknown priority) INVALID_ARGUMENT, and neither changes a location. */
@@ -1211,6 +1270,7 @@ int main(void)
         cmocka_unit_test(test_request_end_mid_copy_holds_the_slots),
         cmocka_unit_test(test_refused_copy_waits_and_the_lease_restarts),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
+        cmocka_unit_test(test_demoted_blocks_keep_their_ttl),
         cmocka_unit_test(test_demotion_respects_max_batch),
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),
         cmocka_unit_test(test_on_demand_head_demotes_exactly_the_need),

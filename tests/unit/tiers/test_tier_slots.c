@@ -1199,11 +1199,40 @@ static void test_touch_at_is_touch(void **state)
     tier_slots_destroy(&s);
 }
 
+/* Rule: set_deadline gives a live block exactly the deadline asked (a block
+ * without one gets one, an earlier one shortens it, 0 takes it away) and expiry
+ * follows it; an absent key is ENOENT. */
+static void test_set_deadline_is_exact(void **state)
+{
+    (void)state;
+    tier_slots_t *s = mk("lru", 8, 4);
+    (void)put(s, 1, 0, 10);
+    (void)put(s, 2, 5000, 10);
+    (void)put(s, 3, 5000, 10);
+    tier_key_t k1 = K(1), k2 = K(2), k3 = K(3), k9 = K(9);
+    assert_int_equal(tier_slots_set_deadline(s, INST, &k1, 20, 100), 0); /* none -> 100 */
+    assert_int_equal(tier_slots_set_deadline(s, INST, &k2, 20, 200), 0); /* 5000 -> 200 */
+    assert_int_equal(tier_slots_set_deadline(s, INST, &k3, 20, 0), 0);   /* 5000 -> none */
+    assert_int_equal(tier_slots_set_deadline(s, INST, &k9, 20, 100), TIER_SLOTS_ENOENT);
+    assert_int_equal(tier_slots_set_deadline(s, INST, NULL, 20, 100), TIER_SLOTS_EINVAL);
+    tier_slot_info_t info;
+    assert_int_equal(lookup(s, 1, 50, &info), 0);
+    assert_int_equal(info.deadline_ms, 100);
+    assert_int_equal(tier_slots_check(s), 0);
+    assert_int_equal(lookup(s, 1, 150, &info), TIER_SLOTS_EXPIRED);
+    assert_int_equal(lookup(s, 2, 250, &info), TIER_SLOTS_EXPIRED);
+    assert_int_equal(lookup(s, 3, 9000, &info), 0);
+    assert_int_equal(info.deadline_ms, 0);
+    assert_int_equal(tier_slots_check(s), 0);
+    tier_slots_destroy(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_lookup_is_the_lookups_in_order),
         cmocka_unit_test(test_touch_at_is_touch),
+        cmocka_unit_test(test_set_deadline_is_exact),
         cmocka_unit_test(test_policies_found_by_name_unknown_refused),
         cmocka_unit_test(test_fixed_pool_free_list_reuses_released_slots),
         cmocka_unit_test(test_keys_of_different_instances_never_match),
