@@ -559,20 +559,29 @@ void sched_on_touch(sched_t *self, sched_call_t *call)
     int64_t now = sched_now();
     uint64_t deadline = r->ttl_ms ? (uint64_t)now + r->ttl_ms : 0;
     sched_keys_load(call, n);
-    uint32_t touched = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        bool any = false;
-        for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
-            sched_tier_t *t = &self->tierset.tiers[i];
-            if (t->state == SCHED_TIER_DOWN)
-                continue;
+    bool *any = call->rep_mask; /* scratch: was key k touched on some tier */
+    memset(any, 0, n * sizeof *any);
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        sched_tier_t *t = &self->tierset.tiers[i];
+        if (t->state == SCHED_TIER_DOWN)
+            continue;
+        /* the blocks whose deadline this touch extends: their tier headers are
+         * rewritten too, or a rebuilt index would expire them early */
+        uint32_t *moved = call->pos, *moved_keys = call->rep_tiers, n_moved = 0;
+        for (uint32_t k = 0; k < n; k++) {
             tier_slot_info_t info;
             int rc = tier_slots_peek(t->slots, in->number, &call->keys[k], &info);
             if (rc < 0)
                 continue;
             rc = tier_slots_touch(t->slots, in->number, &call->keys[k], (uint64_t)now, deadline);
             if (rc == 0) {
-                any = true;
+                any[k] = true;
+                if (deadline && info.deadline_ms && deadline > info.deadline_ms &&
+                    !(t->n_deleting &&
+                      sched_is_deleting(t, in->number, &call->keys[k], info.slot))) {
+                    moved[n_moved] = info.slot;
+                    moved_keys[n_moved++] = k;
+                }
             } else if (rc == TIER_SLOTS_EXPIRED) {
                 self->g.expirations++;
                 sched_tier_queue_delete(t, info.slot, &call->keys[k]);
@@ -580,8 +589,12 @@ void sched_on_touch(sched_t *self, sched_call_t *call)
                                  kvtier_RemoveReason_REMOVE_REASON_EXPIRED, &call->keys[k], 1);
             }
         }
-        touched += any;
+        sched_tier_reput_deadlines(self, t, in->id, deadline, moved, call->keys, moved_keys,
+                                   n_moved);
     }
+    uint32_t touched = 0;
+    for (uint32_t k = 0; k < n; k++)
+        touched += any[k];
     in->c.touched += touched;
     self->c.touched += touched;
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_touch_rep_tag);

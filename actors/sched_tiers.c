@@ -418,6 +418,57 @@ void sched_tier_reput_header(sched_t *self, sched_tier_t *t, const char *id, uin
         bus_warn(S_LOG, "tier %s: header rewrite not sent: %s", t->cfg.name, st.message);
 }
 
+/* Slots per header rewrite of a touch (its admin token lists them). */
+#define S_REPUT_CHUNK 256u
+
+void sched_tier_reput_deadlines(sched_t *self, sched_tier_t *t, const char *id,
+                                uint64_t deadline_ms, const uint32_t *slots, const tier_key_t *keys,
+                                const uint32_t *which, uint32_t n)
+{
+    if (!id || !t->client || t->state != SCHED_TIER_UP || n == 0)
+        return;
+    int64_t now = sched_now();
+    uint64_t wall =
+        (uint64_t)sched_wall_ms() + (deadline_ms > (uint64_t)now ? deadline_ms - (uint64_t)now : 0);
+    uint64_t s[S_REPUT_CHUNK], size[S_REPUT_CHUNK], ck[S_REPUT_CHUNK];
+    uint8_t k[S_REPUT_CHUNK][BUS_KEY_LEN];
+    /* the admin token's entries: the scratch holds max(max_batch, a delete batch) */
+    uint32_t chunk = self->cfg.max_batch > SCHED_DEL_BATCH ? self->cfg.max_batch : SCHED_DEL_BATCH;
+    if (chunk > S_REPUT_CHUNK)
+        chunk = S_REPUT_CHUNK;
+    for (uint32_t base = 0; base < n; base += chunk) {
+        uint32_t m = n - base < chunk ? n - base : chunk;
+        for (uint32_t i = 0; i < m; i++) {
+            s[i] = slots[base + i];
+            size[i] = t->sizes[s[i]];
+            ck[i] = t->checksums[s[i]];
+            memcpy(k[i], keys[which[base + i]].b, TIER_KEY_BYTES);
+        }
+        kvtier_Envelope *env = self->tierset.tio.env;
+        bus_env_init(env, kvtier_Envelope_put_header_req_tag, self->cfg.node_name);
+        kvtier_PutHeaderRequest *ph = &env->body.put_header_req;
+        ph->tier_id = t->cfg.tier_id;
+        sched_strcpy(ph->instance_id, sizeof ph->instance_id, id);
+        ph->state = kvtier_LocationState_LOCATION_SERVING;
+        ph->ttl_deadline_ms = wall;
+        ph->epoch = t->epoch;
+        bus_arrays_t arr = {
+            .slots = {.v = s, .n = m, .cap = m},
+            .keys = {.keys = k, .n = m, .cap = m},
+            .sizes = {.v = size, .n = m, .cap = m},
+            .checksums = {.v = ck, .n = m, .cap = m},
+            .payload = s_admin_token(self, t, s, size, m),
+        };
+        kvtier_Status st;
+        if (bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_reput_done, t, NULL, &st) <
+            0) {
+            bus_warn(S_LOG, "tier %s: %u touched headers not rewritten: %s", t->cfg.name, m,
+                     st.message);
+            return;
+        }
+    }
+}
+
 /* ---- inventory ---- */
 
 static void s_inventory_send(sched_t *self, sched_tier_t *t);

@@ -143,5 +143,12 @@ int sched_tier_put_headers(sched_t *self, sched_tier_t *t, const sched_pool_t *p
  * id: the instance's id (NULL: nothing is sent). */
 void sched_tier_reput_header(sched_t *self, sched_tier_t *t, const char *id, uint32_t number,
                              uint32_t slot, const tier_key_t *key);
+/* Rewrites the headers of n SERVING blocks (slots[i] holding keys[which[i]]) with the
+ * deadline deadline_ms (the scheduler's clock; sent as wall clock): a touch that
+ * extended them, so that an index rebuilt from the tier's inventory keeps it. At
+ * most 256 slots a PutHeader; nothing is sent while t is not up or id is NULL. */
+void sched_tier_reput_deadlines(sched_t *self, sched_tier_t *t, const char *id,
+                                uint64_t deadline_ms, const uint32_t *slots, const tier_key_t *keys,
+                                const uint32_t *which, uint32_t n);
 
 #endif

@@ -9,9 +9,11 @@
  * the scheduler's migrator down to nvme. */
 #include <errno.h>
 #include <inttypes.h>
+#include <time.h>
 
 #include "bus_events.h"
 #include "copy_testkit.h"
+#include "tier_seg.h"
 #include "migrator.h"
 #include "reclaimer.h"
 #include "sched_testkit.h"
@@ -1009,6 +1011,98 @@ static void test_demoted_blocks_keep_their_ttl(void **state)
     s_stop(&e);
 }
 
+static int s_touch(s_env_t *e, uint8_t (*keys)[16], uint32_t n, uint64_t ttl_ms)
+{
+    kvtier_TouchRequest *r = &tk_req(e->t, kvtier_Envelope_touch_req_tag)->body.touch_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", CK_INST);
+    r->ttl_ms = ttl_ms;
+    bus_arrays_t ra = tk_keys_arr(keys, n);
+    return tk_call(e->t, &ra);
+}
+
+static int64_t s_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* issue 9 §1: "a touch that extends a deadline reaches the tier's header (today
+ * a touched block can expire early after re-adoption)". Blocks put with a 30 s
+ * TTL, touched with a 1 h one: their host-tier headers carry the new deadline (an
+ * index rebuilt from the inventory keeps it); a touch that does not extend (a
+ * shorter TTL) leaves them as they are. */
+static void test_touch_that_extends_reaches_the_tier_header(void **state)
+{
+    (void)state;
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    cfg.demote = false;
+    e.t = tk_new(&cfg);
+    assert_int_equal(tk_register(e.t, CK_INST, CK_SLOT), 0);
+    tk_tier_up(e.t, 1, e.host.ep, tier_actor_epoch(e.host.actor), CK_CAP, CK_SLOT);
+    tk_tier_up(e.t, 2, e.nvme.ep, tier_actor_epoch(e.nvme.actor), CK_CAP, CK_SLOT);
+    assert_int_equal(tk_begin(e.t, CK_INST, "w", 30000), 0);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    enum { N = 6 };
+    uint8_t keys[N][16];
+    for (uint32_t i = 0; i < N; i++) {
+        s_put_block(&e, 700 + i, buf);
+        ck_key(700 + i, keys[i]);
+    }
+    char err[256];
+    tier_seg_t *seg = NULL;
+    assert_int_equal(tier_seg_attach(e.host.cfg.tier.path, CK_SLOT, CK_CAP, &seg, err, sizeof err),
+                     0);
+    /* the deadlines of the N SERVING headers, in slot order */
+    uint64_t before[N], after[N];
+    uint32_t nb = 0;
+    for (uint64_t slot = 0; slot < CK_CAP && nb < N; slot++) {
+        tier_slot_header_t h;
+        if (tier_seg_get_header(seg, slot, &h) == 0 && h.state == TIER_SLOT_SERVING)
+            before[nb++] = h.deadline_ms;
+    }
+    assert_int_equal(nb, N);
+    int64_t wall = s_wall_ms();
+    for (uint32_t i = 0; i < N; i++)
+        assert_true(before[i] > 0 && before[i] <= (uint64_t)wall + 30000);
+    assert_int_equal(s_touch(&e, keys, N, 3600000), 0);
+    assert_int_equal(e.t->rep->body.touch_rep.touched, N);
+    /* the rewrite is sent after the reply: wait for it */
+    uint32_t na = 0;
+    for (int tries = 0; tries < 500; tries++) {
+        na = 0;
+        for (uint64_t slot = 0; slot < CK_CAP && na < N; slot++) {
+            tier_slot_header_t h;
+            if (tier_seg_get_header(seg, slot, &h) == 0 && h.state == TIER_SLOT_SERVING &&
+                h.deadline_ms > (uint64_t)wall + 3000000)
+                after[na++] = h.deadline_ms;
+        }
+        if (na == N)
+            break;
+        zclock_sleep(10);
+    }
+    assert_int_equal(na, N);
+    for (uint32_t i = 0; i < N; i++)
+        assert_true(after[i] <= (uint64_t)s_wall_ms() + 3600000);
+    /* a shorter TTL extends nothing, and nothing is rewritten */
+    assert_int_equal(s_touch(&e, keys, N, 1000), 0);
+    assert_int_equal(e.t->rep->body.touch_rep.touched, N);
+    assert_int_equal(tk_stat(e.t, "tier_errors"), 0);
+    zclock_sleep(100);
+    for (uint64_t slot = 0, j = 0; slot < CK_CAP && j < N; slot++) {
+        tier_slot_header_t h;
+        if (tier_seg_get_header(seg, slot, &h) == 0 && h.state == TIER_SLOT_SERVING)
+            assert_true(h.deadline_ms == after[j++]);
+    }
+    tier_seg_detach(&seg);
+    free(buf);
+    s_stop(&e);
+}
+
 /* STYLE 5 / migrator.h: the internal plane serves DemoteDone now, and never
  * trusts it: a result of a job not in flight is NOT_FOUND, a malformed one
  * (unknown priority) INVALID_ARGUMENT, and neither changes a location. */
@@ -1271,6 +1365,7 @@ int main(void)
         cmocka_unit_test(test_refused_copy_waits_and_the_lease_restarts),
         cmocka_unit_test(test_reclaimer_demotes_cold_blocks_to_the_next_tier),
         cmocka_unit_test(test_demoted_blocks_keep_their_ttl),
+        cmocka_unit_test(test_touch_that_extends_reaches_the_tier_header),
         cmocka_unit_test(test_demotion_respects_max_batch),
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),
         cmocka_unit_test(test_on_demand_head_demotes_exactly_the_need),
