@@ -4,12 +4,15 @@
  * path checks before it trusts; nothing here asserts on input. */
 #include "bus_envelope.h"
 
+#include "bus_env_keys.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pb_decode.h>
 #include <pb_encode.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -458,6 +461,52 @@ static int s_check_header(const void *buf, size_t len, bus_dir_t dir, bus_env_he
     return 0;
 }
 
+/* Bodies that carry their keys as a direct field: that field's number, for the
+ * fast path (bus_env_keys.h); 0 for every other body. */
+static const uint8_t s_keys_field[S_TAG_LIMIT] = {
+    [kvtier_Envelope_lookup_req_tag] = kvtier_LookupRequest_keys_tag,
+    [kvtier_Envelope_prepare_get_req_tag] = kvtier_PrepareGetRequest_keys_tag,
+    [kvtier_Envelope_prepare_put_req_tag] = kvtier_PreparePutRequest_keys_tag,
+    [kvtier_Envelope_prepare_prefetch_req_tag] = kvtier_PreparePrefetchRequest_keys_tag,
+    [kvtier_Envelope_touch_req_tag] = kvtier_TouchRequest_keys_tag,
+    [kvtier_Envelope_remove_req_tag] = kvtier_RemoveRequest_keys_tag,
+    [kvtier_Envelope_read_slots_req_tag] = kvtier_ReadSlotsRequest_keys_tag,
+    [kvtier_Envelope_put_header_req_tag] = kvtier_PutHeaderRequest_keys_tag,
+    [kvtier_Envelope_copy_slots_req_tag] = kvtier_CopySlotsRequest_keys_tag,
+    [kvtier_Envelope_delete_slots_req_tag] = kvtier_DeleteSlotsRequest_keys_tag,
+    [kvtier_Envelope_probe_req_tag] = kvtier_ProbeRequest_keys_tag,
+};
+
+/* The envelope without its keys, when the fast path takes it: what is left of a
+ * request is its small fields (ids, mode, counts), far under this. */
+#define S_REST_MAX 4096u
+
+static bool s_fast_keys = true;
+static _Atomic uint64_t s_fast_taken;
+
+void bus_env_set_fast_keys(bool on)
+{
+    s_fast_keys = on;
+}
+
+uint64_t bus_env_fast_keys_taken(void)
+{
+    return s_fast_taken;
+}
+
+static bool s_decode_pb(const void *buf, size_t len, kvtier_Envelope *env, bus_arrays_t *arr,
+                        const char **why)
+{
+    s_dec_ctx_t ctx = {.arr = arr, .bodies = 0};
+    env->cb_body.funcs.decode = s_bind_body;
+    env->cb_body.arg = &ctx;
+    pb_istream_t s = pb_istream_from_buffer(buf, len);
+    bool ok = pb_decode(&s, kvtier_Envelope_fields, env);
+    s_unbind(env);
+    *why = ok ? NULL : PB_GET_ERROR(&s);
+    return ok;
+}
+
 int bus_env_decode(const void *buf, size_t len, bus_dir_t dir, kvtier_Envelope *env,
                    bus_arrays_t *arr, kvtier_Status *st)
 {
@@ -474,19 +523,42 @@ int bus_env_decode(const void *buf, size_t len, bus_dir_t dir, kvtier_Envelope *
     if (rc < 0)
         return rc;
 
-    s_dec_ctx_t ctx = {.arr = arr, .bodies = 0};
-    env->cb_body.funcs.decode = s_bind_body;
-    env->cb_body.arg = &ctx;
-    pb_istream_t s = pb_istream_from_buffer(buf, len);
-    bool ok = pb_decode(&s, kvtier_Envelope_fields, env);
-    s_unbind(env);
+    /* the keys by hand, nanopb for the rest (bus_env_keys.h); on any doubt, or if
+     * the rest fails, the whole frame the slow way, for the same error */
+    bool ok = false;
+    const char *why = NULL;
+    uint32_t kf = h.body_tag < S_TAG_LIMIT ? s_keys_field[h.body_tag] : 0;
+    if (s_fast_keys && kf) {
+        uint8_t small[S_REST_MAX];
+        /* the rest is never longer than the frame: a large one (a tier batch's
+         * parallel arrays) goes to the heap */
+        uint8_t *rest = len <= sizeof small ? small : malloc(len);
+        size_t rest_len = 0;
+        uint32_t n = 0, cap = arr->keys.keys ? arr->keys.cap : 0;
+        if (cap > BUS_MAX_ARRAY)
+            cap = BUS_MAX_ARRAY;
+        if (rest && bus_env_keys_split(buf, len, h.body_tag, kf, arr->keys.keys, cap, &n, rest,
+                                       rest == small ? sizeof small : len, &rest_len)) {
+            ok = s_decode_pb(rest, rest_len, env, arr, &why);
+            if (ok) {
+                arr->keys.n = n;
+                s_fast_taken++;
+            } else {
+                bus_arrays_clear(arr);
+            }
+        }
+        if (rest != small)
+            free(rest);
+    }
+    if (!ok)
+        ok = s_decode_pb(buf, len, env, arr, &why);
     if (!ok) {
         if (arr->error.fault != BUS_ARRAY_OK)
             return s_array_failure(st, arr, h.body_tag, "decode");
         return s_invalid(st,
                          "frame 0 (%s): %s; a field is malformed or over its bound "
                          "(bounds: schemas/*.options)",
-                         s_name(h.body_tag), PB_GET_ERROR(&s));
+                         s_name(h.body_tag), why);
     }
     if (env->which_body == 0 &&
         (!env->has_status || env->status.code == kvtier_StatusCode_STATUS_OK))

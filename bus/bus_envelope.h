@@ -72,6 +72,13 @@ typedef struct {
  * survives a body that is cut short). 0, or -INVALID_ARGUMENT if it does not parse. */
 int bus_env_peek(const void *buf, size_t len, bus_env_header_t *hdr);
 
+/* Tests only: off, bus_env_decode takes every body's keys through nanopb's field
+ * callbacks instead of the hand scan of bus_env_keys.h (on by default), so the
+ * two can be compared on the same input. Not thread-safe. */
+void bus_env_set_fast_keys(bool on);
+/* Frames of this process whose keys came through the hand scan (tests). */
+uint64_t bus_env_fast_keys_taken(void);
+
 /* Encoded size of frame 0 for env with the arrays its body uses. */
 int bus_env_encoded_size(kvtier_Envelope *env, bus_arrays_t *arr, size_t *size, kvtier_Status *st);
 /* Encodes frame 0 into buf (at most cap bytes); *len gets the size. */
