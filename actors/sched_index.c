@@ -392,8 +392,9 @@ static void s_lookup_key(sched_t *self, sched_call_t *call, const sched_instance
  * asked a group at a time (tier_slots_lookup_batch: its cache misses overlap),
  * the tiers below key by key for the head's misses. stop_at_miss (prefix
  * modes): returns the first missing key's index (n when all hit); the keys after
- * it in its group were looked up on the head too, whose expiries count as any
- * lookup's, but report nothing. */
+ * it in its group were looked up on the head too: they get no hit, tier or touch,
+ * but an expired block among them is removed as by any lookup (counted in
+ * expirations, a BlockRemoved EXPIRED event), up to 31 keys past the prefix. */
 static uint32_t s_lookup_keys(sched_t *self, sched_call_t *call, const sched_instance_t *in,
                               uint32_t chain, uint32_t n, int64_t now, bool stop_at_miss)
 {

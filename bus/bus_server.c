@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,18 @@
 /* Warnings about rejected input: the first few, then every 1000th. */
 #define S_WARN_FIRST 16
 
+/* One connection event of the ROUTER's monitor. */
+typedef struct {
+    uint16_t event; /* ZMQ_EVENT_ACCEPTED or _DISCONNECTED */
+    int fd;
+    bool refuse; /* accepted past the bound */
+} s_event_t;
+
 struct bus_server {
     zsock_t *sock;
-    zsock_t *mon; /* PAIR: the ROUTER's accepted / disconnected events */
+    zsock_t *mon;  /* PAIR: the ROUTER's accepted / disconnected events */
+    s_event_t *ev; /* events read in one watch */
+    uint32_t ev_cap;
     char name[64];
     char endpoint[256];
     uint32_t max_connections;
@@ -113,6 +123,7 @@ void bus_server_destroy(bus_server_t **self_p)
         (void)zmq_socket_monitor(zsock_resolve(self->sock), NULL, 0);
     zsock_destroy(&self->mon);
     zsock_destroy(&self->sock);
+    free(self->ev);
     free(self);
     *self_p = NULL;
 }
@@ -260,7 +271,16 @@ static bool s_fd_is_ours(const bus_server_t *self, int fd)
     const char *ep = self->endpoint;
     if (sa.ss_family == AF_UNIX) {
         const struct sockaddr_un *un = (const struct sockaddr_un *)&sa;
-        return strncmp(ep, "ipc://", 6) == 0 && strcmp(un->sun_path, ep + 6) == 0;
+        size_t off = offsetof(struct sockaddr_un, sun_path);
+        size_t plen = len > off ? len - off : 0; /* bytes of sun_path given */
+        if (strncmp(ep, "ipc://", 6) != 0 || plen == 0)
+            return false;
+        const char *want = ep + 6;
+        if (want[0] == '@') /* abstract: a leading NUL on the wire, no terminator */
+            return un->sun_path[0] == '\0' && plen - 1 == strlen(want + 1) &&
+                   memcmp(un->sun_path + 1, want + 1, plen - 1) == 0;
+        size_t have = strnlen(un->sun_path, plen);
+        return have == strlen(want) && memcmp(un->sun_path, want, have) == 0;
     }
     const char *colon = strrchr(ep, ':');
     if (strncmp(ep, "tcp://", 6) != 0 || !colon)
@@ -288,40 +308,100 @@ static void s_refuse(bus_server_t *self, int fd)
                  self->max_connections);
 }
 
+/* Reads one monitor event: false when none is pending. */
+static bool s_event(void *mon, s_event_t *e)
+{
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return false;
+    }
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+        const uint8_t *d = zmq_msg_data(&ev);
+        memcpy(&event, d, sizeof event);
+        memcpy(&value, d + 2, sizeof value);
+    }
+    bool more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    while (more) { /* the endpoint frame */
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        int r = zmq_msg_recv(&part, mon, ZMQ_DONTWAIT);
+        more = r >= 0 && zmq_msg_more(&part);
+        zmq_msg_close(&part);
+    }
+    *e = (s_event_t){.event = event, .fd = (int)value, .refuse = false};
+    return true;
+}
+
+/* Appends every pending event to self->ev from index n: the new count. */
+static uint32_t s_drain(bus_server_t *self, uint32_t n)
+{
+    void *mon = zsock_resolve(self->mon);
+    for (;;) {
+        if (n == self->ev_cap) {
+            uint32_t cap = self->ev_cap ? 2 * self->ev_cap : 64;
+            s_event_t *ev = realloc(self->ev, cap * sizeof *ev);
+            if (!ev)
+                return n; /* the rest stays queued for the next watch */
+            self->ev = ev;
+            self->ev_cap = cap;
+        }
+        if (!s_event(mon, &self->ev[n]))
+            return n;
+        n++;
+    }
+}
+
+/* Refuses each connection marked in ev[from, to) that no later event of
+ * ev[from, n) shows gone already. libzmq reports a connection disconnected before
+ * it closes the descriptor, so a number reused by a newer connection always has
+ * the old one's DISCONNECTED between the two: an accepted connection followed by
+ * a disconnect of its number is gone, and its number may be another's now. */
+static void s_refuse_marked(bus_server_t *self, uint32_t from, uint32_t to, uint32_t n)
+{
+    int max_fd = -1;
+    for (uint32_t i = from; i < n; i++)
+        if (self->ev[i].fd > max_fd)
+            max_fd = self->ev[i].fd;
+    if (max_fd < 0)
+        return;
+    uint8_t *gone = calloc((size_t)max_fd / 8 + 1, 1); /* disconnects seen after i */
+    for (uint32_t i = n; i-- > from;) {
+        s_event_t *e = &self->ev[i];
+        if (e->fd < 0)
+            continue;
+        if (e->event == ZMQ_EVENT_DISCONNECTED && gone)
+            gone[e->fd / 8] |= (uint8_t)(1u << (e->fd % 8));
+        else if (i < to && e->refuse && !(gone && (gone[e->fd / 8] & (1u << (e->fd % 8)))))
+            s_refuse(self, e->fd);
+    }
+    free(gone);
+}
+
 void bus_server_watch(bus_server_t *self)
 {
     if (!self->mon)
         return;
-    void *mon = zsock_resolve(self->mon);
-    for (;;) {
-        zmq_msg_t ev;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
+    uint32_t n = s_drain(self, 0), done = 0;
+    while (done < n) {
+        uint32_t end = n;
+        for (uint32_t i = done; i < end; i++) {
+            s_event_t *e = &self->ev[i];
+            if (e->event == ZMQ_EVENT_ACCEPTED) {
+                self->stats.connections++;
+                e->refuse = self->stats.connections > self->max_connections;
+            } else if (e->event == ZMQ_EVENT_DISCONNECTED && self->stats.connections > 0) {
+                self->stats.connections--;
+            }
         }
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            const uint8_t *d = zmq_msg_data(&ev);
-            memcpy(&event, d, sizeof event);
-            memcpy(&value, d + 2, sizeof value);
-        }
-        bool more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        while (more) { /* the endpoint frame */
-            zmq_msg_t part;
-            zmq_msg_init(&part);
-            int r = zmq_msg_recv(&part, mon, ZMQ_DONTWAIT);
-            more = r >= 0 && zmq_msg_more(&part);
-            zmq_msg_close(&part);
-        }
-        if (event == ZMQ_EVENT_ACCEPTED) {
-            self->stats.connections++;
-            if (self->stats.connections > self->max_connections)
-                s_refuse(self, (int)value);
-        } else if (event == ZMQ_EVENT_DISCONNECTED && self->stats.connections > 0) {
-            self->stats.connections--;
-        }
+        /* what arrived meanwhile may show a marked connection gone: read it first,
+         * then refuse at once (the window left is the one system call) */
+        n = s_drain(self, n);
+        s_refuse_marked(self, done, end, n);
+        done = end;
     }
 }

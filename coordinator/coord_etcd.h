@@ -52,8 +52,10 @@
 
 /* TLS towards etcd (https:// endpoints; docs/SECURITY.md "etcd"): the CA that signed
  * etcd's certificate (NULL: the system's store) and this process's client
- * certificate and key (etcd --client-cert-auth; NULL: none), PEM files. Process-wide:
- * set on the main thread before any handle or watch is made; those made after use it.
+ * certificate and key (etcd --client-cert-auth; NULL: none), PEM files. Two scopes:
+ * coord_etcd_set_tls sets the process's (on the main thread before any handle or
+ * watch is made; those made after use it), and coord_etcd_config_t.tls gives one
+ * handle or watch its own instead (libkvtier's kvt_options etcd_*_file).
  * 0, or -EINVAL with err naming the file that cannot be read, or a cert without its key. */
 #define COORD_ETCD_TLS_PATH_MAX 256 /* bytes of a TLS file path, NUL included */
 

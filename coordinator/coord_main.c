@@ -107,7 +107,13 @@ static void s_nap_ms(int ms)
 static int s_start_standby(s_proc_t *p)
 {
     coord_standby_config_t sc = {
-        .endpoint = p->endpoint, .cluster = p->cfg.cluster, .name = p->name};
+        .endpoint = p->endpoint,
+        .cluster = p->cfg.cluster,
+        .name = p->name,
+        /* the leader's bound (the scheduler's default: max_clients + 64) */
+        .max_connections = p->cfg.max_connections
+                               ? p->cfg.max_connections
+                               : (p->cfg.max_clients ? p->cfg.max_clients : 1024) + 64};
     coord_proc_block_signals(true);
     p->standby = coord_standby_new(&sc);
     coord_proc_block_signals(false);

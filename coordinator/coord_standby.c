@@ -190,7 +190,8 @@ static void s_actor(zsock_t *pipe, void *arg)
     self_t *self = arg;
     coord_proc_block_signals(true);
     self->pipe = pipe;
-    zpoller_t *poller = zpoller_new(pipe, bus_server_sock(self->server), NULL);
+    zsock_t *watch = bus_server_monitor_sock(self->server);
+    zpoller_t *poller = zpoller_new(pipe, bus_server_sock(self->server), watch, NULL);
     if (!poller)
         bus_error(S_COMP, "%s: cannot start: no poller", self->name);
     if (bus_actor_ready(pipe, poller != NULL) < 0)
@@ -202,6 +203,8 @@ static void s_actor(zsock_t *pipe, void *arg)
         if (which == pipe) {
             if (s_on_pipe(self) < 0)
                 break;
+        } else if (which == watch) {
+            bus_server_watch(self->server); /* the bound on connections */
         } else if (which) {
             s_on_request(self);
         }
@@ -232,6 +235,8 @@ zactor_t *coord_standby_new(const coord_standby_config_t *cfg)
         if (!self->server && i + 1 < attempts)
             s_nap_ms(nap);
     }
+    if (self->server)
+        bus_server_set_max_connections(self->server, cfg->max_connections);
     if (!self->server) {
         bus_error(S_COMP, "%s: cannot bind %s (%s)", self->name, cfg->endpoint,
                   self->arr ? zmq_strerror(zmq_errno()) : "out of memory");

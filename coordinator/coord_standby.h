@@ -25,11 +25,13 @@
 
 typedef struct {
     const char *endpoint; /* meta endpoint to bind ("tcp://127.0.0.1:*" picks a port) */
-    const char *cluster;  /* ClusterInfoReply.cluster */
-    const char *name;     /* Envelope.sender of replies */
-    int bind_attempts;    /* tries while the address is still held by a socket closing
-                             in this process (the scheduler's); 0: 50 */
-    int bind_retry_ms;    /* between tries; 0: 20 */
+    uint32_t
+        max_connections; /* connections kept open (bus_server_set_max_connections); 0: default */
+    const char *cluster; /* ClusterInfoReply.cluster */
+    const char *name;    /* Envelope.sender of replies */
+    int bind_attempts;   /* tries while the address is still held by a socket closing
+                            in this process (the scheduler's); 0: 50 */
+    int bind_retry_ms;   /* between tries; 0: 20 */
 } coord_standby_config_t;
 
 /* Binds and starts answering. NULL (and a log line) when the endpoint cannot be
