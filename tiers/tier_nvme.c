@@ -599,7 +599,8 @@ static int s_data_run(s_nvme_t *nv, struct s_blk *b, size_t n, bool write)
     /* A lone direct read in pieces, hashed as they come (in a group of several
      * blocks each block's check already overlaps the others' reads). */
     nv->xpiece = 0;
-    if (!write && n == 1 && b[0].rc == 0 && b[0].direct && b[0].len > S_PIECE_MIN) {
+    if (!write && n == 1 && b[0].rc == 0 && b[0].direct && b[0].len > S_PIECE_MIN &&
+        tier_uring_is_ring(nv->io)) { /* pread/pwrite would run the pieces one by one */
         nv->xpiece = s_round_up((b[0].len + S_PIECES - 1) / S_PIECES, S_PAGE);
         if (nv->xpiece < S_PIECE_MIN)
             nv->xpiece = S_PIECE_MIN;

@@ -63,11 +63,16 @@ static double s_gbps(uint64_t bytes, double secs)
 /* ---- raw O_DIRECT baseline --------------------------------------------------- */
 
 struct s_raw {
-    uint8_t *buf; /* qd buffers of block bytes */
+    /* nbuf buffers of block bytes, cycled through like the tier's source pool
+     * (S_SRC_BYTES), so the baseline moves and hashes memory as cold as the tier's */
+    uint8_t *buf;
+    uint64_t nbuf;
     uint64_t block, total, pos;
     uint64_t end; /* of the batch being submitted */
     bool write, dsync;
-    bool sum;     /* reads: xxh3 of each block as it completes (what verification costs) */
+    /* xxh3 of each block: reads as it completes (what verification costs), writes
+     * before it is submitted (what a put's checksum costs) */
+    bool sum;
     uint64_t acc; /* the sums, folded, so the work cannot be optimised away */
     int err;
 };
@@ -77,8 +82,13 @@ static int s_raw_fill(void *arg, unsigned tag, tier_uring_op_t *op)
     struct s_raw *r = arg;
     if (r->pos >= r->end)
         return 0;
-    op->buf = r->buf + (size_t)tag * r->block;
+    (void)tag;
+    op->buf = r->buf + (size_t)(r->pos / r->block % r->nbuf) * r->block;
     op->len = (uint32_t)r->block;
+    if (r->sum && r->write) {
+        struct iovec v = {op->buf, op->len};
+        r->acc ^= tier_checksum(&v, 1);
+    }
     op->off = r->pos;
     op->write = r->write;
     op->dsync = r->dsync;
@@ -92,7 +102,7 @@ static void s_raw_done(void *arg, unsigned tag, const tier_uring_op_t *op)
     (void)tag;
     if (op->res < 0 && !r->err)
         r->err = op->res;
-    if (r->sum && op->res == 0) {
+    if (r->sum && !r->write && op->res == 0) {
         struct iovec v = {op->buf, op->len};
         r->acc ^= tier_checksum(&v, 1);
     }
@@ -115,8 +125,9 @@ static double s_raw_batches(const struct s_args *a, uint64_t block, bool write, 
             close(fd);
         return -1;
     }
-    size_t len = (size_t)a->qd * block;
+    size_t len = (size_t)a->qd * block > S_SRC_BYTES ? (size_t)a->qd * block : S_SRC_BYTES;
     struct s_raw r = {.block = block,
+                      .nbuf = len / block,
                       .total = a->total / block * block,
                       .write = write,
                       .dsync = dsync,
@@ -309,6 +320,8 @@ enum {
     X_GET_BOUNCE,
     X_RAW_WS, /* raw write stream at the queue depth */
     X_RAW_RS,
+    X_RAW_W1S, /* one block per I/O, xxh3 of each before its write: a put's floor */
+    X_RAW_R1S, /* one block per I/O, xxh3 of each after its read: a get's floor */
     X_N
 };
 
@@ -390,6 +403,8 @@ static int s_block_size(const struct s_args *a, uint64_t block, uint8_t *src)
         v[X_GET_BOUNCE] = s_get(&r, S_BATCH_MODE, 1);
         v[X_RAW_WS] = s_raw_batches(a, block, true, dsync, false, false, 0);
         v[X_RAW_RS] = s_raw_batches(a, block, false, false, false, false, 0);
+        v[X_RAW_W1S] = s_raw_batches(a, block, true, dsync, false, true, 1);
+        v[X_RAW_R1S] = s_raw_batches(a, block, false, false, false, true, 1);
     }
     const char *w = dsync ? "raw dsync write" : "raw write";
     char what[96], base[64];
@@ -424,6 +439,15 @@ static int s_block_size(const struct s_args *a, uint64_t block, uint8_t *src)
     s_mrow(what, x, a->rounds, X_PUT_B, X_RAW_WS, "raw stream");
     snprintf(what, sizeof what, "raw read, stream at queue depth %u", a->qd);
     s_mrow(what, x, a->rounds, X_RAW_RS, -1, "");
+    /* where a lone block's time goes: the raw I/O with the same xxh3 pass in series */
+    snprintf(what, sizeof what, "%s, one, xxh3 before each", w);
+    snprintf(base, sizeof base, "%s, one", w);
+    s_mrow(what, x, a->rounds, X_RAW_W1S, X_RAW_W1, base);
+    s_mrow("tier put, one block per call, vs that", x, a->rounds, X_PUT_1, X_RAW_W1S,
+           "raw one + xxh3");
+    s_mrow("raw read, one, xxh3 after each", x, a->rounds, X_RAW_R1S, X_RAW_R1, "raw read, one");
+    s_mrow("tier get, one block per call, vs that", x, a->rounds, X_GET_1, X_RAW_R1S,
+           "raw one + xxh3");
     free(x);
     printf("  once:\n");
     printf("  %-46s %6.2f GB/s\n", "raw O_DIRECT write, fresh file", raw_fresh);
