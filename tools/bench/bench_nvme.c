@@ -171,7 +171,7 @@ static double s_raw_pass(const struct s_args *a, uint64_t block, bool write, boo
 double bench_nvme_raw_pass(const char *dir, uint64_t total, uint64_t block, uint32_t qd, bool write,
                            bool dsync, bool fresh)
 {
-    struct s_args a = {.dir = dir, .total = total, .qd = qd, .engine = TIER_URING_AUTO};
+    struct s_args a = {.dir = dir, .total = total, .qd = qd, .engine = "auto"};
     return s_raw_pass(&a, block, write, dsync, fresh, false);
 }
 
