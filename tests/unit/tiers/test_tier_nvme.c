@@ -814,7 +814,8 @@ static void test_put_is_one_write_of_bytes_and_header(void **state)
         /* a batch of 8, overwriting the first: 8 writes, no separate header write */
         struct iovec v[8];
         tier_io_t items[8];
-        uint8_t *q = s_buf(8 * 65536, 0, &mem);
+        void *mem2;
+        uint8_t *q = s_buf(8 * 65536, 0, &mem2);
         for (int i = 0; i < 8; i++) {
             s_fill(q + i * 65536, 65536, (3 + i) * 1000003u + 2);
             v[i] = (struct iovec){.iov_base = q + i * 65536, .iov_len = 65536};
@@ -836,6 +837,7 @@ static void test_put_is_one_write_of_bytes_and_header(void **state)
         assert_int_equal(tier_put_batch(t, items, 1), -EBADMSG);
         assert_int_equal(s_check_simple(t, 3, 65536, 2), 0); /* untouched */
         free(mem);
+        free(mem2);
         tier_close(&t);
         t = tier_open(&cfg, err, sizeof err);
         assert_non_null(t);
