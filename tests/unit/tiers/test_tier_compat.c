@@ -3,7 +3,9 @@
  * versioned in their superblocks). nvme: a file of layout version 1 written by the
  * code before the tier ops table's version 2 (fixtures/nvme_v1.bin.gz) is refused
  * by layout version 2 with a message naming both versions, untouched, and is
- * reformatted only when asked (generic tier API only). host: a segment built byte by byte
+ * reformatted only when asked, and the layout version 2 file of that layout's
+ * commit (fixtures/nvme_v2.bin.gz) is adopted byte-exact at its documented
+ * offsets (generic tier API only). host: a segment built byte by byte
  * from the offsets documented in tier_seg.h is read through the segment library
  * a client links. Expected values are the
  * constants of fixtures/nvme_v1.h and this file, never a re-read of the
@@ -25,11 +27,12 @@
 #include <xxhash.h>
 #include <zlib.h>
 
-#include "nvme_v1.h"
+#include "nvme_v2.h" /* and nvme_v1.h, whose blocks both fixtures hold */
 #include "tier.h"
 #include "tier_seg.h"
 
 #define S_FIXTURE KVT_TIER_FIXTURES "/nvme_v1.bin.gz"
+#define S_FIXTURE_V2 KVT_TIER_FIXTURES "/nvme_v2.bin.gz"
 
 static char s_dir[128];
 static char s_path[256];
@@ -175,6 +178,171 @@ static void test_nvme_v1_file_reformatted_when_asked(void **state)
     struct iovec g = {.iov_base = got, .iov_len = sizeof got};
     assert_int_equal(tier_read(t, 3, &g, 1), 0);
     assert_memory_equal(got, buf, sizeof buf);
+    tier_close(&t);
+}
+
+/* Each version 2 test starts from that fixture as committed. */
+static int s_fresh_fixture_v2(void **state)
+{
+    (void)state;
+    struct stat st;
+    unlink(s_path);
+    if (s_gunzip(S_FIXTURE_V2, s_path) < 0 || stat(s_path, &st) < 0)
+        return -1;
+    return st.st_size == (off_t)NVME_V2_FILE_SIZE ? 0 : -1;
+}
+
+static void s_assert_header(const tier_slot_header_t *h, const struct nvme_v1_block *b,
+                            uint32_t state)
+{
+    assert_memory_equal(h->key.b, b->key, TIER_KEY_BYTES);
+    assert_int_equal(h->instance, b->instance);
+    assert_int_equal(h->state, state);
+    assert_int_equal(h->size, b->size);
+    assert_int_equal(h->checksum, b->checksum);
+    assert_int_equal(h->deadline_ms, b->deadline_ms);
+}
+
+static void s_assert_block(tier_t *t, const struct nvme_v1_block *b)
+{
+    static uint8_t got[NVME_V1_SLOT_SIZE], want[NVME_V1_SLOT_SIZE];
+    nvme_v1_fill(want, b->size, b->seed);
+    assert_int_equal(XXH3_64bits(want, b->size), b->checksum);
+    memset(got, 0, sizeof got);
+    struct iovec v = {.iov_base = got, .iov_len = sizeof got};
+    assert_int_equal(tier_read(t, b->slot, &v, 1), 0);
+    assert_memory_equal(got, want, b->size);
+}
+
+static void s_assert_not_served(tier_t *t, uint64_t slot)
+{
+    static uint8_t got[NVME_V1_SLOT_SIZE];
+    struct iovec v = {.iov_base = got, .iov_len = sizeof got};
+    bool present = true;
+    assert_int_equal(tier_read(t, slot, &v, 1), -ENODATA);
+    assert_int_equal(tier_probe(t, &slot, 1, &present), 0);
+    assert_false(present);
+}
+
+struct s_inv {
+    size_t n;
+    uint64_t slots[NVME_V1_CAPACITY];
+    tier_slot_header_t h[NVME_V1_CAPACITY];
+};
+
+static int s_inv_fn(void *arg, uint64_t slot, const tier_slot_header_t *h)
+{
+    struct s_inv *inv = arg;
+    if (inv->n == NVME_V1_CAPACITY)
+        return -ENOSPC;
+    inv->slots[inv->n] = slot;
+    inv->h[inv->n++] = *h;
+    return 0;
+}
+
+static void s_pread(const char *path, uint64_t off, void *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+    close(fd);
+}
+
+static uint64_t s_u64(const uint8_t *p);
+static uint32_t s_u32(const uint8_t *p);
+
+/* b's record and bytes in the file, at the offsets nvme_v2.h documents; its seq
+ * above min_seq when given. */
+static void s_assert_v2_record(const struct nvme_v1_block *b, uint64_t min_seq)
+{
+    static uint8_t rec[NVME_V2_RECORD_BYTES], zero[NVME_V2_RECORD_BYTES];
+    static uint8_t got[NVME_V1_SLOT_SIZE], want[NVME_V1_SLOT_SIZE];
+    const uint8_t uuid[16] = NVME_V2_UUID;
+    s_pread(s_path, NVME_V2_REC_OFF(b->slot), rec, sizeof rec);
+    assert_int_equal(s_u32(rec + 0), 0x4853564bu); /* "KVSH" */
+    assert_int_equal(s_u32(rec + 4), TIER_SLOT_SERVING);
+    assert_int_equal(s_u64(rec + 8), b->slot);
+    assert_true(s_u64(rec + 16) > min_seq);
+    assert_memory_equal(rec + 24, uuid, 16);
+    assert_memory_equal(rec + 40, b->key, 16);
+    assert_int_equal(s_u32(rec + 56), b->instance);
+    assert_int_equal(s_u64(rec + 64), b->size);
+    assert_int_equal(s_u64(rec + 72), b->checksum);
+    assert_int_equal(s_u64(rec + 80), b->deadline_ms);
+    assert_int_equal(s_u64(rec + 96), XXH3_64bits(rec, 96));
+    assert_memory_equal(rec + 104, zero, sizeof rec - 104);
+    s_pread(s_path, NVME_V2_BYTES_OFF(b->slot), got, b->size);
+    nvme_v1_fill(want, b->size, b->seed);
+    assert_memory_equal(got, want, b->size);
+}
+
+/* The committed layout version 2 file is adopted: every SERVING block with its
+ * header and its bytes, at the offsets nvme_v2.h documents; the interrupted
+ * overwrite (a WRITING record with the new bytes' size and checksum), the
+ * deleted and the never-written slots are not served; a put after adoption is
+ * one record-and-bytes write at its slot's offsets with a later seq, and the
+ * file keeps serving across a reopen. */
+static void test_nvme_v2_file_adopted_byte_exact(void **state)
+{
+    (void)state;
+    tier_config_t cfg;
+    s_nvme_cfg(&cfg);
+    cfg.log = s_noop_log;
+    char err[512] = "";
+    tier_t *t = tier_open(&cfg, err, sizeof err);
+    if (!t)
+        fail_msg("tier_open of the v2 fixture: %s", err);
+    struct s_inv inv = {0};
+    assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
+    assert_int_equal(inv.n, NVME_V1_NSERVING);
+    for (size_t i = 0; i < NVME_V1_NSERVING; i++) {
+        const struct nvme_v1_block *b = &nvme_v1_serving[i];
+        tier_slot_header_t h;
+        assert_int_equal(inv.slots[i], b->slot);
+        s_assert_header(&inv.h[i], b, TIER_SLOT_SERVING);
+        assert_int_equal(tier_get_header(t, b->slot, &h), 0);
+        s_assert_header(&h, b, TIER_SLOT_SERVING);
+        s_assert_block(t, b);
+        s_assert_v2_record(b, 0);
+    }
+    tier_slot_header_t h;
+    struct nvme_v1_block w = nvme_v1_writing;
+    w.size = NVME_V1_OVER_SIZE;
+    w.checksum = NVME_V2_WRITING_CHECKSUM;
+    assert_int_equal(tier_get_header(t, w.slot, &h), 0);
+    s_assert_header(&h, &w, TIER_SLOT_WRITING);
+    s_assert_not_served(t, w.slot);
+    const uint64_t empty[] = {nvme_v1_deleted.slot, NVME_V1_NEVER_WRITTEN};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(tier_get_header(t, empty[i], &h), 0);
+        assert_int_equal(h.state, TIER_SLOT_EMPTY);
+        s_assert_not_served(t, empty[i]);
+    }
+    /* a new block into the never-written slot */
+    static uint8_t buf[NVME_V1_SLOT_SIZE];
+    struct nvme_v1_block nb = {NVME_V1_NEVER_WRITTEN,
+                               {0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x04, 0x04, 0x04,
+                                0x04, 0x04, 0x04, 0x04, 0x04},
+                               4444u,
+                               NVME_V1_SLOT_SIZE - 1,
+                               2000000000000ull,
+                               0x440u,
+                               0};
+    nvme_v1_fill(buf, nb.size, nb.seed);
+    nb.checksum = XXH3_64bits(buf, nb.size);
+    struct iovec v = {.iov_base = buf, .iov_len = nb.size};
+    tier_io_t it = {.slot = nb.slot, .iov = &v, .n = 1};
+    it.hdr.instance = nb.instance;
+    it.hdr.deadline_ms = nb.deadline_ms;
+    memcpy(it.hdr.key.b, nb.key, sizeof it.hdr.key.b);
+    assert_int_equal(tier_put_batch(t, &it, 1), 0);
+    tier_close(&t);
+    s_assert_v2_record(&nb, NVME_V2_MAX_SEQ);
+    t = tier_open(&cfg, err, sizeof err);
+    assert_non_null(t);
+    s_assert_block(t, &nb);
+    for (size_t i = 0; i < NVME_V1_NSERVING; i++)
+        s_assert_block(t, &nvme_v1_serving[i]);
     tier_close(&t);
 }
 
@@ -390,6 +558,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_nvme_v1_file_refused_naming_the_version, s_fresh_fixture),
         cmocka_unit_test_setup(test_nvme_v1_file_reformatted_when_asked, s_fresh_fixture),
+        cmocka_unit_test_setup(test_nvme_v2_file_adopted_byte_exact, s_fresh_fixture_v2),
         cmocka_unit_test_teardown(test_host_v1_segment_read_by_attach, s_host_teardown),
     };
     return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
