@@ -633,6 +633,43 @@ int tier_commit_batch(tier_t *t, tier_io_t *items, size_t n)
     return 0;
 }
 
+int tier_put_batch(tier_t *t, tier_io_t *items, size_t n)
+{
+    if (n && !items)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        items[i].hdr.state = TIER_SLOT_SERVING;
+        items[i].hdr.size = 0;
+        for (int j = 0; items[i].iov && j < items[i].n; j++)
+            items[i].hdr.size += items[i].iov[j].iov_len;
+    }
+    tier_desc_t d;
+    tier_describe(t, &d);
+    if (d.write_commits && t->ops->write_batch)
+        return t->ops->write_batch(t, items, n);
+    tier_slot_header_t hdr[64];
+    int first = 0;
+    for (size_t i = 0; i < n && !first; i += 64) { /* write then commit, 64 at a time */
+        size_t k = n - i < 64 ? n - i : 64;
+        for (size_t j = 0; j < k; j++) {
+            hdr[j] = items[i + j].hdr;
+            items[i + j].hdr.state = TIER_SLOT_EMPTY; /* a plain write */
+        }
+        first = tier_write_batch(t, items + i, k);
+        size_t w = 0;
+        while (w < k && items[i + w].rc == 0)
+            w++;
+        for (size_t j = 0; j < k; j++)
+            items[i + j].hdr = hdr[j];
+        int rc = tier_commit_batch(t, items + i, w);
+        if (!first)
+            first = rc;
+        if (first)
+            s_cancel_rest(items, i + k, n);
+    }
+    return first;
+}
+
 int tier_clear_batch(tier_t *t, tier_io_t *items, size_t n)
 {
     if (n && !items)

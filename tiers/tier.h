@@ -103,6 +103,10 @@ typedef struct tier_desc {
      * verify_reads): where reads_verified is false, the tier actor checks each block
      * it serves, and same-host readers check what they copy (tier_seg.h) */
     bool verify_reads;
+    /* write_batch commits the items whose hdr.state is SERVING with their bytes
+     * (a put, tier_put_batch): nvme writes each block's bytes and header record
+     * in one I/O. false: tier_put_batch writes, then commits. */
+    bool write_commits;
 } tier_desc_t;
 
 struct tier;
@@ -239,6 +243,13 @@ void *tier_map(tier_t *t, size_t *len);
 int tier_write_batch(tier_t *t, tier_io_t *items, size_t n);
 int tier_read_batch(tier_t *t, tier_io_t *items, size_t n);
 int tier_commit_batch(tier_t *t, tier_io_t *items, size_t n);
+/* Puts: each item's bytes (iov) and its SERVING header (hdr in: key, instance,
+ * deadline, checksum 0 or the expected one; hdr.size is set to the bytes' total;
+ * hdr out as stored), with the outcome of tier_write_batch then tier_commit_batch
+ * of the items written. A backend whose description says write_commits does it
+ * in one write_batch (nvme: bytes and header in one write per block, durable as
+ * its sync policy says, once it returns). */
+int tier_put_batch(tier_t *t, tier_io_t *items, size_t n);
 int tier_clear_batch(tier_t *t, tier_io_t *items, size_t n);
 
 /* The backend's description; without a describe op: tier.c's random epoch, no

@@ -12,6 +12,9 @@
 #include "bus_fault.h"
 #include "tier_checksum.h"
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +37,8 @@
 #define S_CHUNK_MAX (256u << 20) /* bound on chunk_bytes */
 #define S_SUPER_SUMMED 160u      /* superblock bytes covered by its checksum */
 #define S_REC_SUMMED 96u         /* record bytes covered by rec_checksum */
+#define S_PIECES 8u              /* a lone block's read: pieces hashed as they arrive */
+#define S_PIECE_MIN (64u << 10)
 
 struct s_super {
     uint64_t magic;
@@ -85,6 +90,7 @@ struct s_slot {
     uint64_t pend_sum;
     uint32_t mark; /* batch epoch: catches a slot repeated within a batch */
     bool pending;
+    bool stale; /* the file's record may say more than h: listed in s_nvme.stale */
 };
 
 _Static_assert(sizeof(struct s_slot) <= 72, "memory per slot as documented in tier_nvme.h");
@@ -96,11 +102,15 @@ struct s_blk {
     int n;
     uint64_t len;
     bool direct;
-    bool hdone;    /* header run: its record reached the file */
-    bool summed;   /* write: h.checksum computed; read: bytes verified */
-    bool bad;      /* read: checksum mismatch, to be dropped after the run */
-    uint64_t flip; /* read: a fault flips bit (flip - 1) mod 8*len before the check */
-    uint64_t got;  /* data bytes completed */
+    bool hdone;       /* header run: its record reached the file */
+    bool put;         /* write run: h is SERVING, committed by the same write */
+    bool started;     /* write run: the piece carrying its record was produced */
+    bool summed;      /* write: h.checksum computed; read: bytes verified */
+    bool bad;         /* read: checksum mismatch, to be dropped after the run */
+    uint64_t flip;    /* read: a fault flips bit (flip - 1) mod 8*len before the check */
+    uint64_t got;     /* data bytes completed */
+    uint64_t arrived; /* a split read: bit i, piece i is in */
+    uint32_t hashed;  /* a split read: pieces [0, hashed) are in the hash state */
     int rc;
     tier_slot_header_t h; /* the header to persist (header runs) */
 };
@@ -124,14 +134,24 @@ typedef struct s_nvme {
     uint64_t seq;
     uint32_t epoch;
     struct s_slot *slots;
-    uint8_t *pool; /* depth bounce buffers of chunk bytes */
+    /* depth slabs of S_PAGE + chunk bytes: a record page, then the bounce
+     * buffer, so a record and the first bounced piece are one fixed write */
+    uint8_t *pool;
     size_t pool_len;
-    uint8_t *hdrpool; /* depth header buffers of rec bytes */
-    size_t hdrpool_len;
     tier_uring_t *io;
     struct s_tagrec *tags;
     struct s_blk blk[S_GROUP];
-    struct s_blk aux[S_GROUP]; /* invalidations and drops beside a running group */
+    struct s_blk aux[S_GROUP];           /* drops beside a running group */
+    struct iovec xiov[TIER_MAX_IOV + 1]; /* the segments of the op being produced */
+    /* A read run of one block is cut in pieces of xpiece bytes (0: not cut), each
+     * hashed into hst as soon as it and those before it are in, so the checksum
+     * of a lone block overlaps its own read. */
+    uint64_t xpiece;
+    XXH3_state_t *hst;
+    /* slots whose write failed after its record went out: cleared to EMPTY in
+     * the file (s_clear_stale) so a restart does not bring back what failed */
+    uint64_t stale[S_GROUP];
+    size_t nstale;
     /* cursor of the run in progress (one at a time) */
     struct s_blk *xb;
     size_t xn, xi;
@@ -209,15 +229,32 @@ __attribute__((format(printf, 5, 6))) static int s_fail(s_nvme_t *nv, char *err,
     return rc;
 }
 
-static uint8_t *s_bounce(s_nvme_t *nv, unsigned tag)
+static uint8_t *s_slab(s_nvme_t *nv, unsigned tag)
 {
-    return nv->pool + (size_t)tag * nv->chunk;
+    return nv->pool + (size_t)tag * (S_PAGE + nv->chunk);
 }
 
+static uint8_t *s_bounce(s_nvme_t *nv, unsigned tag)
+{
+    return s_slab(nv, tag) + S_PAGE;
+}
+
+/* The record buffer of a tag: the rec bytes right before its bounce buffer. */
 static uint8_t *s_hdrbuf(s_nvme_t *nv, unsigned tag)
 {
-    assert((size_t)(tag + 1) * nv->rec <= nv->hdrpool_len); /* s_alloc sized it */
-    return nv->hdrpool + (size_t)tag * nv->rec;
+    assert(nv->rec <= S_PAGE); /* open refuses more */
+    return s_bounce(nv, tag) - nv->rec;
+}
+
+/* Where slot's record lies; its bytes follow the record. */
+static uint64_t s_rec_off(const s_nvme_t *nv, uint64_t slot)
+{
+    return nv->data_off + slot * nv->stride;
+}
+
+static uint64_t s_bytes_off(const s_nvme_t *nv, uint64_t slot)
+{
+    return s_rec_off(nv, slot) + nv->rec;
 }
 
 static uint64_t s_iov_total(const struct iovec *iov, int n)
@@ -379,14 +416,16 @@ static int s_barrier(s_nvme_t *nv)
 
 /* Checks a block read against its header; a mismatch is zeroed at once (the
  * caller never sees the bytes) and dropped after the run. */
-static void s_verify_blk(s_nvme_t *nv, struct s_blk *b)
+static void s_verify_blk(s_nvme_t *nv, struct s_blk *b, const uint64_t *sum)
 {
     struct iovec v[TIER_MAX_IOV] = {{0}};
     int k = s_iov_trim(b->iov, b->n, b->len, v);
     b->summed = true;
-    if (b->flip && b->len)
+    if (b->flip && b->len) {
         s_flip_bit(v, k, (b->flip - 1) % (b->len * 8));
-    b->h.checksum = tier_checksum(v, k);
+        sum = NULL; /* the bytes changed after they were hashed */
+    }
+    b->h.checksum = sum ? *sum : tier_checksum(v, k);
     if (b->h.checksum == nv->slots[b->slot].h.checksum)
         return;
     for (int j = 0; j < k; j++)
@@ -395,49 +434,108 @@ static void s_verify_blk(s_nvme_t *nv, struct s_blk *b)
     b->rc = -EBADMSG;
 }
 
+static void s_rec_build(s_nvme_t *nv, uint64_t slot, const tier_slot_header_t *h, uint8_t *buf);
+
+/* A write's first piece: the block's checksum (here rather than before the
+ * run: it overlaps the I/O in flight), then its record, which goes to the file
+ * in the same op as the bytes. 0, or the item's error (no I/O for it). */
+static int s_write_start(s_nvme_t *nv, struct s_blk *b, unsigned tag)
+{
+    b->started = true;
+    uint64_t want = b->h.checksum;
+    b->h.checksum = tier_checksum(b->iov, b->n);
+    b->summed = true;
+    if (b->put && want && want != b->h.checksum)
+        return -EBADMSG; /* bytes other than the caller described: not written */
+    /* The old block stops being served before new bytes go over it. */
+    struct s_slot *s = &nv->slots[b->slot];
+    if (!b->put) { /* pending: WRITING with the new size and checksum, the old key */
+        uint64_t sum = b->h.checksum;
+        b->h = s->h;
+        b->h.state = TIER_SLOT_WRITING;
+        b->h.size = b->len;
+        b->h.checksum = sum;
+    }
+    s->pending = false;
+    if (s->h.state == TIER_SLOT_SERVING) {
+        tier_slot_header_t h = s->h;
+        h.state = TIER_SLOT_WRITING;
+        s_set_hdr(nv, b->slot, &h);
+    }
+    s_rec_build(nv, b->slot, &b->h, s_hdrbuf(nv, tag));
+    return 0;
+}
+
 static int s_data_fill(void *arg, unsigned tag, tier_uring_op_t *op)
 {
     s_nvme_t *nv = arg;
-    while (nv->xi < nv->xn && (nv->xb[nv->xi].rc < 0 || nv->xpos >= nv->xb[nv->xi].len)) {
-        nv->xi++;
-        nv->xpos = 0;
+    for (;; nv->xi++, nv->xpos = 0) {
+        if (nv->xi >= nv->xn)
+            return 0;
+        struct s_blk *b = &nv->xb[nv->xi];
+        if (b->rc < 0)
+            continue;
+        if (nv->xwrite && !b->started && (b->rc = s_write_start(nv, b, tag)) < 0)
+            continue;
+        if (nv->xpos < b->len || (nv->xwrite && nv->xpos == 0 && !b->hdone))
+            break;
     }
-    if (nv->xi >= nv->xn)
-        return 0;
     struct s_blk *b = &nv->xb[nv->xi];
-    if (nv->xwrite && !b->summed) {
-        /* Here rather than before the run: it overlaps the I/O in flight. */
-        b->h.checksum = tier_checksum(b->iov, b->n);
-        b->summed = true;
-    }
-    uint64_t len = b->len - nv->xpos < nv->chunk ? b->len - nv->xpos : nv->chunk;
+    /* A write's first piece carries the record in the rec bytes before it. */
+    bool with_rec = nv->xwrite && nv->xpos == 0;
+    uint64_t len;
     struct s_tagrec *tr = &nv->tags[tag];
     tr->bi = (uint32_t)nv->xi;
     tr->pos = nv->xpos;
     tr->bounce = !b->direct;
-    if (b->direct) {
+    if (b->direct) {                /* the rest of the block in one op, from the caller's memory */
+        struct iovec *v = nv->xiov; /* the engine copies it when it queues the op */
+        unsigned k = 0;
+        if (with_rec)
+            v[k++] = (struct iovec){.iov_base = s_hdrbuf(nv, tag), .iov_len = nv->rec};
         int seg;
         uint64_t off;
         s_iov_seek(b->iov, b->n, nv->xpos, &seg, &off);
-        if (b->iov[seg].iov_len - off < len)
-            len = b->iov[seg].iov_len - off;
-        op->buf = (uint8_t *)b->iov[seg].iov_base + off;
-        op->len = (uint32_t)len;
+        uint64_t end = b->len;
+        if (nv->xpiece && end - nv->xpos > nv->xpiece)
+            end = nv->xpos + nv->xpiece;
+        len = 0;
+        for (; seg < b->n && nv->xpos + len < end; seg++, off = 0) {
+            uint64_t take = b->iov[seg].iov_len - off;
+            if (take > end - nv->xpos - len)
+                take = end - nv->xpos - len;
+            if (take)
+                v[k++] = (struct iovec){.iov_base = (uint8_t *)b->iov[seg].iov_base + off,
+                                        .iov_len = take};
+            len += take;
+        }
+        if (k == 1 && !with_rec) {
+            op->buf = v[0].iov_base;
+            op->len = (uint32_t)v[0].iov_len;
+        } else {
+            op->iov = v;
+            op->niov = k;
+        }
     } else {
+        len = b->len - nv->xpos < nv->chunk ? b->len - nv->xpos : nv->chunk;
         uint8_t *buf = s_bounce(nv, tag);
         uint64_t alen = s_round_up(len, nv->off_align);
         if (nv->xwrite) {
             s_gather(b->iov, b->n, nv->xpos, buf, len);
             memset(buf + len, 0, alen - len);
         }
-        op->buf = buf;
-        op->len = (uint32_t)alen;
+        op->buf = with_rec ? buf - nv->rec : buf;
+        op->len = (uint32_t)(alen + (with_rec ? nv->rec : 0));
         op->fixed = true;
     }
     tr->len = (uint32_t)len;
-    op->off = nv->data_off + b->slot * nv->stride + nv->xpos;
+    op->off = s_bytes_off(nv, b->slot) + nv->xpos - (with_rec ? nv->rec : 0);
     op->write = nv->xwrite;
     op->dsync = nv->xwrite && nv->opts.sync == TIER_NVME_SYNC_DSYNC;
+    if (with_rec)
+        b->hdone = true; /* its record is in this op: not produced again */
+    if (op->write)
+        nv->st.write_ops++;
     nv->xpos += len;
     return 1;
 }
@@ -461,8 +559,25 @@ static void s_data_done(void *arg, unsigned tag, const tier_uring_op_t *op)
     if (short_by)
         nv->st.short_reads++;
     b->got += len;
-    if (!nv->xwrite && b->got == b->len && b->rc == 0)
-        s_verify_blk(nv, b); /* overlaps the I/O still in flight */
+    if (!nv->xwrite && nv->xpiece && b->rc == 0 && len == tr->len) {
+        b->arrived |= 1ull << (tr->pos / nv->xpiece);
+        while (b->arrived >> b->hashed & 1u) { /* the pieces in order, as they are in */
+            uint64_t at = (uint64_t)b->hashed++ * nv->xpiece;
+            uint64_t left = b->len - at < nv->xpiece ? b->len - at : nv->xpiece;
+            int seg;
+            uint64_t off;
+            s_iov_seek(b->iov, b->n, at, &seg, &off);
+            for (; left && seg < b->n; seg++, off = 0) {
+                uint64_t k = b->iov[seg].iov_len - off < left ? b->iov[seg].iov_len - off : left;
+                XXH3_64bits_update(nv->hst, (const uint8_t *)b->iov[seg].iov_base + off, k);
+                left -= k;
+            }
+        }
+    }
+    if (!nv->xwrite && b->got == b->len && b->rc == 0) {
+        uint64_t sum = nv->xpiece ? XXH3_64bits_digest(nv->hst) : 0;
+        s_verify_blk(nv, b, nv->xpiece ? &sum : NULL); /* overlaps the I/O still in flight */
+    }
 }
 
 static int s_data_run(s_nvme_t *nv, struct s_blk *b, size_t n, bool write)
@@ -476,6 +591,21 @@ static int s_data_run(s_nvme_t *nv, struct s_blk *b, size_t n, bool write)
         else
             nv->st.bounced_blocks++;
     }
+    for (size_t i = 0; i < n; i++) {
+        b[i].started = b[i].hdone = false;
+        b[i].arrived = 0;
+        b[i].hashed = 0;
+    }
+    /* A lone direct read in pieces, hashed as they come (in a group of several
+     * blocks each block's check already overlaps the others' reads). */
+    nv->xpiece = 0;
+    if (!write && n == 1 && b[0].rc == 0 && b[0].direct && b[0].len > S_PIECE_MIN &&
+        tier_uring_is_ring(nv->io)) { /* pread/pwrite would run the pieces one by one */
+        nv->xpiece = s_round_up((b[0].len + S_PIECES - 1) / S_PIECES, S_PAGE);
+        if (nv->xpiece < S_PIECE_MIN)
+            nv->xpiece = S_PIECE_MIN;
+        XXH3_64bits_reset(nv->hst);
+    }
     nv->xb = b;
     nv->xn = n;
     nv->xi = 0;
@@ -483,15 +613,14 @@ static int s_data_run(s_nvme_t *nv, struct s_blk *b, size_t n, bool write)
     nv->xwrite = write;
     int rc = tier_uring_run(nv->io, s_data_fill, s_data_done, nv);
     nv->xb = NULL;
+    nv->xpiece = 0;
     for (size_t i = 0; i < n; i++) {
         if (b[i].rc < 0)
             continue;
-        if (rc < 0 || b[i].got != b[i].len)
+        if (rc < 0 || b[i].got != b[i].len || (write && !b[i].hdone))
             b[i].rc = rc < 0 ? rc : -EIO; /* ring trouble: not all bytes moved */
-        else if (write && !b[i].summed)   /* empty blocks have no piece */
-            b[i].h.checksum = tier_checksum(b[i].iov, b[i].n);
-        else if (!write && !b[i].summed)
-            s_verify_blk(nv, &b[i]);
+        else if (!write && !b[i].summed)  /* empty blocks have no piece */
+            s_verify_blk(nv, &b[i], NULL);
     }
     return rc;
 }
@@ -530,8 +659,10 @@ static int s_hdr_fill(void *arg, unsigned tag, tier_uring_op_t *op)
     s_rec_build(nv, b->slot, &b->h, s_hdrbuf(nv, tag));
     op->buf = s_hdrbuf(nv, tag);
     op->len = nv->rec;
-    op->off = nv->hdr_off + b->slot * nv->rec;
+    op->off = s_rec_off(nv, b->slot);
+    op->fixed = true;
     op->write = true;
+    nv->st.write_ops++;
     op->dsync = nv->opts.sync == TIER_NVME_SYNC_DSYNC;
     return 1;
 }
@@ -551,6 +682,7 @@ static void s_hdr_done(void *arg, unsigned tag, const tier_uring_op_t *op)
     nv->st.headers++;
     b->hdone = true;
     s_set_hdr(nv, b->slot, &b->h);
+    nv->slots[b->slot].stale = false;
 }
 
 /* Persists b[i].h for every block without an error; the mirror follows
@@ -625,48 +757,81 @@ static int s_check_item(s_nvme_t *nv, uint64_t slot, const struct iovec *iov, in
     return 0;
 }
 
-/* Slots whose file header says SERVING become WRITING before new bytes go
- * over them, so a crash mid-write never leaves a SERVING header on them. */
-static void s_invalidate(s_nvme_t *nv, struct s_blk *b, size_t n)
+/* Writes EMPTY records over the stale slots still listed; those that fail
+ * stay listed for the next try (after the next write group, at close). */
+static void s_clear_stale(s_nvme_t *nv)
 {
-    size_t idx[S_GROUP], k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (b[i].rc < 0 || nv->slots[b[i].slot].h.state != TIER_SLOT_SERVING)
-            continue;
-        struct s_blk *a = &nv->aux[k];
-        memset(a, 0, sizeof *a);
-        a->slot = b[i].slot;
-        a->h = nv->slots[b[i].slot].h;
-        a->h.state = TIER_SLOT_WRITING;
-        idx[k++] = i;
+    size_t k = 0;
+    for (size_t i = 0; i < nv->nstale; i++) {
+        if (!nv->slots[nv->stale[i]].stale)
+            continue; /* a record written since replaced it */
+        struct s_blk *d = &nv->aux[k++];
+        memset(d, 0, sizeof *d);
+        d->slot = nv->stale[i];
+        d->h.state = TIER_SLOT_EMPTY;
     }
-    if (!k)
-        return;
     s_hdr_run(nv, nv->aux, k);
-    for (size_t j = 0; j < k; j++)
-        if (nv->aux[j].rc < 0)
-            b[idx[j]].rc = nv->aux[j].rc;
+    nv->nstale = 0;
+    for (size_t i = 0; i < k; i++)
+        if (nv->aux[i].rc < 0)
+            nv->stale[nv->nstale++] = nv->aux[i].slot;
 }
 
-/* Writes the bytes of a group whose items passed s_check_item (b[i].rc 0)
- * and records them as pending on success. */
+/* A write that failed after its record went out: the mirror stops serving the
+ * slot at once, and its record in the file is cleared (or listed to be). */
+static void s_forget(s_nvme_t *nv, uint64_t slot)
+{
+    struct s_slot *s = &nv->slots[slot];
+    tier_slot_header_t empty = {.state = TIER_SLOT_EMPTY};
+    s_set_hdr(nv, slot, &empty);
+    s->pending = false;
+    if (s->stale)
+        return;
+    if (nv->nstale == S_GROUP)
+        s_clear_stale(nv);
+    if (nv->nstale == S_GROUP) { /* a failing disk: the checksum still guards its bytes */
+        s_log(nv, "slot %llu: could not clear the record of a failed write",
+              (unsigned long long)slot);
+        return;
+    }
+    s->stale = true;
+    nv->stale[nv->nstale++] = slot;
+}
+
+/* Writes the bytes of a group whose items passed s_check_item (b[i].rc 0),
+ * each with its record in the same op (s_write_start): WRITING and pending
+ * for a write, SERVING for a put (b[i].put, committed by that one write;
+ * under fdatasync one barrier after the group makes them durable). */
 static void s_write_group(s_nvme_t *nv, struct s_blk *b, size_t n)
 {
-    s_invalidate(nv, b, n);
-    for (size_t i = 0; i < n; i++)
-        if (b[i].rc == 0)
-            nv->slots[b[i].slot].pending = false;
+    bool puts = false;
     s_data_run(nv, b, n, true);
     for (size_t i = 0; i < n; i++) {
-        if (b[i].rc < 0)
+        if (b[i].rc < 0) { /* s_write_start left it not serving, not pending */
+            if (b[i].hdone)
+                s_forget(nv, b[i].slot); /* its record may have reached the file */
             continue;
+        }
         struct s_slot *s = &nv->slots[b[i].slot];
-        s->pending = true;
-        s->pend_size = b[i].len;
-        s->pend_sum = b[i].h.checksum;
+        s_set_hdr(nv, b[i].slot, &b[i].h); /* the mirror follows the record written */
+        s->stale = false;
+        nv->st.headers++;
         nv->st.writes++;
         nv->st.bytes_written += b[i].len;
+        puts |= b[i].put;
+        s->pending = !b[i].put;
+        s->pend_size = b[i].len;
+        s->pend_sum = b[i].h.checksum;
     }
+    int rc = puts ? s_barrier(nv) : 0;
+    for (size_t i = 0; i < n && rc < 0; i++) {
+        if (b[i].rc == 0 && b[i].put) {
+            b[i].rc = rc;
+            s_forget(nv, b[i].slot); /* not acknowledged: not served, not recovered */
+        }
+    }
+    if (nv->nstale)
+        s_clear_stale(nv);
 }
 
 /* The header a put_header(SERVING) may persist: size and checksum come from
@@ -725,15 +890,12 @@ static int s_put_group(s_nvme_t *nv, tier_nvme_put_t *items, size_t n)
         if (b[i].rc < 0)
             continue;
         b[i].len = s_iov_total(it->iov, it->n);
-        b[i].h = it->hdr;
+        b[i].h = it->hdr; /* its checksum: 0 or the expected one (s_write_start) */
         b[i].h.state = TIER_SLOT_SERVING;
         b[i].h.size = b[i].len;
+        b[i].put = true;
     }
     s_write_group(nv, b, n);
-    for (size_t i = 0; i < n; i++) /* bytes other than the caller described: not committed */
-        if (b[i].rc == 0 && items[i].hdr.checksum && items[i].hdr.checksum != b[i].h.checksum)
-            b[i].rc = -EBADMSG;
-    s_commit_group(nv, b, n);
     int first = 0;
     for (size_t i = 0; i < n; i++) {
         items[i].rc = b[i].rc;
@@ -810,14 +972,14 @@ struct s_geom {
 
 static int s_geom(uint64_t capacity, uint64_t slot_size, uint32_t rec, struct s_geom *g)
 {
-    uint64_t hdr_bytes, data_bytes;
-    g->stride = s_round_up(slot_size, S_PAGE);
-    if (g->stride < slot_size || __builtin_mul_overflow(capacity, rec, &hdr_bytes) ||
-        __builtin_mul_overflow(capacity, g->stride, &data_bytes) ||
-        hdr_bytes > UINT64_MAX - 2 * S_DATA_ALIGN)
+    uint64_t data_bytes;
+    if (slot_size > UINT64_MAX - rec - S_PAGE)
         return -EOVERFLOW;
-    g->hdr_off = TIER_NVME_SUPER_BYTES;
-    g->data_off = s_round_up(TIER_NVME_SUPER_BYTES + hdr_bytes, S_DATA_ALIGN);
+    g->stride = s_round_up(rec + slot_size, S_PAGE); /* the record, then the bytes */
+    if (__builtin_mul_overflow(capacity, g->stride, &data_bytes))
+        return -EOVERFLOW;
+    g->data_off = s_round_up(TIER_NVME_SUPER_BYTES, S_DATA_ALIGN);
+    g->hdr_off = g->data_off; /* records in line: slot i's at data_off + i * stride */
     if (__builtin_add_overflow(g->data_off, data_bytes, &g->file_size) ||
         g->file_size > (uint64_t)INT64_MAX)
         return -EOVERFLOW;
@@ -893,6 +1055,12 @@ static int s_super_load(s_nvme_t *nv, const struct stat *st, char *err, size_t e
                  (long long)st->st_size);
     else if (sb.checksum != s_sum(&sb, S_SUPER_SUMMED))
         snprintf(why, sizeof why, "superblock checksum mismatch (corrupt)");
+    else if (sb.version == 1)
+        snprintf(why, sizeof why,
+                 "file version 1 (header records apart from the bytes), this build reads "
+                 "version %u only (each record in the same write as its bytes); version 1 "
+                 "files are not migrated",
+                 TIER_NVME_VERSION);
     else if (sb.version != TIER_NVME_VERSION)
         snprintf(why, sizeof why, "file version %u, this build reads version %u", sb.version,
                  TIER_NVME_VERSION);
@@ -928,19 +1096,19 @@ static int s_super_load(s_nvme_t *nv, const struct stat *st, char *err, size_t e
     return 0;
 }
 
+/* Every record of a reused file zero (an empty slot): the slot area at once,
+ * or record by record where the file system cannot zero a range. */
 static int s_zero_headers(s_nvme_t *nv)
 {
-    uint64_t len = nv->data_off - nv->hdr_off;
-    if (fallocate(nv->fd, FALLOC_FL_ZERO_RANGE, (off_t)nv->hdr_off, (off_t)len) == 0)
+    uint64_t len = nv->file_size - nv->data_off;
+    if (fallocate(nv->fd, FALLOC_FL_ZERO_RANGE, (off_t)nv->data_off, (off_t)len) == 0)
         return 0;
     uint8_t *buf = s_bounce(nv, 0);
-    memset(buf, 0, nv->chunk);
-    for (uint64_t pos = 0; pos < len;) {
-        size_t k = len - pos < nv->chunk ? (size_t)(len - pos) : nv->chunk;
-        int rc = s_pio(nv->fd, buf, k, nv->hdr_off + pos, true);
+    memset(buf, 0, nv->rec);
+    for (uint64_t slot = 0; slot < nv->capacity; slot++) {
+        int rc = s_pio(nv->fd, buf, nv->rec, s_rec_off(nv, slot), true);
         if (rc < 0)
             return rc;
-        pos += k;
     }
     return 0;
 }
@@ -1024,42 +1192,35 @@ static int s_rec_load(s_nvme_t *nv, uint64_t slot, const uint8_t *buf)
 static int s_scan_fill(void *arg, unsigned tag, tier_uring_op_t *op)
 {
     s_nvme_t *nv = arg;
-    if (nv->xpos >= nv->xend)
+    if (nv->xpos >= nv->capacity)
         return 0;
-    uint64_t len = nv->xend - nv->xpos < nv->chunk ? nv->xend - nv->xpos : nv->chunk;
-    nv->tags[tag].pos = nv->xpos;
-    nv->tags[tag].len = (uint32_t)len;
-    op->buf = s_bounce(nv, tag);
-    op->len = (uint32_t)len;
-    op->off = nv->xpos;
+    nv->tags[tag].pos = nv->xpos; /* the slot */
+    op->buf = s_hdrbuf(nv, tag);
+    op->len = nv->rec;
+    op->off = s_rec_off(nv, nv->xpos);
     op->fixed = true;
-    nv->xpos += len;
+    nv->xpos++;
     return 1;
 }
 
 static void s_scan_done(void *arg, unsigned tag, const tier_uring_op_t *op)
 {
     s_nvme_t *nv = arg;
-    const struct s_tagrec *tr = &nv->tags[tag];
-    uint64_t first = (tr->pos - nv->hdr_off) / nv->rec;
-    uint64_t count = tr->len / nv->rec;
+    uint64_t slot = nv->tags[tag].pos;
     if (op->res < 0) {
         nv->st.io_errors++;
         nv->scan_err = op->res;
-        s_log(nv, "reading header records %llu..%llu: %s", (unsigned long long)first,
-              (unsigned long long)(first + count - 1), strerror(-op->res));
+        s_log(nv, "reading the header record of slot %llu: %s", (unsigned long long)slot,
+              strerror(-op->res));
         return;
     }
-    const uint8_t *buf = s_bounce(nv, tag);
-    for (uint64_t i = 0; i < count && first + i < nv->capacity; i++)
-        if (s_rec_load(nv, first + i, buf + i * nv->rec))
-            nv->slots[first + i].mark = UINT32_MAX; /* torn: dropped after the scan */
+    if (s_rec_load(nv, slot, s_hdrbuf(nv, tag)))
+        nv->slots[slot].mark = UINT32_MAX; /* torn: dropped after the scan */
 }
 
 static int s_scan(s_nvme_t *nv)
 {
-    nv->xpos = nv->hdr_off;
-    nv->xend = nv->hdr_off + nv->capacity * nv->rec;
+    nv->xpos = 0;
     nv->seq = 1;
     int rc = tier_uring_run(nv->io, s_scan_fill, s_scan_done, nv);
     if (rc < 0)
@@ -1084,9 +1245,10 @@ static int s_scan(s_nvme_t *nv)
 /* Reads every SERVING slot in groups and drops those that fail their checksum. */
 static int s_verify_all(s_nvme_t *nv)
 {
-    size_t per = (size_t)((uint64_t)nv->depth * nv->chunk / nv->stride);
+    uint64_t each = s_round_up(nv->slot_size, S_PAGE);
+    size_t per = (size_t)((uint64_t)nv->depth * nv->chunk / each);
     per = per < 1 ? 1 : (per > S_GROUP ? S_GROUP : per);
-    size_t len = per * nv->stride;
+    size_t len = per * each;
     uint8_t *scratch = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (scratch == MAP_FAILED)
         return -ENOMEM;
@@ -1098,8 +1260,8 @@ static int s_verify_all(s_nvme_t *nv)
         for (; slot < nv->capacity && k < per; slot++) {
             if (nv->slots[slot].h.state != TIER_SLOT_SERVING)
                 continue;
-            v[k].iov_base = scratch + k * nv->stride;
-            v[k].iov_len = nv->stride;
+            v[k].iov_base = scratch + k * each;
+            v[k].iov_len = each;
             items[k] = (tier_nvme_get_t){.slot = slot, .iov = &v[k], .n = 1};
             k++;
         }
@@ -1121,10 +1283,9 @@ static void s_free(s_nvme_t *nv)
     tier_uring_destroy(&nv->io);
     if (nv->pool)
         munmap(nv->pool, nv->pool_len);
-    if (nv->hdrpool)
-        munmap(nv->hdrpool, nv->hdrpool_len);
     free(nv->tags);
     free(nv->slots);
+    XXH3_freeState(nv->hst);
     if (nv->fd >= 0)
         close(nv->fd);
     free(nv);
@@ -1162,7 +1323,9 @@ static void s_dio_align(s_nvme_t *nv)
     }
 #endif
     uint32_t rec = nv->off_align > nv->mem_align ? nv->off_align : nv->mem_align;
-    nv->rec = rec < 512 ? 512 : rec;
+    /* Version 2 records take a whole page (the bytes after them stay 4096-aligned);
+     * an alignment above that is refused at open. */
+    nv->rec = rec <= S_PAGE ? S_PAGE : rec;
 }
 
 static int s_open_file(s_nvme_t *nv, bool *created, char *err, size_t errlen)
@@ -1194,23 +1357,17 @@ static int s_open_file(s_nvme_t *nv, bool *created, char *err, size_t errlen)
 
 static int s_alloc(s_nvme_t *nv, char *err, size_t errlen)
 {
-    nv->pool_len = (size_t)nv->depth * nv->chunk;
-    /* Sized for the largest record (S_PAGE): an existing file's own record size
-     * (its superblock, read after this) may exceed the one detected here, and each
-     * of the depth header writes in flight uses one record of it. */
-    nv->hdrpool_len = (size_t)nv->depth * S_PAGE;
+    /* Per tag a record page (the largest record, S_PAGE) and a bounce buffer. */
+    nv->pool_len = (size_t)nv->depth * (S_PAGE + nv->chunk);
     /* Pre-faulted: first touches of fresh memory are slow (ENVIRONMENT.md). */
     nv->pool = mmap(NULL, nv->pool_len, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    nv->hdrpool = mmap(NULL, nv->hdrpool_len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (nv->pool == MAP_FAILED)
         nv->pool = NULL;
-    if (nv->hdrpool == MAP_FAILED)
-        nv->hdrpool = NULL;
     nv->tags = calloc(nv->depth, sizeof *nv->tags);
     nv->slots = calloc(nv->capacity, sizeof *nv->slots);
-    if (!nv->pool || !nv->hdrpool || !nv->tags || !nv->slots)
+    nv->hst = XXH3_createState();
+    if (!nv->pool || !nv->tags || !nv->slots || !nv->hst)
         return s_fail(nv, err, errlen, -ENOMEM,
                       "out of memory (%u x %u bytes of buffers, %llu slots)", nv->depth, nv->chunk,
                       (unsigned long long)nv->capacity);
@@ -1227,8 +1384,8 @@ static int s_engine(s_nvme_t *nv, char *err, size_t errlen)
     if (!bufs)
         return s_fail(nv, err, errlen, -ENOMEM, "out of memory");
     for (unsigned i = 0; i < nv->depth; i++) {
-        bufs[i].iov_base = s_bounce(nv, i);
-        bufs[i].iov_len = nv->chunk;
+        bufs[i].iov_base = s_slab(nv, i); /* record page and bounce buffer */
+        bufs[i].iov_len = S_PAGE + nv->chunk;
     }
     char why[200];
     nv->io = tier_uring_new(nv->fd, nv->depth, kind, bufs, why, sizeof why);
@@ -1415,6 +1572,8 @@ static void s_op_close(tier_t *t)
     s_nvme_t *nv = t->priv;
     if (!nv)
         return;
+    if (nv->nstale)
+        s_clear_stale(nv);
     if (nv->opts.sync != TIER_NVME_SYNC_DSYNC)
         tier_uring_datasync(nv->io);
     s_free(nv);
@@ -1599,11 +1758,18 @@ int tier_nvme_write_batch(tier_t *t, tier_nvme_write_t *items, size_t n)
             b[j].rc = s_check_item(nv, it->slot, it->iov, it->n);
             if (b[j].rc == 0)
                 b[j].len = s_iov_total(it->iov, it->n);
+            if (b[j].rc == 0 && it->hdr.state == TIER_SLOT_SERVING) { /* a put (tier.h) */
+                b[j].put = true;
+                b[j].h = it->hdr;
+                b[j].h.size = b[j].len;
+            }
         }
         s_cancel_after_first(b, k);
         s_write_group(nv, b, k);
         for (size_t j = 0; j < k; j++) {
             items[i + j].rc = b[j].rc;
+            if (b[j].rc == 0 && b[j].put)
+                items[i + j].hdr = b[j].h;
             if (b[j].rc < 0 && !first)
                 first = b[j].rc;
         }
@@ -1724,6 +1890,7 @@ static int s_op_describe(tier_t *t, tier_desc_t *out)
     const s_nvme_t *nv = t->priv;
     out->access_kind = TIER_ACCESS_NONE;
     out->reads_verified = true; /* every read verifies the checksum (tier_nvme.h) */
+    out->write_commits = true;  /* a put is its bytes and record in one write */
     snprintf(out->detail, sizeof out->detail, "%s, queue depth %u%s", tier_uring_name(nv->io),
              nv->depth, tier_uring_fixed_buffers(nv->io) ? ", fixed buffers" : "");
     return 0;
@@ -1736,6 +1903,7 @@ static void s_op_counters(tier_t *t, tier_counter_fn fn, void *arg)
     fn(arg, "reads", st->reads);
     fn(arg, "writes", st->writes);
     fn(arg, "headers", st->headers);
+    fn(arg, "write_ops", st->write_ops);
     fn(arg, "bytes_read", st->bytes_read);
     fn(arg, "bytes_written", st->bytes_written);
     fn(arg, "direct_blocks", st->direct_blocks);

@@ -21,7 +21,11 @@ struct tier_uring {
     struct io_uring ring;
     tier_uring_op_t *ops; /* [depth], indexed by tag */
     uint32_t *xfer;       /* [depth], bytes done of a partly transferred op */
-    unsigned *free_tags;  /* stack of free tags */
+    /* [depth][TIER_URING_IOV_MAX]: a vectored op's segments as given, and the
+     * rest of them past xfer (what the SQE points at until it completes) */
+    struct iovec (*iov)[TIER_URING_IOV_MAX];
+    struct iovec (*cur)[TIER_URING_IOV_MAX];
+    unsigned *free_tags; /* stack of free tags */
     unsigned nfree;
 };
 
@@ -43,7 +47,9 @@ tier_uring_t *tier_uring_new(int fd, unsigned depth, enum tier_uring_kind kind,
     io->ops = calloc(depth, sizeof *io->ops);
     io->xfer = calloc(depth, sizeof *io->xfer);
     io->free_tags = calloc(depth, sizeof *io->free_tags);
-    if (!io->ops || !io->xfer || !io->free_tags)
+    io->iov = calloc(depth, sizeof *io->iov);
+    io->cur = calloc(depth, sizeof *io->cur);
+    if (!io->ops || !io->xfer || !io->free_tags || !io->iov || !io->cur)
         goto out_free;
     for (unsigned i = 0; i < depth; i++)
         io->free_tags[i] = depth - 1 - i; /* tag 0 on top: sync runs reuse one buffer */
@@ -68,6 +74,8 @@ out_free:
     free(io->ops);
     free(io->xfer);
     free(io->free_tags);
+    free(io->iov);
+    free(io->cur);
     free(io);
     return NULL;
 out_nomem:
@@ -86,20 +94,73 @@ void tier_uring_destroy(tier_uring_t **iop)
     free(io->ops);
     free(io->xfer);
     free(io->free_tags);
+    free(io->iov);
+    free(io->cur);
     free(io);
     *iop = NULL;
 }
 
+/* ---- vectored ops ----------------------------------------------------------- */
+
+/* Takes a vectored op's segments into the tag's own array and sets its len;
+ * -EINVAL for too many segments or a total over 4 GiB. */
+static int s_take_iov(tier_uring_t *io, unsigned tag)
+{
+    tier_uring_op_t *op = &io->ops[tag];
+    if (!op->niov)
+        return 0;
+    if (op->niov > TIER_URING_IOV_MAX || !op->iov)
+        return -EINVAL;
+    uint64_t total = 0;
+    for (unsigned i = 0; i < op->niov; i++) {
+        io->iov[tag][i] = op->iov[i];
+        total += op->iov[i].iov_len;
+    }
+    if (total > UINT32_MAX)
+        return -EINVAL;
+    op->iov = io->iov[tag];
+    op->len = (uint32_t)total;
+    op->fixed = false;
+    return 0;
+}
+
+/* The segments of a vectored op past its first `done` bytes, in cur[tag]. */
+static unsigned s_rest(tier_uring_t *io, unsigned tag, uint32_t done)
+{
+    const tier_uring_op_t *op = &io->ops[tag];
+    unsigned k = 0;
+    for (unsigned i = 0; i < op->niov; i++) {
+        struct iovec v = op->iov[i];
+        if (done >= v.iov_len) {
+            done -= (uint32_t)v.iov_len;
+            continue;
+        }
+        v.iov_base = (char *)v.iov_base + done;
+        v.iov_len -= done;
+        done = 0;
+        io->cur[tag][k++] = v;
+    }
+    return k;
+}
+
 /* ---- pread/pwrite ------------------------------------------------------- */
 
-static int s_sync_rw(int fd, const tier_uring_op_t *op)
+static int s_sync_rw(tier_uring_t *io, unsigned tag)
 {
+    const tier_uring_op_t *op = &io->ops[tag];
+    int fd = io->fd;
     uint32_t done = 0;
     while (done < op->len) {
-        struct iovec v = {.iov_base = (char *)op->buf + done, .iov_len = op->len - done};
+        struct iovec one = {.iov_base = (char *)op->buf + done, .iov_len = op->len - done};
+        const struct iovec *v = &one;
+        int nv = 1;
+        if (op->niov) {
+            nv = (int)s_rest(io, tag, done);
+            v = io->cur[tag];
+        }
         off_t off = (off_t)(op->off + done);
-        ssize_t n = op->write ? pwritev2(fd, &v, 1, off, op->dsync ? RWF_DSYNC : 0)
-                              : preadv2(fd, &v, 1, off, 0);
+        ssize_t n = op->write ? pwritev2(fd, v, nv, off, op->dsync ? RWF_DSYNC : 0)
+                              : preadv2(fd, v, nv, off, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -119,7 +180,9 @@ static int s_run_sync(tier_uring_t *io, tier_uring_fill_fn fill, tier_uring_done
         int r = fill(arg, 0, op);
         if (r <= 0)
             return r;
-        op->res = s_sync_rw(io->fd, op);
+        op->res = s_take_iov(io, 0);
+        if (op->res == 0)
+            op->res = s_sync_rw(io, 0);
         done(arg, 0, op);
     }
 }
@@ -134,7 +197,13 @@ static void s_prep(tier_uring_t *io, struct io_uring_sqe *sqe, unsigned tag)
     unsigned len = op->len - x;
     uint64_t off = op->off + x;
     bool fixed = io->fixed_ok && op->fixed;
-    if (op->write && fixed)
+    if (op->niov) {
+        unsigned k = s_rest(io, tag, x);
+        if (op->write)
+            io_uring_prep_writev(sqe, io->fd, io->cur[tag], k, off);
+        else
+            io_uring_prep_readv(sqe, io->fd, io->cur[tag], k, off);
+    } else if (op->write && fixed)
         io_uring_prep_write_fixed(sqe, io->fd, buf, len, off, (int)tag);
     else if (op->write)
         io_uring_prep_write(sqe, io->fd, buf, len, off);
@@ -233,7 +302,9 @@ static int s_run_ring(tier_uring_t *io, tier_uring_fill_fn fill, tier_uring_done
             }
             io->nfree--;
             io->xfer[tag] = 0;
-            int rc = s_queue(io, tag);
+            int rc = s_take_iov(io, tag);
+            if (rc == 0)
+                rc = s_queue(io, tag);
             if (rc < 0) {
                 io->nfree++;
                 op->res = rc;
@@ -243,6 +314,13 @@ static int s_run_ring(tier_uring_t *io, tier_uring_fill_fn fill, tier_uring_done
                 break;
             }
             inflight++;
+            /* At once: the next fill (a checksum) overlaps this op's I/O. A
+             * ring failure shows again in the wait below, which tears it down. */
+            int k = io_uring_submit(&io->ring);
+            if (k < 0 && k != -EAGAIN && k != -EBUSY && k != -EINTR) {
+                more = false;
+                break;
+            }
         }
         if (!inflight)
             break;

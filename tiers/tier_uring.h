@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #define TIER_URING_DEPTH_MAX 1024u /* bound on queue depth (SQ entries) */
+#define TIER_URING_IOV_MAX 18u     /* segments of one vectored op */
 
 enum tier_uring_kind {
     TIER_URING_AUTO = 0, /* io_uring, else pread/pwrite (the caller logs why) */
@@ -29,6 +30,11 @@ enum tier_uring_kind {
 typedef struct tier_uring_op {
     void *buf;
     uint32_t len; /* bytes; O_DIRECT needs it aligned like buf and off */
+    /* A vectored op (readv/writev) when niov > 0: iov[0..niov) in place of buf
+     * (copied by the engine when the op is queued; len is then their total, set
+     * by the engine). Never fixed. */
+    const struct iovec *iov;
+    unsigned niov;
     uint64_t off;
     bool write;
     bool dsync; /* RWF_DSYNC: the op completes only once the bytes are durable */
@@ -55,7 +61,9 @@ tier_uring_t *tier_uring_new(int fd, unsigned depth, enum tier_uring_kind kind,
                              const struct iovec *bufs, char *why, size_t whylen);
 void tier_uring_destroy(tier_uring_t **io);
 
-/* Runs fill/done until fill reports no more and every op has completed.
+/* Runs fill/done until fill reports no more and every op has completed. Each
+ * op is submitted as soon as fill produced it, so work fill does for the next op
+ * (a checksum) overlaps the I/O of those already in flight.
  * Returns 0, or the error fill returned, or a negative errno when the ring
  * itself failed (every produced op is still reported through done()). */
 int tier_uring_run(tier_uring_t *io, tier_uring_fill_fn fill, tier_uring_done_fn done, void *arg);

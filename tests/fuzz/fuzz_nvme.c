@@ -3,14 +3,17 @@
  * load every slot header record into the mirror, verify_on_open reads the
  * SERVING slots). The decoders are static, so the harness runs the real open
  * path, tier_nvme_open with format off (as a restarted tier actor opens its file),
- * against a file written from the input: the input is the file's first bytes
- * (superblock page at 0, header records from TIER_NVME_SUPER_BYTES), the rest of
- * the file zero up to the length the tier's config needs. Both the superblock and
- * every record carry a checksum that random bytes never match, so byte 0 asks
- * the harness to restamp them (bit 0: superblock, bit 1: records, with the
- * tier's own tier_checksum and the offsets pinned in tier_nvme.c); bit 2 turns
- * on verify_on_open; bit 3 keeps the file at the input's length (truncation).
- * After a successful open every slot's header and bytes are read back. */
+ * against a file written from the input (layout version 2): the input's first
+ * TIER_NVME_SUPER_BYTES are the superblock page, the rest is the slot area from
+ * data_off (1 MiB): slot i's header record at i * stride, its bytes after the
+ * record; the rest of the file is zero up to the length the tier's config needs.
+ * Both the superblock and every record carry a checksum that random bytes never
+ * match, so byte 0 asks the harness to restamp them (bit 0: superblock, bit 1:
+ * records, with the tier's own tier_checksum and the offsets pinned in
+ * tier_nvme.c; bit 4: first each record's data checksum over the bytes after it,
+ * so blocks verify and are served); bit 2 turns on verify_on_open; bit 3 keeps
+ * the file at the input's length (truncation). After a successful open every
+ * slot's header and bytes are read back. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +27,14 @@
 
 #define S_CAPACITY 8u
 #define S_SLOT 4096u
-#define S_FILE_LEN ((1u << 20) + S_CAPACITY * S_SLOT) /* the layout of 8 x 4096 */
-#define S_MAX_INPUT (TIER_NVME_SUPER_BYTES + S_CAPACITY * 4096u)
+#define S_DATA_OFF (1u << 20)                           /* version 2: the slot area */
+#define S_STRIDE (4096u + S_SLOT)                       /* a record page, the bytes */
+#define S_FILE_LEN (S_DATA_OFF + S_CAPACITY * S_STRIDE) /* the layout of 8 x 4096 */
+#define S_MAX_INPUT (TIER_NVME_SUPER_BYTES + S_CAPACITY * S_STRIDE)
 #define S_SUPER_SUMMED 160u /* tier_nvme.c: superblock bytes its checksum covers */
 #define S_REC_SUMMED 96u    /* tier_nvme.c: record bytes rec_checksum covers */
 #define S_REC_BYTES_OFF 12u /* tier_nvme.c: struct s_super.record_bytes */
+#define S_REC_SIZE_OFF 64u  /* tier_nvme.c: struct s_rec.size, then .checksum */
 
 static char s_path[256];
 static uint8_t s_file[S_MAX_INPUT];
@@ -59,20 +65,28 @@ static bool s_zero(const uint8_t *p, size_t n)
     return true;
 }
 
-/* Restamps the checksums the way tier_nvme.c computes them. */
+/* Restamps the checksums the way tier_nvme.c computes them (f: the input
+ * without its flags byte, len bytes). */
 static void s_restamp(uint8_t *f, size_t len, unsigned flags)
 {
     if (flags & 1u && len >= S_SUPER_SUMMED + 8u) {
         uint64_t sum = s_sum(f, S_SUPER_SUMMED);
         memcpy(f + S_SUPER_SUMMED, &sum, sizeof sum);
     }
-    uint32_t rec;
-    memcpy(&rec, f + S_REC_BYTES_OFF, sizeof rec);
+    uint32_t rec = 0;
+    if (len >= S_REC_BYTES_OFF + 4u)
+        memcpy(&rec, f + S_REC_BYTES_OFF, sizeof rec);
     if (!(flags & 2u) || rec < S_REC_SUMMED + 8u || rec > 4096u)
         return;
-    for (size_t off = TIER_NVME_SUPER_BYTES; off + S_REC_SUMMED + 8u <= len; off += rec) {
+    for (size_t off = TIER_NVME_SUPER_BYTES; off + S_REC_SUMMED + 8u <= len; off += S_STRIDE) {
         if (s_zero(f + off, S_REC_SUMMED + 8u))
             continue;
+        uint64_t size;
+        memcpy(&size, f + off + S_REC_SIZE_OFF, sizeof size);
+        if (flags & 16u && size <= S_SLOT && off + rec + size <= len) {
+            uint64_t data = s_sum(f + off + rec, (size_t)size);
+            memcpy(f + off + S_REC_SIZE_OFF + 8u, &data, sizeof data);
+        }
         uint64_t sum = s_sum(f + off, S_REC_SUMMED);
         memcpy(f + off + S_REC_SUMMED, &sum, sizeof sum);
     }
@@ -98,8 +112,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     memcpy(s_file, data + 1, len);
     s_restamp(s_file, len, data[0]);
+    size_t head = len < TIER_NVME_SUPER_BYTES ? len : TIER_NVME_SUPER_BYTES;
+    size_t rest = len - head;
     int fd = open(s_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || pwrite(fd, s_file, len, 0) != (ssize_t)len ||
+    if (fd < 0 || pwrite(fd, s_file, head, 0) != (ssize_t)head ||
+        (rest && pwrite(fd, s_file + head, rest, S_DATA_OFF) != (ssize_t)rest) ||
         (!(data[0] & 8u) && ftruncate(fd, S_FILE_LEN) < 0))
         abort();
     close(fd);

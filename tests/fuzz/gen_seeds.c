@@ -211,16 +211,20 @@ static void s_nvme(void)
     if (tier_write(t, 2, &v, 1) < 0 || tier_put_header(t, 2, &h) < 0)
         exit(1);
     tier_close(&t);
-    static uint8_t file[4096 + 8 * 4096];
+    /* Layout version 2: the superblock page, then the slot area from data_off
+     * (each slot a record page and its bytes), as fuzz_nvme maps its input. */
+    static uint8_t file[4096 + 8 * 8192];
     fd = open(path, O_RDONLY);
-    ssize_t k = pread(fd, file, sizeof file, 0);
+    uint64_t data_off = 0, stride = 0;
+    ssize_t k = pread(fd, file, 4096, 0);
+    memcpy(&stride, file + 32, sizeof stride);
+    memcpy(&data_off, file + 48, sizeof data_off);
+    size_t len = 4096u + 8u * (size_t)stride;
+    if (k != 4096 || stride != 8192 || data_off != (1u << 20) ||
+        pread(fd, file + 4096, len - 4096, (off_t)data_off) != (ssize_t)(len - 4096))
+        exit(1);
     close(fd);
     unlink(path);
-    uint32_t rec;
-    memcpy(&rec, file + 12, sizeof rec);
-    size_t len = 4096u + 8u * rec;
-    if (k < (ssize_t)len)
-        exit(1);
     uint8_t flags = 3; /* restamped: the same bytes, checksums recomputed */
     s_write("nvme", "formatted_one_block", &flags, 1, file, len);
 }

@@ -894,10 +894,14 @@ static void s_corrupt(const char *path, uint64_t slot)
     assert_true(fd >= 0);
     uint8_t sb[64];
     assert_int_equal(pread(fd, sb, sizeof sb, 0), (ssize_t)sizeof sb);
+    /* layout version 2 (tier_nvme.h): slot i's record at data_off + i * stride,
+     * its bytes right after the record's record_bytes */
     uint64_t stride = s_le64(sb + 32), data_off = s_le64(sb + 48);
+    uint32_t rec;
+    memcpy(&rec, sb + 12, sizeof rec);
     uint8_t junk[64];
     memset(junk, 0x5A, sizeof junk);
-    assert_int_equal(pwrite(fd, junk, sizeof junk, (off_t)(data_off + slot * stride + 100)),
+    assert_int_equal(pwrite(fd, junk, sizeof junk, (off_t)(data_off + slot * stride + rec + 100)),
                      (ssize_t)sizeof junk);
     assert_int_equal(fsync(fd), 0);
     close(fd);

@@ -1,8 +1,11 @@
 /* test_tier_compat.c — the on-medium layouts stay readable across code changes
  * (docs/ARCHITECTURE.md "Tiers": the nvme file and the host segment are formats,
- * versioned in their superblocks). nvme: a file written by the code before the
- * tier ops table's version 2 (fixtures/nvme_v1.bin.gz, layout v1 in tier_nvme.h)
- * is opened through the generic tier API only. host: a segment built byte by byte
+ * versioned in their superblocks). nvme: a file of layout version 1 written by the
+ * code before the tier ops table's version 2 (fixtures/nvme_v1.bin.gz) is refused
+ * by layout version 2 with a message naming both versions, untouched, and is
+ * reformatted only when asked, and the layout version 2 file of that layout's
+ * commit (fixtures/nvme_v2.bin.gz) is adopted byte-exact at its documented
+ * offsets (generic tier API only). host: a segment built byte by byte
  * from the offsets documented in tier_seg.h is read through the segment library
  * a client links. Expected values are the
  * constants of fixtures/nvme_v1.h and this file, never a re-read of the
@@ -24,11 +27,12 @@
 #include <xxhash.h>
 #include <zlib.h>
 
-#include "nvme_v1.h"
+#include "nvme_v2.h" /* and nvme_v1.h, whose blocks both fixtures hold */
 #include "tier.h"
 #include "tier_seg.h"
 
 #define S_FIXTURE KVT_TIER_FIXTURES "/nvme_v1.bin.gz"
+#define S_FIXTURE_V2 KVT_TIER_FIXTURES "/nvme_v2.bin.gz"
 
 static char s_dir[128];
 static char s_path[256];
@@ -85,21 +89,107 @@ static int s_fresh_fixture(void **state)
     return st.st_size == (off_t)NVME_V1_FILE_SIZE ? 0 : -1;
 }
 
-static tier_t *s_nvme_open(void)
+static void s_nvme_cfg(tier_config_t *cfg)
 {
-    char err[512] = "";
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->name, sizeof cfg->name, "nvme0"); /* the name at format is diagnostics only */
+    snprintf(cfg->kind, sizeof cfg->kind, "nvme");
+    snprintf(cfg->path, sizeof cfg->path, "%s", s_path);
+    cfg->capacity = NVME_V1_CAPACITY;
+    cfg->slot_size = NVME_V1_SLOT_SIZE;
+    (void)tier_config_set(cfg, "queue_depth", "4");
+}
+
+/* xxh3 of the whole file: "not touched" is the same bytes. */
+static uint64_t s_file_sum(const char *path)
+{
+    static uint8_t buf[NVME_V1_FILE_SIZE];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, buf, sizeof buf, 0), (ssize_t)sizeof buf);
+    close(fd);
+    return XXH3_64bits(buf, sizeof buf);
+}
+
+static void s_noop_log(void *arg, const char *line)
+{
+    (void)arg;
+    (void)line;
+}
+
+/* Layout version 2 (issue 13 §4: each slot's header record in the same write
+ * as its bytes) does not migrate version 1 files: open refuses one with a
+ * message that names both versions and says how to reformat, and leaves its
+ * bytes as they were. */
+static void test_nvme_v1_file_refused_naming_the_version(void **state)
+{
+    (void)state;
+    uint64_t before = s_file_sum(s_path);
     tier_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    snprintf(cfg.name, sizeof cfg.name, "nvme0"); /* the name at format is diagnostics only */
-    snprintf(cfg.kind, sizeof cfg.kind, "nvme");
-    snprintf(cfg.path, sizeof cfg.path, "%s", s_path);
-    cfg.capacity = NVME_V1_CAPACITY;
-    cfg.slot_size = NVME_V1_SLOT_SIZE;
-    (void)tier_config_set(&cfg, "queue_depth", "4");
+    s_nvme_cfg(&cfg);
+    cfg.log = s_noop_log;
+    char err[512] = "";
     tier_t *t = tier_open(&cfg, err, sizeof err);
-    if (!t)
-        fail_msg("tier_open of the v1 fixture: %s", err);
-    return t;
+    assert_null(t);
+    assert_non_null(strstr(err, "file version 1"));
+    assert_non_null(strstr(err, "this build reads version 2"));
+    assert_non_null(strstr(err, "not migrated"));
+    assert_non_null(strstr(err, "set format to reformat"));
+    assert_int_equal(s_file_sum(s_path), before);
+}
+
+/* With format set, the version 1 file becomes an empty version 2 tier that
+ * stores and serves blocks, and a reopen keeps them. */
+static void test_nvme_v1_file_reformatted_when_asked(void **state)
+{
+    (void)state;
+    static uint8_t buf[NVME_V1_SLOT_SIZE], got[NVME_V1_SLOT_SIZE];
+    tier_config_t cfg;
+    s_nvme_cfg(&cfg);
+    cfg.log = s_noop_log;
+    (void)tier_config_set(&cfg, "format", "true");
+    char err[512] = "";
+    tier_t *t = tier_open(&cfg, err, sizeof err);
+    assert_non_null(t);
+    for (uint64_t slot = 0; slot < NVME_V1_CAPACITY; slot++) {
+        bool present = true;
+        assert_int_equal(tier_probe(t, &slot, 1, &present), 0);
+        assert_false(present); /* nothing of version 1 is recovered */
+    }
+    nvme_v1_fill(buf, sizeof buf, 77);
+    struct iovec v = {.iov_base = buf, .iov_len = sizeof buf};
+    tier_io_t it = {.slot = 3, .iov = &v, .n = 1};
+    it.hdr.key.b[0] = 3;
+    assert_int_equal(tier_put_batch(t, &it, 1), 0);
+    assert_int_equal(it.hdr.checksum, XXH3_64bits(buf, sizeof buf));
+    tier_close(&t);
+    uint8_t sb[16];
+    int fd = open(s_path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, sb, sizeof sb, 0), (ssize_t)sizeof sb);
+    close(fd);
+    uint32_t version;
+    memcpy(&version, sb + 8, sizeof version);
+    assert_int_equal(version, 2);
+    s_nvme_cfg(&cfg);
+    cfg.log = s_noop_log;
+    t = tier_open(&cfg, err, sizeof err);
+    assert_non_null(t);
+    struct iovec g = {.iov_base = got, .iov_len = sizeof got};
+    assert_int_equal(tier_read(t, 3, &g, 1), 0);
+    assert_memory_equal(got, buf, sizeof buf);
+    tier_close(&t);
+}
+
+/* Each version 2 test starts from that fixture as committed. */
+static int s_fresh_fixture_v2(void **state)
+{
+    (void)state;
+    struct stat st;
+    unlink(s_path);
+    if (s_gunzip(S_FIXTURE_V2, s_path) < 0 || stat(s_path, &st) < 0)
+        return -1;
+    return st.st_size == (off_t)NVME_V2_FILE_SIZE ? 0 : -1;
 }
 
 static void s_assert_header(const tier_slot_header_t *h, const struct nvme_v1_block *b,
@@ -113,7 +203,6 @@ static void s_assert_header(const tier_slot_header_t *h, const struct nvme_v1_bl
     assert_int_equal(h->deadline_ms, b->deadline_ms);
 }
 
-/* The block reads back byte-exact (and its constants still describe its bytes). */
 static void s_assert_block(tier_t *t, const struct nvme_v1_block *b)
 {
     static uint8_t got[NVME_V1_SLOT_SIZE], want[NVME_V1_SLOT_SIZE];
@@ -151,14 +240,58 @@ static int s_inv_fn(void *arg, uint64_t slot, const tier_slot_header_t *h)
     return 0;
 }
 
-/* An nvme file written before the ops table's version 2 is adopted:
- * every SERVING block with its header (key, instance, size, checksum,
- * deadline) and its bytes; the WRITING, deleted and never-written slots are
- * not served. */
-static void test_nvme_v1_file_adopted_byte_exact(void **state)
+static void s_pread(const char *path, uint64_t off, void *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+    close(fd);
+}
+
+static uint64_t s_u64(const uint8_t *p);
+static uint32_t s_u32(const uint8_t *p);
+
+/* b's record and bytes in the file, at the offsets nvme_v2.h documents; its seq
+ * above min_seq when given. */
+static void s_assert_v2_record(const struct nvme_v1_block *b, uint64_t min_seq)
+{
+    static uint8_t rec[NVME_V2_RECORD_BYTES], zero[NVME_V2_RECORD_BYTES];
+    static uint8_t got[NVME_V1_SLOT_SIZE], want[NVME_V1_SLOT_SIZE];
+    const uint8_t uuid[16] = NVME_V2_UUID;
+    s_pread(s_path, NVME_V2_REC_OFF(b->slot), rec, sizeof rec);
+    assert_int_equal(s_u32(rec + 0), 0x4853564bu); /* "KVSH" */
+    assert_int_equal(s_u32(rec + 4), TIER_SLOT_SERVING);
+    assert_int_equal(s_u64(rec + 8), b->slot);
+    assert_true(s_u64(rec + 16) > min_seq);
+    assert_memory_equal(rec + 24, uuid, 16);
+    assert_memory_equal(rec + 40, b->key, 16);
+    assert_int_equal(s_u32(rec + 56), b->instance);
+    assert_int_equal(s_u64(rec + 64), b->size);
+    assert_int_equal(s_u64(rec + 72), b->checksum);
+    assert_int_equal(s_u64(rec + 80), b->deadline_ms);
+    assert_int_equal(s_u64(rec + 96), XXH3_64bits(rec, 96));
+    assert_memory_equal(rec + 104, zero, sizeof rec - 104);
+    s_pread(s_path, NVME_V2_BYTES_OFF(b->slot), got, b->size);
+    nvme_v1_fill(want, b->size, b->seed);
+    assert_memory_equal(got, want, b->size);
+}
+
+/* The committed layout version 2 file is adopted: every SERVING block with its
+ * header and its bytes, at the offsets nvme_v2.h documents; the interrupted
+ * overwrite (a WRITING record with the new bytes' size and checksum), the
+ * deleted and the never-written slots are not served; a put after adoption is
+ * one record-and-bytes write at its slot's offsets with a later seq, and the
+ * file keeps serving across a reopen. */
+static void test_nvme_v2_file_adopted_byte_exact(void **state)
 {
     (void)state;
-    tier_t *t = s_nvme_open();
+    tier_config_t cfg;
+    s_nvme_cfg(&cfg);
+    cfg.log = s_noop_log;
+    char err[512] = "";
+    tier_t *t = tier_open(&cfg, err, sizeof err);
+    if (!t)
+        fail_msg("tier_open of the v2 fixture: %s", err);
     struct s_inv inv = {0};
     assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
     assert_int_equal(inv.n, NVME_V1_NSERVING);
@@ -170,72 +303,47 @@ static void test_nvme_v1_file_adopted_byte_exact(void **state)
         assert_int_equal(tier_get_header(t, b->slot, &h), 0);
         s_assert_header(&h, b, TIER_SLOT_SERVING);
         s_assert_block(t, b);
+        s_assert_v2_record(b, 0);
     }
-    /* The interrupted overwrite: its record keeps the old block's fields. */
     tier_slot_header_t h;
-    assert_int_equal(tier_get_header(t, nvme_v1_writing.slot, &h), 0);
-    s_assert_header(&h, &nvme_v1_writing, TIER_SLOT_WRITING);
-    s_assert_not_served(t, nvme_v1_writing.slot);
+    struct nvme_v1_block w = nvme_v1_writing;
+    w.size = NVME_V1_OVER_SIZE;
+    w.checksum = NVME_V2_WRITING_CHECKSUM;
+    assert_int_equal(tier_get_header(t, w.slot, &h), 0);
+    s_assert_header(&h, &w, TIER_SLOT_WRITING);
+    s_assert_not_served(t, w.slot);
     const uint64_t empty[] = {nvme_v1_deleted.slot, NVME_V1_NEVER_WRITTEN};
     for (size_t i = 0; i < 2; i++) {
         assert_int_equal(tier_get_header(t, empty[i], &h), 0);
         assert_int_equal(h.state, TIER_SLOT_EMPTY);
         s_assert_not_served(t, empty[i]);
     }
+    /* a new block into the never-written slot */
+    static uint8_t buf[NVME_V1_SLOT_SIZE];
+    struct nvme_v1_block nb = {NVME_V1_NEVER_WRITTEN,
+                               {0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x04, 0x04, 0x04,
+                                0x04, 0x04, 0x04, 0x04, 0x04},
+                               4444u,
+                               NVME_V1_SLOT_SIZE - 1,
+                               2000000000000ull,
+                               0x440u,
+                               0};
+    nvme_v1_fill(buf, nb.size, nb.seed);
+    nb.checksum = XXH3_64bits(buf, nb.size);
+    struct iovec v = {.iov_base = buf, .iov_len = nb.size};
+    tier_io_t it = {.slot = nb.slot, .iov = &v, .n = 1};
+    it.hdr.instance = nb.instance;
+    it.hdr.deadline_ms = nb.deadline_ms;
+    memcpy(it.hdr.key.b, nb.key, sizeof it.hdr.key.b);
+    assert_int_equal(tier_put_batch(t, &it, 1), 0);
     tier_close(&t);
-}
-
-/* Blocks written after adoption: one into the never-written slot, one over
- * the interrupted overwrite. */
-static const struct nvme_v1_block s_new[] = {
-    {4,
-     {0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04,
-      0x04},
-     4444u,
-     NVME_V1_SLOT_SIZE - 1,
-     2000000000000ull,
-     0x440u,
-     0},
-    {1,
-     {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01,
-      0x01},
-     1111u,
-     NVME_V1_SLOT_SIZE,
-     0u,
-     0x441u,
-     0},
-};
-#define S_NNEW (sizeof s_new / sizeof s_new[0])
-
-static struct nvme_v1_block s_new_block(size_t i)
-{
-    static uint8_t buf[NVME_V1_SLOT_SIZE];
-    struct nvme_v1_block b = s_new[i];
-    nvme_v1_fill(buf, b.size, b.seed);
-    b.checksum = XXH3_64bits(buf, b.size);
-    return b;
-}
-
-static void s_put(tier_t *t, const struct nvme_v1_block *b)
-{
-    static uint8_t buf[NVME_V1_SLOT_SIZE];
-    nvme_v1_fill(buf, b->size, b->seed);
-    struct iovec v = {.iov_base = buf, .iov_len = b->size};
-    tier_slot_header_t h = {.instance = b->instance,
-                            .state = TIER_SLOT_SERVING,
-                            .size = b->size,
-                            .deadline_ms = b->deadline_ms};
-    memcpy(h.key.b, b->key, sizeof h.key.b);
-    assert_int_equal(tier_write(t, b->slot, &v, 1), 0);
-    assert_int_equal(tier_put_header(t, b->slot, &h), 0);
-}
-
-static void s_pread(const char *path, uint64_t off, void *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    assert_true(fd >= 0);
-    assert_int_equal(pread(fd, buf, len, (off_t)off), (ssize_t)len);
-    close(fd);
+    s_assert_v2_record(&nb, NVME_V2_MAX_SEQ);
+    t = tier_open(&cfg, err, sizeof err);
+    assert_non_null(t);
+    s_assert_block(t, &nb);
+    for (size_t i = 0; i < NVME_V1_NSERVING; i++)
+        s_assert_block(t, &nvme_v1_serving[i]);
+    tier_close(&t);
 }
 
 static uint64_t s_u64(const uint8_t *p)
@@ -250,105 +358,6 @@ static uint32_t s_u32(const uint8_t *p)
     uint32_t v;
     memcpy(&v, p, sizeof v);
     return v;
-}
-
-/* The record and bytes of b as written into the adopted file: layout v1 at
- * the offsets of the fixture's superblock (4096-byte records, whatever the
- * local O_DIRECT alignment), with the fixture's uuid and a later seq. */
-static void s_assert_v1_record(const struct nvme_v1_block *b)
-{
-    static uint8_t rec[NVME_V1_RECORD_BYTES], zero[NVME_V1_RECORD_BYTES];
-    static uint8_t got[NVME_V1_SLOT_SIZE], want[NVME_V1_SLOT_SIZE];
-    const uint8_t uuid[16] = NVME_V1_UUID;
-    s_pread(s_path, NVME_V1_HEADERS_OFF + b->slot * NVME_V1_RECORD_BYTES, rec, sizeof rec);
-    assert_int_equal(s_u32(rec + 0), 0x4853564bu); /* "KVSH" */
-    assert_int_equal(s_u32(rec + 4), TIER_SLOT_SERVING);
-    assert_int_equal(s_u64(rec + 8), b->slot);
-    assert_true(s_u64(rec + 16) > NVME_V1_MAX_SEQ);
-    assert_memory_equal(rec + 24, uuid, 16);
-    assert_memory_equal(rec + 40, b->key, 16);
-    assert_int_equal(s_u32(rec + 56), b->instance);
-    assert_int_equal(s_u32(rec + 60), 0);
-    assert_int_equal(s_u64(rec + 64), b->size);
-    assert_int_equal(s_u64(rec + 72), b->checksum);
-    assert_int_equal(s_u64(rec + 80), b->deadline_ms);
-    assert_int_equal(s_u64(rec + 96), XXH3_64bits(rec, 96));
-    assert_memory_equal(rec + 104, zero, sizeof rec - 104);
-    s_pread(s_path, NVME_V1_DATA_OFF + b->slot * NVME_V1_STRIDE, got, b->size);
-    nvme_v1_fill(want, b->size, b->seed);
-    assert_memory_equal(got, want, b->size);
-}
-
-/* A file whose records are larger than the local O_DIRECT alignment (the
- * fixture's 4096 bytes where 512 would do) takes a batch of header writes in
- * flight at once: each uses a record-sized buffer of its own (a buffer pool sized
- * for the detected alignment was overrun here, caught by ASan). */
-static void test_nvme_v1_batch_commit_after_adoption(void **state)
-{
-    (void)state;
-    tier_t *t = s_nvme_open();
-    static uint8_t buf[S_NNEW][NVME_V1_SLOT_SIZE];
-    struct iovec v[S_NNEW];
-    tier_io_t items[S_NNEW];
-    for (size_t i = 0; i < S_NNEW; i++) {
-        struct nvme_v1_block b = s_new_block(i);
-        nvme_v1_fill(buf[i], b.size, b.seed);
-        v[i] = (struct iovec){.iov_base = buf[i], .iov_len = b.size};
-        items[i] = (tier_io_t){.slot = b.slot, .iov = &v[i], .n = 1};
-        items[i].hdr = (tier_slot_header_t){
-            .instance = b.instance, .size = b.size, .deadline_ms = b.deadline_ms};
-        memcpy(items[i].hdr.key.b, b.key, sizeof items[i].hdr.key.b);
-    }
-    assert_int_equal(tier_write_batch(t, items, S_NNEW), 0);
-    assert_int_equal(tier_commit_batch(t, items, S_NNEW), 0);
-    for (size_t i = 0; i < S_NNEW; i++) {
-        struct nvme_v1_block b = s_new_block(i);
-        s_assert_block(t, &b);
-    }
-    tier_close(&t);
-    for (size_t i = 0; i < S_NNEW; i++) {
-        struct nvme_v1_block b = s_new_block(i);
-        s_assert_v1_record(&b);
-    }
-}
-
-/* Issue: after adoption the tier takes new blocks (into a never-written slot
- * and over an interrupted overwrite), they read back and survive a reopen
- * beside the fixture's blocks, and they are persisted in layout v1. */
-static void test_nvme_v1_new_blocks_after_adoption(void **state)
-{
-    (void)state;
-    tier_t *t = s_nvme_open();
-    for (size_t i = 0; i < S_NNEW; i++) {
-        struct nvme_v1_block b = s_new_block(i);
-        tier_slot_header_t h;
-        s_put(t, &b);
-        assert_int_equal(tier_get_header(t, b.slot, &h), 0);
-        s_assert_header(&h, &b, TIER_SLOT_SERVING);
-        s_assert_block(t, &b);
-    }
-    tier_close(&t);
-
-    t = s_nvme_open();
-    struct s_inv inv = {0};
-    assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
-    assert_int_equal(inv.n, NVME_V1_NSERVING + S_NNEW);
-    for (size_t i = 0; i < NVME_V1_NSERVING; i++)
-        s_assert_block(t, &nvme_v1_serving[i]);
-    for (size_t i = 0; i < S_NNEW; i++) {
-        struct nvme_v1_block b = s_new_block(i);
-        tier_slot_header_t h;
-        assert_int_equal(tier_get_header(t, b.slot, &h), 0);
-        s_assert_header(&h, &b, TIER_SLOT_SERVING);
-        s_assert_block(t, &b);
-    }
-    s_assert_not_served(t, nvme_v1_deleted.slot);
-    tier_close(&t);
-
-    for (size_t i = 0; i < S_NNEW; i++) {
-        struct nvme_v1_block b = s_new_block(i);
-        s_assert_v1_record(&b);
-    }
 }
 
 /* ---- host: a segment built from the documented offsets ------------------- */
@@ -547,9 +556,9 @@ static void test_host_v1_segment_read_by_attach(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_nvme_v1_file_adopted_byte_exact, s_fresh_fixture),
-        cmocka_unit_test_setup(test_nvme_v1_new_blocks_after_adoption, s_fresh_fixture),
-        cmocka_unit_test_setup(test_nvme_v1_batch_commit_after_adoption, s_fresh_fixture),
+        cmocka_unit_test_setup(test_nvme_v1_file_refused_naming_the_version, s_fresh_fixture),
+        cmocka_unit_test_setup(test_nvme_v1_file_reformatted_when_asked, s_fresh_fixture),
+        cmocka_unit_test_setup(test_nvme_v2_file_adopted_byte_exact, s_fresh_fixture_v2),
         cmocka_unit_test_teardown(test_host_v1_segment_read_by_attach, s_host_teardown),
     };
     return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);

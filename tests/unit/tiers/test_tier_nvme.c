@@ -760,6 +760,248 @@ static void test_kill9_mid_stream_every_serving_block_reads_exact(void **state)
     tier_close(&t);
 }
 
+/* ---- layout version 2: a put is one write (issue 13 §4) ------------------------------- */
+
+/* A file range, read or written as it is on disk (a crash's leftovers). */
+static void s_file_io(const char *path, off_t off, void *buf, size_t len, bool write)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    ssize_t k = write ? pwrite(fd, buf, len, off) : pread(fd, buf, len, off);
+    assert_int_equal(k, (ssize_t)len);
+    if (write)
+        assert_int_equal(fdatasync(fd), 0);
+    close(fd);
+}
+
+static int s_put_one(tier_t *t, uint64_t slot, uint8_t *p, size_t size, uint64_t gen)
+{
+    s_fill(p, size, slot * 1000003u + gen);
+    struct iovec v = {.iov_base = p, .iov_len = size};
+    tier_io_t it = {.slot = slot, .iov = &v, .n = 1};
+    it.hdr.key = s_key(slot, gen);
+    it.hdr.instance = 7;
+    return tier_put_batch(t, &it, 1);
+}
+
+/* Through the ops table, a put of an aligned block is one write I/O: its bytes
+ * and its SERVING header record together, under each sync policy; a batch is one
+ * write per block; a put survives a restart byte-exact with its header. */
+static void test_put_is_one_write_of_bytes_and_header(void **state)
+{
+    (void)state;
+    static const char *const syncs[] = {"dsync", "fdatasync", "none"};
+    for (size_t m = 0; m < 3; m++) {
+        char name[32];
+        snprintf(name, sizeof name, "onewrite-%s", syncs[m]);
+        tier_config_t cfg = s_cfg(name, CAP, SLOT);
+        assert_int_equal(tier_config_set(&cfg, "sync", syncs[m]), 0);
+        char err[512];
+        tier_t *t = tier_open(&cfg, err, sizeof err);
+        assert_non_null(t);
+        tier_desc_t d;
+        tier_describe(t, &d);
+        assert_true(d.write_commits);
+        void *mem;
+        uint8_t *p = s_buf(SLOT, 0, &mem);
+        tier_nvme_stats_t a, b;
+        assert_int_equal(tier_nvme_stats(t, &a), 0);
+        assert_int_equal(s_put_one(t, 3, p, 100000, 1), 0);
+        assert_int_equal(tier_nvme_stats(t, &b), 0);
+        assert_int_equal(b.write_ops - a.write_ops, 1);
+        assert_int_equal(b.headers - a.headers, 1);
+        assert_int_equal(b.serving, 1);
+        /* a batch of 8, overwriting the first: 8 writes, no separate header write */
+        struct iovec v[8];
+        tier_io_t items[8];
+        void *mem2;
+        uint8_t *q = s_buf(8 * 65536, 0, &mem2);
+        for (int i = 0; i < 8; i++) {
+            s_fill(q + i * 65536, 65536, (3 + i) * 1000003u + 2);
+            v[i] = (struct iovec){.iov_base = q + i * 65536, .iov_len = 65536};
+            items[i] = (tier_io_t){.slot = 3 + (uint64_t)i, .iov = &v[i], .n = 1};
+            items[i].hdr.key = s_key(3 + (uint64_t)i, 2);
+        }
+        assert_int_equal(tier_put_batch(t, items, 8), 0);
+        assert_int_equal(tier_nvme_stats(t, &a), 0);
+        assert_int_equal(a.write_ops - b.write_ops, 8);
+        for (int i = 0; i < 8; i++) {
+            assert_int_equal(items[i].rc, 0);
+            assert_int_equal(items[i].hdr.state, TIER_SLOT_SERVING);
+            assert_int_equal(items[i].hdr.size, 65536);
+            assert_int_equal(items[i].hdr.checksum, tier_checksum(&v[i], 1));
+        }
+        /* the caller's checksum, when given, must match the bytes */
+        items[0].hdr.checksum ^= 1;
+        items[0].rc = 1;
+        assert_int_equal(tier_put_batch(t, items, 1), -EBADMSG);
+        assert_int_equal(s_check_simple(t, 3, 65536, 2), 0); /* untouched */
+        free(mem);
+        free(mem2);
+        tier_close(&t);
+        t = tier_open(&cfg, err, sizeof err);
+        assert_non_null(t);
+        struct s_inv inv = {0};
+        assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
+        assert_int_equal(inv.n, 8);
+        for (uint64_t i = 0; i < 8; i++) {
+            assert_int_equal(inv.slots[i], 3 + i);
+            assert_memory_equal(inv.h[i].key.b, s_key(3 + i, 2).b, 16);
+            assert_int_equal(s_check_simple(t, 3 + i, 65536, 2), 0);
+        }
+        tier_close(&t);
+        unlink(cfg.path);
+    }
+}
+
+/* A crash inside the one write of a put leaves its record and its bytes from
+ * different generations; the checksum in the record covers the bytes, so
+ * neither mix is ever served: the read fails (-EBADMSG, bytes zeroed), the
+ * slot is dropped, counted, and stays dropped. (a) new record, half of the
+ * bytes still old; (b) old record, bytes partly new. */
+static void test_torn_put_never_serves_wrong_bytes(void **state)
+{
+    (void)state;
+    const size_t size = 3 * 65536;
+    tier_config_t cfg = s_cfg("tornput", CAP, SLOT);
+    tier_nvme_opts_t o = s_opts(TIER_URING_AUTO);
+    tier_t *t = s_open(&cfg, &o);
+    assert_non_null(t);
+    void *mem;
+    uint8_t *p = s_buf(SLOT, 0, &mem);
+    assert_int_equal(s_put_one(t, 1, p, size, 1), 0);
+    assert_int_equal(s_put_one(t, 2, p, size, 1), 0);
+    tier_close(&t);
+    uint64_t data_off = s_sb_u64(cfg.path, 48), stride = s_sb_u64(cfg.path, 32);
+    uint32_t rec = s_sb_u32(cfg.path, 12);
+    static uint8_t old1[3 * 65536], rec2[4096];
+    s_file_io(cfg.path, (off_t)(data_off + 1 * stride + rec), old1, size, false);
+    s_file_io(cfg.path, (off_t)(data_off + 2 * stride), rec2, rec, false);
+
+    t = s_open(&cfg, &o);
+    assert_non_null(t);
+    assert_int_equal(s_put_one(t, 1, p, size, 2), 0);
+    assert_int_equal(s_put_one(t, 2, p, size, 2), 0);
+    tier_close(&t);
+    /* (a) slot 1: the second half of its bytes never reached the disk */
+    s_file_io(cfg.path, (off_t)(data_off + 1 * stride + rec + size / 2), old1 + size / 2, size / 2,
+              true);
+    /* (b) slot 2: its new record never reached the disk (the old one is there) */
+    s_file_io(cfg.path, (off_t)(data_off + 2 * stride), rec2, rec, true);
+
+    t = s_open(&cfg, &o);
+    assert_non_null(t);
+    for (uint64_t slot = 1; slot <= 2; slot++) {
+        memset(p, 0x77, size);
+        struct iovec v = {.iov_base = p, .iov_len = size};
+        assert_int_equal(tier_read(t, slot, &v, 1), -EBADMSG);
+        for (size_t i = 0; i < size; i++)
+            assert_int_equal(p[i], 0);
+        assert_int_equal(s_check_simple(t, slot, size, 2), -ENODATA);
+        assert_int_equal(s_check_simple(t, slot, size, 1), -ENODATA);
+    }
+    tier_nvme_stats_t st;
+    assert_int_equal(tier_nvme_stats(t, &st), 0);
+    assert_int_equal(st.checksum_failures, 2);
+    assert_int_equal(st.dropped_slots, 2);
+    tier_close(&t);
+    t = s_open(&cfg, &o);
+    assert_non_null(t);
+    struct s_inv inv = {0};
+    assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
+    assert_int_equal(inv.n, 0);
+    tier_close(&t);
+    free(mem);
+}
+
+/* Restart under layout version 2: a child putting batches of one-write puts
+ * (dsync) is SIGKILLed mid-stream; after reopen every put it was told had
+ * succeeded is there, every SERVING block reads byte-exact (verified on open and
+ * on read), and only the batch in flight may be missing or dropped. */
+static void test_kill9_during_one_write_puts_restart_serves_exact(void **state)
+{
+    (void)state;
+    const size_t size = 65536;
+    enum { B = 4 };
+    tier_config_t cfg = s_cfg("kill9put", CAP, size);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        tier_nvme_opts_t o = s_opts(TIER_URING_AUTO);
+        o.log = s_quiet_log;
+        char err[256];
+        tier_t *t = tier_nvme_open(&cfg, &o, err, sizeof err);
+        if (!t)
+            _exit(2);
+        void *mem;
+        uint8_t *p = s_buf(B * size, 0, &mem);
+        struct iovec v[B];
+        tier_io_t items[B];
+        for (uint64_t gen = 1; gen < 100000; gen++) {
+            for (uint64_t s0 = 0; s0 < CAP; s0 += B) {
+                for (uint64_t j = 0; j < B; j++) {
+                    uint64_t s = s0 + j;
+                    s_fill(p + j * size, size, s * 1000003u + gen);
+                    v[j] = (struct iovec){.iov_base = p + j * size, .iov_len = size};
+                    items[j] = (tier_io_t){.slot = s, .iov = &v[j], .n = 1};
+                    items[j].hdr.key = s_key(s, gen);
+                    items[j].hdr.instance = 7;
+                }
+                if (tier_put_batch(t, items, B) < 0)
+                    _exit(3);
+                uint64_t msg[2] = {s0, gen};
+                if (write(pfd[1], msg, sizeof msg) != (ssize_t)sizeof msg)
+                    _exit(4);
+            }
+        }
+        _exit(5);
+    }
+    close(pfd[1]);
+    uint64_t committed[CAP] = {0}, seen = 0, msg[2];
+    while (seen < 3 * CAP / B && read(pfd[0], msg, sizeof msg) == (ssize_t)sizeof msg) {
+        for (uint64_t j = 0; j < B; j++)
+            committed[msg[0] + j] = msg[1];
+        seen++;
+    }
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    while (read(pfd[0], msg, sizeof msg) == (ssize_t)sizeof msg)
+        for (uint64_t j = 0; j < B; j++)
+            committed[msg[0] + j] = msg[1];
+    close(pfd[0]);
+    assert_true(seen >= 3 * CAP / B);
+
+    assert_int_equal(s_sb_u32(cfg.path, 8), 2); /* layout version 2 */
+    tier_nvme_opts_t o = s_opts(TIER_URING_AUTO);
+    o.verify_on_open = true;
+    tier_t *t = s_open(&cfg, &o);
+    assert_non_null(t);
+    tier_nvme_stats_t st;
+    assert_int_equal(tier_nvme_stats(t, &st), 0);
+    assert_true(st.checksum_failures <= B); /* the batch in flight, at most */
+    struct s_inv inv = {0};
+    assert_int_equal(tier_inventory(t, s_inv_fn, &inv), 0);
+    unsigned missing = 0;
+    for (uint64_t s = 0; s < CAP; s++)
+        if (committed[s] && !s_inv_has(&inv, s))
+            missing++;
+    assert_true(missing <= B);
+    for (uint64_t i = 0; i < inv.n; i++) {
+        uint64_t s, gen;
+        memcpy(&s, inv.h[i].key.b, 8);
+        memcpy(&gen, inv.h[i].key.b + 8, 8);
+        assert_int_equal(s, inv.slots[i]);
+        assert_true(gen == committed[s] || gen == committed[s] + 1);
+        assert_int_equal(s_check_simple(t, s, size, gen), 0);
+    }
+    tier_close(&t);
+}
+
 /* ---- corruption ----------------------------------------------------------------------- */
 
 static void s_make_four(const tier_config_t *cfg)
@@ -846,11 +1088,14 @@ static void test_torn_header_dropped_at_open(void **state)
     (void)state;
     tier_config_t cfg = s_cfg("torn", CAP, SLOT);
     s_make_four(&cfg);
-    uint64_t hdr_off = s_sb_u64(cfg.path, 40);
+    /* version 2: slot i's record at headers_off (= data_off) + i * stride */
+    uint64_t hdr_off = s_sb_u64(cfg.path, 40), stride = s_sb_u64(cfg.path, 32);
     uint32_t rec = s_sb_u32(cfg.path, 12);
-    assert_true(rec >= 512);
-    s_scribble(cfg.path, (off_t)(hdr_off + 2 * rec + 70), 3, 0x33);  /* damaged */
-    s_scribble(cfg.path, (off_t)(hdr_off + 0 * rec + 48), 56, 0x00); /* second half lost */
+    assert_int_equal(s_sb_u32(cfg.path, 8), 2);
+    assert_int_equal(hdr_off, s_sb_u64(cfg.path, 48));
+    assert_int_equal(rec, 4096);
+    s_scribble(cfg.path, (off_t)(hdr_off + 2 * stride + 70), 3, 0x33);  /* damaged */
+    s_scribble(cfg.path, (off_t)(hdr_off + 0 * stride + 48), 56, 0x00); /* second half lost */
 
     tier_nvme_opts_t o = s_opts(TIER_URING_AUTO);
     tier_t *t = s_open(&cfg, &o);
@@ -1095,6 +1340,9 @@ int main(void)
         cmocka_unit_test_setup(test_rewrite_of_serving_slot_is_not_recovered_before_commit,
                                s_setup),
         cmocka_unit_test_setup(test_kill9_mid_stream_every_serving_block_reads_exact, s_setup),
+        cmocka_unit_test_setup(test_put_is_one_write_of_bytes_and_header, s_setup),
+        cmocka_unit_test_setup(test_torn_put_never_serves_wrong_bytes, s_setup),
+        cmocka_unit_test_setup(test_kill9_during_one_write_puts_restart_serves_exact, s_setup),
         cmocka_unit_test_setup(test_corrupted_bytes_detected_on_read_and_dropped, s_setup),
         cmocka_unit_test_setup(test_corrupted_bytes_dropped_at_open_with_verify, s_setup),
         cmocka_unit_test_setup(test_torn_header_dropped_at_open, s_setup),

@@ -317,6 +317,64 @@ static void test_write_stops_serving_for_every_kind(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* tier_put_batch gives every kind the same outcome: a backend that commits in
+ * its write (nvme) and the write-then-commit fallback (host, the fake) store
+ * SERVING headers with the bytes' size and checksum, stop at the first refused
+ * item (the rest -ECANCELED) and serve what they stored. (The nvme tier's
+ * refusal of bytes other than a given checksum is in test_tier_nvme.c.) */
+static void test_put_batch_same_outcome_for_every_kind(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"host", "nvme", "fake"};
+    char dir[] = "/tmp/kvt-conform-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        char err[512] = "";
+        tier_config_t c = s_cfg();
+        snprintf(c.kind, sizeof c.kind, "%s", kinds[k]);
+        if (k == 0)
+            snprintf(c.path, sizeof c.path, "/kvt-conform-put-%d", (int)getpid());
+        else if (k == 1)
+            snprintf(c.path, sizeof c.path, "%s/p.dat", dir);
+        tier_t *t = tier_open(&c, err, sizeof err);
+        if (!t)
+            fail_msg("%s: %s", kinds[k], err);
+        static uint8_t in[3][SLOT], out[SLOT];
+        struct iovec iv[3];
+        tier_io_t w[3];
+        for (int i = 0; i < 3; i++) {
+            s_fill(in[i], (uint8_t)(i + 20));
+            iv[i] = (struct iovec){in[i], SLOT};
+            w[i] = (tier_io_t){.slot = (uint64_t)i, .iov = &iv[i], .n = 1};
+            w[i].hdr.instance = 5;
+            w[i].hdr.key.b[0] = (uint8_t)(i + 1);
+        }
+        w[1].slot = CAP; /* out of range */
+        assert_int_equal(tier_put_batch(t, w, 3), -ERANGE);
+        assert_int_equal(w[0].rc, 0);
+        assert_int_equal(w[1].rc, -ERANGE);
+        assert_int_equal(w[2].rc, -ECANCELED);
+        w[1].slot = 1;
+        assert_int_equal(tier_put_batch(t, w, 3), 0);
+        for (int i = 0; i < 3; i++) {
+            tier_slot_header_t h;
+            assert_int_equal(w[i].rc, 0);
+            assert_int_equal(tier_get_header(t, (uint64_t)i, &h), 0);
+            assert_int_equal(h.state, TIER_SLOT_SERVING);
+            assert_int_equal(h.size, SLOT);
+            assert_int_equal(h.instance, 5);
+            assert_int_equal(h.key.b[0], i + 1);
+            struct iovec ov = {out, SLOT};
+            assert_int_equal(tier_read(t, (uint64_t)i, &ov, 1), 0);
+            assert_memory_equal(out, in[i], SLOT);
+        }
+        tier_close(&t);
+    }
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_fallbacks_match_one_by_one),
         cmocka_unit_test(test_inventory_fallback_walks_serving_slots),
         cmocka_unit_test(test_write_stops_serving_for_every_kind),
+        cmocka_unit_test(test_put_batch_same_outcome_for_every_kind),
     };
     return cmocka_run_group_tests(tests, s_setup, NULL);
 }
