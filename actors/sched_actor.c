@@ -418,6 +418,7 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "safety_net_windows", g->safety_net_windows);
     s_stat(r, "tier_timeouts", g->tier_timeouts);
     s_stat(r, "tier_errors", g->tier_errors);
+    s_stat(r, "touch_rewrites_skipped", g->touch_rewrites_skipped);
     s_stat(r, "deletes_sent", g->deletes_sent);
     s_stat(r, "deletes_dropped", g->deletes_dropped);
     s_stat(r, "adopted", g->adopted);

@@ -436,8 +436,21 @@ void sched_tier_reput_deadlines(sched_t *self, sched_tier_t *t, const char *id,
     uint32_t chunk = self->cfg.max_batch > SCHED_DEL_BATCH ? self->cfg.max_batch : SCHED_DEL_BATCH;
     if (chunk > S_REPUT_CHUNK)
         chunk = S_REPUT_CHUNK;
+    /* puts come first: a touch's rewrites use at most half of what the tier
+     * client leaves free; the rest is not rewritten (counted, logged) */
+    bus_client_stats_t cs;
+    bus_client_stats(t->client, &cs);
+    uint32_t max_if = self->cfg.max_pending_puts + 64;
+    uint32_t budget = cs.in_flight < max_if ? (max_if - cs.in_flight) / 2 : 0;
     for (uint32_t base = 0; base < n; base += chunk) {
         uint32_t m = n - base < chunk ? n - base : chunk;
+        if (budget == 0) {
+            self->g.touch_rewrites_skipped += n - base;
+            bus_warn(S_LOG, "tier %s: %u touched headers not rewritten (the tier client is busy)",
+                     t->cfg.name, n - base);
+            return;
+        }
+        budget--;
         for (uint32_t i = 0; i < m; i++) {
             s[i] = slots[base + i];
             size[i] = t->sizes[s[i]];
@@ -452,6 +465,7 @@ void sched_tier_reput_deadlines(sched_t *self, sched_tier_t *t, const char *id,
         ph->state = kvtier_LocationState_LOCATION_SERVING;
         ph->ttl_deadline_ms = wall;
         ph->epoch = t->epoch;
+        ph->rewrite = true; /* only where still SERVING with this key and checksum */
         bus_arrays_t arr = {
             .slots = {.v = s, .n = m, .cap = m},
             .keys = {.keys = k, .n = m, .cap = m},
@@ -462,7 +476,9 @@ void sched_tier_reput_deadlines(sched_t *self, sched_tier_t *t, const char *id,
         kvtier_Status st;
         if (bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_reput_done, t, NULL, &st) <
             0) {
-            bus_warn(S_LOG, "tier %s: %u touched headers not rewritten: %s", t->cfg.name, m,
+            self->g.tier_errors++;
+            self->g.touch_rewrites_skipped += n - base;
+            bus_warn(S_LOG, "tier %s: %u touched headers not rewritten: %s", t->cfg.name, n - base,
                      st.message);
             return;
         }

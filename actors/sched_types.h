@@ -67,6 +67,7 @@ typedef struct {
     uint64_t prefetch_copy_failed; /* blocks whose prefetch copy failed or was not submitted */
     uint64_t prefetch_copy_lost;   /* jobs without a result after SCHED_COPY_LOST_MS */
     uint64_t prefetch_moved;       /* promoted blocks whose lower copy went (exclusive chains) */
+    uint64_t touch_rewrites_skipped; /* touched headers not rewritten (tier client busy, send) */
 } sched_global_t;
 
 /* One meta-plane call kind's latency histogram (SCHED_LAT_BOUNDS_US). */

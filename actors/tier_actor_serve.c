@@ -415,6 +415,12 @@ static bool s_drop_damaged(self_t *self, uint64_t slot, uint64_t sum)
     struct iovec whole = {data, h.size};
     if (tier_checksum(&whole, 1) == sum)
         return false; /* the block is whole: what failed was the copy */
+    /* and still the same header after the hash: a writer that took the slot in
+     * the meantime (a reused slot, same-host) keeps its WRITING header */
+    tier_slot_header_t again;
+    if (tier_get_header(self->tier, slot, &again) < 0 || again.state != TIER_SLOT_SERVING ||
+        again.checksum != sum || !tier_key_eq(&again.key, &h.key))
+        return false;
     tier_slot_header_t empty = {0};
     if (tier_put_header(self->tier, slot, &empty) < 0)
         return false;
@@ -778,10 +784,40 @@ static int s_put_serving(self_t *self, const kvtier_PutHeaderRequest *p, uint32_
     return 0;
 }
 
+/* PutHeader rewrite (a touch's deadline): only a header still SERVING with the
+ * request's key and checksum is rewritten, its other fields kept. A slot reused
+ * since (evicted, reserved for another block, WRITING or EMPTY now) is skipped. */
+static int s_put_rewrite(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t *written,
+                         kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    for (uint32_t i = 0; i < a->slots.n; i++) {
+        tier_slot_header_t h;
+        if (tier_get_header(self->tier, a->slots.v[i], &h) < 0 || h.state != TIER_SLOT_SERVING ||
+            memcmp(h.key.b, a->keys.keys[i], TIER_KEY_BYTES) != 0 ||
+            (a->checksums.n && h.checksum != a->checksums.v[i]))
+            continue;
+        if (h.deadline_ms == p->ttl_deadline_ms)
+            continue;
+        h.deadline_ms = p->ttl_deadline_ms;
+        int rc = tier_put_header(self->tier, a->slots.v[i], &h);
+        if (rc < 0)
+            return s_put_error(self, rc, i, st);
+        (*written)++;
+        self->stats.headers_put++;
+    }
+    return 0;
+}
+
 static int s_put_apply(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t state,
                        uint32_t instance, uint32_t *written, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
+    if (p->rewrite)
+        return state == TIER_SLOT_SERVING
+                   ? s_put_rewrite(self, p, written, st)
+                   : tier_actor_fail(self, st, S_INVALID,
+                                     "PutHeader rewrite applies to SERVING headers only");
     if (state == TIER_SLOT_SERVING)
         return s_put_serving(self, p, instance, written, st);
     for (uint32_t i = 0; i < a->slots.n; i++) {

@@ -1005,7 +1005,9 @@ static void test_demoted_blocks_keep_their_ttl(void **state)
             0);
         assert_int_equal(e.t->rep->body.lookup_rep.hit_count, 0); /* every copy expired */
     } else {
-        print_message("      demotion took longer than the TTL here: not checked\n");
+        free(buf);
+        s_stop(&e);
+        skip(); /* demotion took longer than the TTL here: nothing to tell */
     }
     free(buf);
     s_stop(&e);
@@ -1071,7 +1073,7 @@ static void test_touch_that_extends_reaches_the_tier_header(void **state)
         assert_true(before[i] > 0 && before[i] <= (uint64_t)wall + 30000);
     assert_int_equal(s_touch(&e, keys, N, 3600000), 0);
     assert_int_equal(e.t->rep->body.touch_rep.touched, N);
-    /* the rewrite is sent after the reply: wait for it */
+    /* the rewrite is sent with the touch, answered after its reply: wait for it */
     uint32_t na = 0;
     for (int tries = 0; tries < 500; tries++) {
         na = 0;
@@ -1091,8 +1093,9 @@ static void test_touch_that_extends_reaches_the_tier_header(void **state)
     /* a shorter TTL extends nothing, and nothing is rewritten */
     assert_int_equal(s_touch(&e, keys, N, 1000), 0);
     assert_int_equal(e.t->rep->body.touch_rep.touched, N);
-    assert_int_equal(tk_stat(e.t, "tier_errors"), 0);
     zclock_sleep(100);
+    assert_int_equal(tk_stat(e.t, "tier_errors"), 0);
+    assert_int_equal(tk_stat(e.t, "touch_rewrites_skipped"), 0);
     for (uint64_t slot = 0, j = 0; slot < CK_CAP && j < N; slot++) {
         tier_slot_header_t h;
         if (tier_seg_get_header(seg, slot, &h) == 0 && h.state == TIER_SLOT_SERVING)

@@ -679,6 +679,57 @@ static void s_expect(int rc, const kvtier_Status *st, int code, const char *need
                  (int)st->code, st->message);
 }
 
+/* A PutHeader rewrite (a touch's new deadline) changes only headers still
+ * SERVING with the request's key and checksum, and only their deadline; a slot
+ * holding another key, another checksum, or nothing is left as it was; a rewrite
+ * of any state but SERVING is refused. */
+static void test_put_header_rewrite_changes_only_matching_headers(void **state)
+{
+    const char *kind = *state;
+    fx_t fx;
+    tier_actor_config_t cfg = s_cfg(kind);
+    s_start(&fx, &cfg);
+    blk_t b[3];
+    for (uint32_t i = 0; i < 3; i++)
+        s_blk(&b[i], 4 + i, 4096, 700 + i);
+    s_store(&fx, b, 3, true);
+    uint64_t slots[4] = {4, 5, 6, 7}, sizes[4] = {4096, 4096, 4096, 4096};
+    uint64_t sums[4] = {b[0].sum, b[1].sum, b[2].sum + 1, 0};
+    uint8_t keys[4][16];
+    memcpy(keys[0], b[0].key, 16);
+    memcpy(keys[1], b[0].key, 16); /* slot 5 holds b[1] */
+    memcpy(keys[2], b[2].key, 16);
+    memset(keys[3], 7, 16); /* slot 7 is empty */
+    static kvtier_Envelope req, rep;
+    bus_env_init(&req, kvtier_Envelope_put_header_req_tag, "test");
+    kvtier_PutHeaderRequest *p = &req.body.put_header_req;
+    p->tier_id = fx.cfg.tier_id;
+    snprintf(p->instance_id, sizeof p->instance_id, "%s", INST);
+    p->state = kvtier_LocationState_LOCATION_SERVING;
+    p->ttl_deadline_ms = 4102444800000ull; /* 2100-01-01 */
+    p->epoch = s_fence;
+    p->rewrite = true;
+    bus_arrays_t arr = {.slots = {slots, 4, 4},
+                        .keys = {keys, 4, 4},
+                        .sizes = {sizes, 4, 4},
+                        .checksums = {sums, 4, 4}};
+    kvtier_Status st;
+    assert_int_equal(s_call(&fx, &req, &arr, NULL, 0, &rep, NULL, NULL, &st), 0);
+    assert_int_equal(rep.body.put_header_rep.written, 1);
+    kvtier_InventoryEntry e[CAP];
+    assert_int_equal(s_inventory(&fx, 0, e, NULL), 3);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_int_equal(e[i].ttl_deadline_ms, e[i].slot == 4 ? 4102444800000ull : 0);
+    s_expect_intact(&fx, b, 3);
+    /* a rewrite of another state */
+    p->state = kvtier_LocationState_LOCATION_WRITING;
+    s_expect(s_call(&fx, &req, &arr, NULL, 0, &rep, NULL, NULL, &st), &st, ST_INVALID,
+             "rewrite applies to SERVING headers only");
+    s_expect_intact(&fx, b, 3);
+    s_blks_free(b, 3);
+    s_stop(&fx);
+}
+
 /* Requests through the client that must be refused whole. */
 static void s_bad_requests(fx_t *fx, blk_t *b)
 {
@@ -1301,6 +1352,7 @@ int main(void)
         ON_EVERY_KIND(test_write_marks_slot_writing_until_new_header),
         ON_HOST_AND_FAKE(test_probe_reports_serving_blocks_with_matching_key),
         ON_EVERY_KIND(test_delete_empties_slots_matching_key),
+        ON_EVERY_KIND(test_put_header_rewrite_changes_only_matching_headers),
         ON_EVERY_KIND(test_bad_input_gets_status_and_leaves_blocks_intact),
         ON_HOST_AND_FAKE(test_requests_over_bounds_are_refused_whole),
         ON_HOST_AND_FAKE(test_epoch_fence_refuses_requests_for_another_incarnation),
