@@ -77,12 +77,12 @@
 #include "tier_slot_header.h"
 
 #define TIER_SEG_MAGIC 0x3154534f4854564bULL
-#define TIER_SEG_VERSION 2u           /* 2: the writer word at +56 */
-#define TIER_SEG_ALIGN 4096u          /* slot data alignment (DMA registration) */
-#define TIER_SEG_SUPER_SIZE 4096u     /* superblock page */
-#define TIER_SEG_HEADER_SIZE 64u      /* one slot header record */
-#define TIER_SEG_SHM_NAME_MAX 255     /* bytes of "/name", NUL excluded (NAME_MAX) */
-#define TIER_SEG_HEADER_RETRIES 10000 /* seqlock read attempts before -EAGAIN */
+#define TIER_SEG_VERSION 2u          /* 2: the writer word at +56 */
+#define TIER_SEG_ALIGN 4096u         /* slot data alignment (DMA registration) */
+#define TIER_SEG_SUPER_SIZE 4096u    /* superblock page */
+#define TIER_SEG_HEADER_SIZE 64u     /* one slot header record */
+#define TIER_SEG_SHM_NAME_MAX 255    /* bytes of "/name", NUL excluded (NAME_MAX) */
+#define TIER_SEG_HEADER_WAIT_US 2000 /* a reader waits this long for a header writer */
 
 /* Checks an shm name as the host backend's open does: '/' then 1+ characters,
  * no other '/', at most TIER_SEG_SHM_NAME_MAX bytes. 0 or -EINVAL. */
@@ -129,7 +129,9 @@ int tier_seg_read(tier_seg_t *seg, uint64_t slot, struct iovec *iov, int n);
 int tier_seg_put_header(tier_seg_t *seg, uint64_t slot, const tier_slot_header_t *h);
 
 /* Reads a consistent snapshot of slot i's header (seqlock). -EAGAIN when a
- * writer kept it busy for TIER_SEG_HEADER_RETRIES attempts. */
+ * writer kept it busy for TIER_SEG_HEADER_WAIT_US (a header write is a few
+ * stores: longer means its writer was preempted or died in the middle, and a
+ * dead one's record stays busy until the tier actor rewrites it). */
 int tier_seg_get_header(tier_seg_t *seg, uint64_t slot, tier_slot_header_t *h);
 
 /* True when slot i's state is SERVING (acquire: its bytes are visible). */
