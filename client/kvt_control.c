@@ -383,7 +383,8 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         r->token_id = t->token_id;
         break;
     }
-    case BUS_TOKEN_ADMIN: /* the scheduler's own kinds: a client never holds one */
+    case BUS_TOKEN_GET_PUT: /* kvt_complete's own call */
+    case BUS_TOKEN_ADMIN:   /* the scheduler's own kinds: a client never holds one */
     case BUS_TOKEN_COPY:
         break;
     }
@@ -409,7 +410,8 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
         has = c->rep->body.prepare_prefetch_rep.has_token;
         tok = &c->rep->body.prepare_prefetch_rep.token;
         break;
-    case BUS_TOKEN_ADMIN: /* never a prepare's */
+    case BUS_TOKEN_GET_PUT: /* kvt_prepare's own reply */
+    case BUS_TOKEN_ADMIN:   /* never a prepare's */
     case BUS_TOKEN_COPY:
         break;
     }
