@@ -405,6 +405,8 @@ static void s_stat_counters(s_page_t *r, const sched_counters_t *c)
     s_stat(r, "touched", c->touched);
     s_stat(r, "removed", c->removed);
     s_stat(r, "remove_busy", c->remove_busy);
+    s_stat(r, "prepares", c->prepares);
+    s_stat(r, "completes", c->completes);
 }
 
 static void s_stat_global(sched_t *self, s_page_t *r)

@@ -1449,6 +1449,8 @@ void sched_on_prepare(sched_t *self, sched_call_t *call)
     self->c.puts += j > 0;
     self->c.put_keys += j;
     self->c.put_skipped += n - h - j;
+    in->c.prepares++;
+    self->c.prepares++;
     sched_reply(self, call);
 }
 
@@ -1510,6 +1512,8 @@ void sched_on_complete(sched_t *self, sched_call_t *call)
     uint32_t released = s_complete_pins(self, call, in, w);
     in->c.get_released += released;
     self->c.get_released += released;
+    in->c.completes++;
+    self->c.completes++;
     if (op) {
         op->released = released;
         s_put_conclude(self, call, in, q, t, op, h); /* replies, now or when the tier has */
