@@ -104,6 +104,7 @@ struct kvt_client {
     char leader[BUS_ENDPOINT_MAX];
     uint64_t leader_epoch;
     uint64_t prepare_seq;
+    uint64_t round_trips; /* meta-plane requests sent (kvt_meta_round_trips) */
 
     kvtier_Envelope *req; /* scratch envelopes (16 KiB each), one call at a time */
     kvtier_Envelope *rep;

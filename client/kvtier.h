@@ -139,6 +139,11 @@ kvt_client_t *kvt_connect(const kvt_options_t *opts, char *err, size_t errlen);
 /* Waits for no job: submitted jobs not collected are dropped. Idempotent; nulls *c. */
 void kvt_close(kvt_client_t **c);
 const char *kvt_last_error(const kvt_client_t *c);
+/* Meta-plane requests this handle has sent to the leader: every call's, and each
+ * of their retries (BUSY back-offs, a NOT_LEADER followed, a resend after a
+ * timeout); discovery's own ClusterInfo probes are not counted. What a request
+ * costs in round trips: compare before and after it. */
+uint64_t kvt_meta_round_trips(const kvt_client_t *c);
 
 /* ---- control role ---- */
 

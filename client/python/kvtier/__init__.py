@@ -123,6 +123,7 @@ _sigs = {
     "kvt_connect": (_P, [ctypes.POINTER(_Options), ctypes.c_char_p, _size]),
     "kvt_close": (None, [ctypes.POINTER(_P)]),
     "kvt_last_error": (ctypes.c_char_p, [_P]),
+    "kvt_meta_round_trips": (_u64, [_P]),
     "kvt_register_instance": (_int, [_P, ctypes.POINTER(_Instance)]),
     "kvt_request_begin": (_int, [_P, ctypes.POINTER(_Request)]),
     "kvt_request_end": (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_EndInfo)]),
@@ -333,6 +334,11 @@ class Client:
 
     def __del__(self):
         self.close()
+
+    @property
+    def meta_round_trips(self):
+        """Meta-plane requests this handle sent (kvt_meta_round_trips)."""
+        return _lib.kvt_meta_round_trips(self._h)
 
     @property
     def last_error(self):

@@ -242,6 +242,7 @@ static kvt_complete_info_t t_request(t_env_t *e, kvt_client_t *c, const char *ri
     assert_int_equal(kvt_request_begin(c, &r), 0);
     kvt_token_t *tok = NULL;
     kvt_prepare_info_t pi;
+    uint64_t trips = kvt_meta_round_trips(c);
     if (kvt_prepare(c, T_INST, rid, e->keys, n, NULL, &tok, &pi) != 0)
         fail_msg("prepare: %s", kvt_last_error(c));
     assert_int_equal(pi.hit_count, want_hits);
@@ -273,6 +274,7 @@ static kvt_complete_info_t t_request(t_env_t *e, kvt_client_t *c, const char *ri
     if (kvt_complete(c, &tok, NULL, NULL, &ci) != 0)
         fail_msg("complete: %s", kvt_last_error(c));
     assert_null(tok);
+    assert_int_equal(kvt_meta_round_trips(c) - trips, 2); /* the two round trips */
     assert_int_equal(kvt_request_end(c, T_INST, rid, NULL), 0);
     return ci;
 }
