@@ -1355,6 +1355,47 @@ static int s_prepare_misses(sched_t *self, sched_call_t *call, sched_instance_t 
     return s_put_reserve(self, call, in, q, t, *m, now);
 }
 
+/* A prepare that succeeded stands for the request's prefix lookup: its hits are
+ * counted per tier and touched (the policies' access order, as a lookup touches
+ * them), the lookup counters count it, and the CacheGet event a lookup records is
+ * recorded (once: the BUSY attempts before it record nothing). Before the token's
+ * encoding rewrites call->tok's tier indices; reloads call->keys (the request's). */
+static void s_prepare_lookup(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                             const sched_request_t *q, uint32_t h, uint32_t n, int64_t now)
+{
+    uint32_t head = self->cfg.chains[q->chain].tier_ids[0], head_hits = 0;
+    uint32_t per_tier[SCHED_MAX_TIERS] = {0};
+    for (uint32_t k = 0; k < h; k++) {
+        sched_tier_t *t = &self->tierset.tiers[call->tok[k].tier];
+        tier_key_t key;
+        memcpy(key.b, call->rep_keys[k], TIER_KEY_BYTES);
+        t->hits++;
+        (void)tier_slots_touch(t->slots, in->number, &key, (uint64_t)now, 0);
+        head_hits += t->cfg.tier_id == head;
+        per_tier[t->idx]++;
+    }
+    in->c.lookups++;
+    in->c.lookup_keys += n;
+    in->c.hit_keys += h;
+    in->c.miss_keys += n - h;
+    self->c.lookups++;
+    self->c.lookup_keys += n;
+    self->c.hit_keys += h;
+    self->c.miss_keys += n - h;
+    if (!sched_events_on(self))
+        return;
+    uint32_t th[SCHED_EV_TIER_HITS][2], nt = 0;
+    for (uint32_t i = 0; i < self->tierset.n_tiers && nt < SCHED_EV_TIER_HITS; i++)
+        if (per_tier[i]) {
+            th[nt][0] = self->tierset.tiers[i].cfg.tier_id;
+            th[nt++][1] = per_tier[i];
+        }
+    sched_keys_load(call, n); /* the put part compacted call->keys */
+    sched_ev_lookup(self, in->number, call->req.env.body.prepare_req.request_id,
+                    (uint32_t)kvtier_LookupMode_LOOKUP_MODE_PREFIX, h, head_hits, call->keys, n,
+                    (const uint32_t(*)[2])th, nt);
+}
+
 /* Checks a prepare's own arguments; false after replying. */
 static bool s_prepare_ok(sched_t *self, sched_call_t *call, sched_instance_t *in,
                          sched_request_t *q, uint32_t n)
@@ -1423,6 +1464,7 @@ void sched_on_prepare(sched_t *self, sched_call_t *call)
                                                  .slot = call->resv[i].slot};
     }
     s_put_meta_keep(self, call, in, q, m, j);
+    s_prepare_lookup(self, call, in, q, h, n, now);
     uint64_t lease =
         sched_window_lease_ms(SCHED_WIN_GETPUT, self->cfg.pin_lease_ms, self->cfg.write_grace_ms);
     size_t len = 0;
