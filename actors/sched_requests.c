@@ -427,8 +427,7 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
         else
             sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                               "request %s has no open %s window (%s first)", q->id,
-                              s_kind_name[kind],
-                              kind == SCHED_WIN_GETPUT ? "prepare" : s_prepare_name[kind]);
+                              s_kind_name[kind], s_prepare_name[kind]);
         return NULL;
     }
     if (token_id != w->token_id) {
