@@ -352,6 +352,8 @@ static const char *const s_inst_counters[] = {"lookups",
                                               "touched",
                                               "removed",
                                               "remove_busy",
+                                              "prepares",
+                                              "completes",
                                               NULL};
 
 static void s_instance_metrics(self_t *self, metrics_buf_t *b)

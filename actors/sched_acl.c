@@ -35,6 +35,10 @@ static const char *s_instance(const kvtier_Envelope *env)
         return env->body.copy_prefetch_req.instance_id;
     case kvtier_Envelope_complete_prefetch_req_tag:
         return env->body.complete_prefetch_req.instance_id;
+    case kvtier_Envelope_prepare_req_tag:
+        return env->body.prepare_req.instance_id;
+    case kvtier_Envelope_complete_req_tag:
+        return env->body.complete_req.instance_id;
     case kvtier_Envelope_touch_req_tag:
         return env->body.touch_req.instance_id;
     case kvtier_Envelope_remove_req_tag:

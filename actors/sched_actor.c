@@ -405,6 +405,8 @@ static void s_stat_counters(s_page_t *r, const sched_counters_t *c)
     s_stat(r, "touched", c->touched);
     s_stat(r, "removed", c->removed);
     s_stat(r, "remove_busy", c->remove_busy);
+    s_stat(r, "prepares", c->prepares);
+    s_stat(r, "completes", c->completes);
 }
 
 static void s_stat_global(sched_t *self, s_page_t *r)
@@ -504,7 +506,7 @@ const char *const sched_lat_call_names[SCHED_LAT_CALLS] = {
     "register_instance", "request_begin", "request_end",  "lookup",           "prepare_get",
     "complete_get",      "prepare_put",   "complete_put", "prepare_prefetch", "copy_prefetch",
     "complete_prefetch", "touch",         "remove",       "cluster_info",     "stats",
-    "admin_status"};
+    "admin_status",      "prepare",       "complete"};
 
 /* The histogram index of a meta-plane request body; -1: not a meta-plane call. */
 static int s_lat_call(pb_size_t tag)
@@ -542,6 +544,10 @@ static int s_lat_call(pb_size_t tag)
         return 14;
     case kvtier_Envelope_admin_status_req_tag:
         return 15;
+    case kvtier_Envelope_prepare_req_tag:
+        return 16;
+    case kvtier_Envelope_complete_req_tag:
+        return 17;
     default:
         return -1;
     }
@@ -702,6 +708,12 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
         break;
     case kvtier_Envelope_complete_prefetch_req_tag:
         sched_on_complete_prefetch(self, call);
+        break;
+    case kvtier_Envelope_prepare_req_tag:
+        sched_on_prepare(self, call);
+        break;
+    case kvtier_Envelope_complete_req_tag:
+        sched_on_complete(self, call);
         break;
     case kvtier_Envelope_touch_req_tag:
         sched_on_touch(self, call);

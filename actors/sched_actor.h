@@ -56,7 +56,7 @@
     {                                                                                              \
         10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000                          \
     }
-#define SCHED_LAT_CALLS 16
+#define SCHED_LAT_CALLS 18
 /* The call kinds in the order of their counters: names as in "lat.<call>.*". */
 extern const char *const sched_lat_call_names[SCHED_LAT_CALLS];
 

@@ -27,7 +27,9 @@
 #define S_LOG "sched"
 #define S_MAX_TTL_MS (1ull << 40)
 
-static const char *s_kind_name[SCHED_WIN_KINDS] = {"get", "put", "prefetch"};
+static const char *s_kind_name[SCHED_WIN_KINDS] = {"get", "put", "prefetch", "get+put"};
+static const char *s_prepare_name[SCHED_WIN_KINDS] = {"prepare_get", "prepare_put",
+                                                      "prepare_prefetch", "prepare"};
 
 static bool s_copying(sched_t *self, sched_call_t *call, const sched_request_t *q,
                       uint64_t token_id, const char *what);
@@ -285,9 +287,9 @@ static bool s_window_step(sched_t *self, sched_request_t *q, int kind, sched_win
 }
 
 /* Closes window `kind` of q on event ev (CANCEL, LAPSE, END, or DONE after a
- * COMPLETE), releasing what it holds. Returns pins released (get, prefetch) or
- * reservations aborted (put); *aborted (may be NULL) gets a prefetch's aborted
- * head reservations. */
+ * COMPLETE), releasing what it holds. Returns pins released (get, prefetch,
+ * get+put) or reservations aborted (put); *aborted (may be NULL) gets a
+ * prefetch's aborted head reservations and a get+put window's aborted ones. */
 static uint32_t s_window_close_counted(sched_t *self, sched_request_t *q, int kind,
                                        sched_win_event_t ev, uint32_t *aborted)
 {
@@ -297,14 +299,18 @@ static uint32_t s_window_close_counted(sched_t *self, sched_request_t *q, int ki
         n = s_unpin_entries(self, number, &w->entries, false);
     else if (kind == SCHED_WIN_PUT)
         n = s_abort_entries(self, number, &w->entries);
-    else { /* prefetch: head reservations aborted, source pins released */
+    else if (kind == SCHED_WIN_GETPUT) { /* reservations aborted, the prefix's pins released */
+        a = s_abort_entries(self, number, &w->entries);
+        n = s_unpin_entries(self, number, &w->pins, false);
+    } else { /* prefetch: head reservations aborted, source pins released */
         a = s_abort_entries(self, number, &w->entries);
         n = s_unpin_entries(self, number, &w->entries, true);
     }
     if (aborted)
         *aborted = a;
     sched_list_free(&self->requests.pool, &w->entries);
-    if (kind == SCHED_WIN_PUT)
+    sched_list_free(&self->requests.pool, &w->pins);
+    if (kind == SCHED_WIN_PUT || kind == SCHED_WIN_GETPUT)
         sched_putmeta_free(&self->requests.tokpool, &q->put_meta);
     (void)s_window_step(self, q, kind, ev, 0);
     return n;
@@ -341,9 +347,9 @@ void sched_on_end(sched_t *self, sched_call_t *call)
         return;
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_end_rep_tag);
     kvtier_RequestEndReply *er = &rep->body.request_end_rep;
-    static const kvtier_WindowKind wk[SCHED_WIN_KINDS] = {kvtier_WindowKind_WINDOW_KIND_GET,
-                                                          kvtier_WindowKind_WINDOW_KIND_PUT,
-                                                          kvtier_WindowKind_WINDOW_KIND_PREFETCH};
+    static const kvtier_WindowKind wk[SCHED_WIN_KINDS] = {
+        kvtier_WindowKind_WINDOW_KIND_GET, kvtier_WindowKind_WINDOW_KIND_PUT,
+        kvtier_WindowKind_WINDOW_KIND_PREFETCH, kvtier_WindowKind_WINDOW_KIND_GET_PUT};
     for (int k = 0; k < SCHED_WIN_KINDS; k++) {
         if (q->win[k].state == SCHED_WIN_COPYING) {
             /* the migrator still writes into its head slots: held until it ends */
@@ -359,7 +365,7 @@ void sched_on_end(sched_t *self, sched_call_t *call)
         er->closed_windows[er->closed_windows_count++] = wk[k];
         if (k == SCHED_WIN_PUT) {
             er->aborted_reservations += n;
-        } else { /* get: pins; prefetch: source pins and head reservations */
+        } else { /* get: pins; prefetch, get+put: pins and reservations */
             er->released_pins += n;
             er->aborted_reservations += aborted;
         }
@@ -380,12 +386,19 @@ void sched_on_end(sched_t *self, sched_call_t *call)
 static bool s_window_can_open(sched_t *self, sched_call_t *call, sched_request_t *q, int kind,
                               uint32_t n)
 {
-    const sched_window_t *w = &q->win[kind];
-    if (w->state != SCHED_WIN_CLOSED) {
+    int b = sched_window_blocker(q->win, kind);
+    if (b == kind) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "request %s already has an open %s window (token %" PRIu64
                           "): complete it before the next prepare",
-                          q->id, s_kind_name[kind], w->token_id);
+                          q->id, s_kind_name[kind], q->win[kind].token_id);
+        return false;
+    }
+    if (b >= 0) { /* a get+put window holds a get and a put (sched_window.c's kinds) */
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "request %s has an open %s window (token %" PRIu64
+                          "): a %s window cannot open beside it; complete it first",
+                          q->id, s_kind_name[b], q->win[b].token_id, s_kind_name[kind]);
         return false;
     }
     if (!sched_pool_can_take(&self->requests.pool, n)) {
@@ -405,16 +418,16 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
     sched_window_t *w = &q->win[kind];
     if (!sched_window_open(w)) {
         if (token_id != 0 && token_id == w->lapsed_token_id)
-            sched_reply_error(self, call, kvtier_StatusCode_STATUS_EXPIRED,
-                              "the %s window of token %" PRIu64 " lapsed (lease %" PRIu64
-                              " ms) and was closed by the scheduler",
-                              s_kind_name[kind], token_id,
-                              kind == SCHED_WIN_PUT ? self->cfg.write_grace_ms
-                                                    : self->cfg.pin_lease_ms);
+            sched_reply_error(
+                self, call, kvtier_StatusCode_STATUS_EXPIRED,
+                "the %s window of token %" PRIu64 " lapsed (lease %" PRIu64
+                " ms) and was closed by the scheduler",
+                s_kind_name[kind], token_id,
+                sched_window_lease_ms(kind, self->cfg.pin_lease_ms, self->cfg.write_grace_ms));
         else
             sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
-                              "request %s has no open %s window (prepare_%s first)", q->id,
-                              s_kind_name[kind], s_kind_name[kind]);
+                              "request %s has no open %s window (%s first)", q->id,
+                              s_kind_name[kind], s_prepare_name[kind]);
         return NULL;
     }
     if (token_id != w->token_id) {
@@ -427,6 +440,9 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
     uint32_t stale = 0;
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->entries, &it); e;
+         e = sched_list_next(&self->requests.pool, &it))
+        stale += e->gen != self->tierset.tiers[e->tier].gen;
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->pins, &it); e;
          e = sched_list_next(&self->requests.pool, &it))
         stale += e->gen != self->tierset.tiers[e->tier].gen;
     if (stale && s_window_step(self, q, kind, SCHED_WEV_TIER_RESET, 0))
@@ -634,14 +650,15 @@ void sched_on_complete_get(sched_t *self, sched_call_t *call)
 
 /* ---- put ---- */
 
-/* Keys already SERVING on a lower tier of the chain are skipped like head-tier
- * ones; the others are compacted to the front of call->keys (pos: request index). */
+/* Of keys [from, n), those already SERVING on a lower tier of the chain are
+ * skipped like head-tier ones; the others are compacted to the front of
+ * call->keys (pos: request index). */
 static uint32_t s_put_compact(sched_t *self, sched_call_t *call, const sched_instance_t *in,
-                              uint32_t chain, uint32_t n, int64_t now)
+                              uint32_t chain, uint32_t from, uint32_t n, int64_t now)
 {
     const sched_chain_config_t *ch = &self->cfg.chains[chain];
     uint32_t m = 0;
-    for (uint32_t k = 0; k < n; k++) {
+    for (uint32_t k = from; k < n; k++) {
         bool serving = false;
         for (uint32_t j = 1; j < ch->n_tiers && !serving; j++) {
             sched_tier_t *t = &self->tierset.tiers[ch->tier_ids[j] - 1];
@@ -794,16 +811,32 @@ static void s_room_busy(sched_t *self, sched_call_t *call, sched_instance_t *in,
                       t->cfg.name, t->room_need, free_slots);
 }
 
-/* The optional parent key and token ids of a prepare_put (issue 10 §1): checked
- * before anything is reserved. */
+/* A prepare's optional parent key (prepare_put, prepare): its length and bytes. */
+typedef struct {
+    uint32_t size;
+    const uint8_t *bytes;
+} s_parent_t;
+
+static s_parent_t s_parent(const sched_call_t *call)
+{
+    const kvtier_Envelope *env = &call->req.env;
+    if (env->which_body == kvtier_Envelope_prepare_req_tag)
+        return (s_parent_t){env->body.prepare_req.parent_key.size,
+                            env->body.prepare_req.parent_key.bytes};
+    return (s_parent_t){env->body.prepare_put_req.parent_key.size,
+                        env->body.prepare_put_req.parent_key.bytes};
+}
+
+/* The optional parent key and token ids of a prepare_put or prepare (issue 10
+ * §1): checked before anything is reserved. */
 static bool s_put_meta_ok(sched_t *self, sched_call_t *call, const sched_instance_t *in, uint32_t n)
 {
-    const kvtier_PreparePutRequest *r = &call->req.env.body.prepare_put_req;
+    s_parent_t parent = s_parent(call);
     uint32_t nt = call->req_arr->token_ids.n, tpb = in->spec.tokens_per_block;
-    if (r->parent_key.size != 0 && r->parent_key.size != BUS_KEY_LEN) {
+    if (parent.size != 0 && parent.size != BUS_KEY_LEN) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "parent_key is %u bytes: a block key is exactly %d (or empty: none)",
-                          (unsigned)r->parent_key.size, BUS_KEY_LEN);
+                          (unsigned)parent.size, BUS_KEY_LEN);
         return false;
     }
     if (nt != 0 && (uint64_t)nt != (uint64_t)n * tpb) {
@@ -824,9 +857,9 @@ static bool s_put_meta_ok(sched_t *self, sched_call_t *call, const sched_instanc
 static void s_put_meta_keep(sched_t *self, sched_call_t *call, const sched_instance_t *in,
                             sched_request_t *q, uint32_t m, uint32_t entries)
 {
-    const kvtier_PreparePutRequest *r = &call->req.env.body.prepare_put_req;
+    s_parent_t parent = s_parent(call);
     const bus_arrays_t *a = call->req_arr;
-    bool has_parent = r->parent_key.size == BUS_KEY_LEN;
+    bool has_parent = parent.size == BUS_KEY_LEN;
     uint32_t tpb = a->token_ids.n ? in->spec.tokens_per_block : 0;
     sched_tokpool_t *p = &self->requests.tokpool;
     if (!sched_events_on(self) || entries == 0 || (!has_parent && tpb == 0))
@@ -847,10 +880,48 @@ static void s_put_meta_keep(sched_t *self, sched_call_t *call, const sched_insta
         if (pos > 0)
             memcpy(&w[1], a->keys.keys[pos - 1], BUS_KEY_LEN);
         else if (has_parent)
-            memcpy(&w[1], r->parent_key.bytes, BUS_KEY_LEN);
+            memcpy(&w[1], parent.bytes, BUS_KEY_LEN);
         if (tpb)
             memcpy(&w[SCHED_TOK_HEAD], &a->token_ids.v[(size_t)pos * tpb], (size_t)tpb * sizeof *w);
     }
+}
+
+/* Reserves the m compacted keys of call->keys on the head tier t for q (shared
+ * with sharers of a key; skipped when SERVING: call->resv says which), evicting
+ * or, on a tier that keeps its blocks, answering BUSY while room is made. 0, or
+ * -1 after replying (nothing reserved). */
+static int s_put_reserve(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                         sched_request_t *q, sched_tier_t *t, uint32_t m, int64_t now)
+{
+    uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
+    if (t->n_deleting)
+        sched_deleting_settle(self, t, in->number, call->keys, m);
+    size_t nv = 0;
+    /* a head tier with a next tier demotes its live blocks, never drops them */
+    bool keep = sched_keeps_victims(self, t);
+    unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
+    if (m && keep && s_room_held(call, t, q, in->number, m)) {
+        s_room_busy(self, call, in, t, m);
+        return -1;
+    }
+    int rc = m == 0 ? 0
+                    : tier_slots_reserve(t->slots, in->number, call->keys, m, deadline,
+                                         (uint64_t)now, flags, call->resv, call->victims, &nv);
+    if (rc < 0) {
+        s_reserve_failed(self, call, in, t, rc, m, keep, q);
+        return -1;
+    }
+    if (t->room_need && q->hash == t->room_waiter)
+        t->room_need = 0; /* the write room was kept for got it */
+    for (size_t v = 0; v < nv; v++) {
+        sched_tier_queue_delete(t, call->victims[v].slot, &call->victims[v].key);
+        sched_tier_victim(self, t, &call->victims[v]);
+        if (call->victims[v].expired)
+            self->g.expirations++;
+        else
+            self->g.evictions++;
+    }
+    return 0;
 }
 
 void sched_on_prepare_put(sched_t *self, sched_call_t *call)
@@ -872,35 +943,9 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
         return;
     int64_t now = sched_now();
     sched_keys_load(call, n);
-    uint32_t m = s_put_compact(self, call, in, q->chain, n, now);
-    uint64_t deadline = q->ttl_ms ? (uint64_t)now + q->ttl_ms : 0;
-    if (t->n_deleting)
-        sched_deleting_settle(self, t, in->number, call->keys, m);
-    size_t nv = 0;
-    /* a head tier with a next tier demotes its live blocks, never drops them */
-    bool keep = sched_keeps_victims(self, t);
-    unsigned flags = TIER_RESERVE_SKIP_SERVING | (keep ? TIER_RESERVE_NO_EVICT : 0u);
-    if (m && keep && s_room_held(call, t, q, in->number, m)) {
-        s_room_busy(self, call, in, t, m);
+    uint32_t m = s_put_compact(self, call, in, q->chain, 0, n, now);
+    if (s_put_reserve(self, call, in, q, t, m, now) < 0)
         return;
-    }
-    int rc = m == 0 ? 0
-                    : tier_slots_reserve(t->slots, in->number, call->keys, m, deadline,
-                                         (uint64_t)now, flags, call->resv, call->victims, &nv);
-    if (rc < 0) {
-        s_reserve_failed(self, call, in, t, rc, m, keep, q);
-        return;
-    }
-    if (t->room_need && q->hash == t->room_waiter)
-        t->room_need = 0; /* the write room was kept for got it */
-    for (size_t v = 0; v < nv; v++) {
-        sched_tier_queue_delete(t, call->victims[v].slot, &call->victims[v].key);
-        sched_tier_victim(self, t, &call->victims[v]);
-        if (call->victims[v].expired)
-            self->g.expirations++;
-        else
-            self->g.evictions++;
-    }
     s_window_open(self, q, SCHED_WIN_PUT, r->job_id);
     sched_window_t *w = &q->win[SCHED_WIN_PUT];
     uint32_t j = 0;
@@ -948,20 +993,20 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
 {
     sched_window_t *w = &q->win[kind];
     bool prefetch = kind == SCHED_WIN_PREFETCH;
+    static const char *const complete[SCHED_WIN_KINDS] = {"complete_get", "complete_put",
+                                                          "complete_prefetch", "complete"};
     if (self->requests.n_op_free == 0) {
         self->g.busy_refusals++;
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "%u puts are waiting for tier confirmation (max_pending_puts): retry "
                           "%s; the window stays open",
-                          self->cfg.max_pending_puts,
-                          prefetch ? "complete_prefetch" : "complete_put");
+                          self->cfg.max_pending_puts, complete[kind]);
         return NULL;
     }
     zframe_t *rid = zframe_dup(call->req.routing_id); /* the reply may come later */
     if (!rid) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL,
-                          "out of memory: retry %s; the window stays open",
-                          prefetch ? "complete_prefetch" : "complete_put");
+                          "out of memory: retry %s; the window stays open", complete[kind]);
         return NULL;
     }
     sched_put_op_t *op = &self->requests.ops[self->requests.op_free[--self->requests.n_op_free]];
@@ -973,10 +1018,11 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
                            .tier = t->idx,
                            .gen = t->gen,
                            .prefetch = prefetch,
+                           .combined = kind == SCHED_WIN_GETPUT,
                            .entries = w->entries};
     (void)s_window_step(self, q, kind, SCHED_WEV_COMPLETE, 0);
     w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
-    if (kind == SCHED_WIN_PUT) { /* the stored events need them until the commit */
+    if (kind != SCHED_WIN_PREFETCH) { /* the stored events need them until the commit */
         op->meta = q->put_meta;
         q->put_meta = (sched_putmeta_t){0};
     }
@@ -993,20 +1039,29 @@ static void s_op_free(sched_t *self, sched_put_op_t *op)
     self->requests.op_free[self->requests.n_op_free++] = (uint32_t)(op - self->requests.ops);
 }
 
-/* Answers a complete_put (now or deferred) with its counts; code != OK carries msg. */
+static const char *s_op_name(const sched_put_op_t *op)
+{
+    return op && op->prefetch   ? "complete_prefetch"
+           : op && op->combined ? "complete"
+                                : "complete_put";
+}
+
+/* Answers a complete_put, complete_prefetch or complete (now or deferred) with its
+ * counts; code != OK carries msg. */
 static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t *rid,
                         uint64_t corr_id, uint32_t committed, uint32_t failed, bus_code_t code,
                         const char *msg)
 {
     kvtier_Envelope *rep = self->requests.op_rep;
-    bool prefetch = op && op->prefetch;
+    bool prefetch = op && op->prefetch, combined = op && op->combined;
     if (!rid) { /* its routing id could not be kept (out of memory): the caller times out */
-        bus_warn(S_LOG, "complete_%s reply lost: no routing id", prefetch ? "prefetch" : "put");
+        bus_warn(S_LOG, "%s reply lost: no routing id", s_op_name(op));
         return;
     }
     bus_env_init(rep,
-                 prefetch ? kvtier_Envelope_complete_prefetch_rep_tag
-                          : kvtier_Envelope_complete_put_rep_tag,
+                 prefetch   ? kvtier_Envelope_complete_prefetch_rep_tag
+                 : combined ? kvtier_Envelope_complete_rep_tag
+                            : kvtier_Envelope_complete_put_rep_tag,
                  self->cfg.node_name);
     rep->corr_id = corr_id;
     rep->has_status = true;
@@ -1014,14 +1069,17 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
     snprintf(rep->status.message, sizeof rep->status.message, "%s", msg ? msg : "");
     if (prefetch) {
         rep->body.complete_prefetch_rep.committed = committed;
+    } else if (combined) {
+        rep->body.complete_rep.released = op->released;
+        rep->body.complete_rep.committed = committed;
+        rep->body.complete_rep.failed = failed;
     } else {
         rep->body.complete_put_rep.committed = committed;
         rep->body.complete_put_rep.failed = failed;
     }
     kvtier_Status st;
     if (bus_server_reply(self->server, rid, rep, NULL, NULL, 0, &st) < 0)
-        bus_warn(S_LOG, "complete_%s reply not sent: %s", prefetch ? "prefetch" : "put",
-                 st.message);
+        bus_warn(S_LOG, "%s reply not sent: %s", s_op_name(op), st.message);
 }
 
 /* The stored event of a committed put key with its record (sched_putmeta_t). */
@@ -1127,7 +1185,7 @@ static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t
             self->g.tier_timeouts++;
         else
             self->g.tier_errors++;
-        bus_warn(S_LOG, "complete_%s: %s", op->prefetch ? "prefetch" : "put", msg);
+        bus_warn(S_LOG, "%s: %s", s_op_name(op), msg);
         s_put_reply(self, op, op->routing_id, op->corr_id, committed, failed, code, msg);
     }
     s_op_free(self, op);
@@ -1176,28 +1234,22 @@ static bool s_put_arrays_ok(sched_t *self, sched_call_t *call, uint32_t n)
     return true;
 }
 
-void sched_on_complete_put(sched_t *self, sched_call_t *call)
+/* Concludes a put op just taken from its window: keys that failed (mask flag
+ * off + i of entry i, stale, tier down) release their reservation; the others'
+ * headers go to the tier, which commits them, and the reply follows (now when
+ * nothing is sent). */
+static void s_put_conclude(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                           const sched_request_t *q, sched_tier_t *t, sched_put_op_t *op,
+                           uint32_t off)
 {
-    const kvtier_CompletePutRequest *r = &call->req.env.body.complete_put_req;
-    sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
-    if (!q)
-        return;
-    sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PUT, r->token_id);
-    if (!w || !s_put_arrays_ok(self, call, w->entries.n))
-        return;
-    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PUT);
-    if (!op)
-        return;
     int64_t now = sched_now();
     uint32_t i = 0;
     bool wanted = false;
     sched_iter_t it;
     for (sched_entry_t *e = sched_list_first(&self->requests.pool, &op->entries, &it); e;
          e = sched_list_next(&self->requests.pool, &it), i++) {
-        wanted |= s_success(call, i);
-        if (e->gen != t->gen || !s_success(call, i) || t->state != SCHED_TIER_UP) {
+        wanted |= s_success(call, off + i);
+        if (e->gen != t->gen || !s_success(call, off + i) || t->state != SCHED_TIER_UP) {
             s_abort_entry(self, in->number, e, now);
             e->kind |= SCHED_ENTRY_SKIP;
             op->failed++;
@@ -1221,6 +1273,297 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
     kvtier_Status st;
     if (s_op_headers(self, op, in, wall, call->checksums, NULL, &st) < 0)
         sched_put_done(op, &st, 0); /* aborts the keys, replies, frees the op */
+}
+
+void sched_on_complete_put(sched_t *self, sched_call_t *call)
+{
+    const kvtier_CompletePutRequest *r = &call->req.env.body.complete_put_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PUT, r->token_id);
+    if (!w || !s_put_arrays_ok(self, call, w->entries.n))
+        return;
+    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PUT);
+    if (op)
+        s_put_conclude(self, call, in, q, t, op, 0);
+}
+
+/* ---- a request in two round trips: the get+put window (issue 13 §2) ----
+ *
+ * prepare: one call for what lookup, prepare_get and prepare_put did. The
+ * request's keys are looked up from the first; the longest cached prefix is
+ * pinned where it lives (the get part, entries [0, n_get) of the token), the
+ * misses after it are reserved on the head tier as prepare_put reserves them
+ * (keys SERVING anywhere in the chain skipped, shared reservations, BUSY while
+ * a full tier demotes): the put part. All or nothing: a put part that cannot be
+ * reserved unpins the prefix and answers as prepare_put would (BUSY is retried
+ * by libkvtier). The window (kind get+put) keeps the pins in its own list and
+ * the reservations in its entries, and lapses at the shorter of both leases.
+ * complete: the get part is concluded at once (pins released, a failed key's
+ * block suspected by the gc), the put part as complete_put concludes (PutHeader,
+ * then the commit), and one reply carries both, once. */
+
+/* Pins keys[0..) while they hit, the cached prefix: each recorded in call->tok
+ * (tier index, slot, size) and call->rep_keys. Returns its length. */
+static uint32_t s_pin_prefix(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                             const sched_request_t *q, uint32_t n, int64_t now)
+{
+    uint32_t h = 0;
+    for (; h < n; h++) {
+        uint32_t slot = 0;
+        uint32_t t = sched_block_find(self, in->number, &call->keys[h], q->chain, now, &slot);
+        if (t == SCHED_NONE || tier_slots_pin(self->tierset.tiers[t].slots, in->number,
+                                              &call->keys[h], (uint64_t)now, &slot) != 0)
+            break;
+        call->tok[h] = (bus_token_entry_t){.tier = (uint16_t)t,
+                                           .src_tier = BUS_TOKEN_NO_TIER,
+                                           .size = self->tierset.tiers[t].sizes[slot],
+                                           .slot = slot};
+        memcpy(call->rep_keys[h], call->keys[h].b, TIER_KEY_BYTES);
+    }
+    return h;
+}
+
+/* Undoes s_pin_prefix (the prepare failed after it). */
+static void s_unpin_prefix(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                           uint32_t h)
+{
+    for (uint32_t k = 0; k < h; k++) {
+        tier_key_t key;
+        memcpy(key.b, call->rep_keys[k], TIER_KEY_BYTES);
+        (void)tier_slots_unpin(self->tierset.tiers[call->tok[k].tier].slots, in->number, &key);
+    }
+}
+
+/* The put part of a prepare: the misses keys[h, n) compacted and reserved on
+ * the head tier t; *m gets how many were compacted. 0, or -1 after replying
+ * (nothing reserved; the caller unpins the prefix). */
+static int s_prepare_misses(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                            sched_request_t *q, sched_tier_t *t, uint32_t h, uint32_t n,
+                            int64_t now, uint32_t *m)
+{
+    *m = 0;
+    if (h == n)
+        return 0; /* all cached: nothing to write */
+    if (!s_put_tier_ready(self, call, t, in))
+        return -1;
+    *m = s_put_compact(self, call, in, q->chain, h, n, now);
+    return s_put_reserve(self, call, in, q, t, *m, now);
+}
+
+/* A prepare that succeeded stands for the request's prefix lookup: its hits are
+ * counted per tier and touched (the policies' access order, as a lookup touches
+ * them), the lookup counters count it, and the CacheGet event a lookup records is
+ * recorded (once: the BUSY attempts before it record nothing). Before the token's
+ * encoding rewrites call->tok's tier indices; reloads call->keys (the request's). */
+static void s_prepare_lookup(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                             const sched_request_t *q, uint32_t h, uint32_t n, int64_t now)
+{
+    uint32_t head = self->cfg.chains[q->chain].tier_ids[0], head_hits = 0;
+    uint32_t per_tier[SCHED_MAX_TIERS] = {0};
+    for (uint32_t k = 0; k < h; k++) {
+        sched_tier_t *t = &self->tierset.tiers[call->tok[k].tier];
+        tier_key_t key;
+        memcpy(key.b, call->rep_keys[k], TIER_KEY_BYTES);
+        t->hits++;
+        (void)tier_slots_touch(t->slots, in->number, &key, (uint64_t)now, 0);
+        head_hits += t->cfg.tier_id == head;
+        per_tier[t->idx]++;
+    }
+    in->c.lookups++;
+    in->c.lookup_keys += n;
+    in->c.hit_keys += h;
+    in->c.miss_keys += n - h;
+    self->c.lookups++;
+    self->c.lookup_keys += n;
+    self->c.hit_keys += h;
+    self->c.miss_keys += n - h;
+    if (!sched_events_on(self))
+        return;
+    uint32_t th[SCHED_EV_TIER_HITS][2], nt = 0;
+    for (uint32_t i = 0; i < self->tierset.n_tiers && nt < SCHED_EV_TIER_HITS; i++)
+        if (per_tier[i]) {
+            th[nt][0] = self->tierset.tiers[i].cfg.tier_id;
+            th[nt++][1] = per_tier[i];
+        }
+    sched_keys_load(call, n); /* the put part compacted call->keys */
+    sched_ev_lookup(self, in->number, call->req.env.body.prepare_req.request_id,
+                    (uint32_t)kvtier_LookupMode_LOOKUP_MODE_PREFIX, h, head_hits, call->keys, n,
+                    (const uint32_t(*)[2])th, nt);
+}
+
+/* Checks a prepare's own arguments; false after replying. */
+static bool s_prepare_ok(sched_t *self, sched_call_t *call, sched_instance_t *in,
+                         sched_request_t *q, uint32_t n)
+{
+    const kvtier_PrepareRequest *r = &call->req.env.body.prepare_req;
+    if (n == 0) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "no keys: a prepare covers the request's blocks in prompt order");
+        return false;
+    }
+    if (r->mode != kvtier_LookupMode_LOOKUP_MODE_PREFIX) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "mode %d: a prepare pins the cached prefix only (LOOKUP_MODE_PREFIX); "
+                          "use lookup with prepare_get / prepare_put for the other modes",
+                          (int)r->mode);
+        return false;
+    }
+    if (!s_put_meta_ok(self, call, in, n))
+        return false;
+    /* the two lists of the window may each end in a partial chunk */
+    return s_window_can_open(self, call, q, SCHED_WIN_GETPUT, n + SCHED_CHUNK);
+}
+
+void sched_on_prepare(sched_t *self, sched_call_t *call)
+{
+    const kvtier_PrepareRequest *r = &call->req.env.body.prepare_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    uint32_t n = call->req_arr->keys.n, m = 0;
+    if (!s_prepare_ok(self, call, in, q, n))
+        return;
+    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    int64_t now = sched_now();
+    sched_keys_load(call, n);
+    uint32_t h = s_pin_prefix(self, call, in, q, n, now);
+    if (s_prepare_misses(self, call, in, q, t, h, n, now, &m) < 0) {
+        s_unpin_prefix(self, call, in, h);
+        return;
+    }
+    s_window_open(self, q, SCHED_WIN_GETPUT, r->job_id);
+    sched_window_t *w = &q->win[SCHED_WIN_GETPUT];
+    for (uint32_t k = 0; k < h; k++) {
+        sched_entry_t *e = sched_list_push(&self->requests.pool, &w->pins);
+        memcpy(e->key.b, call->rep_keys[k], TIER_KEY_BYTES);
+        e->slot = (uint32_t)call->tok[k].slot;
+        e->tier = (uint8_t)call->tok[k].tier;
+        e->kind = 0;
+        e->gen = self->tierset.tiers[call->tok[k].tier].gen;
+    }
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (call->resv[i].kind == TIER_RESV_SERVING)
+            continue;
+        sched_entry_t *e = sched_list_push(&self->requests.pool, &w->entries);
+        e->key = call->keys[i];
+        e->slot = call->resv[i].slot;
+        e->tier = (uint8_t)t->idx;
+        e->kind = (uint8_t)call->resv[i].kind;
+        e->gen = t->gen;
+        memcpy(call->rep_keys[h + j], call->keys[i].b, TIER_KEY_BYTES);
+        call->tok[h + j++] = (bus_token_entry_t){.tier = (uint16_t)t->idx,
+                                                 .src_tier = BUS_TOKEN_NO_TIER,
+                                                 .size = (uint32_t)in->spec.bytes_per_block,
+                                                 .slot = call->resv[i].slot};
+    }
+    s_put_meta_keep(self, call, in, q, m, j);
+    s_prepare_lookup(self, call, in, q, h, n, now);
+    uint64_t lease =
+        sched_window_lease_ms(SCHED_WIN_GETPUT, self->cfg.pin_lease_ms, self->cfg.write_grace_ms);
+    size_t len = 0;
+    bus_token_meta_t meta = s_token_meta(self, in, w, lease);
+    meta.n_get = h;
+    if (s_token_encode(self, call, BUS_TOKEN_GET_PUT, &meta, h + j, &len) < 0) {
+        s_window_close(self, q, SCHED_WIN_GETPUT, SCHED_WEV_CANCEL);
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INTERNAL, "token encoding failed");
+        return;
+    }
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_prepare_rep_tag);
+    kvtier_PrepareReply *pr = &rep->body.prepare_rep;
+    pr->has_token = true;
+    pr->hit_count = h;
+    pr->skipped = n - h - j;
+    s_token_reply(call, &pr->token, w, lease, h + j, len);
+    in->c.gets += h > 0;
+    in->c.get_keys += h;
+    in->c.puts += j > 0;
+    in->c.put_keys += j;
+    in->c.put_skipped += n - h - j;
+    self->c.gets += h > 0;
+    self->c.get_keys += h;
+    self->c.puts += j > 0;
+    self->c.put_keys += j;
+    self->c.put_skipped += n - h - j;
+    in->c.prepares++;
+    self->c.prepares++;
+    sched_reply(self, call);
+}
+
+/* The get part of a complete: a key whose load failed is suspected (the gc
+ * probes it first), every pin is released, the list freed. Returns pins released. */
+static uint32_t s_complete_pins(sched_t *self, sched_call_t *call, const sched_instance_t *in,
+                                sched_window_t *w)
+{
+    uint32_t i = 0;
+    sched_iter_t it;
+    for (sched_entry_t *e = sched_list_first(&self->requests.pool, &w->pins, &it);
+         e && call->req_arr->mask.n; e = sched_list_next(&self->requests.pool, &it), i++)
+        if (!s_success(call, i))
+            sched_gc_suspect(self, e->tier, e->slot, e->gen);
+    uint32_t released = s_unpin_entries(self, in->number, &w->pins, false);
+    sched_list_free(&self->requests.pool, &w->pins);
+    return released;
+}
+
+/* A complete's arrays against its window: h pins then np reservations. */
+static bool s_complete_arrays_ok(sched_t *self, sched_call_t *call, uint32_t h, uint32_t np)
+{
+    if (!s_mask_ok(self, call, h + np))
+        return false;
+    bool any = false;
+    for (uint32_t i = 0; i < np && !any; i++)
+        any = s_success(call, h + i);
+    uint32_t nck = call->req_arr->checksums.n;
+    if (any && nck != np) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "checksums has %u values, the token's put part has %u keys (one xxh3-64 "
+                          "per written block, after the %u hits)",
+                          nck, np, h);
+        return false;
+    }
+    return true;
+}
+
+void sched_on_complete(sched_t *self, sched_call_t *call)
+{
+    const kvtier_CompleteRequest *r = &call->req.env.body.complete_req;
+    sched_instance_t *in;
+    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    if (!q)
+        return;
+    sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_GETPUT, r->token_id);
+    if (!w)
+        return;
+    uint32_t h = w->pins.n, np = w->entries.n;
+    if (!s_complete_arrays_ok(self, call, h, np))
+        return;
+    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    /* the put part first: the only step that can refuse (the window stays open) */
+    sched_put_op_t *op = NULL;
+    if (np > 0 && !(op = s_op_take(self, call, in, t, q, SCHED_WIN_GETPUT)))
+        return;
+    if (!op)
+        (void)s_window_step(self, q, SCHED_WIN_GETPUT, SCHED_WEV_COMPLETE, 0);
+    uint32_t released = s_complete_pins(self, call, in, w);
+    in->c.get_released += released;
+    self->c.get_released += released;
+    in->c.completes++;
+    self->c.completes++;
+    if (op) {
+        op->released = released;
+        s_put_conclude(self, call, in, q, t, op, h); /* replies, now or when the tier has */
+        return;
+    }
+    (void)s_window_close(self, q, SCHED_WIN_GETPUT, SCHED_WEV_DONE);
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_complete_rep_tag);
+    rep->body.complete_rep.released = released;
+    sched_reply(self, call);
 }
 
 /* ---- prefetch (promotion, DESIGN.md §6; issue 4 §3) ----
@@ -1789,19 +2132,26 @@ void sched_lease_scan(sched_t *self, int64_t now)
             continue;
         for (int k = 0; k < SCHED_WIN_KINDS; k++) {
             sched_window_t *w = &q->win[k];
-            uint64_t lease = k == SCHED_WIN_PUT ? self->cfg.write_grace_ms : self->cfg.pin_lease_ms;
+            uint64_t lease =
+                sched_window_lease_ms(k, self->cfg.pin_lease_ms, self->cfg.write_grace_ms);
             if (!sched_window_open(w) || now - w->opened_ms < (int64_t)lease)
                 continue;
-            uint32_t n = s_window_close(self, q, k, SCHED_WEV_LAPSE);
+            uint32_t aborted = 0;
+            uint32_t n = s_window_close_counted(self, q, k, SCHED_WEV_LAPSE, &aborted);
             if (k == SCHED_WIN_GET)
                 self->g.pins_lapsed += n;
             else if (k == SCHED_WIN_PUT)
                 self->g.reservations_lapsed += n;
+            else if (k == SCHED_WIN_GETPUT) {
+                self->g.pins_lapsed += n;
+                self->g.reservations_lapsed += aborted;
+            }
             bus_warn(S_LOG,
                      "request %s/%s: %s window (token %" PRIu64 ") lapsed after %" PRIu64
-                     " ms: %u %s released",
+                     " ms: %u %s released%s",
                      self->index.inst[q->inst].id, q->id, s_kind_name[k], w->token_id, lease, n,
-                     k == SCHED_WIN_PUT ? "reservations" : "pins");
+                     k == SCHED_WIN_PUT ? "reservations" : "pins",
+                     k == SCHED_WIN_GETPUT && aborted ? " and its reservations aborted" : "");
         }
         /* a request nobody uses any more (its client died after request_begin, or
          * never called request_end) would hold its entry for good: ended */

@@ -1,5 +1,5 @@
-/* sched_requests.h — requests and their windows (sched_window.h), get / put / prefetch, leases, the
- * deferred put replies and prefetch copies through the migrator. Owns sched_requests_t
+/* sched_requests.h — requests and their windows (sched_window.h), get / put / prefetch / get+put,
+ * leases, the deferred put replies and prefetch copies through the migrator. Owns sched_requests_t
  * (sched_t.requests). Private to actors/sched_*.c; the top module: builds on reclaim
  * (sched_reclaim.h) and everything below it. */
 #ifndef KVT_SCHED_REQUESTS_H
@@ -62,6 +62,8 @@ typedef struct sched_put_op {
     uint32_t n_sent;      /* entries not flagged SKIP, in list order = header order */
     uint32_t failed;      /* failed before sending (mask, stale) */
     bool prefetch;        /* a complete_prefetch: entries also hold PIN entries (sources) */
+    bool combined;        /* a complete (get+put window): the reply is a CompleteReply */
+    uint32_t released;    /* ... with the pins its get part released */
     bool exclusive;       /* ... of an exclusive chain: a committed key's source is freed */
     sched_header_cb_t cb; /* the tier's answer to its headers */
     sched_list_t entries;
@@ -131,6 +133,9 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call);
 void sched_on_complete_put(sched_t *self, sched_call_t *call);
 void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call);
 void sched_on_complete_prefetch(sched_t *self, sched_call_t *call);
+/* A request in two round trips (issue 13 §2): the get+put window. */
+void sched_on_prepare(sched_t *self, sched_call_t *call);
+void sched_on_complete(sched_t *self, sched_call_t *call);
 /* CopyPrefetch: the window's copies go to the migrator; answered when they end. */
 void sched_on_copy_prefetch(sched_t *self, sched_call_t *call);
 /* A prefetch copy's result (DemoteDone of priority MIGRATOR_PREFETCH, internal plane). */

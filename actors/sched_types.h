@@ -45,6 +45,7 @@ typedef struct {
     uint64_t puts_committed, puts_failed;
     uint64_t prefetches, prefetch_keys, prefetch_committed, prefetch_failed;
     uint64_t touched, removed, remove_busy;
+    uint64_t prepares, completes; /* get+put windows opened and completed (issue 13 §2) */
 } sched_counters_t;
 
 typedef struct {

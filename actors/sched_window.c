@@ -22,7 +22,22 @@
  *   ABANDONED   COPIED       CLOSED      the copy ended: released
  *
  * Anything else (a complete of a closed window, a second prepare, a lapse while
- * completing) is refused: -1, nothing changes. */
+ * completing) is refused: -1, nothing changes.
+ *
+ * The kinds (one window of each per request; s_excludes below):
+ *
+ *   kind     entries                         lease         excludes  complete
+ *   get      pins                            pin_lease     get+put   unpins
+ *   put      reservations (shared by key)    write_grace   get+put   PutHeader, then commits
+ *   prefetch head reservations + source pins pin_lease     -         PutHeader, then commits
+ *   get+put  reservations; pins: the pinned  min(both)     get, put  unpins at once, then
+ *            prefix hits (token [0, n_get))                          PutHeader and commits
+ *
+ * A get+put window (PrepareRequest, issue 13 §2) goes through the same states as
+ * a put window (CLOSED -> OPEN -> COMPLETING -> CLOSED, by DONE or HANDOFF); its
+ * LAPSE, END and CANCEL release both lists, its TIER_RESET makes entries of the
+ * reset tier (either list) fail at complete. It exists only at the leader that
+ * opened it: a new leader has no such request, and the complete is NOT_FOUND. */
 #include "sched_window.h"
 
 #include <stdlib.h>
@@ -51,7 +66,8 @@ static const s_transition_t s_table[] = {
 void sched_window_init(sched_window_t *w)
 {
     *w = (sched_window_t){.state = SCHED_WIN_CLOSED,
-                          .entries = {.head = UINT32_MAX, .tail = UINT32_MAX}};
+                          .entries = {.head = UINT32_MAX, .tail = UINT32_MAX},
+                          .pins = {.head = UINT32_MAX, .tail = UINT32_MAX}};
 }
 
 int sched_window_step(sched_window_t *w, sched_win_event_t ev, uint64_t token_id, uint64_t job_id,
@@ -76,6 +92,41 @@ int sched_window_step(sched_window_t *w, sched_win_event_t ev, uint64_t token_id
         return 0;
     }
     return -1;
+}
+
+/* kind -> the kinds whose open window keeps it from opening (bit per kind) */
+static const uint8_t s_excludes[SCHED_WIN_KINDS] = {
+    [SCHED_WIN_GET] = 1u << SCHED_WIN_GET | 1u << SCHED_WIN_GETPUT,
+    [SCHED_WIN_PUT] = 1u << SCHED_WIN_PUT | 1u << SCHED_WIN_GETPUT,
+    [SCHED_WIN_PREFETCH] = 1u << SCHED_WIN_PREFETCH,
+    [SCHED_WIN_GETPUT] = 1u << SCHED_WIN_GETPUT | 1u << SCHED_WIN_GET | 1u << SCHED_WIN_PUT,
+};
+
+int sched_window_blocker(const sched_window_t win[SCHED_WIN_KINDS], int kind)
+{
+    if ((unsigned)kind >= SCHED_WIN_KINDS)
+        return -1;
+    if (win[kind].state != SCHED_WIN_CLOSED)
+        return kind;
+    for (int k = 0; k < SCHED_WIN_KINDS; k++)
+        if ((s_excludes[kind] & (1u << k)) && win[k].state != SCHED_WIN_CLOSED)
+            return k;
+    return -1;
+}
+
+uint64_t sched_window_lease_ms(int kind, uint64_t pin_lease_ms, uint64_t write_grace_ms)
+{
+    if (kind == SCHED_WIN_PUT)
+        return write_grace_ms;
+    if (kind == SCHED_WIN_GETPUT)
+        return pin_lease_ms < write_grace_ms ? pin_lease_ms : write_grace_ms;
+    return pin_lease_ms;
+}
+
+const char *sched_window_kind_name(int kind)
+{
+    static const char *const names[SCHED_WIN_KINDS] = {"get", "put", "prefetch", "get+put"};
+    return (unsigned)kind < SCHED_WIN_KINDS ? names[kind] : "?";
 }
 
 const char *sched_window_state_name(sched_win_state_t s)

@@ -1,7 +1,8 @@
 /* sched_window.h — a request's window of one kind (DESIGN.md §2 "window"): its
  * lifecycle as an explicit state machine, and its entries (the keys a prepare
  * covered, where they live or go). At most one window of each kind is open per
- * request. Every change of state goes through sched_window_step, which executes
+ * request, and a get+put window excludes the get and put kinds (the kinds table
+ * of sched_window.c). Every change of state goes through sched_window_step, which executes
  * the one transition table of sched_window.c; a transition the table does not
  * have is an error and changes nothing. Knows nothing of the scheduler's
  * requests, tiers or replies (the callers act on what a transition means). */
@@ -102,7 +103,13 @@ uint32_t *sched_putmeta_at(const sched_tokpool_t *p, const sched_putmeta_t *m, u
 /* Returns m's chunks; m becomes empty. */
 void sched_putmeta_free(sched_tokpool_t *p, sched_putmeta_t *m);
 
-enum { SCHED_WIN_GET = 0, SCHED_WIN_PUT = 1, SCHED_WIN_PREFETCH = 2, SCHED_WIN_KINDS = 3 };
+enum {
+    SCHED_WIN_GET = 0,
+    SCHED_WIN_PUT = 1,
+    SCHED_WIN_PREFETCH = 2,
+    SCHED_WIN_GETPUT = 3, /* a combined window: pinned prefix hits + reserved misses */
+    SCHED_WIN_KINDS = 4,
+};
 
 typedef enum {
     SCHED_WIN_CLOSED = 0,     /* no prepare outstanding */
@@ -133,8 +140,9 @@ typedef struct {
     uint64_t lapsed_token_id; /* the last token whose lease lapsed (an EXPIRED complete) */
     uint64_t job_id;
     int64_t opened_ms;
-    uint32_t stale; /* TIER_RESET events since it opened */
-    sched_list_t entries;
+    uint32_t stale;       /* TIER_RESET events since it opened */
+    sched_list_t entries; /* get: pins; put, get+put: reservations; prefetch: both */
+    sched_list_t pins;    /* get+put: the get part's pins (empty for the other kinds) */
 } sched_window_t;
 
 /* A fresh, closed window without entries. */
@@ -150,6 +158,17 @@ static inline bool sched_window_open(const sched_window_t *w)
 {
     return w->state == SCHED_WIN_OPEN;
 }
+
+/* The open (not CLOSED) window of q's windows `win` that keeps one of `kind` from
+ * opening (itself included: one per kind), or -1: none. */
+int sched_window_blocker(const sched_window_t win[SCHED_WIN_KINDS], int kind);
+
+/* A window's lease: pin_lease_ms for get and prefetch, write_grace_ms for put,
+ * the shorter of both for get+put (its pins and reservations lapse together). */
+uint64_t sched_window_lease_ms(int kind, uint64_t pin_lease_ms, uint64_t write_grace_ms);
+
+/* "get", "put", "prefetch", "get+put"; "?" outside the kinds. */
+const char *sched_window_kind_name(int kind);
 
 const char *sched_window_state_name(sched_win_state_t s);
 const char *sched_window_event_name(sched_win_event_t ev);

@@ -6,7 +6,8 @@
  * token names this tier with this actor's epoch (0 grants nothing); it has not
  * expired (wall clocks within clock_skew_ms of each other: the one clock
  * assumption); its leader epoch is not below the highest this actor has seen;
- * and every requested slot (and size) is an entry of the token for this tier.
+ * and every requested slot (and size) is an entry of the token for this tier
+ * (of a get+put token: of its get part to read, of its put part to write).
  * A refusal is PERMISSION_DENIED (EXPIRED for an expired token, UNAVAILABLE for
  * another epoch of this tier, as the fence always answered) and changes nothing.
  * Never trusts the request's own epoch or destination endpoint once tokens are
@@ -31,8 +32,8 @@ typedef tier_actor_self_t self_t;
 
 /* Which token kinds open which access (docs/SECURITY.md's table). */
 static const uint8_t s_allowed[TIER_AUTH_COUNT] = {
-    [TIER_AUTH_READ] = 1u << BUS_TOKEN_GET,
-    [TIER_AUTH_WRITE] = 1u << BUS_TOKEN_PUT | 1u << BUS_TOKEN_COPY,
+    [TIER_AUTH_READ] = 1u << BUS_TOKEN_GET | 1u << BUS_TOKEN_GET_PUT,
+    [TIER_AUTH_WRITE] = 1u << BUS_TOKEN_PUT | 1u << BUS_TOKEN_GET_PUT | 1u << BUS_TOKEN_COPY,
     [TIER_AUTH_HEADER] = 1u << BUS_TOKEN_ADMIN | 1u << BUS_TOKEN_COPY,
     [TIER_AUTH_DELETE] = 1u << BUS_TOKEN_ADMIN | 1u << BUS_TOKEN_COPY,
     [TIER_AUTH_COPY] = 1u << BUS_TOKEN_COPY,
@@ -53,6 +54,8 @@ static const char *s_kind_name(uint32_t kind)
         return "put";
     case BUS_TOKEN_PREFETCH:
         return "prefetch";
+    case BUS_TOKEN_GET_PUT:
+        return "get+put";
     case BUS_TOKEN_ADMIN:
         return "admin";
     case BUS_TOKEN_COPY:
@@ -199,6 +202,14 @@ static int s_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *to
                                    "for it",
                                    dst_tier_id);
     }
+    /* a combined window reads its pinned hits and writes its reserved misses, never
+     * the other way round */
+    g->first = 0;
+    g->end = v->n_entries;
+    if (v->kind == BUS_TOKEN_GET_PUT && access == TIER_AUTH_READ)
+        g->end = v->meta.n_get;
+    else if (v->kind == BUS_TOKEN_GET_PUT)
+        g->first = v->meta.n_get;
     g->token = tok;
     g->on = true;
     return 0;
@@ -269,7 +280,7 @@ static uint32_t s_match(self_t *self, const tier_actor_grant_t *g, uint16_t src,
                         uint32_t n)
 {
     uint32_t here = 0;
-    for (uint32_t k = 0; k < g->view.n_entries; k++) {
+    for (uint32_t k = g->first; k < g->end; k++) {
         bus_token_entry_t e;
         bus_token_entry_at(&g->view, k, &e);
         if (e.tier != tier || (src != BUS_TOKEN_NO_TIER && e.src_tier != src))

@@ -126,6 +126,8 @@ typedef struct {
     const bus_blob_t *token; /* the request's token bytes (its arrays' payload) */
     uint16_t here;           /* this tier's index in view.tiers */
     uint16_t dst;            /* CopySlots: the destination's index */
+    uint32_t first, end;     /* the entries that grant this access: all of them, but a
+                                get+put token's [0, n_get) to read, [n_get, n) to write */
 } tier_actor_grant_t;
 
 /* Key and scratch from cfg (nothing when cfg->secret is NULL); -1 (why filled). */

@@ -13,7 +13,8 @@
  *   checksums  *.checksums                        fixed64 xxh3-64
  *   mask       LookupReply.hit, *.success, ProbeReply.present   bool per element
  *   payload    Token.payload                      opaque bytes
- *   token_ids  PreparePutRequest.token_ids        uint32 token ids (tokens_per_block per key)
+ *   token_ids  PreparePutRequest.token_ids, PrepareRequest.token_ids
+ *                                                 uint32 token ids (tokens_per_block per key)
  * (bus_envelope.c holds the body -> field -> role table.) */
 #ifndef KVT_BUS_ARRAYS_H
 #define KVT_BUS_ARRAYS_H

@@ -62,11 +62,21 @@ static uint64_t s_get64(const uint8_t *p)
     return v;
 }
 
-/* Kinds this build reads and writes; BUS_TOKEN_KIND_GET_PUT is reserved (not yet). */
+/* Kinds this build reads and writes. */
 static bool s_kind_ok(uint32_t kind)
 {
     return kind == BUS_TOKEN_GET || kind == BUS_TOKEN_PUT || kind == BUS_TOKEN_PREFETCH ||
-           kind == BUS_TOKEN_ADMIN || kind == BUS_TOKEN_COPY;
+           kind == BUS_TOKEN_GET_PUT || kind == BUS_TOKEN_ADMIN || kind == BUS_TOKEN_COPY;
+}
+
+/* n_get splits a get+put token's entries (at most all of them are gets) and is
+ * 0 on every other kind; a combined window is never exportable (its halves share
+ * one lease and one complete at the scheduler that minted it). */
+static bool s_split_ok(uint32_t kind, uint32_t flags, uint32_t n_get, uint32_t n_entries)
+{
+    if (kind != BUS_TOKEN_GET_PUT)
+        return n_get == 0;
+    return n_get <= n_entries && !(flags & BUS_TOKEN_F_EXPORTABLE);
 }
 
 /* Length of a NUL-terminated string field of capacity max; max when unterminated. */
@@ -168,11 +178,9 @@ int bus_token_encode(bus_token_kind_t kind, const bus_token_meta_t *meta,
     const bus_token_meta_t *m = meta ? meta : &none;
     if (len)
         *len = 0;
-    if ((unsigned)kind == BUS_TOKEN_KIND_GET_PUT)
-        return -ENOTSUP;
     if (!s_kind_ok(kind) || (n_entries > 0 && !entries) || !len)
         return -EINVAL;
-    if ((m->flags & ~BUS_TOKEN_F_KNOWN) != 0 || m->n_get != 0)
+    if ((m->flags & ~BUS_TOKEN_F_KNOWN) != 0 || !s_split_ok(kind, m->flags, m->n_get, n_entries))
         return -EINVAL;
     size_t need = bus_token_encoded_size(tiers, n_tiers, n_entries);
     if (need == 0)
@@ -286,11 +294,6 @@ static int s_decode_header(const uint8_t *buf, size_t len, bus_token_view_t *vie
         return s_fail(err, errlen, "token payload: %zu bytes, shorter than its %u-byte header", len,
                       BUS_TOKEN_HEADER_BYTES);
     uint16_t kind = s_get16(buf + 6);
-    if ((unsigned)kind == BUS_TOKEN_KIND_GET_PUT)
-        return s_fail(err, errlen,
-                      "token payload: kind %u (a get+put window) is not supported yet by this "
-                      "build",
-                      kind);
     if (!s_kind_ok(kind))
         return s_fail(err, errlen, "token payload: unknown kind %u", kind);
     uint32_t flags = s_get32(buf + 8);
@@ -305,12 +308,16 @@ static int s_decode_header(const uint8_t *buf, size_t len, bus_token_view_t *vie
                       BUS_TOKEN_MAX_TIERS);
     if (s_get16(buf + 14) != 0 || s_get32(buf + 60) != 0)
         return s_fail(err, errlen, "token payload: reserved header field is not 0");
-    uint32_t n_get = s_get32(buf + 20);
-    if (n_get != 0)
+    uint32_t n_get = s_get32(buf + 20), n = s_get32(buf + 16);
+    if (kind != BUS_TOKEN_GET_PUT && n_get != 0)
         return s_fail(err, errlen,
                       "token payload: n_get %u on a kind %u token (only get+put windows split "
                       "their entries)",
                       n_get, kind);
+    if (!s_split_ok(kind, flags, n_get, n))
+        return s_fail(err, errlen, "token payload: a get+put token with n_get %u of %u entries%s",
+                      n_get, n,
+                      n_get <= n ? " marked exportable (a combined window never is)" : "");
     view->kind = (bus_token_kind_t)kind;
     view->n_tiers = n_tiers;
     view->meta = (bus_token_meta_t){.flags = flags,

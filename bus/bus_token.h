@@ -9,14 +9,13 @@
  *   header  (64 bytes)
  *     0  4  magic "KVT1"         (magic and version stay at 0..5 in every version)
  *     4  2  version (2)
- *     6  2  kind: 1 get, 2 put, 3 prefetch, 4 get+put (reserved, refused for now),
- *              5 admin (the scheduler's own PutHeader / DeleteSlots), 6 copy (a
- *              CopySlots and the copy's own requests at its destination)
- *     8  4  flags: bit 0 EXPORTABLE (may be imported by another process)
- *    12  2  n_tiers (<= 32)
- *    14  2  reserved, 0
+ *     6  2  kind: 1 get, 2 put, 3 prefetch, 4 get+put (a combined window: the
+ *              pinned prefix hits then the reserved misses), 5 admin (the scheduler's own PutHeader
+ * / DeleteSlots), 6 copy (a CopySlots and the copy's own requests at its destination) 8  4  flags:
+ * bit 0 EXPORTABLE (may be imported by another process) 12  2  n_tiers (<= 32) 14  2  reserved, 0
  *    16  4  n_entries
- *    20  4  n_get: get+put only, entries [0, n_get) are the get part; else 0
+ *    20  4  n_get: get+put only, entries [0, n_get) are the get part (reads
+ *              only), [n_get, n_entries) the put part (writes only); else 0
  *    24  8  token_id      Token.token_id of the window (0: none)
  *    32  8  issuer        the minting scheduler's incarnation, random per start
  *    40  8  leader_epoch  the leader's epoch when minted (0: not set yet)
@@ -40,13 +39,12 @@
  *
  * Forward compatibility. A token grants access, so a reader refuses what it does
  * not understand rather than skip it: a v2 reader refuses any other version (1 is
- * from an older coordinator), an unknown kind (4 included until combined windows
- * are built), any flag bit it does not know, a non-zero reserved field or n_get
- * outside get+put, an unknown MAC algorithm, a mac_len other than the algorithm's,
- * and any length that does not match (the payload ends exactly after the MAC).
- * What is new therefore comes with a new flag bit, kind or MAC algorithm (older
- * readers refuse it), or a new version. Decoding checks every length and index;
- * a payload that fails is INVALID_ARGUMENT. */
+ * from an older coordinator), an unknown kind (a reader built before combined
+ * windows refuses 4), any flag bit it does not know, a non-zero reserved field,
+ * n_get outside get+put or above n_entries, an unknown MAC algorithm, a mac_len other than the
+ * algorithm's, and any length that does not match (the payload ends exactly after the MAC). What is
+ * new therefore comes with a new flag bit, kind or MAC algorithm (older readers refuse it), or a
+ * new version. Decoding checks every length and index; a payload that fails is INVALID_ARGUMENT. */
 #ifndef KVT_BUS_TOKEN_H
 #define KVT_BUS_TOKEN_H
 
@@ -77,6 +75,10 @@ typedef enum {
     BUS_TOKEN_GET = 1,
     BUS_TOKEN_PUT = 2,
     BUS_TOKEN_PREFETCH = 3,
+    /* A combined window (PrepareRequest): meta.n_get splits the entries into the
+     * get part [0, n_get) and the put part [n_get, n_entries); a tier actor reads
+     * only the first and writes only the second. Never EXPORTABLE. */
+    BUS_TOKEN_GET_PUT = 4,
     /* Minted by the scheduler for its own tier-plane requests (never handed to a
      * client): PutHeader and DeleteSlots on the entries' slots. */
     BUS_TOKEN_ADMIN = 5,
@@ -85,10 +87,6 @@ typedef enum {
      * forwards it with the copy's WriteSlots / PutHeader / DeleteSlots. */
     BUS_TOKEN_COPY = 6,
 } bus_token_kind_t;
-
-/* Reserved kind: one window over a get and a put (n_get splits the entries). Not
- * in the enum because no view holds it yet: encode gives -ENOTSUP, decode refuses. */
-#define BUS_TOKEN_KIND_GET_PUT 4u
 
 /* flags: bits a v2 reader knows; any other bit is refused. */
 #define BUS_TOKEN_F_EXPORTABLE 0x1u
@@ -101,7 +99,7 @@ typedef enum {
 
 typedef struct bus_token_meta {
     uint32_t flags; /* BUS_TOKEN_F_* */
-    uint32_t n_get; /* get+put only (reserved): entries [0, n_get) are gets; else 0 */
+    uint32_t n_get; /* get+put only: entries [0, n_get) are gets, the rest puts; else 0 */
     uint64_t token_id;
     uint64_t issuer;
     uint64_t leader_epoch; /* 0: not set yet */
@@ -145,8 +143,9 @@ typedef struct bus_token_view {
 size_t bus_token_encoded_size(const bus_token_tier_t *tiers, uint32_t n_tiers, uint32_t n_entries);
 
 /* Encodes a version 2 payload (MAC none) into buf (cap bytes); *len gets the size.
- * meta NULL = all zero. -ENOSPC when cap is too small, -ENOTSUP for get+put,
- * -EINVAL for a bad kind, flag, n_get, tier index or string. */
+ * meta NULL = all zero. -ENOSPC when cap is too small, -EINVAL for a bad kind,
+ * flag, n_get (non-zero outside get+put, or above n_entries; an EXPORTABLE
+ * get+put), tier index or string. */
 int bus_token_encode(bus_token_kind_t kind, const bus_token_meta_t *meta,
                      const bus_token_tier_t *tiers, uint32_t n_tiers,
                      const bus_token_entry_t *entries, uint32_t n_entries, uint8_t *buf, size_t cap,

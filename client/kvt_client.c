@@ -48,6 +48,11 @@ const char *kvt_last_error(const kvt_client_t *c)
     return c ? c->err : "no client handle (kvt_connect failed or the handle was closed)";
 }
 
+uint64_t kvt_meta_round_trips(const kvt_client_t *c)
+{
+    return c ? c->round_trips : 0;
+}
+
 int kvti_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
                   bool optional)
 {
@@ -397,6 +402,7 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_array
         c->rep->leader_endpoint[0] = '\0';
         c->rep->which_body = 0;
         c->rep->corr_id = 0; /* set again only by a reply that arrived */
+        c->round_trips++;
         int rc =
             bus_client_call(c->meta, c->req, req_arr, NULL, 0, timeout, c->rep, rep_arr, NULL, &st);
         if (rc == 0) {

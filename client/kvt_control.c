@@ -49,6 +49,7 @@ static void s_token_free(struct kvt_token *t)
     free(t->ok);
     free(t->checksums);
     free(t->payload);
+    free(t->halves); /* views: their arrays are t's */
     free(t);
 }
 
@@ -99,6 +100,8 @@ struct kvt_token *kvti_token_acquire(kvt_client_t *c, uint32_t cap)
     t->live = true;
     t->jobs = 0;
     t->n = 0;
+    t->n_get = 0;
+    t->parent = NULL;
     t->payload_len = 0;
     t->prev = NULL;
     t->next = c->live_tokens;
@@ -118,6 +121,8 @@ void kvti_token_release(kvt_client_t *c, struct kvt_token *t)
         t->next->prev = t->prev;
     t->live = false;
     t->prev = NULL;
+    if (t->halves) /* a completed get+put token's halves go with it */
+        t->halves[0].live = t->halves[1].live = false;
     if (c->n_free_tokens >= KVT_TOKEN_KEEP) {
         s_token_free(t);
         return;
@@ -346,6 +351,8 @@ static const s_window_t s_windows[] = {
                             kvtier_Envelope_prepare_prefetch_req_tag,
                             kvtier_Envelope_complete_prefetch_req_tag,
                             kvtier_Envelope_prepare_prefetch_rep_tag},
+    [BUS_TOKEN_GET_PUT] = {"prepare", "complete", kvtier_Envelope_prepare_req_tag,
+                           kvtier_Envelope_complete_req_tag, kvtier_Envelope_prepare_rep_tag},
 };
 
 /* Sends the complete of t's window with `success` (n flags). */
@@ -383,11 +390,70 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         r->token_id = t->token_id;
         break;
     }
+    case BUS_TOKEN_GET_PUT: { /* the flags of both halves; checksums of the put half */
+        kvtier_CompleteRequest *r = &c->req->body.complete_req;
+        snprintf(r->instance_id, sizeof r->instance_id, "%s", t->instance_id);
+        snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
+        r->job_id = t->prepare_id;
+        r->token_id = t->token_id;
+        uint32_t np = t->n - t->n_get;
+        req_arr.checksums = (bus_u64s_t){.v = t->checksums + t->n_get, .n = np, .cap = np};
+        break;
+    }
     case BUS_TOKEN_ADMIN: /* the scheduler's own kinds: a client never holds one */
     case BUS_TOKEN_COPY:
         break;
     }
     return kvti_meta_call(c, what, false, &req_arr, NULL);
+}
+
+/* Half h of get+put token t: a view of kind GET (h 0, keys [0, n_get)) or PUT (h 1,
+ * the rest) over t's arrays, payload and decoded view. */
+static void s_half_init(struct kvt_token *t, int h)
+{
+    struct kvt_token *v = &t->halves[h];
+    uint32_t off = h == 0 ? 0 : t->n_get;
+    *v = (struct kvt_token){.owner = t->owner,
+                            .live = true,
+                            .kind = h == 0 ? BUS_TOKEN_GET : BUS_TOKEN_PUT,
+                            .token_id = t->token_id,
+                            .prepare_id = t->prepare_id,
+                            .lease_ms = t->lease_ms,
+                            .minted_ms = t->minted_ms,
+                            .n = h == 0 ? t->n_get : t->n - t->n_get,
+                            .keys = t->keys + off,
+                            .ok = t->ok + off,
+                            .checksums = t->checksums + off,
+                            .payload = t->payload,
+                            .payload_len = t->payload_len,
+                            .payload_cap = t->payload_cap,
+                            .view = t->view,
+                            .parent = t};
+    v->cap = v->n;
+    memcpy(v->instance_id, t->instance_id, sizeof v->instance_id);
+    memcpy(v->request_id, t->request_id, sizeof v->request_id);
+    /* the whole payload travels (its MAC covers it); the half's entries are its part */
+    v->view.n_entries = v->n;
+    v->view.entries =
+        t->view.entries ? t->view.entries + (size_t)off * BUS_TOKEN_ENTRY_BYTES : NULL;
+}
+
+/* The split of a get+put token: the reply's hit_count is the token's n_get. */
+static int s_halves(kvt_client_t *c, struct kvt_token *t, const char *what)
+{
+    uint32_t hits = c->rep->body.prepare_rep.hit_count;
+    if (t->payload_len == 0 && t->n == 0)
+        t->view.meta.n_get = 0;
+    if (t->view.meta.n_get != hits || hits > t->n)
+        return kvti_fail(c, KVT_INTERNAL, what,
+                         "the scheduler's token splits at %u of %u keys, its reply says %u hits",
+                         t->view.meta.n_get, t->n, hits);
+    t->n_get = hits;
+    if (!t->halves && !(t->halves = calloc(2, sizeof *t->halves)))
+        return kvti_fail(c, KVT_INTERNAL, what, "out of memory for the token's halves");
+    s_half_init(t, 0);
+    s_half_init(t, 1);
+    return 0;
 }
 
 /* Reads the Token of a prepare reply into t; 0 or -code with the message set. */
@@ -409,6 +475,10 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
         has = c->rep->body.prepare_prefetch_rep.has_token;
         tok = &c->rep->body.prepare_prefetch_rep.token;
         break;
+    case BUS_TOKEN_GET_PUT:
+        has = c->rep->body.prepare_rep.has_token;
+        tok = &c->rep->body.prepare_rep.token;
+        break;
     case BUS_TOKEN_ADMIN: /* never a prepare's */
     case BUS_TOKEN_COPY:
         break;
@@ -423,7 +493,7 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
     memset(&t->view, 0, sizeof t->view);
     t->view.kind = t->kind;
     if (t->payload_len == 0 && t->n == 0)
-        return 0;
+        return t->kind == BUS_TOKEN_GET_PUT ? s_halves(c, t, what) : 0;
     char err[256];
     if (bus_token_decode(t->payload, t->payload_len, &t->view, err, sizeof err) < 0)
         return kvti_fail(c, KVT_INTERNAL, what, "the scheduler's token does not decode: %s", err);
@@ -433,6 +503,8 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
     if (t->view.n_entries != t->n)
         return kvti_fail(c, KVT_INTERNAL, what, "the scheduler's token has %u entries for %u keys",
                          t->view.n_entries, t->n);
+    if (t->kind == BUS_TOKEN_GET_PUT)
+        return s_halves(c, t, what);
     return 0;
 }
 
@@ -486,11 +558,13 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     t->prepare_id = ++c->prepare_seq;
 
     bus_env_init(c->req, w->prep_tag, c->name);
-    /* The three prepare bodies begin alike (a put's own fields follow keys). */
+    /* The four prepare bodies begin alike (a put's and a get+put's own fields follow
+     * keys). */
     kvtier_PrepareGetRequest *p = &c->req->body.prepare_get_req;
 #define S_SAME_AT(m)                                                                               \
     (offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PreparePutRequest, m) &&             \
-     offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PreparePrefetchRequest, m))
+     offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PreparePrefetchRequest, m) &&        \
+     offsetof(kvtier_PrepareGetRequest, m) == offsetof(kvtier_PrepareRequest, m))
     _Static_assert(S_SAME_AT(instance_id) && S_SAME_AT(request_id) && S_SAME_AT(job_id) &&
                        S_SAME_AT(keys) &&
                        sizeof(kvtier_PrepareGetRequest) == sizeof(kvtier_PreparePrefetchRequest),
@@ -501,25 +575,33 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     p->job_id = t->prepare_id;
     bus_arrays_t req_arr = {0}, rep_arr = {0};
     s_bind_keys(&req_arr, keys, n);
-    if (kind == BUS_TOKEN_PUT && meta) {
+    if (kind == BUS_TOKEN_PUT && meta && meta->parent) {
         kvtier_PreparePutRequest *pp = &c->req->body.prepare_put_req;
-        if (meta->parent) {
-            pp->parent_key.size = KVT_KEY_BYTES;
-            memcpy(pp->parent_key.bytes, meta->parent->b, KVT_KEY_BYTES);
+        pp->parent_key.size = KVT_KEY_BYTES;
+        memcpy(pp->parent_key.bytes, meta->parent->b, KVT_KEY_BYTES);
+    }
+    if (kind == BUS_TOKEN_GET_PUT) {
+        kvtier_PrepareRequest *pr = &c->req->body.prepare_req;
+        pr->mode = kvtier_LookupMode_LOOKUP_MODE_PREFIX;
+        if (meta && meta->parent) {
+            pr->parent_key.size = KVT_KEY_BYTES;
+            memcpy(pr->parent_key.bytes, meta->parent->b, KVT_KEY_BYTES);
         }
+    }
+    if (meta)
         req_arr.token_ids = (bus_u32s_t){
             .v = (uint32_t *)meta->token_ids, .n = meta->n_token_ids, .cap = meta->n_token_ids};
-    }
     rep_arr.keys = (bus_keys_t){.keys = (uint8_t(*)[BUS_KEY_LEN])t->keys, .cap = n};
     rep_arr.payload = (bus_blob_t){.data = t->payload, .cap = t->payload_cap};
-    /* BUSY: a full head tier is demoting to make room and nothing was reserved,
-     * so sending a put again is safe; backs off 1, 2, 4 .. 32 ms within
-     * timeout_ms. A prefetch is not retried: its blocks can be loaded from where
-     * they are meanwhile, which beats waiting for room. */
+    /* BUSY: a full head tier is demoting to make room and nothing was reserved
+     * (nor pinned, for a get+put), so sending a put again is safe; backs off 1, 2,
+     * 4 .. 32 ms within timeout_ms. A prefetch is not retried: its blocks can be
+     * loaded from where they are meanwhile, which beats waiting for room. */
+    bool retry_busy = kind == BUS_TOKEN_PUT || kind == BUS_TOKEN_GET_PUT;
     int64_t give_up = zclock_mono() + c->timeout_ms;
     for (int pause = 1;; pause = pause < 32 ? 2 * pause : 32) {
         rc = kvti_meta_call(c, w->prepare, false, &req_arr, &rep_arr);
-        if (rc != -KVT_BUSY || kind != BUS_TOKEN_PUT || zclock_mono() + pause > give_up)
+        if (rc != -KVT_BUSY || !retry_busy || zclock_mono() + pause > give_up)
             break;
         zclock_sleep(pause);
         rep_arr.keys.n = 0;
@@ -536,6 +618,7 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
             char keep[KVT_ERR_MAX];
             snprintf(keep, sizeof keep, "%s", c->err);
             t->n = rep_arr.keys.n;
+            t->n_get = 0; /* all flags off: no checksums are sent */
             memset(t->ok, 0, (size_t)t->n * sizeof *t->ok);
             memset(t->checksums, 0, (size_t)t->n * sizeof *t->checksums);
             (void)s_send_complete(c, t, t->ok, w->complete);
@@ -560,6 +643,10 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
     if (t->owner != c || !t->live)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete,
                          "the token belongs to another handle or was already completed");
+    if (t->parent)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete,
+                         "the token is a half of a kvt_prepare token: complete that one with "
+                         "kvt_complete (both halves at once)");
     if (t->kind != kind)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete, "the token comes from %s",
                          s_windows[t->kind].prepare);
@@ -623,6 +710,73 @@ int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *r
 int kvt_complete_prefetch(kvt_client_t *c, kvt_token_t **tok, const bool *success)
 {
     return s_complete(c, BUS_TOKEN_PREFETCH, tok, success);
+}
+
+/* ---- a request in two round trips (issue 13 §2) ---------------------------------- */
+
+int kvt_prepare(kvt_client_t *c, const char *instance_id, const char *request_id,
+                const kvt_key_t *keys, uint32_t n, const kvt_put_meta_t *meta, kvt_token_t **tok,
+                kvt_prepare_info_t *info)
+{
+    if (info)
+        *info = (kvt_prepare_info_t){0};
+    if (c && n == 0) /* the scheduler would refuse it: say so without the round trip */
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, "prepare",
+                         "no keys: a prepare covers the request's blocks in prompt order");
+    int rc = s_prepare(c, BUS_TOKEN_GET_PUT, instance_id, request_id, keys, n, meta, tok);
+    if (rc == 0 && info) {
+        info->hit_count = (*tok)->n_get;
+        info->skipped = c->rep->body.prepare_rep.skipped;
+    }
+    return rc;
+}
+
+kvt_token_t *kvt_token_half(kvt_token_t *tok, kvt_half_t half)
+{
+    if (!tok || tok->kind != BUS_TOKEN_GET_PUT || !tok->halves || (unsigned)half > KVT_HALF_PUT)
+        return NULL;
+    return &tok->halves[half];
+}
+
+int kvt_complete(kvt_client_t *c, kvt_token_t **tokp, const bool *get_success,
+                 const bool *put_success, kvt_complete_info_t *info)
+{
+    const char *W = "complete";
+    if (info)
+        *info = (kvt_complete_info_t){0};
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (!tokp || !*tokp)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "no token");
+    struct kvt_token *t = *tokp;
+    if (t->owner != c || !t->live)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "the token belongs to another handle or was already completed");
+    if (t->parent)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "the token is a half: complete the token kvt_prepare returned");
+    if (t->kind != BUS_TOKEN_GET_PUT)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "the token comes from %s: complete it with kvt_complete_%s",
+                         s_windows[t->kind].prepare, s_windows[t->kind].prepare + 8);
+    if (t->halves[0].jobs > 0 || t->halves[1].jobs > 0)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "a job on the token's %s half is still in flight: collect it with "
+                         "kvt_get_finished or kvt_wait first (the token is kept)",
+                         t->halves[0].jobs > 0 ? "get" : "put");
+    /* the halves' flags are t's (views): given ones replace the recorded ones */
+    if (get_success)
+        memcpy(t->ok, get_success, (size_t)t->n_get * sizeof *t->ok);
+    if (put_success)
+        memcpy(t->ok + t->n_get, put_success, (size_t)(t->n - t->n_get) * sizeof *t->ok);
+    int rc = s_send_complete(c, t, t->ok, W);
+    if (rc == 0 && info && c->rep->which_body == kvtier_Envelope_complete_rep_tag)
+        *info = (kvt_complete_info_t){.released = c->rep->body.complete_rep.released,
+                                      .committed = c->rep->body.complete_rep.committed,
+                                      .failed = c->rep->body.complete_rep.failed};
+    kvti_token_release(c, t);
+    *tokp = NULL;
+    return rc;
 }
 
 /* ---- maintenance and cluster ---------------------------------------------------- */

@@ -256,9 +256,15 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     if (!tok || tok->owner != c || !tok->live)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
                          "no token, or the token belongs to another handle or was completed");
+    if (tok->kind == BUS_TOKEN_GET_PUT)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "a kvt_prepare token moves by its halves: submit "
+                         "kvt_token_half(tok, KVT_HALF_GET) to kvt_submit_get and "
+                         "KVT_HALF_PUT to kvt_submit_put");
     if (tok->kind != kind)
-        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "the token is not from prepare_%s",
-                         s_kind_name(kind));
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "the token is not from prepare_%s%s",
+                         s_kind_name(kind),
+                         tok->parent ? " (it is the other half of a kvt_prepare token)" : "");
     if (tok->jobs > 0)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
                          "the token already has a job in flight: collect it first");

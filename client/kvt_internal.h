@@ -57,6 +57,12 @@ struct kvt_token {
     uint32_t payload_len, payload_cap;
     uint32_t jobs;         /* data jobs in flight on this token (0 or 1) */
     bus_token_view_t view; /* decoded payload (entries point into payload) */
+    /* A get+put token (kvt_prepare): n_get of its keys are the get half. Its halves
+     * (allocated with it, pooled with it) are views of kind GET and PUT over its
+     * arrays, payload and view; a half has parent set and owns nothing. */
+    uint32_t n_get;
+    struct kvt_token *halves; /* [2], or NULL until a get+put token used this one */
+    struct kvt_token *parent; /* a half: the token it belongs to */
 };
 
 /* Has the token's lease lapsed, as far as a transfer may rely on it? The scheduler
@@ -98,6 +104,7 @@ struct kvt_client {
     char leader[BUS_ENDPOINT_MAX];
     uint64_t leader_epoch;
     uint64_t prepare_seq;
+    uint64_t round_trips; /* meta-plane requests sent (kvt_meta_round_trips) */
 
     kvtier_Envelope *req; /* scratch envelopes (16 KiB each), one call at a time */
     kvtier_Envelope *rep;

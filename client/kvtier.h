@@ -3,7 +3,8 @@
  * Two roles, usable alone or together:
  *   control: register instances, begin/end requests, look up cached prefixes,
  *            open and close get/put/prefetch windows (prepare -> token -> complete),
- *            touch, remove, stats, cluster info;
+ *            or a request's get and put in one window (kvt_prepare / kvt_complete:
+ *            two meta round trips), touch, remove, stats, cluster info;
  *   data:    move block bytes for a token (submit_get / submit_put / submit_prefetch)
  *            and collect completions (get_finished / wait), each reported exactly once.
  *
@@ -26,6 +27,7 @@
  * room; nothing was reserved) is retried by prepare_put itself, backing off
  * 1 .. 32 ms, until timeout_ms has passed; then it returns -KVT_BUSY (so a
  * prepare_put takes at most timeout_ms of retries plus its last call's bound).
+ * kvt_prepare is retried the same way (nothing was pinned or reserved).
  * prepare_prefetch returns -KVT_BUSY at once (load the blocks from the lower tier
  * meanwhile, or prefetch later).
  *
@@ -137,6 +139,11 @@ kvt_client_t *kvt_connect(const kvt_options_t *opts, char *err, size_t errlen);
 /* Waits for no job: submitted jobs not collected are dropped. Idempotent; nulls *c. */
 void kvt_close(kvt_client_t **c);
 const char *kvt_last_error(const kvt_client_t *c);
+/* Meta-plane requests this handle has sent to the leader: every call's, and each
+ * of their retries (BUSY back-offs, a NOT_LEADER followed, a resend after a
+ * timeout); discovery's own ClusterInfo probes are not counted. What a request
+ * costs in round trips: compare before and after it. */
+uint64_t kvt_meta_round_trips(const kvt_client_t *c);
 
 /* ---- control role ---- */
 
@@ -225,6 +232,62 @@ int kvt_prepare_put_ex(kvt_client_t *c, const char *instance_id, const char *req
 int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *request_id,
                          const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
 int kvt_complete_prefetch(kvt_client_t *c, kvt_token_t **tok, const bool *success);
+
+/* ---- a request in two round trips (issue 13 §2) ----
+ * An engine's request costs lookup, prepare_get, complete_get, prepare_put and
+ * complete_put: five meta round trips. kvt_prepare does the first three's work and
+ * the fourth's in one: it looks up the longest cached prefix of keys (the request's
+ * blocks in prompt order), pins it and reserves the misses after it on the head tier
+ * (keys already SERVING are left out, as prepare_put does; concurrent puts of a key
+ * share one reservation), under one get+put window and one token. kvt_complete
+ * concludes both halves in one more round trip, exactly once.
+ *
+ * The token has two halves, borrowed views of it (valid until it is completed):
+ * kvt_token_half(tok, KVT_HALF_GET) covers the pinned hits, keys [0, hit_count) of
+ * the request: load them with kvt_submit_get; KVT_HALF_PUT covers the misses to
+ * write: store them with kvt_submit_put. kvt_token_count / _keys / _tier work on
+ * the token (hits then misses) and on each half; a half is never completed itself.
+ *
+ * All or nothing: when the misses cannot be reserved nothing is pinned either and
+ * the error is prepare_put's (BUSY is retried here within timeout_ms; NO_SPACE;
+ * UNAVAILABLE when the head tier is down, even if there are hits: use prepare_get
+ * then). -KVT_INVALID_ARGUMENT when the request has a get, put or get+put window
+ * open (and prepare_get / prepare_put are refused while a get+put one is). The
+ * window lapses at the shorter of the pin lease and the write grace: a complete
+ * after that is -KVT_EXPIRED. A new leader knows nothing of the window: complete
+ * answers -KVT_NOT_FOUND (the request is not open there); the tier actors refuse the
+ * old leader's token once they have seen the new leader's. A combined token is never
+ * exportable (one lease, one complete at the scheduler that minted it). */
+typedef enum kvt_half {
+    KVT_HALF_GET = 0, /* the pinned prefix hits */
+    KVT_HALF_PUT = 1, /* the reserved misses */
+} kvt_half_t;
+
+typedef struct kvt_prepare_info {
+    uint32_t hit_count; /* cached prefix length: the get half's keys */
+    uint32_t skipped;   /* misses left out of the put half: already SERVING */
+} kvt_prepare_info_t;
+
+/* meta: as kvt_prepare_put_ex's, over the request's keys (NULL: none). */
+int kvt_prepare(kvt_client_t *c, const char *instance_id, const char *request_id,
+                const kvt_key_t *keys, uint32_t n, const kvt_put_meta_t *meta, kvt_token_t **tok,
+                kvt_prepare_info_t *info /* NULL ok */);
+
+/* A half of a kvt_prepare token (never NULL for one; NULL for any other token). */
+kvt_token_t *kvt_token_half(kvt_token_t *tok, kvt_half_t half);
+
+typedef struct kvt_complete_info {
+    uint32_t released;  /* pins of the get half released */
+    uint32_t committed; /* put half: blocks now SERVING */
+    uint32_t failed;    /* put half: reservations released */
+} kvt_complete_info_t;
+
+/* Concludes both halves: get_success / put_success one flag per key of that half,
+ * or NULL to use what the data role recorded. The put half's headers are written by
+ * its tier before the reply (as complete_put). Consumes the token (*tok = NULL);
+ * refused while a job on either half is in flight (the token is kept). */
+int kvt_complete(kvt_client_t *c, kvt_token_t **tok, const bool *get_success,
+                 const bool *put_success, kvt_complete_info_t *info /* NULL ok */);
 
 uint32_t kvt_token_count(const kvt_token_t *tok);
 const kvt_key_t *kvt_token_keys(const kvt_token_t *tok);

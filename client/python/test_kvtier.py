@@ -79,10 +79,12 @@ class HeaderCopies(unittest.TestCase):
 #include <stdio.h>
 #include "kvtier.h"
 int main(void) {
-    printf("%zu %zu %zu %zu %zu %zu %zu\\n", sizeof(kvt_cluster_info_t),
+    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d\\n", sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
            sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
-           offsetof(kvt_options_t, curve_server_key));
+           offsetof(kvt_options_t, curve_server_key), sizeof(kvt_prepare_info_t),
+           offsetof(kvt_prepare_info_t, skipped), sizeof(kvt_complete_info_t),
+           offsetof(kvt_complete_info_t, failed), (int)KVT_HALF_PUT);
     return 0;
 }
 """
@@ -97,7 +99,9 @@ int main(void) {
         want = [ctypes.sizeof(kvtier._ClusterInfo), kvtier._ClusterInfo.tiers.offset,
                 kvtier._ClusterInfo.total_tiers.offset, ctypes.sizeof(kvtier._TierInfo),
                 ctypes.sizeof(kvtier._Stat), ctypes.sizeof(kvtier._Options),
-                kvtier._Options.curve_server_key.offset]
+                kvtier._Options.curve_server_key.offset, ctypes.sizeof(kvtier._PrepareInfo),
+                kvtier._PrepareInfo.skipped.offset, ctypes.sizeof(kvtier._CompleteInfo),
+                kvtier._CompleteInfo.failed.offset, kvtier.HALF_PUT]
         self.assertEqual(want, got)
 
 

@@ -56,6 +56,8 @@ static size_t s_token(bus_token_kind_t kind, uint8_t *buf, size_t cap)
     if (kind == BUS_TOKEN_PREFETCH || kind == BUS_TOKEN_COPY)
         e[0].src_tier = e[1].src_tier = 1;
     bus_token_meta_t m = {.token_id = 42, .issuer = 0x1234, .leader_epoch = 1, .instance = 1};
+    if (kind == BUS_TOKEN_GET_PUT)
+        m.n_get = 1; /* one pinned hit, one reserved miss */
     size_t len = 0;
     if (bus_token_encode(kind, &m, tiers, 2, e, 2, buf, cap, &len) < 0)
         exit(1);
@@ -123,16 +125,19 @@ static void s_envelopes(void)
 static void s_tokens(void)
 {
     uint8_t buf[2048];
-    static const char *const names[] = {"", "get", "put", "prefetch", "", "admin", "copy"};
+    static const char *const names[] = {"", "get", "put", "prefetch", "get_put", "admin", "copy"};
     /* sealed as a scheduler with the secret mints them, under fuzz_token.c's key */
-    static const char *const sealed[] = {"", "sealed_get",   "sealed_put", "sealed_prefetch",
-                                         "", "sealed_admin", "sealed_copy"};
+    static const char *const sealed[] = {"",
+                                         "sealed_get",
+                                         "sealed_put",
+                                         "sealed_prefetch",
+                                         "sealed_get_put",
+                                         "sealed_admin",
+                                         "sealed_copy"};
     bus_token_key_t key;
     if (bus_token_key_derive((const uint8_t *)"kvtier fuzz seeds secret, 32 B!", "fuzz", &key) < 0)
         exit(1);
     for (int k = BUS_TOKEN_GET; k <= BUS_TOKEN_COPY; k++) {
-        if (k == (int)BUS_TOKEN_KIND_GET_PUT)
-            continue;
         size_t len = s_token((bus_token_kind_t)k, buf, sizeof buf);
         s_write("token", names[k], buf, len, NULL, 0);
         if (bus_token_seal(&key, buf, sizeof buf, &len) < 0)

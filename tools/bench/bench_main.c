@@ -21,6 +21,7 @@ static const struct {
     {"events", bench_events, "publisher batches/s (mirror, vLLM stream) vs a raw ZeroMQ forwarder"},
     {"curve", bench_curve, "bus round trips/s and MB/s on CURVE sockets vs plain ones"},
     {"token", bench_token, "tier-plane token seal/open cost vs a ReadSlots round trip"},
+    {"request", bench_request, "an engine request in two meta round trips vs five"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 

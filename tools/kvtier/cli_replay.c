@@ -3,6 +3,10 @@
  * hits that live only below the head tier when the lookup advises it (prefetch:
  * copied tier to tier; --no-promote loads them from where they are), load the hits
  * and check every byte, write the misses with bytes derived from their keys.
+ * --combined runs each request in two meta round trips instead (kvt_prepare pins
+ * the prefix and reserves the misses, kvt_complete concludes both; issue 13 §2):
+ * no lookup, so no promotion advice (hits load from where they are). The report
+ * counts the meta round trips each request cost (kvt_meta_round_trips).
  * K worker threads (--in-flight), one libkvtier handle each (handles are
  * single-threaded), take requests in trace order.
  *
@@ -38,6 +42,7 @@ enum {
     S_OPT_NO_PROGRESS,
     S_OPT_NO_PROMOTE,
     S_OPT_PROMOTE_WAIT,
+    S_OPT_COMBINED,
 };
 
 typedef struct {
@@ -48,6 +53,7 @@ typedef struct {
     bool no_progress;
     bool no_promote;
     uint64_t promote_wait_ms; /* a BUSY prefetch is asked again within this (0: not) */
+    bool combined;            /* kvt_prepare / kvt_complete: two meta round trips */
 } s_args_t;
 
 /* What each worker counts; summed at the end. */
@@ -68,6 +74,7 @@ typedef struct {
     uint64_t promote_retries; /* prefetches asked again after BUSY (--promote-wait) */
     uint64_t tier_hits[S_MAX_TIER_ID + 1]; /* [0]: tier ids out of range */
     uint64_t status[S_N_STATUS];           /* failed calls by status code */
+    uint64_t round_trips;                  /* meta-plane requests the worker's handle sent */
 } s_counts_t;
 
 typedef struct s_shared s_shared_t;
@@ -82,6 +89,7 @@ typedef struct {
     void **bufs;
     uint8_t *data;
     uint64_t next_job;
+    uint64_t trips0; /* round trips of the connection itself */
     int consecutive_failures;
     s_counts_t n;
 } s_worker_t;
@@ -99,7 +107,7 @@ struct s_shared {
     atomic_uint_fast64_t progress_blocks;
     atomic_uint_fast64_t progress_hits;
     atomic_bool abort;
-    double *lookup_ms; /* per request; NAN where the lookup failed */
+    double *lookup_ms; /* per request; NAN where the lookup (--combined: prepare) failed */
     pthread_mutex_t err_lock;
     char first_error[512];
     s_worker_t workers[S_MAX_IN_FLIGHT];
@@ -250,6 +258,69 @@ static void s_count_hits(s_worker_t *w, uint32_t h)
         w->n.tier_hits[w->tier_ids[i] <= S_MAX_TIER_ID ? w->tier_ids[i] : 0]++;
 }
 
+/* The hits of a combined token: loaded from where they are and checked. */
+static int s_load_half(s_worker_t *w, size_t idx, kvt_token_t *g)
+{
+    uint32_t cnt = kvt_token_count(g);
+    const kvt_key_t *tk = kvt_token_keys(g);
+    int move_rc = 0;
+    bool done = false;
+    uint32_t failed = cnt ? s_move(w, idx, false, g, cnt, &move_rc, &done) : 0;
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < cnt && done; i++)
+        bad += !cli_block_verify(&tk[i], w->bufs[i], w->sh->o->block_size);
+    w->n.verify_failures += bad > failed ? bad - failed : 0;
+    w->n.load_failed += failed;
+    w->n.loaded += cnt - failed;
+    return move_rc;
+}
+
+/* The misses of a combined token: filled from their keys and stored. */
+static int s_store_half(s_worker_t *w, size_t idx, kvt_token_t *p)
+{
+    uint32_t cnt = kvt_token_count(p);
+    const kvt_key_t *tk = kvt_token_keys(p);
+    for (uint32_t i = 0; i < cnt; i++)
+        cli_block_fill(&tk[i], w->bufs[i], w->sh->o->block_size);
+    int move_rc = 0;
+    bool done = false;
+    uint32_t failed = cnt ? s_move(w, idx, true, p, cnt, &move_rc, &done) : 0;
+    w->n.store_failed += failed;
+    w->n.stored += cnt - failed;
+    return move_rc;
+}
+
+/* --combined: the request's lookup, get and put in one window, two round trips. */
+static int s_combined(s_worker_t *w, size_t idx, const char *rid, uint32_t n)
+{
+    s_shared_t *sh = w->sh;
+    kvt_token_t *tok = NULL;
+    kvt_prepare_info_t pi;
+    double t0 = cli_now();
+    int rc = kvt_prepare(w->c, sh->o->instance, rid, w->keys, n, NULL, &tok, &pi);
+    if (rc < 0) {
+        s_fail(w, idx, "prepare", rc);
+        return rc;
+    }
+    sh->lookup_ms[idx - sh->first] = (cli_now() - t0) * 1e3;
+    kvt_token_t *g = kvt_token_half(tok, KVT_HALF_GET), *p = kvt_token_half(tok, KVT_HALF_PUT);
+    uint32_t h = pi.hit_count;
+    for (uint32_t i = 0; i < h; i++)
+        w->tier_ids[i] = kvt_token_tier(g, i);
+    w->n.blocks += n;
+    s_count_hits(w, h);
+    w->n.skipped += pi.skipped;
+    atomic_fetch_add(&sh->progress_blocks, n);
+    atomic_fetch_add(&sh->progress_hits, h);
+    int err = s_load_half(w, idx, g);
+    rc = s_store_half(w, idx, p);
+    err = err ? err : rc;
+    rc = kvt_complete(w->c, &tok, NULL, NULL, NULL);
+    if (rc < 0)
+        s_fail(w, idx, "complete", rc);
+    return err ? err : rc;
+}
+
 /* One trace request, as an engine runs it. 0, or the first error. */
 static int s_replay_one(s_worker_t *w, size_t idx)
 {
@@ -272,8 +343,11 @@ static int s_replay_one(s_worker_t *w, size_t idx)
     kvt_lookup_result_t r = {.hit = w->hit, .tier_ids = w->tier_ids};
     memset(w->tier_ids, 0, n * sizeof *w->tier_ids);
     double t0 = cli_now();
-    int err = kvt_lookup(w->c, o->instance, rid, KVT_LOOKUP_PREFIX, 0, w->keys, (uint32_t)n, &r);
-    if (err == 0) {
+    int err = 0;
+    if (sh->a->combined)
+        err = s_combined(w, idx, rid, (uint32_t)n);
+    else if ((err = kvt_lookup(w->c, o->instance, rid, KVT_LOOKUP_PREFIX, 0, w->keys, (uint32_t)n,
+                               &r)) == 0) {
         sh->lookup_ms[idx - sh->first] = (cli_now() - t0) * 1e3;
         uint32_t h = r.hit_count < n ? r.hit_count : (uint32_t)n;
         w->n.blocks += n;
@@ -315,6 +389,7 @@ static void *s_worker_run(void *arg)
         }
         atomic_fetch_add(&sh->done, 1);
     }
+    w->n.round_trips = kvt_meta_round_trips(w->c) - w->trips0;
     return NULL;
 }
 
@@ -342,6 +417,7 @@ static int s_worker_init(s_worker_t *w, s_shared_t *sh, uint32_t index)
     char name[64];
     snprintf(name, sizeof name, "kvtier-replay-%u", index);
     w->c = cli_connect(sh->o, name);
+    w->trips0 = kvt_meta_round_trips(w->c); /* the connection's own are not a request's */
     return w->c ? 0 : -1;
 }
 
@@ -466,7 +542,16 @@ static void s_report(s_shared_t *sh, const s_counts_t *t, double secs, const kvt
            "(head tier busy making room, or copy failed: loaded below); %llu BUSY retries\n",
            (unsigned long long)t->promoted, (unsigned long long)t->promote_failed,
            (unsigned long long)t->promote_retries);
-    printf("lookup        p50 %.3f ms, p99 %.3f ms\n", p50, p99);
+    printf("%s p50 %.3f ms, p99 %.3f ms\n", sh->a->combined ? "prepare      " : "lookup       ",
+           p50, p99);
+    uint64_t trips = t->round_trips;
+    double per = t->requests ? (double)trips / (double)t->requests : 0;
+    printf("meta calls    %.2f round trips per request (%s; %.2f without request "
+           "begin/end), %llu in all\n",
+           per,
+           sh->a->combined ? "combined: prepare, complete"
+                           : "lookup, prepare/complete get and put, prefetch",
+           per >= 2 ? per - 2 : 0.0, (unsigned long long)trips);
     printf("data          %.2f GB loaded, %.2f GB stored in %.2f s (%.2f GB/s)\n", loaded_gb,
            stored_gb, secs, secs > 0 ? (loaded_gb + stored_gb) / secs : 0.0);
     s_print_errors(sh, t);
@@ -504,6 +589,9 @@ static int s_opt(void *ctx, int opt, const char *arg)
         return 0;
     case S_OPT_PROMOTE_WAIT:
         return cli_parse_u64("--promote-wait", arg, 0, 60000, &a->promote_wait_ms);
+    case S_OPT_COMBINED:
+        a->combined = true;
+        return 0;
     default:
         return -1;
     }
@@ -513,7 +601,7 @@ static int s_usage(bool help)
 {
     fprintf(help ? stdout : stderr,
             "usage: kvtier replay TRACE [--requests N] [--offset I] [--in-flight K] "
-            "[--ttl MS] [--no-promote] [--promote-wait MS]\n"
+            "[--ttl MS] [--no-promote] [--promote-wait MS] [--combined]\n"
             "  replays TRACE (traces/README.md format) as an engine would: per request,\n"
             "  look up the cached prefix, load and verify the hits, store the misses\n"
             "  --requests N   replay N requests (default: all from --offset)\n"
@@ -525,6 +613,9 @@ static int s_usage(bool help)
             "                 live only below the head tier are prefetched up first\n"
             "  --promote-wait MS  a prefetch refused BUSY (the head is making room) is\n"
             "                 asked again within MS (default 0: loaded below at once)\n"
+            "  --combined     each request in two meta round trips (kvt_prepare pins the\n"
+            "                 cached prefix and reserves the misses, kvt_complete ends\n"
+            "                 both): no lookup, so hits load from where they are\n"
             "  exit 1 when a load returned wrong bytes, or the replay could not "
             "run\n" CLI_COMMON_USAGE);
     return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -601,9 +692,10 @@ static int s_replay(s_shared_t *sh, const s_args_t *a)
         goto out;
     }
     printf("replay        %zu requests of %s from #%zu, instance %s, block %llu bytes, "
-           "%u in flight\n",
+           "%u in flight%s\n",
            sh->count, sh->trace_path, sh->first, sh->o->instance,
-           (unsigned long long)sh->o->block_size, a->in_flight);
+           (unsigned long long)sh->o->block_size, a->in_flight,
+           a->combined ? ", combined windows" : "");
     fflush(stdout);
     double t0 = cli_now();
     uint32_t started = s_run_workers(sh, a);
@@ -636,6 +728,7 @@ int cli_cmd_replay(int argc, char **argv)
         {"no-progress", no_argument, NULL, S_OPT_NO_PROGRESS},
         {"no-promote", no_argument, NULL, S_OPT_NO_PROMOTE},
         {"promote-wait", required_argument, NULL, S_OPT_PROMOTE_WAIT},
+        {"combined", no_argument, NULL, S_OPT_COMBINED},
         {0, 0, 0, 0}};
     cli_common_t o;
     s_args_t a = {.in_flight = 4};

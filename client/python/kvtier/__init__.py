@@ -1,7 +1,8 @@
 """kvtier — Python binding of libkvtier (client/kvtier.h), over ctypes.
 
 The same shape as the C API (DESIGN.md §9) for engine connectors: a Client with
-the control role (instances, requests, lookups, prepare/complete windows) and the
+the control role (instances, requests, lookups, prepare/complete windows, and a
+request's get and put in two round trips: prepare() / complete()) and the
 data role (submit jobs over caller buffers, collect completions exactly once),
 plus block_keys() and status_name(). Only Python's standard library is used.
 
@@ -15,7 +16,8 @@ import ctypes.util
 import os
 
 __all__ = [
-    "Client", "Token", "JobResult", "KvtError", "block_keys", "status_name",
+    "Client", "Token", "JobResult", "KvtError", "block_keys", "status_name", "HALF_GET",
+    "HALF_PUT",
     "LOOKUP_PREFIX", "LOOKUP_REVERSE", "LOOKUP_PER_KEY", "KEY_BYTES", "MAX_KEYS",
     "MAX_TIERS", "STATS_PAGE",
 ]
@@ -121,6 +123,7 @@ _sigs = {
     "kvt_connect": (_P, [ctypes.POINTER(_Options), ctypes.c_char_p, _size]),
     "kvt_close": (None, [ctypes.POINTER(_P)]),
     "kvt_last_error": (ctypes.c_char_p, [_P]),
+    "kvt_meta_round_trips": (_u64, [_P]),
     "kvt_register_instance": (_int, [_P, ctypes.POINTER(_Instance)]),
     "kvt_request_begin": (_int, [_P, ctypes.POINTER(_Request)]),
     "kvt_request_end": (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_EndInfo)]),
@@ -145,6 +148,23 @@ _sigs = {
 class _PutMeta(ctypes.Structure):
     _fields_ = [("parent", _KeyP), ("token_ids", ctypes.POINTER(_u32)),
                 ("n_token_ids", _u32)]
+
+
+class _PrepareInfo(ctypes.Structure):
+    _fields_ = [("hit_count", _u32), ("skipped", _u32)]
+
+
+class _CompleteInfo(ctypes.Structure):
+    _fields_ = [("released", _u32), ("committed", _u32), ("failed", _u32)]
+
+
+HALF_GET, HALF_PUT = 0, 1  # kvtier.h kvt_half_t
+_sigs["kvt_prepare"] = (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _KeyP, _u32,
+                               ctypes.POINTER(_PutMeta), ctypes.POINTER(_P),
+                               ctypes.POINTER(_PrepareInfo)])
+_sigs["kvt_complete"] = (_int, [_P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_bool),
+                                ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(_CompleteInfo)])
+_sigs["kvt_token_half"] = (_P, [_P, _int])
 
 
 MAX_TOKEN_IDS = 65536  # kvtier.h KVT_MAX_TOKEN_IDS: token ids per put
@@ -229,10 +249,32 @@ class JobResult:
 
 
 class Token:
-    """What a prepare returns; consumed by the matching complete."""
+    """What a prepare returns; consumed by the matching complete. A get+put token
+    (Client.prepare) has two halves, .get and .put: Tokens of kind "get" / "put"
+    for submit_get / submit_put, valid until the token is completed."""
 
     def __init__(self, client, handle, kind):
         self._client, self._h, self.kind = client, ctypes.c_void_p(handle), kind
+        self.hit_count = self.skipped = 0
+        self._halves = []
+        if kind == "get_put" and handle:
+            for half, name in ((HALF_GET, "get"), (HALF_PUT, "put")):
+                h = _lib.kvt_token_half(self._h, half)
+                self._halves.append(Token(client, h, name))
+
+    @property
+    def get(self):
+        """The get half (the pinned prefix hits) of a get+put token."""
+        return self._halves[0] if self._halves else None
+
+    @property
+    def put(self):
+        """The put half (the reserved misses) of a get+put token."""
+        return self._halves[1] if self._halves else None
+
+    def _consumed(self):
+        for h in self._halves:  # the halves go with their token
+            h._h = ctypes.c_void_p()
 
     @property
     def count(self):
@@ -294,6 +336,11 @@ class Client:
         self.close()
 
     @property
+    def meta_round_trips(self):
+        """Meta-plane requests this handle sent (kvt_meta_round_trips)."""
+        return _lib.kvt_meta_round_trips(self._h)
+
+    @property
     def last_error(self):
         return _lib.kvt_last_error(self._h).decode(errors="replace")
 
@@ -348,6 +395,7 @@ class Client:
             mask = (ctypes.c_bool * max(len(success), 1))(*success)
         fn = getattr(_lib, "kvt_complete_" + kind)
         self._check(fn(self._h, ctypes.byref(token._h), mask))
+        token._consumed()
 
     def prepare_get(self, instance_id, request_id, keys):
         return self._prepare("get", instance_id, request_id, keys)
@@ -374,6 +422,59 @@ class Client:
 
     def prepare_prefetch(self, instance_id, request_id, keys):
         return self._prepare("prefetch", instance_id, request_id, keys)
+
+    def prepare(self, instance_id, request_id, keys, parent=None, token_ids=None):
+        """A request in two round trips (kvt_prepare): looks up the longest cached
+        prefix of keys, pins it and reserves the misses after it, under one token.
+        Returns a Token of kind "get_put" with .hit_count, .skipped and its halves
+        .get (load with submit_get) and .put (store with submit_put); parent and
+        token_ids as prepare_put's."""
+        arr, n = _keys(keys)
+        meta = None
+        keep = []
+        if parent is not None or token_ids is not None:
+            meta = _PutMeta()
+            if parent is not None:
+                pk, _ = _keys([parent])
+                keep.append(pk)
+                meta.parent = pk
+            toks = list(token_ids or [])
+            tarr = (_u32 * max(len(toks), 1))(*toks)
+            keep.append(tarr)
+            meta.token_ids = tarr
+            meta.n_token_ids = len(toks)
+        tok = ctypes.c_void_p()
+        info = _PrepareInfo()
+        self._check(_lib.kvt_prepare(self._h, _b(instance_id), _b(request_id), arr, n,
+                                     ctypes.byref(meta) if meta is not None else None,
+                                     ctypes.byref(tok), ctypes.byref(info)))
+        t = Token(self, tok.value, "get_put")
+        t.hit_count, t.skipped = info.hit_count, info.skipped
+        return t
+
+    def complete(self, token, get_success=None, put_success=None):
+        """Concludes both halves of a prepare() token in one call (kvt_complete):
+        one flag per key of each half, or None for what the jobs recorded. Returns
+        {"released", "committed", "failed"}."""
+        if token._client is not self:
+            raise ValueError("the token belongs to another client")
+        masks = []
+        for flags, half in ((get_success, token.get), (put_success, token.put)):
+            if flags is None:
+                masks.append(None)
+                continue
+            flags = list(flags)
+            if half is not None and len(flags) != half.count:
+                raise ValueError("%d flags for a half of %d keys" % (len(flags), half.count))
+            masks.append((ctypes.c_bool * max(len(flags), 1))(*flags))
+        info = _CompleteInfo()
+        rc = _lib.kvt_complete(self._h, ctypes.byref(token._h), masks[0], masks[1],
+                               ctypes.byref(info))
+        if not token._h:
+            token._consumed()
+        self._check(rc)
+        return {"released": info.released, "committed": info.committed,
+                "failed": info.failed}
 
     def complete_get(self, token, success=None):
         self._complete("get", token, success)

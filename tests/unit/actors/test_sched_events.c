@@ -370,6 +370,60 @@ static void test_put_parent_and_tokens_reach_the_stored_event(void **state)
     zsock_destroy(&pull);
 }
 
+/* A get+put prepare (issue 13 §2) stands for the request's lookup and its put: it
+ * records one CacheGet of the whole request (its hits by tier), and the misses it
+ * stores carry the parent (the last hit) and their own token ids, as a lookup
+ * followed by prepare_put would have recorded. */
+static void test_a_prepare_records_its_lookup_and_its_stored_blocks(void **state)
+{
+    (void)state;
+    zsock_t *pull = s_bind_input();
+    tk_env_t e;
+    tk_env_start(&e, S_BIG, s_tweak);
+    s_batch_t *b = calloc(1, sizeof *b);
+    uint64_t last = 0;
+    uint32_t at = 0;
+    assert_int_equal(tk_begin(e.t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(e.t, "r1", 0, 2), 0);
+    s_expect(pull, b, "stored/" TK_INST, &last);
+    uint8_t keys[5][16];
+    tk_keys(0, 5, keys);
+    uint32_t tok[5 * S_TPB];
+    for (uint32_t i = 0; i < 5; i++)
+        for (uint32_t j = 0; j < S_TPB; j++)
+            tok[i * S_TPB + j] = s_tok(i, j);
+    kvtier_PrepareRequest *r = &tk_req(e.t, kvtier_Envelope_prepare_req_tag)->body.prepare_req;
+    TK_FILL_IDS(r, TK_INST, "r1");
+    bus_arrays_t ra = tk_keys_arr(keys, 5);
+    ra.token_ids = (bus_u32s_t){.v = tok, .n = 5 * S_TPB, .cap = 5 * S_TPB};
+    assert_int_equal(tk_call(e.t, &ra), 0);
+    assert_int_equal(e.t->rep->body.prepare_rep.hit_count, 2);
+    uint64_t token = e.t->rep->body.prepare_rep.token.token_id;
+    s_expect(pull, b, "lookup/" TK_INST, &last);
+    const kvtier_CacheGet *g = &b->ev[0].ev.kind.cache_get;
+    assert_int_equal(b->ev[0].ev.which_kind, kvtier_Event_cache_get_tag);
+    assert_string_equal(g->request_id, "r1");
+    assert_int_equal(g->mode, kvtier_LookupMode_LOOKUP_MODE_PREFIX);
+    assert_int_equal(g->hit_count, 2);
+    assert_int_equal(g->key_count, 5);
+    assert_int_equal(g->head_hits, 2);
+    assert_int_equal(b->ev[0].keys.n, 5);
+    assert_memory_equal(b->ev[0].keys.keys, keys, sizeof keys);
+    assert_int_equal(tk_stat(e.t, "lookups"), 1);
+    assert_int_equal(tk_stat(e.t, "hits"), 2);
+    kvtier_CompleteRequest *c = &tk_req(e.t, kvtier_Envelope_complete_req_tag)->body.complete_req;
+    TK_FILL_IDS(c, TK_INST, "r1");
+    c->token_id = token;
+    uint64_t ck[3] = {1, 2, 3};
+    bus_arrays_t ca = {.checksums = {.v = ck, .n = 3, .cap = 3}};
+    assert_int_equal(tk_call(e.t, &ca), 0);
+    assert_int_equal(e.t->rep->body.complete_rep.committed, 3);
+    s_check_stored(&b->ev[s_next_stored(pull, b, &at, &last)], 2, 3, 1, true);
+    free(b);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
 /* A partial commit: each committed run's parent is the key before it in the put's
  * order (the put's parent at keys[0]) and it carries exactly its keys' token
  * ids; keys already stored are left out the same way. */
@@ -471,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_a_long_lookup_is_cut_and_says_so),
         cmocka_unit_test(test_a_full_input_drops_and_leaves_a_gap),
         cmocka_unit_test(test_put_parent_and_tokens_reach_the_stored_event),
+        cmocka_unit_test(test_a_prepare_records_its_lookup_and_its_stored_blocks),
         cmocka_unit_test(test_partial_commit_slices_tokens_and_parents),
         cmocka_unit_test(test_full_token_pool_drops_tokens_never_the_put),
         cmocka_unit_test(test_bad_put_meta_is_refused_nothing_reserved),

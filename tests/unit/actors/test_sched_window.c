@@ -172,6 +172,48 @@ static void test_pool_lists(void **state)
     sched_pool_fini(&p); /* idempotent */
 }
 
+/* The kinds table (sched_window.c): one window per kind, and a get+put window
+ * excludes the get and put kinds both ways; prefetch stands alone. Any state
+ * but CLOSED blocks (a completing put still holds its slots). */
+static void test_get_put_excludes_get_and_put(void **state)
+{
+    (void)state;
+    sched_window_t win[SCHED_WIN_KINDS];
+    for (int k = 0; k < SCHED_WIN_KINDS; k++)
+        sched_window_init(&win[k]);
+    for (int k = 0; k < SCHED_WIN_KINDS; k++)
+        assert_int_equal(sched_window_blocker(win, k), -1);
+    win[SCHED_WIN_GETPUT].state = SCHED_WIN_OPEN;
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_GET), SCHED_WIN_GETPUT);
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_PUT), SCHED_WIN_GETPUT);
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_GETPUT), SCHED_WIN_GETPUT);
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_PREFETCH), -1);
+    win[SCHED_WIN_GETPUT].state = SCHED_WIN_CLOSED;
+    win[SCHED_WIN_PUT].state = SCHED_WIN_COMPLETING;
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_GETPUT), SCHED_WIN_PUT);
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_GET), -1);
+    win[SCHED_WIN_PUT].state = SCHED_WIN_CLOSED;
+    win[SCHED_WIN_GET].state = SCHED_WIN_OPEN;
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_GETPUT), SCHED_WIN_GET);
+    win[SCHED_WIN_GET].state = SCHED_WIN_CLOSED;
+    win[SCHED_WIN_PREFETCH].state = SCHED_WIN_COPYING;
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_GETPUT), -1);
+    assert_int_equal(sched_window_blocker(win, SCHED_WIN_KINDS), -1);
+    assert_string_equal(sched_window_kind_name(SCHED_WIN_GETPUT), "get+put");
+}
+
+/* A get+put window lapses at the shorter of its pins' and reservations' leases;
+ * the others keep theirs. */
+static void test_get_put_lease_is_the_shorter(void **state)
+{
+    (void)state;
+    assert_int_equal(sched_window_lease_ms(SCHED_WIN_GETPUT, 30000, 5000), 5000);
+    assert_int_equal(sched_window_lease_ms(SCHED_WIN_GETPUT, 2000, 5000), 2000);
+    assert_int_equal(sched_window_lease_ms(SCHED_WIN_PUT, 2000, 5000), 5000);
+    assert_int_equal(sched_window_lease_ms(SCHED_WIN_GET, 2000, 5000), 2000);
+    assert_int_equal(sched_window_lease_ms(SCHED_WIN_PREFETCH, 2000, 5000), 2000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +222,8 @@ int main(void)
         cmocka_unit_test(test_lapse_records_the_token),
         cmocka_unit_test(test_copy_holds_the_window),
         cmocka_unit_test(test_pool_lists),
+        cmocka_unit_test(test_get_put_excludes_get_and_put),
+        cmocka_unit_test(test_get_put_lease_is_the_shorter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

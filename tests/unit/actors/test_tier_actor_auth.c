@@ -517,6 +517,39 @@ static void test_a_long_token_grants_exactly_its_slots(void **state)
     assert_int_equal(t_write(&fx->src, 0, fx->other, SLOT, tok, (uint32_t)len, 0, &st), ST_DENIED);
 }
 
+/* A get+put token (a combined window) reads only its get part and writes only
+ * its put part: slot 1 (a pinned hit) reads and is refused a write, slot 3 (a
+ * reserved miss) is written and refused a read; the stored block is unchanged. */
+static void test_get_put_token_reads_its_hits_and_writes_its_misses(void **state)
+{
+    fx_t *fx = *state;
+    bus_token_tier_t tt;
+    t_token_tier(&fx->src, UINT64_MAX, &tt);
+    bus_token_entry_t e[2] = {{.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = SLOT, .slot = 1},
+                              {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = SLOT, .slot = 3}};
+    bus_token_meta_t meta = {.leader_epoch = 5, .n_get = 1, .expiry_ms = t_wall_ms() + 60000};
+    uint8_t tok[1024];
+    size_t len = 0;
+    bus_token_key_t key;
+    assert_int_equal(bus_token_key_derive(s_secret, CLUSTER, &key), 0);
+    assert_int_equal(
+        bus_token_encode(BUS_TOKEN_GET_PUT, &meta, &tt, 1, e, 2, tok, sizeof tok, &len), 0);
+    assert_int_equal(bus_token_seal(&key, tok, sizeof tok, &len), 0);
+    static uint8_t got[SLOT];
+    size_t got_len = 0;
+    kvtier_Status st;
+    assert_int_equal(t_read(&fx->src, 1, tok, (uint32_t)len, got, &got_len, &st), ST_OK);
+    assert_memory_equal(got, fx->bytes, SLOT);
+    assert_int_equal(t_write(&fx->src, 1, fx->other, SLOT, tok, (uint32_t)len, 0, &st), ST_DENIED);
+    assert_non_null(strstr(st.message, "does not grant it"));
+    assert_int_equal(t_write(&fx->src, 3, fx->other, SLOT, tok, (uint32_t)len, 0, &st), ST_OK);
+    assert_int_equal(t_read(&fx->src, 3, tok, (uint32_t)len, got, &got_len, &st), ST_DENIED);
+    /* nor does it write a header (that is the scheduler's admin token) */
+    assert_int_equal(t_put(&fx->src, 3, fx->key, SLOT, fx->sum, tok, (uint32_t)len, &st),
+                     ST_DENIED);
+    t_expect(&fx->src, 1, fx->bytes);
+}
+
 /* Probe and Inventory are read-only metadata: no token (docs/SECURITY.md). */
 static void test_probe_needs_no_token(void **state)
 {
@@ -551,6 +584,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_copy_goes_only_where_the_token_says, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_long_token_grants_exactly_its_slots, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_get_put_token_reads_its_hits_and_writes_its_misses,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_needs_no_token, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

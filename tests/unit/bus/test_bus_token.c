@@ -150,7 +150,7 @@ static void test_empty_token_round_trips(void **state)
 
 /* Encode refuses what it could not represent: bad kind, entry naming no tier, a get
  * entry with a source, unterminated strings, too many tiers, a short buffer; and
- * what v2 reserves: get+put (-ENOTSUP), unknown flag bits, n_get outside get+put. */
+ * what v2 reserves: unknown flag bits, n_get outside get+put. */
 static void test_encode_refuses_bad_input(void **state)
 {
     (void)state;
@@ -161,9 +161,6 @@ static void test_encode_refuses_bad_input(void **state)
     bus_token_entry_t e = {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER};
     assert_int_equal(
         bus_token_encode((bus_token_kind_t)9, NULL, t, 2, &e, 1, buf, sizeof buf, &len), -EINVAL);
-    assert_int_equal(bus_token_encode((bus_token_kind_t)BUS_TOKEN_KIND_GET_PUT, NULL, t, 2, &e, 1,
-                                      buf, sizeof buf, &len),
-                     -ENOTSUP);
     bus_token_meta_t m = {.flags = 0x2};
     assert_int_equal(bus_token_encode(BUS_TOKEN_GET, &m, t, 2, &e, 1, buf, sizeof buf, &len),
                      -EINVAL);
@@ -315,20 +312,97 @@ static void test_unknown_flag_bits_are_refused(void **state)
     assert_int_equal(v.meta.flags, 0);
 }
 
-/* bus_token.h forward compatibility: the reserved get+put kind is refused as not
- * supported yet, and n_get is refused on any other kind. */
-static void test_get_put_kind_is_refused_until_built(void **state)
+/* bus_token.h, kind 4: a get+put token splits its entries at n_get: [0, n_get)
+ * the pinned hits, [n_get, n) the reserved misses; the split round-trips, and
+ * n_get 0 (all misses) and n (all hits) are tokens too. */
+static void test_get_put_splits_its_entries(void **state)
 {
     (void)state;
-    uint8_t good[1024], b[1024];
-    bus_token_entry_t e = {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER};
-    size_t len = s_encode(BUS_TOKEN_GET, &e, 1, good, sizeof good);
-    memcpy(b, good, len);
-    b[6] = BUS_TOKEN_KIND_GET_PUT;
-    s_expect_bad(b, len, "not supported yet");
-    memcpy(b, good, len);
+    bus_token_tier_t t[2];
+    s_tiers(t);
+    bus_token_entry_t e[3] = {{.tier = 1, .src_tier = BUS_TOKEN_NO_TIER, .size = 7, .slot = 11},
+                              {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 8, .slot = 12},
+                              {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 9, .slot = 13}};
+    uint8_t buf[2048];
+    for (uint32_t n_get = 0; n_get <= 3; n_get++) {
+        bus_token_meta_t m = {.n_get = n_get, .token_id = 5, .issuer = 6, .expiry_ms = 7};
+        size_t len = 0;
+        assert_int_equal(bus_token_encode(BUS_TOKEN_GET_PUT, &m, t, 2, e, 3, buf, sizeof buf, &len),
+                         0);
+        assert_int_equal(buf[6], BUS_TOKEN_GET_PUT);
+        assert_int_equal(buf[20], n_get);
+        bus_token_view_t v;
+        char err[160];
+        assert_int_equal(bus_token_decode(buf, len, &v, err, sizeof err), 0);
+        assert_int_equal(v.kind, BUS_TOKEN_GET_PUT);
+        assert_int_equal(v.meta.n_get, n_get);
+        assert_int_equal(v.n_entries, 3);
+        for (uint32_t i = 0; i < 3; i++) {
+            bus_token_entry_t o;
+            bus_token_entry_at(&v, i, &o);
+            assert_true(o.slot == e[i].slot && o.size == e[i].size && o.tier == e[i].tier);
+        }
+    }
+}
+
+/* A get+put token's split is checked both ways: n_get above n_entries or an
+ * EXPORTABLE combined token is refused by encode and decode, and n_get is
+ * refused on any other kind. */
+static void test_get_put_split_is_checked(void **state)
+{
+    (void)state;
+    bus_token_tier_t t[2];
+    s_tiers(t);
+    bus_token_entry_t e = {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 4, .slot = 1};
+    uint8_t buf[2048], b[2048];
+    size_t len = 0;
+    bus_token_meta_t m = {.n_get = 2};
+    assert_int_equal(bus_token_encode(BUS_TOKEN_GET_PUT, &m, t, 2, &e, 1, buf, sizeof buf, &len),
+                     -EINVAL);
+    m = (bus_token_meta_t){.n_get = 1, .flags = BUS_TOKEN_F_EXPORTABLE};
+    assert_int_equal(bus_token_encode(BUS_TOKEN_GET_PUT, &m, t, 2, &e, 1, buf, sizeof buf, &len),
+                     -EINVAL);
+    e.src_tier = 1; /* a get+put entry has no source */
+    m.flags = 0;
+    assert_int_equal(bus_token_encode(BUS_TOKEN_GET_PUT, &m, t, 2, &e, 1, buf, sizeof buf, &len),
+                     -EINVAL);
+    e.src_tier = BUS_TOKEN_NO_TIER;
+    assert_int_equal(bus_token_encode(BUS_TOKEN_GET_PUT, &m, t, 2, &e, 1, buf, sizeof buf, &len),
+                     0);
+    memcpy(b, buf, len);
+    b[20] = 2;
+    s_expect_bad(b, len, "n_get 2 of 1 entries");
+    memcpy(b, buf, len);
+    b[8] = BUS_TOKEN_F_EXPORTABLE;
+    s_expect_bad(b, len, "exportable");
+    size_t glen = s_encode(BUS_TOKEN_GET, &e, 1, b, sizeof b);
     b[20] = 1;
-    s_expect_bad(b, len, "n_get 1");
+    s_expect_bad(b, glen, "n_get 1");
+}
+
+/* The MAC covers n_get: a sealed get+put token whose split is moved (a reader
+ * widening its reads into the put half) no longer verifies. */
+static void test_get_put_split_is_sealed(void **state)
+{
+    (void)state;
+    static const uint8_t secret[BUS_SECRET_BYTES] = "unit-test-secret-of-32-bytes-ok";
+    bus_token_tier_t t[2];
+    s_tiers(t);
+    bus_token_entry_t e[2] = {{.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 4, .slot = 1},
+                              {.tier = 0, .src_tier = BUS_TOKEN_NO_TIER, .size = 4, .slot = 2}};
+    bus_token_meta_t m = {.n_get = 1, .expiry_ms = 99};
+    uint8_t buf[2048];
+    size_t len = 0;
+    assert_int_equal(bus_token_encode(BUS_TOKEN_GET_PUT, &m, t, 2, e, 2, buf, sizeof buf, &len), 0);
+    bus_token_key_t key;
+    assert_int_equal(bus_token_key_derive(secret, "c1", &key), 0);
+    assert_int_equal(bus_token_seal(&key, buf, sizeof buf, &len), 0);
+    bus_token_view_t v;
+    assert_int_equal(bus_token_decode(buf, len, &v, NULL, 0), 0);
+    assert_int_equal(bus_token_verify(&key, &v, buf), 0);
+    buf[20] = 2; /* both entries as gets */
+    assert_int_equal(bus_token_decode(buf, len, &v, NULL, 0), 0);
+    assert_int_equal(bus_token_verify(&key, &v, buf), -EBADMSG);
 }
 
 /* Appends a MAC trailer of algorithm alg and mac_len bytes (carrying `carry`
@@ -513,7 +587,9 @@ int main(void)
         cmocka_unit_test(test_decode_refuses_malformed_payloads),
         cmocka_unit_test(test_v1_and_newer_versions_are_refused),
         cmocka_unit_test(test_unknown_flag_bits_are_refused),
-        cmocka_unit_test(test_get_put_kind_is_refused_until_built),
+        cmocka_unit_test(test_get_put_splits_its_entries),
+        cmocka_unit_test(test_get_put_split_is_checked),
+        cmocka_unit_test(test_get_put_split_is_sealed),
         cmocka_unit_test(test_unknown_mac_algorithms_are_refused),
         cmocka_unit_test(test_seal_and_verify),
         cmocka_unit_test(test_secret_file_rules),

@@ -65,12 +65,12 @@ static int teardown(void **state)
 }
 
 static const pb_size_t s_tags[] = {
-    kvtier_Envelope_lookup_req_tag,      kvtier_Envelope_prepare_get_req_tag,
-    kvtier_Envelope_prepare_put_req_tag, kvtier_Envelope_prepare_prefetch_req_tag,
-    kvtier_Envelope_touch_req_tag,       kvtier_Envelope_remove_req_tag,
-    kvtier_Envelope_read_slots_req_tag,  kvtier_Envelope_put_header_req_tag,
-    kvtier_Envelope_copy_slots_req_tag,  kvtier_Envelope_delete_slots_req_tag,
-    kvtier_Envelope_probe_req_tag,
+    kvtier_Envelope_lookup_req_tag,           kvtier_Envelope_prepare_req_tag,
+    kvtier_Envelope_prepare_get_req_tag,      kvtier_Envelope_prepare_put_req_tag,
+    kvtier_Envelope_prepare_prefetch_req_tag, kvtier_Envelope_touch_req_tag,
+    kvtier_Envelope_remove_req_tag,           kvtier_Envelope_read_slots_req_tag,
+    kvtier_Envelope_put_header_req_tag,       kvtier_Envelope_copy_slots_req_tag,
+    kvtier_Envelope_delete_slots_req_tag,     kvtier_Envelope_probe_req_tag,
 };
 #define S_NTAGS (sizeof s_tags / sizeof s_tags[0])
 
