@@ -21,6 +21,7 @@ static const struct {
     {"events", bench_events, "publisher batches/s (mirror, vLLM stream) vs a raw ZeroMQ forwarder"},
     {"curve", bench_curve, "bus round trips/s and MB/s on CURVE sockets vs plain ones"},
     {"token", bench_token, "tier-plane token seal/open cost vs a ReadSlots round trip"},
+    {"rebuild", bench_rebuild, "index rebuild from tier inventories vs 128-entry pages"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])
 
