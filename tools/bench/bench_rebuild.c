@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "bench_svc.h"
@@ -383,5 +384,262 @@ int bench_rebuild(int argc, char **argv)
         s_fleet_stop(&f);
     }
     bus_log_set_level(level);
+    return rc;
+}
+
+/* ---- kvt-bench index: index memory per slot, meta-plane calls at scale ---- */
+
+static uint64_t s_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+typedef struct {
+    uint64_t slots;
+    double growth; /* bytes of RSS the scheduler added with every slot adopted */
+    s_fleet_t f;
+    zactor_t *sched;
+    char ep[256];
+    kvt_client_t *c;
+    uint64_t x;        /* the key stream's state */
+    uint64_t calls[2]; /* 256-key lookups; 32-key prepare_get + complete_get */
+    double secs[2];
+} s_scale_t;
+
+static uint64_t s_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* `secs` of one call kind on s: 0 = lookups of 256 random adopted keys (per key),
+ * 1 = prepare_get + complete_get of 32 of them. */
+static int s_slice(s_scale_t *s, int kind, double secs)
+{
+    kvt_key_t keys[256];
+    bool ok[32];
+    uint32_t n = kind == 0 ? 256 : 32;
+    for (uint32_t i = 0; i < 32; i++)
+        ok[i] = true;
+    uint64_t calls = 0;
+    double t0 = s_now(), t = t0;
+    for (; t - t0 < secs; calls++) {
+        for (uint32_t i = 0; i < n; i++)
+            bench_svc_key(0x5ca1e0000ull, s_rand(&s->x) % s->slots, &keys[i]);
+        if (kind == 0) {
+            kvt_lookup_result_t res = {0};
+            if (kvt_lookup(s->c, S_INSTANCE, NULL, KVT_LOOKUP_PER_KEY, 0, keys, n, &res) != 0 ||
+                res.hit_count != n) {
+                fprintf(stderr, "bench index: lookup: %s (%u hits)\n", kvt_last_error(s->c),
+                        res.hit_count);
+                return -1;
+            }
+        } else {
+            kvt_token_t *tok = NULL;
+            if (kvt_prepare_get(s->c, S_INSTANCE, "bench-index", keys, n, &tok) != 0 ||
+                kvt_complete_get(s->c, &tok, ok) != 0) {
+                fprintf(stderr, "bench index: prepare_get / complete_get: %s\n",
+                        kvt_last_error(s->c));
+                return -1;
+            }
+        }
+        if ((calls & 7) == 0)
+            t = s_now();
+    }
+    s->calls[kind] += calls;
+    s->secs[kind] += s_now() - t0;
+    return 0;
+}
+
+/* Mean handler time in us of `call` ("lookup", "prepare_get", ...) on the scheduler at
+ * ep, from its own latency counters (a detail StatsRequest): the index's part of a
+ * call, without the round trip and the client. -1 when not found. */
+static double s_handler_us(const char *ep, const char *call)
+{
+    bus_client_config_t cc = {.name = "bench-stats", .max_in_flight = 1};
+    bus_client_t *c = bus_client_new(ep, &cc);
+    kvtier_Envelope *req = calloc(2, sizeof *req), *rep = req ? req + 1 : NULL;
+    char cnt[64], sum[64];
+    snprintf(cnt, sizeof cnt, "lat.%s.count", call);
+    snprintf(sum, sizeof sum, "lat.%s.sum_us", call);
+    double n = -1, us = -1;
+    for (uint32_t off = 0; c && req;) {
+        bus_env_init(req, kvtier_Envelope_stats_req_tag, "bench");
+        req->body.stats_req.detail = true;
+        req->body.stats_req.offset = off;
+        kvtier_Status st;
+        if (bus_client_call(c, req, NULL, NULL, 0, 10000, rep, NULL, NULL, &st) != 0)
+            break;
+        const kvtier_StatsReply *r = &rep->body.stats_rep;
+        for (pb_size_t i = 0; i < r->counters_count; i++) {
+            if (strcmp(r->counters[i].name, cnt) == 0)
+                n = (double)r->counters[i].value;
+            else if (strcmp(r->counters[i].name, sum) == 0)
+                us = (double)r->counters[i].value;
+        }
+        off += r->counters_count;
+        if (r->counters_count == 0 || off >= r->total)
+            break;
+    }
+    bus_client_destroy(&c);
+    free(req);
+    return n > 0 && us >= 0 ? us / n : -1;
+}
+
+static void s_scale_stop(s_scale_t *s)
+{
+    if (s->c)
+        (void)kvt_request_end(s->c, S_INSTANCE, "bench-index", NULL);
+    kvt_close(&s->c);
+    zactor_destroy(&s->sched);
+    s_fleet_stop(&s->f);
+}
+
+/* One fake tier of `slots` blocks and a fresh scheduler rebuilt from it (RSS before
+ * the scheduler starts and after every block is adopted), with a client that has
+ * registered the instance and begun a request. */
+static int s_scale_start(s_scale_t *s, uint64_t slots)
+{
+    memset(s, 0, sizeof *s);
+    s->slots = slots;
+    s->x = 0x9e3779b97f4a7c15ull ^ slots;
+    if (s_fleet_start(&s->f, 1, slots) != 0)
+        return -1;
+    int rc = -1;
+    uint64_t rss0 = s_rss();
+    s->sched = s_sched_new(&s->f, SCHED_INV_PAGE_DEFAULT, SCHED_INV_IN_FLIGHT_DEFAULT, false);
+    char err[256];
+    kvt_cluster_info_t *ci = malloc(sizeof *ci);
+    if (!s->sched || !ci || sched_actor_endpoint(s->sched, s->ep, sizeof s->ep) != 0)
+        goto out;
+    kvt_options_t o = {.coordinators = s->ep, .name = "bench-index", .timeout_ms = 30000};
+    s->c = kvt_connect(&o, err, sizeof err);
+    if (!s->c) {
+        fprintf(stderr, "bench index: kvt_connect: %s\n", err);
+        goto out;
+    }
+    kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
+    ti.tier_id = 1;
+    snprintf(ti.name, sizeof ti.name, "fake0");
+    snprintf(ti.endpoint, sizeof ti.endpoint, "%.*s", (int)sizeof ti.endpoint - 1, s->f.ep[0]);
+    ti.epoch = s->f.epoch[0];
+    ti.capacity_slots = slots;
+    ti.slot_bytes = S_SLOT_SIZE;
+    ti.up = true;
+    if (sched_actor_tier_change(s->sched, true, &ti) != 0)
+        goto out;
+    double t0 = s_now();
+    while (kvt_cluster_info(s->c, ci) == 0 && !(ci->n_tiers == 1 && ci->tiers[0].up) &&
+           s_now() - t0 < S_WAIT_MS / 1000.0)
+        zclock_sleep(10);
+    if (ci->n_tiers != 1 || ci->tiers[0].used != slots) {
+        fprintf(stderr, "bench index: %" PRIu64 " of %" PRIu64 " blocks adopted\n",
+                ci->n_tiers ? ci->tiers[0].used : 0, slots);
+        goto out;
+    }
+    s->growth = (double)(s_rss() - rss0);
+    kvt_instance_t spec = {.instance_id = S_INSTANCE,
+                           .model = "llama-bench",
+                           .dtype = "fp16",
+                           .tokens_per_block = 16,
+                           .bytes_per_block = S_SLOT_SIZE};
+    kvt_request_t rq = {.instance_id = S_INSTANCE, .request_id = "bench-index"};
+    if (kvt_register_instance(s->c, &spec) != 0 || kvt_request_begin(s->c, &rq) != 0) {
+        fprintf(stderr, "bench index: %s\n", kvt_last_error(s->c));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(ci);
+    if (rc != 0)
+        s_scale_stop(s);
+    return rc;
+}
+
+int bench_index(int argc, char **argv)
+{
+    uint64_t small = 65536, large = 10000000;
+    uint32_t rounds = 8;
+    double slice = 0.25;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--slots") == 0 && v)
+            large = strtoull(v, NULL, 10), i++;
+        else if (strcmp(a, "--base") == 0 && v)
+            small = strtoull(v, NULL, 10), i++;
+        else if (strcmp(a, "--rounds") == 0 && v)
+            rounds = (uint32_t)strtoul(v, NULL, 10), i++;
+        else {
+            fprintf(stderr,
+                    "usage: kvt-bench index [--slots N] [--base M] [--rounds R]\n"
+                    "  the scheduler's RSS growth per adopted slot and its meta-plane calls\n"
+                    "  (256-key per-key lookups, 32-key prepare_get + complete_get of random\n"
+                    "  adopted keys) with an index of N slots (default 10000000) vs M (default\n"
+                    "  65536): one fake tier actor full of blocks each, both schedulers up,\n"
+                    "  R rounds (default 8) of %.2f s slices alternating between them; the\n"
+                    "  handler time is the scheduler's own (its lat.<call> counters)\n",
+                    slice);
+            return strcmp(a, "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (small < 1 || large <= small || large > SCHED_MAX_CAPACITY || rounds < 1) {
+        fprintf(stderr, "kvt-bench index: 1 <= --base < --slots <= %llu, --rounds >= 1\n",
+                (unsigned long long)SCHED_MAX_CAPACITY);
+        return 2;
+    }
+    bus_log_level_t level = bus_log_level();
+    if (level < BUS_LOG_WARN && !getenv("KVT_LOG_LEVEL"))
+        bus_log_set_level(BUS_LOG_WARN);
+    if (tier_register(&tier_fake_ops) != 0 && !tier_find(TIER_FAKE_KIND)) {
+        fprintf(stderr, "kvt-bench index: cannot register the fake tier\n");
+        return 1;
+    }
+    s_scale_t *s = calloc(2, sizeof *s);
+    int rc = s && s_scale_start(&s[0], small) == 0 ? 0 : 1;
+    if (rc == 0 && s_scale_start(&s[1], large) != 0) {
+        s_scale_stop(&s[0]);
+        rc = 1;
+    }
+    for (uint32_t r = 0; rc == 0 && r < rounds; r++)
+        for (int kind = 0; rc == 0 && kind < 2; kind++)
+            for (int k = 0; rc == 0 && k < 2; k++)
+                rc = s_slice(&s[(r & 1) ? 1 - k : k], kind, slice);
+    bus_log_set_level(level);
+    if (s && rc == 0) {
+        printf("scheduler index of one fake tier, every slot a block (RSS growth from before "
+               "the scheduler started to the rebuilt index)\n");
+        printf("%12s %10s %9s %11s %11s %11s %11s\n", "slots", "RSS MB", "B/slot", "lookups/s",
+               "lookup us", "prep+cmpl/s", "prepare us");
+        double rate[2][2], us[2][2];
+        for (int i = 0; i < 2; i++) {
+            for (int kind = 0; kind < 2; kind++)
+                rate[i][kind] = (double)s[i].calls[kind] / s[i].secs[kind];
+            us[i][0] = s_handler_us(s[i].ep, "lookup");
+            us[i][1] = s_handler_us(s[i].ep, "prepare_get") + s_handler_us(s[i].ep, "complete_get");
+            printf("%12" PRIu64 " %10.1f %9.1f %11.0f %11.1f %11.0f %11.1f\n", s[i].slots,
+                   s[i].growth / 1e6, s[i].growth / (double)s[i].slots, rate[i][0], us[i][0],
+                   rate[i][1], us[i][1]);
+        }
+        printf("per slot (slope %" PRIu64 " -> %" PRIu64 "): %.1f bytes\n", s[0].slots, s[1].slots,
+               (s[1].growth - s[0].growth) / (double)(s[1].slots - s[0].slots));
+        printf("at %" PRIu64 " vs %" PRIu64 ": lookups/s %.2fx (handler time %.2fx), "
+               "prepare_get+complete_get/s %.2fx (handler time %.2fx)\n",
+               s[1].slots, s[0].slots, rate[1][0] / rate[0][0], us[0][0] / us[1][0],
+               rate[1][1] / rate[0][1], us[0][1] / us[1][1]);
+    }
+    if (s && rc == 0) {
+        s_scale_stop(&s[1]);
+        s_scale_stop(&s[0]);
+    }
+    free(s);
     return rc;
 }
