@@ -181,7 +181,7 @@ static double s_rebuild(const s_fleet_t *f, uint32_t page, uint32_t in_flight, b
         kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
         ti.tier_id = i + 1;
         snprintf(ti.name, sizeof ti.name, "fake%u", i);
-        snprintf(ti.endpoint, sizeof ti.endpoint, "%s", f->ep[i]);
+        snprintf(ti.endpoint, sizeof ti.endpoint, "%.*s", (int)sizeof ti.endpoint - 1, f->ep[i]);
         ti.epoch = f->epoch[i];
         ti.capacity_slots = f->per_tier;
         ti.slot_bytes = S_SLOT_SIZE;

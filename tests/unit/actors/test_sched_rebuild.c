@@ -379,7 +379,7 @@ static void test_real_tiers_are_rebuilt_in_parallel(void **state)
         kvtier_TierInfo info;
         memset(&info, 0, sizeof info);
         info.tier_id = i + 1;
-        snprintf(info.endpoint, sizeof info.endpoint, "%s", ep[i]);
+        snprintf(info.endpoint, sizeof info.endpoint, "%.*s", (int)sizeof info.endpoint - 1, ep[i]);
         info.epoch = tier_actor_epoch(ta[i]);
         info.capacity_slots = N;
         info.slot_bytes = 4096;
