@@ -1,9 +1,10 @@
 /* tier_slots.c — the per-tier slot engine (see tier_slots.h for the contract).
  *
  * Layout: one s_slot_t per slot, indexed by slot number. The hash index is
- * open addressing with linear probing at load <= 1/2 (exactly 2 x capacity entries,
+ * open addressing with linear probing at load <= 2/3 (capacity x 3/2 + 1 entries,
  * a hash's home by fastrange rather than a power-of-two mask, so 10 M slots take
- * 160 MB of index instead of 268 MB): each entry is the slot
+ * 120 MB of index instead of 268 MB; a probe run rarely leaves its 64-byte line
+ * of 8 entries): each entry is the slot
  * number plus 32 hash bits, so a probe touches a slot (its key) only when the
  * hash bits match — a hit costs two cache misses, a miss one. Deletion shifts
  * entries back (no tombstones). A free slot sits in the doubly linked free
@@ -83,7 +84,7 @@ struct tier_slots {
     s_journal_t *journal;
     uint32_t capacity;
     uint32_t max_batch;
-    uint64_t nindex; /* index entries: 2 x capacity (no power of two: home = fastrange) */
+    uint64_t nindex; /* index entries: capacity x 3/2 + 1 (home = fastrange) */
     uint32_t free_head;
     uint32_t heap_len;
     uint32_t heap_cap;
@@ -482,7 +483,8 @@ tier_slots_t *tier_slots_new(const tier_slots_config_t *cfg)
     uint64_t heap_cap = (uint64_t)cfg->capacity + bound + 1;
     if (heap_cap >= S_NONE)
         return NULL;
-    uint64_t nindex = 2 * (uint64_t)cfg->capacity; /* <= 2^32: positions fit 32 bits */
+    /* one empty entry at least (a miss ends), < 2^32: positions fit 32 bits */
+    uint64_t nindex = (uint64_t)cfg->capacity + cfg->capacity / 2 + 1;
 
     tier_slots_t *self = calloc(1, sizeof(*self));
     if (!self)
