@@ -56,6 +56,10 @@ static void s_apply_defaults(sched_config_t *c)
         c->clock_skew_ms = 5000;
     if (!c->tier_timeout_ms)
         c->tier_timeout_ms = 2000;
+    if (!c->inventory_page)
+        c->inventory_page = SCHED_INV_PAGE_DEFAULT;
+    if (!c->inventory_in_flight)
+        c->inventory_in_flight = SCHED_INV_IN_FLIGHT_DEFAULT;
     if (!c->max_batch)
         c->max_batch = BUS_MAX_ARRAY;
     if (!c->max_requests)
@@ -241,6 +245,13 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
     if (c.max_pending_deletes > (1u << 24))
         return s_cfg_fail(err, errlen, "scheduler: max_pending_deletes %u above 16 Mi",
                           c.max_pending_deletes);
+    if (c.inventory_page > BUS_MAX_INVENTORY_RECORDS ||
+        c.inventory_in_flight > SCHED_INV_MAX_IN_FLIGHT)
+        return s_cfg_fail(err, errlen,
+                          "scheduler: inventory_page %u (1..%u slots) or inventory_in_flight %u "
+                          "(1..%u pages) out of range",
+                          c.inventory_page, BUS_MAX_INVENTORY_RECORDS, c.inventory_in_flight,
+                          SCHED_INV_MAX_IN_FLIGHT);
     if (c.max_window_keys < c.max_batch)
         return s_cfg_fail(err, errlen, "scheduler: max_window_keys %u below max_batch %u",
                           c.max_window_keys, c.max_batch);

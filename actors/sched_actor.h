@@ -45,6 +45,9 @@
 #define SCHED_MAX_CAPACITY (1ull << 31)        /* slots per tier (slot engine bound) */
 #define SCHED_MAX_QUOTAS 64                    /* quota entries (cfg.quotas) */
 #define SCHED_INSTANCE_MAX BUS_INSTANCE_ID_MAX /* bytes of an instance id, NUL included */
+#define SCHED_INV_PAGE_DEFAULT 16384u  /* slots per inventory window (one page of records) */
+#define SCHED_INV_IN_FLIGHT_DEFAULT 4u /* inventory pages in flight per tier */
+#define SCHED_INV_MAX_IN_FLIGHT 16u
 
 /* Latency of the meta-plane calls, measured per call kind around the handler on
  * the scheduler's thread (a reply deferred to a tier's answer is timed until the
@@ -148,6 +151,14 @@ typedef struct {
     uint32_t max_window_keys;  /* keys held by all open windows together (0: 4 Mi) */
     uint32_t tick_ms;          /* lease / expiry scan period (0: derived from the leases) */
     uint32_t scan_max;         /* requests examined per tick by the lease scan (0: 4096) */
+    /* Index rebuild (sched_tiers.c, docs/PROTOCOL.md "Inventory"): a tier's slots are
+     * read as windows of inventory_page slots, each one Inventory page of records,
+     * inventory_in_flight pages at once per tier (tiers in parallel). inventory_entries:
+     * pages of at most 128 InventoryEntry messages, one in flight, as before records
+     * (a baseline for kvt-bench; an actor that predates records answers so anyway). */
+    uint32_t inventory_page;      /* 0: SCHED_INV_PAGE_DEFAULT; 1..BUS_MAX_INVENTORY_RECORDS */
+    uint32_t inventory_in_flight; /* 0: SCHED_INV_IN_FLIGHT_DEFAULT; 1..SCHED_INV_MAX_IN_FLIGHT */
+    bool inventory_entries;
     /* Clients (issue 12 §3): a client is one meta-plane connection (its routing id).
      * A new one past max_clients active ones, and a request_begin past a client's
      * max_requests_per_client open requests (or past max_requests in all), is

@@ -7,7 +7,13 @@
  * epoch, endpoint or geometry — drops every location on the tier (its host memory
  * is gone or unknown), opens a fresh client (nothing queued for the old actor can
  * reach the new one) and pages the actor's Inventory to rebuild the index
- * (RECOVERING: reads only, puts refused until done). DOWN fails the tier's pending
+ * (RECOVERING: reads only, puts refused until done): the slots are cut into
+ * windows of cfg.inventory_page, each read as pages of packed records
+ * (bus_inventory.h), cfg.inventory_in_flight windows at once; every tier does so
+ * at the same time. A page is adopted only if it is what was asked (its tier's
+ * announced epoch, records inside its window); else it is retried from the tick,
+ * and a window failing SCHED_INV_TRIES times in a row ends the rebuild with a
+ * partial index (the gc's probes and later puts repair it). DOWN fails the tier's pending
  * requests and drops its locations. Engine resets bump the tier's generation, so
  * window entries made before are recognised as stale and never touch the new one.
  *
@@ -24,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus_inventory.h"
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_reclaim.h"
@@ -98,6 +105,14 @@ void sched_tier_victim(sched_t *self, sched_tier_t *t, const tier_victim_t *v)
                      &v->key, 1);
 }
 
+/* A stream's records buffer goes once nothing can be decoded into it any more. */
+static void s_stream_release(sched_inv_stream_t *s)
+{
+    free(s->records);
+    s->records = NULL;
+    s->busy = false;
+}
+
 /* ---- engines ---- */
 
 /* A fresh engine (and side arrays) of `capacity` slots; the old one is dropped. */
@@ -135,6 +150,18 @@ static int s_engine_reset(sched_t *self, sched_tier_t *t, uint64_t capacity)
     t->cfg.capacity = capacity;
     t->gen++;
     return 0;
+}
+
+/* Is t's engine of `capacity` slots as s_engine_reset leaves it (a DOWN tier's:
+ * nothing placed, evicted, expired, removed or rolled back since, nothing
+ * DELETING)? Then a tier coming UP keeps it: a new leader's first membership does
+ * not allocate its index twice (sched_tiers_init did at start). */
+static bool s_engine_fresh(const sched_tier_t *t, uint64_t capacity)
+{
+    tier_slots_stats_t ts;
+    tier_slots_stats(t->slots, &ts);
+    return capacity == t->cfg.capacity && ts.used == 0 && ts.evictions == 0 &&
+           ts.expirations == 0 && ts.removals == 0 && ts.rollbacks == 0 && t->n_deleting == 0;
 }
 
 /* ---- clients ---- */
@@ -212,6 +239,8 @@ void sched_tiers_fini(sched_t *self)
     for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         sched_tier_t *t = &self->tierset.tiers[i];
         s_client_close(self, t, "the scheduler is stopping");
+        for (uint32_t k = 0; k < SCHED_INV_MAX_IN_FLIGHT; k++)
+            s_stream_release(&t->inv[k]);
         tier_slots_destroy(&t->slots);
         free(t->sizes);
         free(t->checksums);
@@ -487,31 +516,37 @@ void sched_tier_reput_deadlines(sched_t *self, sched_tier_t *t, const char *id,
 
 /* ---- inventory ---- */
 
-static void s_inventory_send(sched_t *self, sched_tier_t *t);
+static void s_stream_send(sched_t *self, sched_inv_stream_t *s);
 
 static void s_inventory_finish(sched_t *self, sched_tier_t *t, bool complete)
 {
     t->inv_active = false;
     t->state = SCHED_TIER_UP;
+    for (uint32_t i = 0; i < SCHED_INV_MAX_IN_FLIGHT; i++)
+        if (!t->inv[i].in_flight) /* else its completion releases it */
+            s_stream_release(&t->inv[i]);
+    int64_t ms = sched_now() - t->inv_started_ms;
     if (complete)
         bus_info(S_LOG,
                  "tier %s up (epoch %" PRIu64 ", %s): %" PRIu64
-                 " blocks adopted from its inventory",
-                 t->cfg.name, t->epoch, t->endpoint, t->inv_adopted);
+                 " blocks adopted from its inventory (%" PRIu64 " pages, %" PRId64 " ms)",
+                 t->cfg.name, t->epoch, t->endpoint, t->inv_adopted, t->inv_pages, ms);
     else
         bus_warn(S_LOG,
-                 "tier %s up (epoch %" PRIu64 ") with a partial index: inventory "
-                 "failed %u times after %" PRIu64 " blocks",
-                 t->cfg.name, t->epoch, t->inv_failures, t->inv_adopted);
+                 "tier %s up (epoch %" PRIu64 ") with a partial index: an inventory page "
+                 "failed %u times in a row after %" PRIu64 " blocks",
+                 t->cfg.name, t->epoch, SCHED_INV_TRIES, t->inv_adopted);
     (void)self;
 }
 
-static void s_inventory_failed(sched_t *self, sched_tier_t *t, const char *why)
+static void s_stream_failed(sched_t *self, sched_inv_stream_t *s, const char *why)
 {
+    sched_tier_t *t = s->t;
+    s->failures++;
     t->inv_failures++;
     bus_warn(S_LOG, "tier %s: inventory page at slot %" PRIu64 " failed (%u/%u): %s", t->cfg.name,
-             t->inv_cursor, t->inv_failures, SCHED_INV_TRIES, why);
-    if (t->inv_failures >= SCHED_INV_TRIES)
+             s->cursor, s->failures, SCHED_INV_TRIES, why);
+    if (s->failures >= SCHED_INV_TRIES)
         s_inventory_finish(self, t, false);
     /* else the next tick sends the page again */
 }
@@ -533,7 +568,8 @@ static uint32_t s_entry_instance(const char *id)
     return sched_instance_number(id);
 }
 
-static void s_adopt(sched_t *self, sched_tier_t *t, const kvtier_InventoryEntry *e, int64_t now,
+/* One reported slot header, entry or record alike (instance: its number). */
+static void s_adopt(sched_t *self, sched_tier_t *t, const bus_inv_record_t *e, int64_t now,
                     int64_t wall)
 {
     if (e->state != kvtier_LocationState_LOCATION_SERVING)
@@ -547,7 +583,7 @@ static void s_adopt(sched_t *self, sched_tier_t *t, const kvtier_InventoryEntry 
                  t->cfg.name, e->slot, e->size);
         return;
     }
-    uint32_t number = s_entry_instance(e->instance_id);
+    uint32_t number = e->instance;
     uint64_t deadline = 0;
     if (e->ttl_deadline_ms) {
         if ((int64_t)e->ttl_deadline_ms <= wall) {
@@ -571,49 +607,177 @@ static void s_adopt(sched_t *self, sched_tier_t *t, const kvtier_InventoryEntry 
     }
 }
 
+/* Adopts a page's headers inside the stream's window: -1 (st says why, nothing
+ * adopted) when the page is not what was asked. Entries past the window are an
+ * actor that predates windows running on: they belong to a later window. */
+static int s_adopt_page(sched_t *self, sched_inv_stream_t *s, const kvtier_InventoryReply *ir,
+                        kvtier_Status *st)
+{
+    sched_tier_t *t = s->t;
+    if (ir->has_tier && ir->tier.epoch != 0 && ir->tier.epoch != t->epoch)
+        return bus_status_set(st, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                              "the page comes from epoch %" PRIu64 ", the tier was announced "
+                              "with epoch %" PRIu64 " (the actor restarted: its new membership "
+                              "restarts the rebuild)",
+                              ir->tier.epoch, t->epoch);
+    uint32_t n = 0;
+    const bus_blob_t *rec = &s->arr.payload;
+    if (rec->len && ir->entries_count)
+        return bus_status_set(st, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                              "InventoryReply carries both entries and records");
+    if (rec->len && bus_inv_records_count(rec->len, self->cfg.inventory_page, &n, st) < 0)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) { /* records were asked for this window only */
+        uint64_t slot = bus_inv_record_slot(rec->data, i);
+        if (slot < s->cursor || slot >= s->end)
+            return bus_status_set(st, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                                  "InventoryReply.records[%u] is slot %" PRIu64
+                                  ", outside the window [%" PRIu64 ", %" PRIu64 ") asked for",
+                                  i, slot, s->cursor, s->end);
+    }
+    bus_inv_record_t r;
+    int64_t now = sched_now(), wall = sched_wall_ms();
+    for (uint32_t i = 0; i < n; i++) {
+        bus_inv_record_get(rec->data, i, &r);
+        s_adopt(self, t, &r, now, wall);
+    }
+    for (pb_size_t i = 0; i < ir->entries_count; i++) {
+        const kvtier_InventoryEntry *e = &ir->entries[i];
+        if (e->slot < s->cursor || e->slot >= s->end)
+            continue;
+        r = (bus_inv_record_t){.slot = e->slot,
+                               .size = e->size,
+                               .checksum = e->checksum,
+                               .ttl_deadline_ms = e->ttl_deadline_ms,
+                               .instance = s_entry_instance(e->instance_id),
+                               .state = (uint32_t)e->state};
+        memcpy(r.key, e->key, TIER_KEY_BYTES);
+        s_adopt(self, t, &r, now, wall);
+    }
+    return 0;
+}
+
+/* Hands the stream the next window, or leaves it idle when none is left; the
+ * rebuild is complete when every stream is idle. */
+static void s_stream_next(sched_t *self, sched_inv_stream_t *s)
+{
+    sched_tier_t *t = s->t;
+    uint64_t cap = t->cfg.capacity;
+    s->busy = false;
+    s->failures = 0;
+    if (t->inv_next < cap) {
+        uint64_t w = self->cfg.inventory_entries ? cap : self->cfg.inventory_page;
+        s->cursor = t->inv_next;
+        s->end = cap - s->cursor > w ? s->cursor + w : cap;
+        t->inv_next = s->end;
+        s->busy = true;
+        s_stream_send(self, s);
+        return;
+    }
+    for (uint32_t i = 0; i < SCHED_INV_MAX_IN_FLIGHT; i++)
+        if (t->inv[i].busy)
+            return;
+    s_inventory_finish(self, t, true);
+}
+
 static void s_inventory_done(void *arg, bus_reply_t *r)
 {
-    sched_tier_t *t = arg;
+    sched_inv_stream_t *s = arg;
+    sched_tier_t *t = s->t;
     sched_t *self = t->self;
-    t->inv_in_flight = false;
-    if (!t->inv_active)
-        return; /* the tier changed meanwhile */
+    s->in_flight = false;
+    if (!t->inv_active) { /* the tier changed, or the rebuild ended, meanwhile */
+        s_stream_release(s);
+        return;
+    }
     if (r->status.code != kvtier_StatusCode_STATUS_OK || !r->env ||
         r->env->which_body != kvtier_Envelope_inventory_rep_tag) {
-        s_inventory_failed(self, t, r->status.message);
+        s_stream_failed(self, s, r->status.message);
         return;
     }
     const kvtier_InventoryReply *ir = &r->env->body.inventory_rep;
-    int64_t now = sched_now(), wall = sched_wall_ms();
-    for (pb_size_t i = 0; i < ir->entries_count; i++)
-        s_adopt(self, t, &ir->entries[i], now, wall);
-    if (ir->done) {
-        s_inventory_finish(self, t, true);
+    kvtier_Status st;
+    if (s_adopt_page(self, s, ir, &st) < 0) {
+        s_stream_failed(self, s, st.message);
         return;
     }
-    if (ir->next_cursor <= t->inv_cursor) {
-        s_inventory_failed(self, t, "next_cursor did not advance");
+    t->inv_pages++;
+    if (ir->done || ir->next_cursor >= s->end) {
+        s_stream_next(self, s);
         return;
     }
-    t->inv_cursor = ir->next_cursor;
-    t->inv_failures = 0;
-    s_inventory_send(self, t);
+    if (ir->next_cursor <= s->cursor) {
+        s_stream_failed(self, s, "next_cursor did not advance");
+        return;
+    }
+    s->cursor = ir->next_cursor;
+    s->failures = 0;
+    s_stream_send(self, s);
 }
 
-static void s_inventory_send(sched_t *self, sched_tier_t *t)
+static void s_stream_send(sched_t *self, sched_inv_stream_t *s)
 {
+    sched_tier_t *t = s->t;
     kvtier_Envelope *env = self->tierset.tio.env;
     bus_env_init(env, kvtier_Envelope_inventory_req_tag, self->cfg.node_name);
-    env->body.inventory_req.tier_id = t->cfg.tier_id;
-    env->body.inventory_req.cursor = t->inv_cursor;
-    env->body.inventory_req.max_entries = SCHED_INV_PAGE;
+    kvtier_InventoryRequest *q = &env->body.inventory_req;
+    q->tier_id = t->cfg.tier_id;
+    q->cursor = s->cursor;
+    uint32_t page = self->cfg.inventory_page;
+    s->arr = (bus_arrays_t){
+        .payload = {.data = s->records, .cap = s->records ? page * BUS_INVENTORY_RECORD_BYTES : 0}};
+    if (self->cfg.inventory_entries) {
+        q->max_entries = SCHED_INV_PAGE;
+    } else {
+        q->max_entries = page;
+        q->end = s->end;
+        q->records = true;
+    }
     kvtier_Status st;
-    if (bus_client_send(t->client, env, NULL, NULL, 0, 0, NULL, s_inventory_done, t, NULL, &st) <
+    if (bus_client_send(t->client, env, NULL, NULL, 0, 0, &s->arr, s_inventory_done, s, NULL, &st) <
         0) {
-        s_inventory_failed(self, t, st.message);
+        s_stream_failed(self, s, st.message);
         return;
     }
-    t->inv_in_flight = true;
+    s->in_flight = true;
+}
+
+/* Starts reading t's inventory: cfg.inventory_in_flight windows at once (one with
+ * cfg.inventory_entries). -1 when the records buffers cannot be had. */
+static int s_inventory_start(sched_t *self, sched_tier_t *t)
+{
+    uint32_t n = self->cfg.inventory_entries ? 1 : self->cfg.inventory_in_flight;
+    t->inv_active = true;
+    t->inv_next = 0;
+    t->inv_failures = 0;
+    t->inv_adopted = 0;
+    t->inv_pages = 0;
+    t->inv_started_ms = sched_now();
+    for (uint32_t i = 0; i < n; i++) {
+        sched_inv_stream_t *s = &t->inv[i];
+        *s = (sched_inv_stream_t){.t = t};
+        if (self->cfg.inventory_entries)
+            continue;
+        s->records = malloc((size_t)self->cfg.inventory_page * BUS_INVENTORY_RECORD_BYTES);
+        if (!s->records) {
+            bus_error(S_LOG, "tier %s: no memory for %u inventory pages of %u records", t->cfg.name,
+                      n, self->cfg.inventory_page);
+            s_inventory_finish(self, t, false);
+            return -1;
+        }
+    }
+    for (uint32_t i = 0; i < n && t->inv_active; i++)
+        if (!t->inv[i].busy)
+            s_stream_next(self, &t->inv[i]);
+    return 0;
+}
+
+/* The tick's retry: every window whose page failed is asked again. */
+static void s_inventory_resume(sched_t *self, sched_tier_t *t)
+{
+    for (uint32_t i = 0; i < SCHED_INV_MAX_IN_FLIGHT && t->inv_active; i++)
+        if (t->inv[i].busy && !t->inv[i].in_flight)
+            s_stream_send(self, &t->inv[i]);
 }
 
 /* ---- membership ---- */
@@ -664,8 +828,11 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
     if (t->state != SCHED_TIER_DOWN) /* the old actor's blocks are gone */
         sched_ev_tier(self, t->cfg.tier_id, t->cfg.name, t->medium, false, t->cfg.capacity,
                       t->cfg.slot_size, t->epoch);
+    bool fresh = t->state == SCHED_TIER_DOWN && s_engine_fresh(t, in->capacity_slots);
     t->state = SCHED_TIER_DOWN;
-    if (s_engine_reset(self, t, in->capacity_slots) < 0)
+    if (fresh)
+        t->gen++; /* as a reset: whatever was made before is stale */
+    else if (s_engine_reset(self, t, in->capacity_slots) < 0)
         return;
     t->cfg.slot_size = in->slot_bytes;
     t->epoch = in->epoch;
@@ -677,15 +844,11 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
     t->state = SCHED_TIER_RECOVERING;
     sched_ev_tier(self, t->cfg.tier_id, t->cfg.name, t->medium, true, t->cfg.capacity,
                   t->cfg.slot_size, t->epoch);
-    t->inv_active = true;
-    t->inv_cursor = 0;
-    t->inv_failures = 0;
-    t->inv_adopted = 0;
     bus_info(S_LOG,
              "tier %s at %s (epoch %" PRIu64 ", %" PRIu64 " slots of %" PRIu64
              " bytes): reading its inventory",
              t->cfg.name, t->endpoint, t->epoch, t->cfg.capacity, t->cfg.slot_size);
-    s_inventory_send(self, t);
+    (void)s_inventory_start(self, t);
 }
 
 void sched_tier_membership(sched_t *self, const kvtier_TierMembershipRequest *m)
@@ -737,8 +900,8 @@ void sched_tiers_tick(sched_t *self, int64_t now)
             }
             self->g.expirations += n;
         }
-        if (t->client && t->inv_active && !t->inv_in_flight)
-            s_inventory_send(self, t);
+        if (t->client && t->inv_active)
+            s_inventory_resume(self, t);
     }
 }
 

@@ -16,8 +16,8 @@
 #define SCHED_ADMIN_TOKEN_MS 30000u
 #define SCHED_COPY_TOKEN_MS 300000u
 #define SCHED_EXPIRE_BATCH 64u                /* expired blocks removed per tier per tick */
-#define SCHED_INV_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries */
-#define SCHED_INV_TRIES 5u                    /* failed inventory pages retried before giving up */
+#define SCHED_INV_PAGE BUS_MAX_INVENTORY_PAGE /* InventoryReply.entries (inventory_entries) */
+#define SCHED_INV_TRIES 5u                    /* one window's page failing in a row: give up */
 #define SCHED_ROOM_HOLD_MS 1000               /* room kept for a BUSY write that stopped retrying */
 
 typedef enum {
@@ -35,6 +35,18 @@ typedef struct {
     int64_t due; /* monotonic ms */
 } sched_deleting_t;
 
+/* One window of a tier's inventory being read: slots [cursor, end), one page in
+ * flight at a time; its reply's records land in `records`. */
+typedef struct sched_inv_stream {
+    struct sched_tier *t;
+    bool busy;      /* a window is assigned */
+    bool in_flight; /* its page is on the wire: `records` must stay */
+    uint64_t cursor, end;
+    uint32_t failures; /* of this window's page, in a row */
+    uint8_t *records;  /* inventory_page records (allocated while rebuilding) */
+    bus_arrays_t arr;
+} sched_inv_stream_t;
+
 typedef struct sched_tier {
     sched_t *self;
     uint32_t idx;
@@ -50,11 +62,15 @@ typedef struct sched_tier {
     uint32_t *sizes;     /* per slot: block bytes of the committed block */
     uint64_t *checksums; /* per slot */
     bus_client_t *client;
-    /* inventory paging (one page in flight) */
-    bool inv_active, inv_in_flight;
-    uint64_t inv_cursor;
-    uint32_t inv_failures;
+    /* inventory paging: windows of cfg.inventory_page slots from inv_next on, one
+     * stream per page in flight (cfg.inventory_in_flight of them) */
+    bool inv_active;
+    uint64_t inv_next;     /* first slot of the next window to hand out */
+    uint32_t inv_failures; /* pages failed during this rebuild */
     uint64_t inv_adopted;
+    uint64_t inv_pages;
+    int64_t inv_started_ms;
+    sched_inv_stream_t inv[SCHED_INV_MAX_IN_FLIGHT];
     /* DeleteSlots queued until the end of the current event */
     uint32_t n_del;
     uint64_t del_slots[SCHED_DEL_BATCH];

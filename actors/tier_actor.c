@@ -147,6 +147,7 @@ static void s_self_destroy(self_t **self_p)
     free(self->bufs);
     free(self->gets);
     free(self->get_iov);
+    free(self->inv_records);
     free(self->instances);
     free(self);
     *self_p = NULL;

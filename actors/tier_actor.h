@@ -59,9 +59,14 @@
  *   matches (WRITING headers carry key zero, so they never match). deleted counts
  *   the headers that changed.
  * - Probe: present[i] = SERVING and (no keys, or the key matches).
- * - Inventory: SERVING slots from `cursor` in slot order, at most max_entries (0 or
- *   more than 128 means 128) and at most TIER_ACTOR_INVENTORY_SCAN slots scanned per
- *   page; pass next_cursor back until done. tier (TierInfo) carries id, name, kind,
+ * - Inventory: SERVING slots from `cursor` in slot order, before `end` (0: the
+ *   capacity; a non-zero end at or below cursor: INVALID_ARGUMENT), at most
+ *   max_entries (entries: 0 or more than 128 means 128; with `records`, 56-byte
+ *   records in InventoryReply.records instead: 1..BUS_MAX_INVENTORY_RECORDS, 0 means
+ *   all of them, more is INVALID_ARGUMENT; the buffer grows to the largest page asked
+ *   and is kept) and at most TIER_ACTOR_INVENTORY_SCAN slots scanned per page; pass
+ *   next_cursor back until done (no slot of [cursor, end) after the page). tier
+ *   (TierInfo) carries id, name, kind,
  *   endpoint, host, capacity, slot size, shm name (tiers with shm access, from tier_describe),
  * epoch and up = true; its used_slots is counted on the page with cursor 0 and repeated on later
  * pages.

@@ -67,6 +67,8 @@ typedef struct tier_actor_self {
     tier_actor_rbuf_t **bufs; /* max_slots */
     tier_io_t *gets;          /* max_slots */
     struct iovec *get_iov;    /* max_slots */
+    uint8_t *inv_records;     /* Inventory records of one page (grown to the largest asked) */
+    size_t inv_records_cap;
 
     /* instance ids seen in PutHeader */
     tier_actor_instance_t *instances;

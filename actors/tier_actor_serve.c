@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bus_fault.h"
+#include "bus_inventory.h"
 #include "bus_log.h"
 #include "tier_actor_int.h"
 #include "tier_checksum.h"
@@ -1001,25 +1002,74 @@ static void s_inventory_entry(self_t *self, uint64_t slot, const tier_slot_heade
     e->state = kvtier_LocationState_LOCATION_SERVING;
 }
 
-/* One Inventory page: entries until the page is full (tier_inventory_range walks
- * the slots of the page's scan bound). */
+/* One Inventory page: entries (or records) until the page is full
+ * (tier_inventory_range walks the slots of the page's scan bound). */
 typedef struct {
     self_t *self;
     kvtier_InventoryReply *r;
-    uint32_t max;
+    uint8_t *records; /* records mode: the page's records; NULL: entries */
+    uint32_t n, max;
     uint64_t next; /* where the next page starts when the page filled up */
 } s_page_t;
 
 static int s_page_entry(void *arg, uint64_t slot, const tier_slot_header_t *h)
 {
     s_page_t *p = arg;
-    if (p->r->entries_count >= p->max) /* a backend that walks on after a stop */
+    if (p->n >= p->max) /* a backend that walks on after a stop */
         return 1;
-    s_inventory_entry(p->self, slot, h, &p->r->entries[p->r->entries_count++]);
-    if (p->r->entries_count < p->max)
+    if (p->records) {
+        bus_inv_record_t rec = {.slot = slot,
+                                .size = h->size,
+                                .checksum = h->checksum,
+                                .ttl_deadline_ms = h->deadline_ms,
+                                .instance = h->instance,
+                                .state = kvtier_LocationState_LOCATION_SERVING};
+        memcpy(rec.key, h->key.b, TIER_KEY_BYTES);
+        bus_inv_record_put(p->records, p->n, &rec);
+    } else {
+        s_inventory_entry(p->self, slot, h, &p->r->entries[p->r->entries_count++]);
+    }
+    if (++p->n < p->max)
         return 0;
     p->next = slot + 1;
     return 1;
+}
+
+/* The page's bound: entries 0 or above 128 mean 128 (as always); records must be
+ * 1..BUS_MAX_INVENTORY_RECORDS (0: all of them), and their buffer is grown to it
+ * (kept for the actor's life: the next rebuild asks for the same). */
+static int s_inventory_page(self_t *self, const kvtier_InventoryRequest *q, uint32_t *max,
+                            kvtier_Status *st)
+{
+    if (q->end != 0 && q->end <= q->cursor)
+        return tier_actor_fail(self, st, S_INVALID,
+                               "tier %s: Inventory window [%" PRIu64 ", %" PRIu64
+                               ") is empty: end must be above cursor (0: the tier's end)",
+                               self->name, q->cursor, q->end);
+    if (!q->records) {
+        *max = q->max_entries && q->max_entries < TIER_ACTOR_INVENTORY_PAGE
+                   ? q->max_entries
+                   : TIER_ACTOR_INVENTORY_PAGE;
+        return 0;
+    }
+    if (q->max_entries > BUS_MAX_INVENTORY_RECORDS)
+        return tier_actor_fail(self, st, S_INVALID,
+                               "tier %s: Inventory asks for %u records a page; at most %u fit "
+                               "one reply (0 means %u)",
+                               self->name, q->max_entries, BUS_MAX_INVENTORY_RECORDS,
+                               BUS_MAX_INVENTORY_RECORDS);
+    *max = q->max_entries ? q->max_entries : BUS_MAX_INVENTORY_RECORDS;
+    size_t need = (size_t)*max * BUS_INVENTORY_RECORD_BYTES;
+    if (need > self->inv_records_cap) {
+        uint8_t *b = realloc(self->inv_records, need);
+        if (!b)
+            return tier_actor_fail(self, st, S_INTERNAL,
+                                   "tier %s: no memory for an Inventory page of %u records",
+                                   self->name, *max);
+        self->inv_records = b;
+        self->inv_records_cap = need;
+    }
+    return 0;
 }
 
 static void s_on_inventory(self_t *self, bus_request_t *req)
@@ -1028,26 +1078,36 @@ static void s_on_inventory(self_t *self, bus_request_t *req)
     kvtier_Status st = {0};
     bus_env_init_reply(&self->rep, &req->env, kvtier_Envelope_inventory_rep_tag, self->name);
     kvtier_InventoryReply *r = &self->rep.body.inventory_rep;
-    if (s_check_tier(self, q->tier_id, 0, "Inventory", &st) == 0) {
+    bus_arrays_t arr = {0};
+    uint32_t max = 0;
+    if (s_check_tier(self, q->tier_id, 0, "Inventory", &st) == 0 &&
+        s_inventory_page(self, q, &max, &st) == 0) {
         tier_actor_notice_peer(self, req, NULL); /* counts only with tokens off */
-        uint32_t max = q->max_entries && q->max_entries < TIER_ACTOR_INVENTORY_PAGE
-                           ? q->max_entries
-                           : TIER_ACTOR_INVENTORY_PAGE;
-        uint64_t cap = self->tier->cfg.capacity, from = q->cursor < cap ? q->cursor : cap;
+        uint64_t cap = self->tier->cfg.capacity;
+        uint64_t end = q->end && q->end < cap ? q->end : cap;
+        uint64_t from = q->cursor < end ? q->cursor : end;
         uint64_t to =
-            cap - from > TIER_ACTOR_INVENTORY_SCAN ? from + TIER_ACTOR_INVENTORY_SCAN : cap;
+            end - from > TIER_ACTOR_INVENTORY_SCAN ? from + TIER_ACTOR_INVENTORY_SCAN : end;
         if (q->cursor == 0)
             tier_actor_count_used(self);
-        s_page_t page = {.self = self, .r = r, .max = max, .next = to};
+        s_page_t page = {.self = self,
+                         .r = r,
+                         .records = q->records ? self->inv_records : NULL,
+                         .max = max,
+                         .next = to};
         (void)tier_inventory_range(self->tier, from, to, s_page_entry, &page);
         uint64_t i = page.next;
         r->has_tier = true;
         s_tier_info(self, &r->tier);
-        r->next_cursor = i < cap ? i : cap;
-        r->done = i >= cap;
+        r->next_cursor = i < end ? i : end;
+        r->done = i >= end;
+        if (q->records)
+            arr.payload = (bus_blob_t){.data = self->inv_records,
+                                       .len = page.n * BUS_INVENTORY_RECORD_BYTES,
+                                       .cap = page.n * BUS_INVENTORY_RECORD_BYTES};
         self->stats.inventory_pages++;
     }
-    s_reply(self, req, NULL, NULL, 0, &st);
+    s_reply(self, req, &arr, NULL, 0, &st);
 }
 
 /* ---- CopySlots ---- */

@@ -117,7 +117,7 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
     REQ(probe_req, ProbeRequest, B(ProbeRequest, slots, SLOTS), B(ProbeRequest, keys, KEYS)),
     REP(probe_rep, ProbeReply, B(ProbeReply, present, MASK)),
     REQ(inventory_req, InventoryRequest),
-    REP(inventory_rep, InventoryReply),
+    REP(inventory_rep, InventoryReply, B(InventoryReply, records, PAYLOAD)),
     REP(tier_notice, TierNotice), /* unsolicited (corr_id 0): bus_client_set_notice */
     /* internal plane */
     REQ(reclaim_candidates_req, ReclaimCandidatesRequest),

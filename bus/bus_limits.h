@@ -54,8 +54,13 @@
 #define BUS_MAX_GC_PAGE BUS_FIELD_COUNT(kvtier_GcScanReply, to_probe)
 #define BUS_MAX_GC_DROP BUS_FIELD_COUNT(kvtier_GcDropRequest, missing)
 
-/* Slot headers per InventoryReply page (tier.options). */
+/* Slot headers per InventoryReply page as entries (tier.options). */
 #define BUS_MAX_INVENTORY_PAGE BUS_FIELD_COUNT(kvtier_InventoryReply, entries)
+/* ... and as records (InventoryReply.records, InventoryRequest.records): 56 bytes each,
+ * at most 65,536 a page, so a page is 3.5 MiB: within one opaque field (BUS_MAX_BLOB)
+ * and frame 0 (BUS_MAX_FRAME0, bus_envelope.h). */
+#define BUS_INVENTORY_RECORD_BYTES 56u
+#define BUS_MAX_INVENTORY_RECORDS 65536u
 
 /* Block keys (fixed_length 16 in every schema that carries one). */
 #define BUS_BLOCK_KEY_BYTES BUS_FIELD_SIZE(kvtier_BlockKey, key)
@@ -64,6 +69,8 @@ _Static_assert(BUS_FIELD_COUNT(kvtier_GcScanReply, to_probe_epochs) == BUS_MAX_G
                "GcScanReply.to_probe_epochs runs parallel to to_probe");
 _Static_assert(BUS_FIELD_COUNT(kvtier_GcDropRequest, epochs) == BUS_MAX_GC_DROP,
                "GcDropRequest.epochs runs parallel to missing");
+_Static_assert((uint64_t)BUS_MAX_INVENTORY_RECORDS *BUS_INVENTORY_RECORD_BYTES <= BUS_MAX_BLOB,
+               "an Inventory page of records fits one opaque field (and frame 0)");
 _Static_assert(BUS_KEY_LEN == BUS_BLOCK_KEY_BYTES, "bus_arrays.h keys are block keys");
 _Static_assert(BUS_FIELD_SIZE(kvtier_BlockRef, key) == BUS_BLOCK_KEY_BYTES &&
                    BUS_FIELD_SIZE(kvtier_InventoryEntry, key) == BUS_BLOCK_KEY_BYTES,

@@ -1,7 +1,10 @@
 /* tier_slots.c — the per-tier slot engine (see tier_slots.h for the contract).
  *
  * Layout: one s_slot_t per slot, indexed by slot number. The hash index is
- * open addressing with linear probing at load <= 1/2: each entry is the slot
+ * open addressing with linear probing at load <= 2/3 (capacity x 3/2 + 1 entries,
+ * a hash's home by fastrange rather than a power-of-two mask, so 10 M slots take
+ * 120 MB of index instead of 268 MB; a probe run rarely leaves its 64-byte line
+ * of 8 entries): each entry is the slot
  * number plus 32 hash bits, so a probe touches a slot (its key) only when the
  * hash bits match — a hit costs two cache misses, a miss one. Deletion shifts
  * entries back (no tombstones). A free slot sits in the doubly linked free
@@ -81,7 +84,7 @@ struct tier_slots {
     s_journal_t *journal;
     uint32_t capacity;
     uint32_t max_batch;
-    uint32_t imask; /* index entries - 1 */
+    uint64_t nindex; /* index entries: capacity x 3/2 + 1 (home = fastrange) */
     uint32_t free_head;
     uint32_t heap_len;
     uint32_t heap_cap;
@@ -178,11 +181,29 @@ static bool s_same(const s_slot_t *e, uint32_t instance, const tier_key_t *key)
     return e->instance == instance && tier_key_eq(&e->key, key);
 }
 
+/* Index position a hash starts probing at (Lemire's fastrange: the hash's high bits
+ * spread over nindex entries), and the next position, wrapping. */
+static inline uint32_t s_home(const tier_slots_t *self, uint32_t h)
+{
+    return (uint32_t)(((uint64_t)h * self->nindex) >> 32);
+}
+
+static inline uint32_t s_next(const tier_slots_t *self, uint32_t i)
+{
+    return (uint64_t)i + 1 == self->nindex ? 0 : i + 1;
+}
+
+/* Probe distance from a to b (b at or after a, wrapping). */
+static inline uint64_t s_dist(const tier_slots_t *self, uint32_t a, uint32_t b)
+{
+    return b >= a ? (uint64_t)(b - a) : (uint64_t)b + self->nindex - a;
+}
+
 /* The slot of (instance, key) whose s_hash32 is h, or S_NONE. */
 static uint32_t s_find_h(const tier_slots_t *self, uint32_t h, uint32_t instance,
                          const tier_key_t *key)
 {
-    for (uint32_t i = h & self->imask;; i = (i + 1) & self->imask) {
+    for (uint32_t i = s_home(self, h);; i = s_next(self, i)) {
         uint64_t ent = self->index[i];
         if (ent == S_EMPTY)
             return S_NONE;
@@ -201,9 +222,9 @@ static void s_hash_insert(tier_slots_t *self, uint32_t slot)
 {
     const s_slot_t *e = &self->slots[slot];
     uint32_t h = s_hash32(self, e->instance, &e->key);
-    uint32_t i = h & self->imask;
+    uint32_t i = s_home(self, h);
     while (self->index[i] != S_EMPTY)
-        i = (i + 1) & self->imask;
+        i = s_next(self, i);
     self->index[i] = (uint64_t)h << 32 | slot;
 }
 
@@ -212,19 +233,18 @@ static void s_hash_insert(tier_slots_t *self, uint32_t slot)
 static void s_hash_remove(tier_slots_t *self, uint32_t slot)
 {
     const s_slot_t *e = &self->slots[slot];
-    uint32_t mask = self->imask;
-    uint32_t i = s_hash32(self, e->instance, &e->key) & mask;
+    uint32_t i = s_home(self, s_hash32(self, e->instance, &e->key));
     while ((uint32_t)self->index[i] != slot)
-        i = (i + 1) & mask;
+        i = s_next(self, i);
     for (uint32_t j = i;;) {
         self->index[i] = S_EMPTY;
         for (;;) {
-            j = (j + 1) & mask;
+            j = s_next(self, j);
             uint64_t ent = self->index[j];
             if (ent == S_EMPTY)
                 return;
-            uint32_t home = (uint32_t)(ent >> 32) & mask;
-            if (((j - home) & mask) >= ((j - i) & mask)) {
+            uint32_t home = s_home(self, (uint32_t)(ent >> 32));
+            if (s_dist(self, home, j) >= s_dist(self, i, j)) {
                 self->index[i] = ent;
                 i = j;
                 break;
@@ -474,11 +494,8 @@ tier_slots_t *tier_slots_new(const tier_slots_config_t *cfg)
     uint64_t heap_cap = (uint64_t)cfg->capacity + bound + 1;
     if (heap_cap >= S_NONE)
         return NULL;
-    uint64_t nindex = 2;
-    while (nindex < 2 * (uint64_t)cfg->capacity)
-        nindex <<= 1;
-    if (nindex - 1 > UINT32_MAX)
-        return NULL;
+    /* one empty entry at least (a miss ends), < 2^32: positions fit 32 bits */
+    uint64_t nindex = (uint64_t)cfg->capacity + cfg->capacity / 2 + 1;
 
     tier_slots_t *self = calloc(1, sizeof(*self));
     if (!self)
@@ -487,7 +504,7 @@ tier_slots_t *tier_slots_new(const tier_slots_config_t *cfg)
     self->seed = s_seed(self, cfg->hash_seed);
     self->capacity = cfg->capacity;
     self->max_batch = cfg->max_batch;
-    self->imask = (uint32_t)(nindex - 1);
+    self->nindex = nindex;
     self->stale_bound = (uint32_t)bound;
     self->heap_cap = (uint32_t)heap_cap;
     self->pol_state = malloc(pol->state_size(cfg->capacity));
@@ -501,8 +518,9 @@ tier_slots_t *tier_slots_new(const tier_slots_config_t *cfg)
     pol->init(self->pol_state, cfg->capacity);
     memset(self->index, 0xff, (size_t)nindex * sizeof(uint64_t));
     memset(self->slots, 0, (size_t)cfg->capacity * sizeof(s_slot_t));
-    /* Touch the heap and journal now so first use does not page-fault. */
-    memset(self->heap, 0, (size_t)heap_cap * sizeof(s_heap_ent_t));
+    /* Touch the journal now so first use does not page-fault. The TTL heap is not
+     * touched: 16 bytes a slot of resident memory that blocks without a TTL never
+     * use; its pages fault in as deadlines fill it (one per 256 entries). */
     memset(self->journal, 0, (size_t)cfg->max_batch * sizeof(s_journal_t));
     self->free_head = S_NONE;
     for (uint32_t i = cfg->capacity; i-- > 0;)
@@ -899,10 +917,10 @@ int tier_slots_lookup_batch(tier_slots_t *self, uint32_t instance, const tier_ke
         uint32_t m = n - base < S_BATCH_GROUP ? n - base : S_BATCH_GROUP;
         for (uint32_t i = 0; i < m; i++) { /* every index line asked for at once */
             h[i] = s_hash32(self, instance, &keys[base + i]);
-            __builtin_prefetch(&self->index[h[i] & self->imask]);
+            __builtin_prefetch(&self->index[s_home(self, h[i])]);
         }
         for (uint32_t i = 0; i < m; i++) { /* then the records they name */
-            uint64_t ent = self->index[h[i] & self->imask];
+            uint64_t ent = self->index[s_home(self, h[i])];
             if (ent != S_EMPTY)
                 __builtin_prefetch(&self->slots[(uint32_t)ent]);
         }
@@ -1208,7 +1226,7 @@ int tier_slots_check(const tier_slots_t *self)
     }
     S_CHECK(nfree == self->n_free);
     uint32_t indexed = 0;
-    for (uint64_t i = 0; i <= self->imask; i++) {
+    for (uint64_t i = 0; i < self->nindex; i++) {
         uint64_t ent = self->index[i];
         if (ent == S_EMPTY)
             continue;

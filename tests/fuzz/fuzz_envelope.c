@@ -4,7 +4,8 @@
  * bus_msg_decode with BUS_DIR_REQUEST into arrays of BUS_MAX_ARRAY elements, as the
  * tier actor and the scheduler allocate them; on failure bus_env_peek, as s_reject
  * does to echo corr_id), or as a client decodes a reply (BUS_DIR_REPLY, arrays with
- * a token payload). Property: whatever decodes re-encodes, and decodes again.
+ * a token payload). Property: whatever decodes re-encodes, and decodes again; an
+ * InventoryReply's records (bus_inventory.h) read within their field.
  *
  * Input: byte 0 = mode (bit 0: reply; bits 1-3: payload frame count), then two
  * bytes (LE) of size per payload frame, then frame 0. */
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "bus_envelope.h"
+#include "bus_inventory.h"
 #include "bus_token.h"
 
 static bus_arrays_t *s_req_arr, *s_rep_arr, *s_again;
@@ -49,6 +51,24 @@ static void s_roundtrip(kvtier_Envelope *env, bus_arrays_t *arr, bus_dir_t dir)
     }
 }
 
+/* An InventoryReply's records as the scheduler reads them (bus_inventory.h): a
+ * length that is not whole records is refused, anything else reads in bounds. */
+static void s_records(const bus_arrays_t *arr)
+{
+    uint32_t n = 0;
+    kvtier_Status st;
+    if (bus_inv_records_count(arr->payload.len, BUS_MAX_INVENTORY_RECORDS, &n, &st) < 0)
+        return;
+    bus_inv_record_t r;
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        bus_inv_record_get(arr->payload.data, i, &r);
+        sum += r.slot + r.size + bus_inv_record_slot(arr->payload.data, i);
+    }
+    if (n && sum == 1) /* keeps the reads */
+        fprintf(stderr, "%u records\n", n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     s_init();
@@ -77,6 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)bus_env_peek(zframe_data(f0), zframe_size(f0), &h);
     } else {
         s_roundtrip(&env, arr, dir);
+        if (env.which_body == kvtier_Envelope_inventory_rep_tag)
+            s_records(arr);
     }
     zmsg_destroy(&msg);
     return 0;

@@ -89,7 +89,7 @@ kill_tier() {
   adopted_more() { [ "$(adoptions)" -gt "$n0" ]; }
   it_wait_until 60 adopted_more || it_fail "the scheduler did not read the new actor's inventory"
   adopted=$(grep 'blocks adopted from its inventory' "$it_run/logs/coordinator.log" | tail -n 1 |
-    sed -n 's/.*: \([0-9]*\) blocks adopted from its inventory$/\1/p')
+    sed -n 's/.*: \([0-9]*\) blocks adopted from its inventory.*$/\1/p')
   it_log "the scheduler adopted $adopted blocks from the new actor's inventory"
 }
 

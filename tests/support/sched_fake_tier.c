@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus_inventory.h"
 #include "bus_server.h"
+#include "tier_key.h"
 
 struct sched_fake_tier {
     zactor_t *actor;
@@ -17,6 +19,10 @@ struct sched_fake_tier {
     uint64_t capacity;
     sched_fake_slot_t *slots;
     bool mute;
+    sched_fake_inv_t inv;
+    uint32_t inv_pages;     /* since the last set_inventory */
+    uint64_t records_pages; /* Inventory requests that asked for records */
+    uint64_t max_asked;     /* the largest max_entries asked for */
     sched_fake_tier_stats_t stats;
     char endpoint[256];
 };
@@ -27,6 +33,7 @@ typedef struct {
     bus_arrays_t *arr;
     bus_request_t req;
     kvtier_Envelope rep;
+    uint8_t *records; /* one page of Inventory records, and a byte more */
 } s_ctx_t;
 
 static void s_put_header(s_ctx_t *c)
@@ -84,24 +91,70 @@ static void s_delete(s_ctx_t *c)
     bus_server_reply(c->server, c->req.routing_id, &c->rep, NULL, NULL, 0, NULL);
 }
 
+/* The slot-header number of an instance id, as the tier actor stores it. */
+static uint32_t s_instance_number(const char *id)
+{
+    if (id[0] == '#' && strlen(id) == 9)
+        return (uint32_t)strtoul(id + 1, NULL, 16);
+    return tier_instance_hash(id);
+}
+
 static void s_inventory(s_ctx_t *c)
 {
     sched_fake_tier_t *ft = c->ft;
     const kvtier_InventoryRequest *r = &c->req.env.body.inventory_req;
     bus_env_init_reply(&c->rep, &c->req.env, kvtier_Envelope_inventory_rep_tag, "fake-tier");
     kvtier_InventoryReply *ir = &c->rep.body.inventory_rep;
-    uint32_t max = r->max_entries && r->max_entries < 128 ? r->max_entries : 128;
     pthread_mutex_lock(&ft->mu);
     ft->stats.inventories++;
+    uint32_t page = ++ft->inv_pages;
+    const sched_fake_inv_t *inv = &ft->inv;
+    if (inv->on_page)
+        inv->on_page(inv->arg, page, ft->slots, ft->capacity);
+    if (inv->mute_from && r->cursor >= inv->mute_from) {
+        pthread_mutex_unlock(&ft->mu);
+        return;
+    }
+    bool records = r->records && !inv->legacy;
+    ft->records_pages += records;
+    if (r->max_entries > ft->max_asked)
+        ft->max_asked = r->max_entries;
+    uint32_t max = records ? (r->max_entries ? r->max_entries : BUS_MAX_INVENTORY_RECORDS)
+                   : r->max_entries && r->max_entries < 128 ? r->max_entries
+                                                            : 128;
+    uint64_t end = !inv->legacy && r->end && r->end < ft->capacity ? r->end : ft->capacity;
+    bool bad = page >= inv->bad_from && page < inv->bad_from + inv->bad_count;
+    if ((records && max > BUS_MAX_INVENTORY_RECORDS) ||
+        (bad && inv->bad == SCHED_FAKE_BAD_STATUS)) {
+        pthread_mutex_unlock(&ft->mu);
+        bus_server_reply_error(c->server, c->req.routing_id, c->req.env.corr_id,
+                               kvtier_StatusCode_STATUS_UNAVAILABLE, "fake tier: page %u refused",
+                               page);
+        return;
+    }
     ir->has_tier = true;
     ir->tier.tier_id = ft->tier_id;
     ir->tier.capacity_slots = ft->capacity;
+    ir->tier.epoch = bad && inv->bad == SCHED_FAKE_BAD_EPOCH ? inv->epoch + 1 : inv->epoch;
+    uint32_t n = 0;
     uint64_t slot = r->cursor;
-    for (; slot < ft->capacity && ir->entries_count < max; slot++) {
+    for (; slot < end && n < max; slot++) {
         const sched_fake_slot_t *s = &ft->slots[slot];
         if (!s->serving)
             continue;
+        if (records) {
+            bus_inv_record_t rec = {.slot = slot,
+                                    .size = s->size,
+                                    .checksum = s->checksum,
+                                    .ttl_deadline_ms = s->deadline_ms,
+                                    .instance = s_instance_number(s->instance_id),
+                                    .state = kvtier_LocationState_LOCATION_SERVING};
+            memcpy(rec.key, s->key, 16);
+            bus_inv_record_put(c->records, n++, &rec);
+            continue;
+        }
         kvtier_InventoryEntry *e = &ir->entries[ir->entries_count++];
+        n++;
         e->slot = slot;
         memcpy(e->key, s->key, 16);
         snprintf(e->instance_id, sizeof e->instance_id, "%s", s->instance_id);
@@ -111,9 +164,19 @@ static void s_inventory(s_ctx_t *c)
         e->state = kvtier_LocationState_LOCATION_SERVING;
     }
     ir->next_cursor = slot;
-    ir->done = slot >= ft->capacity;
+    ir->done = slot >= end;
+    uint32_t len = records ? n * BUS_INVENTORY_RECORD_BYTES : 0;
+    if (bad && records && len && inv->bad == SCHED_FAKE_BAD_LENGTH)
+        len--; /* the last record cut short */
+    if (bad && records && n && inv->bad == SCHED_FAKE_BAD_OUTSIDE) {
+        bus_inv_record_t rec;
+        bus_inv_record_get(c->records, n - 1, &rec);
+        rec.slot = end;
+        bus_inv_record_put(c->records, n - 1, &rec);
+    }
     pthread_mutex_unlock(&ft->mu);
-    bus_server_reply(c->server, c->req.routing_id, &c->rep, NULL, NULL, 0, NULL);
+    bus_arrays_t arr = {.payload = {.data = c->records, .len = len, .cap = len}};
+    bus_server_reply(c->server, c->req.routing_id, &c->rep, &arr, NULL, 0, NULL);
 }
 
 static void s_handle(s_ctx_t *c)
@@ -147,11 +210,12 @@ static void s_actor(zsock_t *pipe, void *args)
     s_ctx_t c = {.ft = args};
     c.server = bus_server_new("tcp://127.0.0.1:*", "fake-tier");
     c.arr = bus_arrays_new(BUS_MAX_ARRAY, 0);
+    c.records = malloc((size_t)BUS_MAX_INVENTORY_RECORDS * BUS_INVENTORY_RECORD_BYTES + 1);
     if (c.server)
         snprintf(c.ft->endpoint, sizeof c.ft->endpoint, "%s", bus_server_endpoint(c.server));
     zsock_signal(pipe, 0);
     zpoller_t *poller =
-        c.server && c.arr ? zpoller_new(pipe, bus_server_sock(c.server), NULL) : NULL;
+        c.server && c.arr && c.records ? zpoller_new(pipe, bus_server_sock(c.server), NULL) : NULL;
     while (poller) {
         void *which = zpoller_wait(poller, -1);
         if (which == pipe || !which)
@@ -164,6 +228,7 @@ static void s_actor(zsock_t *pipe, void *args)
     zpoller_destroy(&poller);
     bus_request_reset(&c.req);
     bus_arrays_destroy(&c.arr);
+    free(c.records);
     bus_server_destroy(&c.server);
 }
 
@@ -200,6 +265,23 @@ void sched_fake_tier_destroy(sched_fake_tier_t **self_p)
 const char *sched_fake_tier_endpoint(const sched_fake_tier_t *self)
 {
     return self->endpoint;
+}
+
+void sched_fake_tier_set_inventory(sched_fake_tier_t *self, const sched_fake_inv_t *inv)
+{
+    pthread_mutex_lock(&self->mu);
+    self->inv = *inv;
+    self->inv_pages = 0;
+    pthread_mutex_unlock(&self->mu);
+}
+
+void sched_fake_tier_inventory_asks(sched_fake_tier_t *self, uint64_t *records_pages,
+                                    uint64_t *max_entries)
+{
+    pthread_mutex_lock(&self->mu);
+    *records_pages = self->records_pages;
+    *max_entries = self->max_asked;
+    pthread_mutex_unlock(&self->mu);
 }
 
 void sched_fake_tier_set_mute(sched_fake_tier_t *self, bool mute)

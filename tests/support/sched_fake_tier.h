@@ -30,10 +30,39 @@ typedef struct {
     uint64_t size, checksum, deadline_ms;
 } sched_fake_slot_t;
 
+/* How Inventory pages are answered (sched_fake_tier_set_inventory). By default as
+ * actors/tier_actor.h says: windows [cursor, end), records when asked for. */
+typedef enum {
+    SCHED_FAKE_BAD_NONE = 0,
+    SCHED_FAKE_BAD_LENGTH,  /* records field one byte short of whole records */
+    SCHED_FAKE_BAD_OUTSIDE, /* the last record names a slot past the window */
+    SCHED_FAKE_BAD_EPOCH,   /* TierInfo.epoch is not the configured one */
+    SCHED_FAKE_BAD_STATUS,  /* answered UNAVAILABLE */
+} sched_fake_bad_t;
+
+typedef struct {
+    bool legacy;        /* an actor from before records: end and records ignored,
+                           pages of at most 128 entries, done only at the capacity */
+    uint64_t epoch;     /* reported in TierInfo (0: none) */
+    uint64_t mute_from; /* pages from this slot on go unanswered (0: none) */
+    sched_fake_bad_t bad;
+    uint32_t bad_from, bad_count; /* pages bad_from .. bad_from + bad_count - 1 (1-based) */
+    /* called under the fake's lock before page `page` (1-based) is built: may change
+     * slots[0..capacity) (a tier whose inventory changes during a rebuild) */
+    void (*on_page)(void *arg, uint32_t page, sched_fake_slot_t *slots, uint64_t capacity);
+    void *arg;
+} sched_fake_inv_t;
+
 /* Binds tcp://127.0.0.1:* and serves tier `tier_id` of `capacity` slots. NULL on failure. */
 sched_fake_tier_t *sched_fake_tier_new(uint32_t tier_id, uint64_t capacity);
 void sched_fake_tier_destroy(sched_fake_tier_t **self_p);
 const char *sched_fake_tier_endpoint(const sched_fake_tier_t *self);
+
+/* Sets how Inventory pages are answered and restarts the page count. */
+void sched_fake_tier_set_inventory(sched_fake_tier_t *self, const sched_fake_inv_t *inv);
+/* Inventory requests that asked for records, and the largest max_entries asked for. */
+void sched_fake_tier_inventory_asks(sched_fake_tier_t *self, uint64_t *records_pages,
+                                    uint64_t *max_entries);
 
 /* Muted: requests are read and dropped without a reply. */
 void sched_fake_tier_set_mute(sched_fake_tier_t *self, bool mute);

@@ -17,6 +17,8 @@ int bench_events(int argc, char **argv);
 int bench_curve(int argc, char **argv);
 int bench_token(int argc, char **argv);
 int bench_request(int argc, char **argv);
+int bench_rebuild(int argc, char **argv);
+int bench_index(int argc, char **argv);
 
 /* GB/s of one sequential O_DIRECT pass (io_uring at depth qd, no checksum, no
  * headers) over DIR/kvt-bench-raw.dat of `total` bytes in `block` I/Os; fresh

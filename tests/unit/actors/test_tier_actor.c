@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "bus_client.h"
+#include "bus_inventory.h"
 #include "tier_actor.h"
 #include "tier_checksum.h"
 #include "tier_fake.h"
@@ -1331,6 +1332,167 @@ static int s_group_teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* One Inventory page of records over [cursor, end) (end 0: the tier's end), at
+ * most max; the records into rec (CAP of them at most). The reply's status code. */
+static int s_records_page(fx_t *fx, uint64_t cursor, uint64_t end, uint32_t max,
+                          bus_inv_record_t *rec, uint32_t *n, kvtier_InventoryReply *out,
+                          kvtier_Status *st)
+{
+    static kvtier_Envelope req, rep;
+    static uint8_t buf[(CAP + 1) * BUS_INVENTORY_RECORD_BYTES];
+    bus_env_init(&req, kvtier_Envelope_inventory_req_tag, "test");
+    req.body.inventory_req.tier_id = fx->cfg.tier_id;
+    req.body.inventory_req.cursor = cursor;
+    req.body.inventory_req.end = end;
+    req.body.inventory_req.max_entries = max;
+    req.body.inventory_req.records = true;
+    bus_arrays_t ra = {.payload = {.data = buf, .cap = sizeof buf}};
+    int rc = s_call(fx, &req, NULL, NULL, 0, &rep, &ra, NULL, st);
+    *n = 0;
+    if (rc != 0)
+        return (int)st->code;
+    *out = rep.body.inventory_rep;
+    assert_int_equal(out->entries_count, 0); /* records instead */
+    assert_int_equal(bus_inv_records_count(ra.payload.len, CAP, n, st), 0);
+    for (uint32_t i = 0; i < *n; i++)
+        bus_inv_record_get(buf, i, &rec[i]);
+    return 0;
+}
+
+/* Issue 13 §5: records carry what entries carry (the instance as its slot-header
+ * number), a window [cursor, end) is never left, next_cursor / done say where the
+ * window goes on; a page of max records ends at the max-th. */
+static void test_inventory_records_in_windows(void **state)
+{
+    const char *kind = *state;
+    fx_t fx;
+    tier_actor_config_t cfg = s_cfg(kind);
+    s_start(&fx, &cfg);
+    enum { N = 6 };
+    uint64_t slots[N] = {0, 3, 4, 8, 12, 15}, sizes[N], sums[N];
+    uint8_t keys[N][16], *frames[N];
+    blk_t b[N];
+    for (uint32_t i = 0; i < N; i++) {
+        s_blk(&b[i], slots[i], 2000 + i * 10, 300 + i);
+        sizes[i] = b[i].size;
+        sums[i] = b[i].sum;
+        frames[i] = b[i].bytes;
+        memcpy(keys[i], b[i].key, 16);
+    }
+    kvtier_Status st;
+    uint32_t written;
+    assert_int_equal(s_write(&fx, slots, N, 1, frames, sizes, &written, &st), 0);
+    assert_int_equal(s_put(&fx, INST, kvtier_LocationState_LOCATION_SERVING, 4242ull, slots, keys,
+                           sizes, sums, N, &written, &st),
+                     0);
+    kvtier_InventoryEntry e[CAP];
+    uint32_t ne = s_inventory(&fx, 0, e, NULL);
+    assert_int_equal(ne, N);
+
+    bus_inv_record_t rec[CAP];
+    kvtier_InventoryReply rep;
+    uint32_t n;
+    /* the whole tier in one page: the same headers as the entries */
+    assert_int_equal(s_records_page(&fx, 0, 0, 0, rec, &n, &rep, &st), 0);
+    assert_int_equal(n, N);
+    assert_true(rep.done);
+    assert_int_equal(rep.next_cursor, CAP);
+    assert_int_equal(rep.tier.epoch, tier_actor_epoch(fx.actor));
+    for (uint32_t i = 0; i < N; i++) {
+        assert_int_equal(rec[i].slot, e[i].slot);
+        assert_memory_equal(rec[i].key, e[i].key, 16);
+        assert_int_equal(rec[i].size, e[i].size);
+        assert_int_equal(rec[i].checksum, e[i].checksum);
+        assert_int_equal(rec[i].ttl_deadline_ms, 4242ull);
+        assert_int_equal(rec[i].instance, tier_actor_instance_hash(INST));
+        assert_int_equal(rec[i].state, kvtier_LocationState_LOCATION_SERVING);
+    }
+    /* window [3, 9): slots 3, 4, 8 and nothing past 9; done means the window's end */
+    assert_int_equal(s_records_page(&fx, 3, 9, 0, rec, &n, &rep, &st), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(rec[0].slot, 3);
+    assert_int_equal(rec[2].slot, 8);
+    assert_true(rep.done);
+    assert_int_equal(rep.next_cursor, 9);
+    /* at most 2 a page: the page ends at the second, the window goes on after it */
+    assert_int_equal(s_records_page(&fx, 3, 9, 2, rec, &n, &rep, &st), 0);
+    assert_int_equal(n, 2);
+    assert_false(rep.done);
+    assert_int_equal(rep.next_cursor, 5);
+    assert_int_equal(s_records_page(&fx, 5, 9, 2, rec, &n, &rep, &st), 0);
+    assert_int_equal(n, 1);
+    assert_true(rep.done);
+    /* an end past the capacity is the capacity; entries honour a window too */
+    assert_int_equal(s_records_page(&fx, 9, 1000, 0, rec, &n, &rep, &st), 0);
+    assert_int_equal(n, 2);
+    assert_true(rep.done);
+    assert_int_equal(rep.next_cursor, CAP);
+    static kvtier_Envelope req, erep;
+    bus_env_init(&req, kvtier_Envelope_inventory_req_tag, "test");
+    req.body.inventory_req.cursor = 1;
+    req.body.inventory_req.end = 5;
+    assert_int_equal(s_call(&fx, &req, NULL, NULL, 0, &erep, NULL, NULL, &st), 0);
+    assert_int_equal(erep.body.inventory_rep.entries_count, 2); /* slots 3 and 4 */
+    assert_true(erep.body.inventory_rep.done);
+    assert_int_equal(erep.body.inventory_rep.next_cursor, 5);
+    s_blks_free(b, N);
+    s_stop(&fx);
+}
+
+/* Bad page sizes and windows are refused with INVALID_ARGUMENT naming the bound,
+ * and nothing is listed; a records page larger than the client can hold fails on
+ * the client's side (the decoder's bound), never past its buffer. */
+static void test_inventory_bad_pages_are_refused(void **state)
+{
+    const char *kind = *state;
+    fx_t fx;
+    tier_actor_config_t cfg = s_cfg(kind);
+    s_start(&fx, &cfg);
+    bus_inv_record_t rec[CAP];
+    kvtier_InventoryReply rep;
+    uint32_t n;
+    kvtier_Status st;
+    assert_int_equal(s_records_page(&fx, 0, 0, BUS_MAX_INVENTORY_RECORDS + 1, rec, &n, &rep, &st),
+                     ST_INVALID);
+    assert_non_null(strstr(st.message, "65537 records a page"));
+    assert_non_null(strstr(st.message, "at most 65536"));
+    assert_int_equal(s_records_page(&fx, 8, 8, 0, rec, &n, &rep, &st), ST_INVALID);
+    assert_non_null(strstr(st.message, "window [8, 8) is empty"));
+    assert_int_equal(s_records_page(&fx, 9, 3, 0, rec, &n, &rep, &st), ST_INVALID);
+    /* entries keep their old bound: more than 128 is 128, never an error */
+    static kvtier_Envelope req, erep;
+    bus_env_init(&req, kvtier_Envelope_inventory_req_tag, "test");
+    req.body.inventory_req.max_entries = 100000;
+    assert_int_equal(s_call(&fx, &req, NULL, NULL, 0, &erep, NULL, NULL, &st), 0);
+    /* CAP + 1 records fit the client's buffer, not more: a full tier with a tiny buffer */
+    enum { N = CAP };
+    uint64_t slots[N], sizes[N], sums[N];
+    uint8_t keys[N][16], *frames[N];
+    blk_t b[N];
+    for (uint32_t i = 0; i < N; i++) {
+        slots[i] = i;
+        s_blk(&b[i], i, 100, 500 + i);
+        sizes[i] = b[i].size;
+        sums[i] = b[i].sum;
+        frames[i] = b[i].bytes;
+        memcpy(keys[i], b[i].key, 16);
+    }
+    uint32_t written;
+    assert_int_equal(s_write(&fx, slots, N, 1, frames, sizes, &written, &st), 0);
+    assert_int_equal(s_put(&fx, INST, kvtier_LocationState_LOCATION_SERVING, 0, slots, keys, sizes,
+                           sums, N, &written, &st),
+                     0);
+    bus_env_init(&req, kvtier_Envelope_inventory_req_tag, "test");
+    req.body.inventory_req.records = true;
+    uint8_t small[3 * BUS_INVENTORY_RECORD_BYTES];
+    bus_arrays_t ra = {.payload = {.data = small, .cap = sizeof small}};
+    assert_int_not_equal(s_call(&fx, &req, NULL, NULL, 0, &erep, &ra, NULL, &st), 0);
+    assert_int_equal(st.code, ST_INVALID);
+    assert_non_null(strstr(st.message, "records"));
+    s_blks_free(b, N);
+    s_stop(&fx);
+}
+
 /* The rules that are not about a medium run on each tier kind of their row, the
  * kind being the test's state: host (POSIX shm), nvme (O_DIRECT file, io_uring)
  * and fake (tests/support/tier_fake.c), which has no batch, inventory, probe,
@@ -1349,6 +1511,8 @@ int main(void)
         ON_EVERY_KIND(test_write_read_round_trip_through_frames),
         ON_EVERY_KIND(test_multi_segment_block_is_one_slot),
         ON_EVERY_KIND(test_inventory_lists_exactly_the_committed_blocks),
+        ON_EVERY_KIND(test_inventory_records_in_windows),
+        ON_HOST_AND_FAKE(test_inventory_bad_pages_are_refused),
         ON_EVERY_KIND(test_write_marks_slot_writing_until_new_header),
         ON_HOST_AND_FAKE(test_probe_reports_serving_blocks_with_matching_key),
         ON_EVERY_KIND(test_delete_empties_slots_matching_key),
