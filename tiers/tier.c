@@ -3,6 +3,8 @@
  * per-tier state of its own; the registry is process-wide and bounded
  * (TIER_MAX_BACKENDS). */
 #include "tier.h"
+
+#include "tier_checksum.h"
 #include "tier_host.h"
 #include "tier_nvme.h"
 
@@ -651,14 +653,30 @@ int tier_put_batch(tier_t *t, tier_io_t *items, size_t n)
     int first = 0;
     for (size_t i = 0; i < n && !first; i += 64) { /* write then commit, 64 at a time */
         size_t k = n - i < 64 ? n - i : 64;
+        /* an expected checksum the bytes do not have: refused before anything of it
+         * is written (as the nvme backend does), and the batch stops there */
+        for (size_t j = 0; j < k; j++)
+            if (items[i + j].hdr.checksum && items[i + j].iov &&
+                tier_checksum(items[i + j].iov, items[i + j].n) != items[i + j].hdr.checksum) {
+                items[i + j].rc = -EBADMSG;
+                s_cancel_rest(items, i + j + 1, n);
+                k = j;
+                first = -EBADMSG;
+                break;
+            }
         for (size_t j = 0; j < k; j++) {
             hdr[j] = items[i + j].hdr;
             items[i + j].hdr.state = TIER_SLOT_EMPTY; /* a plain write */
         }
-        first = tier_write_batch(t, items + i, k);
+        int wrc = tier_write_batch(t, items + i, k);
+        if (!first)
+            first = wrc;
         size_t w = 0;
         while (w < k && items[i + w].rc == 0)
             w++;
+        for (size_t j = w; j < k; j++) /* written after a failure: never committed */
+            if (items[i + j].rc == 0)
+                items[i + j].rc = -ECANCELED;
         for (size_t j = 0; j < k; j++)
             items[i + j].hdr = hdr[j];
         int rc = tier_commit_batch(t, items + i, w);

@@ -248,7 +248,11 @@ int tier_commit_batch(tier_t *t, tier_io_t *items, size_t n);
  * hdr out as stored), with the outcome of tier_write_batch then tier_commit_batch
  * of the items written. A backend whose description says write_commits does it
  * in one write_batch (nvme: bytes and header in one write per block, durable as
- * its sync policy says, once it returns). */
+ * its sync policy says, once it returns). An expected checksum the bytes do not
+ * have is -EBADMSG for that item, nothing of it written: the write-then-commit
+ * path stops there (later items -ECANCELED); nvme's one write per block still
+ * tries the later items. Used by kvt-bench nvme; the tier actor writes and
+ * commits in two requests. */
 int tier_put_batch(tier_t *t, tier_io_t *items, size_t n);
 int tier_clear_batch(tier_t *t, tier_io_t *items, size_t n);
 

@@ -771,9 +771,13 @@ static void s_clear_stale(s_nvme_t *nv)
         d->h.state = TIER_SLOT_EMPTY;
     }
     s_hdr_run(nv, nv->aux, k);
+    /* durable like a commit: under fdatasync a barrier after the clears (dsync
+     * writes them durable one by one), else a failed put's old record could
+     * outlive its clear in the device's cache and come back at a restart */
+    bool durable = k == 0 || nv->opts.sync != TIER_NVME_SYNC_FDATASYNC || s_barrier(nv) >= 0;
     nv->nstale = 0;
     for (size_t i = 0; i < k; i++)
-        if (nv->aux[i].rc < 0)
+        if (nv->aux[i].rc < 0 || !durable)
             nv->stale[nv->nstale++] = nv->aux[i].slot;
 }
 

@@ -1233,6 +1233,11 @@ int tier_slots_check(const tier_slots_t *self)
         const s_slot_t *e = &self->slots[(uint32_t)ent];
         S_CHECK((uint32_t)ent < self->capacity && e->state != TIER_SLOT_FREE);
         S_CHECK((uint32_t)(ent >> 32) == s_hash32(self, e->instance, &e->key));
+        /* reachable: no empty entry between its home and where it sits (the rule
+         * the backward-shift removal keeps) */
+        for (uint32_t j = s_home(self, (uint32_t)(ent >> 32)); j != (uint32_t)i;
+             j = s_next(self, j))
+            S_CHECK(self->index[j] != S_EMPTY);
         indexed++;
     }
     S_CHECK(indexed == self->n_reserved + self->n_committed);

@@ -317,11 +317,13 @@ static void test_write_stops_serving_for_every_kind(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
-/* tier_put_batch gives every kind the same outcome: a backend that commits in
- * its write (nvme) and the write-then-commit fallback (host, the fake) store
- * SERVING headers with the bytes' size and checksum, stop at the first refused
- * item (the rest -ECANCELED) and serve what they stored. (The nvme tier's
- * refusal of bytes other than a given checksum is in test_tier_nvme.c.) */
+/* tier_put_batch gives every kind the same outcome for a refusal before any I/O
+ * (a slot out of range): a backend that commits in its write (nvme) and the
+ * write-then-commit fallback (host, the fake) store SERVING headers with the
+ * bytes' size and checksum, stop at the first refused item (the rest
+ * -ECANCELED) and serve what they stored. A refused checksum differs (tier.h:
+ * nvme still tries the later items); the nvme tier's refusal is in
+ * test_tier_nvme.c. */
 static void test_put_batch_same_outcome_for_every_kind(void **state)
 {
     (void)state;
