@@ -44,6 +44,7 @@
 #include "bus_log.h"
 #include "events_vllm.h"
 #include "publisher_mirror.h"
+#include "tier_mem.h"
 
 #define S_LOG "publisher"
 #define S_INPUT_PER_TURN 256   /* input batches taken per loop turn */
@@ -1104,11 +1105,11 @@ static void s_self_destroy(self_t **self_p)
     s_ring_fini(&self->ring);
     s_ring_fini(&self->vring);
     publisher_mirror_destroy(&self->mirror);
-    free(self->dec);
-    free(self->dec_keys.keys);
-    free(self->dec_tokens.v);
-    free(self->page);
-    free(self->page_keys);
+    tier_mem_free(self->dec);
+    tier_mem_free(self->dec_keys.keys);
+    tier_mem_free(self->dec_tokens.v);
+    tier_mem_free(self->page);
+    tier_mem_free(self->page_keys);
     msgpack_sbuffer_destroy(&self->vbuf);
     zsock_destroy(&self->vrouter);
     zsock_destroy(&self->vxpub);
@@ -1235,13 +1236,13 @@ static self_t *s_self_new(zsock_t *pipe, const publisher_config_t *cfg, char *wh
     }
     if ((cfg->replay_endpoint && cfg->replay_endpoint[0]) || vllm) {
         self->mirror = publisher_mirror_new(cfg->snapshot_blocks);
-        self->dec = calloc(BUS_MAX_EVENTS, sizeof *self->dec);
+        self->dec = tier_mem_calloc(BUS_MAX_EVENTS, sizeof *self->dec);
         self->dec_keys.cap = BUS_MAX_BLOB / BUS_KEY_LEN;
-        self->dec_keys.keys = calloc(self->dec_keys.cap, BUS_KEY_LEN);
+        self->dec_keys.keys = tier_mem_calloc(self->dec_keys.cap, BUS_KEY_LEN);
         self->dec_tokens.cap = S_DEC_TOKENS;
-        self->dec_tokens.v = calloc(S_DEC_TOKENS, sizeof *self->dec_tokens.v);
-        self->page = calloc(S_SNAPSHOT_PAGE_EVENTS, sizeof *self->page);
-        self->page_keys = calloc(S_SNAPSHOT_PAGE_KEYS, BUS_KEY_LEN);
+        self->dec_tokens.v = tier_mem_calloc(S_DEC_TOKENS, sizeof *self->dec_tokens.v);
+        self->page = tier_mem_calloc(S_SNAPSHOT_PAGE_EVENTS, sizeof *self->page);
+        self->page_keys = tier_mem_calloc(S_SNAPSHOT_PAGE_KEYS, BUS_KEY_LEN);
         if (!self->mirror || !self->dec || !self->dec_keys.keys || !self->dec_tokens.v ||
             !self->page || !self->page_keys) {
             snprintf(why, len, "%s: out of memory for the index mirror", self->name);

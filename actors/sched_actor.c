@@ -16,6 +16,7 @@
 #include "bus_log.h"
 #include "sched_acl.h"
 #include "sched_int.h"
+#include "tier_mem.h"
 #include "tier_policy.h"
 
 #define S_LOG "sched"
@@ -307,17 +308,17 @@ void sched_call_destroy(sched_call_t **call_p)
     bus_request_reset(&call->req);
     bus_arrays_destroy(&call->req_arr);
     free(call->rep);
-    free(call->rep_keys);
-    free(call->rep_mask);
-    free(call->rep_tiers);
-    free(call->payload);
-    free(call->keys);
-    free(call->resv);
-    free(call->victims);
-    free(call->pos);
-    free(call->tok);
-    free(call->sizes);
-    free(call->checksums);
+    tier_mem_free(call->rep_keys);
+    tier_mem_free(call->rep_mask);
+    tier_mem_free(call->rep_tiers);
+    tier_mem_free(call->payload);
+    tier_mem_free(call->keys);
+    tier_mem_free(call->resv);
+    tier_mem_free(call->victims);
+    tier_mem_free(call->pos);
+    tier_mem_free(call->tok);
+    tier_mem_free(call->sizes);
+    tier_mem_free(call->checksums);
     free(call);
     *call_p = NULL;
 }
@@ -332,17 +333,17 @@ sched_call_t *sched_call_new(uint32_t max_batch)
     call->payload_cap = (size_t)BUS_TOKEN_MAX_BYTES(SCHED_MAX_TIERS, n);
     call->req_arr = bus_arrays_new((uint32_t)n, 0);
     call->rep = calloc(1, sizeof *call->rep);
-    call->rep_keys = calloc(n, sizeof *call->rep_keys);
-    call->rep_mask = calloc(n, sizeof *call->rep_mask);
-    call->rep_tiers = calloc(n, sizeof *call->rep_tiers);
-    call->payload = calloc(1, call->payload_cap);
-    call->keys = calloc(n, sizeof *call->keys);
-    call->resv = calloc(n, sizeof *call->resv);
-    call->victims = calloc(n, sizeof *call->victims);
-    call->pos = calloc(n, sizeof *call->pos);
-    call->tok = calloc(n, sizeof *call->tok);
-    call->sizes = calloc(n, sizeof *call->sizes);
-    call->checksums = calloc(n, sizeof *call->checksums);
+    call->rep_keys = tier_mem_calloc(n, sizeof *call->rep_keys);
+    call->rep_mask = tier_mem_calloc(n, sizeof *call->rep_mask);
+    call->rep_tiers = tier_mem_calloc(n, sizeof *call->rep_tiers);
+    call->payload = tier_mem_calloc(1, call->payload_cap);
+    call->keys = tier_mem_calloc(n, sizeof *call->keys);
+    call->resv = tier_mem_calloc(n, sizeof *call->resv);
+    call->victims = tier_mem_calloc(n, sizeof *call->victims);
+    call->pos = tier_mem_calloc(n, sizeof *call->pos);
+    call->tok = tier_mem_calloc(n, sizeof *call->tok);
+    call->sizes = tier_mem_calloc(n, sizeof *call->sizes);
+    call->checksums = tier_mem_calloc(n, sizeof *call->checksums);
     if (!call->req_arr || !call->rep || !call->rep_keys || !call->rep_mask || !call->rep_tiers ||
         !call->payload || !call->keys || !call->resv || !call->victims || !call->pos ||
         !call->tok || !call->sizes || !call->checksums)
@@ -899,11 +900,11 @@ static void s_self_destroy(sched_t **self_p)
     bus_server_destroy(&self->server);
     bus_server_destroy(&self->internal);
     free(self->tierset.tio.env);
-    free(self->tierset.tio.slots);
-    free(self->tierset.tio.sizes);
-    free(self->tierset.tio.keys);
-    free(self->tierset.tio.tok_entries);
-    free(self->tierset.tio.tok);
+    tier_mem_free(self->tierset.tio.slots);
+    tier_mem_free(self->tierset.tio.sizes);
+    tier_mem_free(self->tierset.tio.keys);
+    tier_mem_free(self->tierset.tio.tok_entries);
+    tier_mem_free(self->tierset.tio.tok);
     free(self->requests.op_rep);
     bus_secret_wipe(&self->token_key, sizeof self->token_key);
     free(self);
@@ -915,14 +916,14 @@ static int s_alloc_scratch(sched_t *self)
 {
     size_t n = self->cfg.max_batch;
     self->tierset.tio.env = calloc(1, sizeof *self->tierset.tio.env);
-    self->tierset.tio.slots = calloc(n, sizeof *self->tierset.tio.slots);
-    self->tierset.tio.sizes = calloc(n, sizeof *self->tierset.tio.sizes);
-    self->tierset.tio.keys = calloc(n, sizeof *self->tierset.tio.keys);
+    self->tierset.tio.slots = tier_mem_calloc(n, sizeof *self->tierset.tio.slots);
+    self->tierset.tio.sizes = tier_mem_calloc(n, sizeof *self->tierset.tio.sizes);
+    self->tierset.tio.keys = tier_mem_calloc(n, sizeof *self->tierset.tio.keys);
     /* its own tokens: one tier, up to max_batch (or a delete batch's) entries */
     size_t nt = n > SCHED_DEL_BATCH ? n : SCHED_DEL_BATCH;
-    self->tierset.tio.tok_entries = calloc(nt, sizeof *self->tierset.tio.tok_entries);
+    self->tierset.tio.tok_entries = tier_mem_calloc(nt, sizeof *self->tierset.tio.tok_entries);
     self->tierset.tio.tok_cap = (size_t)BUS_TOKEN_MAX_BYTES(1, nt);
-    self->tierset.tio.tok = malloc(self->tierset.tio.tok_cap);
+    self->tierset.tio.tok = tier_mem_calloc(1, self->tierset.tio.tok_cap);
     if (!self->tierset.tio.tok_entries || !self->tierset.tio.tok)
         return -ENOMEM;
     self->requests.op_rep = calloc(1, sizeof *self->requests.op_rep);

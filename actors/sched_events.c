@@ -9,6 +9,7 @@
 #include "bus_log.h"
 #include "sched_events.h"
 #include "sched_int.h"
+#include "tier_mem.h"
 
 #define S_LOG "sched"
 #define S_PUSH_HWM 1024 /* default cfg.events_queue */
@@ -41,11 +42,11 @@ int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint6
     *ev = (sched_events_t){.name_of = name_of, .tokens_of = tokens_of, .epoch = epoch, .next = 1};
     if (!endpoint || !endpoint[0])
         return 0;
-    ev->rec = calloc(SCHED_EV_RECORDS, sizeof *ev->rec);
-    ev->keys = calloc(SCHED_EV_KEYS, sizeof *ev->keys);
-    ev->hits = calloc(2 * SCHED_EV_TIER_HITS * SCHED_EV_RECORDS, sizeof *ev->hits);
-    ev->events = calloc(SCHED_EV_RECORDS, sizeof *ev->events);
-    ev->tokens = calloc(SCHED_EV_TOKENS, sizeof *ev->tokens);
+    ev->rec = tier_mem_calloc(SCHED_EV_RECORDS, sizeof *ev->rec);
+    ev->keys = tier_mem_calloc(SCHED_EV_KEYS, sizeof *ev->keys);
+    ev->hits = tier_mem_calloc(2 * SCHED_EV_TIER_HITS * SCHED_EV_RECORDS, sizeof *ev->hits);
+    ev->events = tier_mem_calloc(SCHED_EV_RECORDS, sizeof *ev->events);
+    ev->tokens = tier_mem_calloc(SCHED_EV_TOKENS, sizeof *ev->tokens);
     zsock_t *push = zsock_new(ZMQ_PUSH);
     if (!ev->rec || !ev->keys || !ev->hits || !ev->events || !ev->tokens || !push) {
         zsock_destroy(&push);
@@ -76,11 +77,11 @@ void sched_events_fini(sched_t *self)
     zsock_t *push = ev->push;
     zsock_destroy(&push);
     ev->push = NULL;
-    free(ev->rec);
-    free(ev->keys);
-    free(ev->hits);
-    free(ev->events);
-    free(ev->tokens);
+    tier_mem_free(ev->rec);
+    tier_mem_free(ev->keys);
+    tier_mem_free(ev->hits);
+    tier_mem_free(ev->events);
+    tier_mem_free(ev->tokens);
     ev->tokens = NULL;
     ev->rec = NULL;
     ev->keys = NULL;

@@ -24,6 +24,7 @@
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_index.h"
+#include "tier_mem.h"
 
 /* TTLs above this (about 34 years) are refused: deadlines must not overflow. */
 #define S_MAX_TTL_MS (1ull << 40)
@@ -45,16 +46,16 @@ int sched_map_init(sched_map_t *m, uint32_t max_items)
     uint64_t buckets = 16;
     while (buckets < 2ull * max_items)
         buckets <<= 1;
-    m->idx = calloc(buckets, sizeof *m->idx);
-    m->hash = calloc(buckets, sizeof *m->hash);
+    m->idx = tier_mem_calloc(buckets, sizeof *m->idx);
+    m->hash = tier_mem_calloc(buckets, sizeof *m->hash);
     m->mask = (uint32_t)(buckets - 1);
     return m->idx && m->hash ? 0 : -1;
 }
 
 void sched_map_fini(sched_map_t *m)
 {
-    free(m->idx);
-    free(m->hash);
+    tier_mem_free(m->idx);
+    tier_mem_free(m->hash);
     m->idx = NULL;
     m->hash = NULL;
 }

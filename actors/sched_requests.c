@@ -23,6 +23,7 @@
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_requests.h"
+#include "tier_mem.h"
 
 #define S_LOG "sched"
 #define S_MAX_TTL_MS (1ull << 40)
@@ -44,12 +45,14 @@ int sched_requests_init(sched_t *self)
         self->cfg.events_put_tokens ? self->cfg.events_put_tokens : SCHED_PUT_TOKEN_WORDS;
     if (sched_tokpool_init(&self->requests.tokpool, self->cfg.events_input[0] ? words : 0) < 0)
         return -1;
-    self->requests.reqs = calloc(nr, sizeof *self->requests.reqs);
-    self->requests.req_free = calloc(nr, sizeof *self->requests.req_free);
-    self->requests.ops = calloc(self->cfg.max_pending_puts, sizeof *self->requests.ops);
-    self->requests.op_free = calloc(self->cfg.max_pending_puts, sizeof *self->requests.op_free);
-    self->requests.copy_mask = calloc(self->cfg.max_batch, sizeof *self->requests.copy_mask);
-    self->requests.copy_wait = calloc(nr, sizeof *self->requests.copy_wait);
+    self->requests.reqs = tier_mem_calloc(nr, sizeof *self->requests.reqs);
+    self->requests.req_free = tier_mem_calloc(nr, sizeof *self->requests.req_free);
+    self->requests.ops = tier_mem_calloc(self->cfg.max_pending_puts, sizeof *self->requests.ops);
+    self->requests.op_free =
+        tier_mem_calloc(self->cfg.max_pending_puts, sizeof *self->requests.op_free);
+    self->requests.copy_mask =
+        tier_mem_calloc(self->cfg.max_batch, sizeof *self->requests.copy_mask);
+    self->requests.copy_wait = tier_mem_calloc(nr, sizeof *self->requests.copy_wait);
     if (!self->requests.reqs || !self->requests.req_free || !self->requests.ops ||
         !self->requests.op_free || !self->requests.copy_mask || !self->requests.copy_wait ||
         sched_map_init(&self->requests.req_map, nr) < 0)
@@ -74,16 +77,16 @@ void sched_requests_fini(sched_t *self)
     if (self->requests.reqs)
         for (uint32_t i = 0; i < self->cfg.max_requests; i++)
             zframe_destroy(&self->requests.reqs[i].copy_rid);
-    free(self->requests.copy_mask);
-    free(self->requests.copy_wait);
+    tier_mem_free(self->requests.copy_mask);
+    tier_mem_free(self->requests.copy_wait);
     self->requests.copy_wait = NULL;
     self->requests.copy_mask = NULL;
     sched_pool_fini(&self->requests.pool);
     sched_tokpool_fini(&self->requests.tokpool);
-    free(self->requests.reqs);
-    free(self->requests.req_free);
-    free(self->requests.ops);
-    free(self->requests.op_free);
+    tier_mem_free(self->requests.reqs);
+    tier_mem_free(self->requests.req_free);
+    tier_mem_free(self->requests.ops);
+    tier_mem_free(self->requests.op_free);
     sched_map_fini(&self->requests.req_map);
     self->requests.reqs = NULL;
     self->requests.ops = NULL;

@@ -42,6 +42,8 @@
 
 #include <stdlib.h>
 
+#include "tier_mem.h"
+
 typedef struct {
     sched_win_state_t from;
     sched_win_event_t ev;
@@ -155,9 +157,9 @@ int sched_pool_init(sched_pool_t *p, uint32_t max_entries)
 {
     *p = (sched_pool_t){.n_chunks = s_chunks_for(max_entries)};
     /* calloc'd pages stay untouched (not resident) until a window uses them */
-    p->entries = calloc((size_t)p->n_chunks * SCHED_CHUNK, sizeof *p->entries);
-    p->chunk_next = calloc(p->n_chunks, sizeof *p->chunk_next);
-    p->chunk_free = calloc(p->n_chunks, sizeof *p->chunk_free);
+    p->entries = tier_mem_calloc((size_t)p->n_chunks * SCHED_CHUNK, sizeof *p->entries);
+    p->chunk_next = tier_mem_calloc(p->n_chunks, sizeof *p->chunk_next);
+    p->chunk_free = tier_mem_calloc(p->n_chunks, sizeof *p->chunk_free);
     if (!p->entries || !p->chunk_next || !p->chunk_free) {
         sched_pool_fini(p);
         return -1;
@@ -170,9 +172,9 @@ int sched_pool_init(sched_pool_t *p, uint32_t max_entries)
 
 void sched_pool_fini(sched_pool_t *p)
 {
-    free(p->entries);
-    free(p->chunk_next);
-    free(p->chunk_free);
+    tier_mem_free(p->entries);
+    tier_mem_free(p->chunk_next);
+    tier_mem_free(p->chunk_free);
     *p = (sched_pool_t){0};
 }
 
@@ -244,9 +246,9 @@ int sched_tokpool_init(sched_tokpool_t *p, uint32_t words)
     if (words == 0)
         return 0;
     uint32_t n = (words + SCHED_TOK_CHUNK - 1) / SCHED_TOK_CHUNK;
-    p->words = malloc((size_t)n * SCHED_TOK_CHUNK * sizeof *p->words);
-    p->chunk_next = calloc(n, sizeof *p->chunk_next);
-    p->chunk_free = calloc(n, sizeof *p->chunk_free);
+    p->words = tier_mem_calloc(1, (size_t)n * SCHED_TOK_CHUNK * sizeof *p->words);
+    p->chunk_next = tier_mem_calloc(n, sizeof *p->chunk_next);
+    p->chunk_free = tier_mem_calloc(n, sizeof *p->chunk_free);
     if (!p->words || !p->chunk_next || !p->chunk_free) {
         sched_tokpool_fini(p);
         return -1;
@@ -259,9 +261,9 @@ int sched_tokpool_init(sched_tokpool_t *p, uint32_t words)
 
 void sched_tokpool_fini(sched_tokpool_t *p)
 {
-    free(p->words);
-    free(p->chunk_next);
-    free(p->chunk_free);
+    tier_mem_free(p->words);
+    tier_mem_free(p->chunk_next);
+    tier_mem_free(p->chunk_free);
     *p = (sched_tokpool_t){0};
 }
 

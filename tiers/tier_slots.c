@@ -28,6 +28,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "tier_mem.h"
 #include "tier_policy.h"
 
 #define S_NONE UINT32_MAX
@@ -510,7 +511,7 @@ tier_slots_t *tier_slots_new(const tier_slots_config_t *cfg)
     self->pol_state = malloc(pol->state_size(cfg->capacity));
     self->slots = malloc((size_t)cfg->capacity * sizeof(s_slot_t));
     self->index = malloc((size_t)nindex * sizeof(uint64_t));
-    self->heap = malloc((size_t)heap_cap * sizeof(s_heap_ent_t));
+    self->heap = tier_mem_calloc(heap_cap, sizeof(s_heap_ent_t));
     self->journal = malloc((size_t)cfg->max_batch * sizeof(s_journal_t));
     if (!self->pol_state || !self->slots || !self->index || !self->heap || !self->journal)
         goto out_fail;
@@ -540,7 +541,7 @@ void tier_slots_destroy(tier_slots_t **self_p)
     free(self->pol_state);
     free(self->slots);
     free(self->index);
-    free(self->heap);
+    tier_mem_free(self->heap);
     free(self->journal);
     free(self);
     *self_p = NULL;
