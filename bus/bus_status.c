@@ -19,6 +19,7 @@ static const char *const s_names[] = {
     [kvtier_StatusCode_STATUS_BUSY] = "BUSY",
     [kvtier_StatusCode_STATUS_PERMISSION_DENIED] = "PERMISSION_DENIED",
     [kvtier_StatusCode_STATUS_OVERLOADED] = "OVERLOADED",
+    [kvtier_StatusCode_STATUS_ABORTED] = "ABORTED",
 };
 
 const char *bus_status_name(int code)

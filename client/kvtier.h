@@ -71,6 +71,7 @@ typedef enum kvt_status {
     KVT_BUSY = 11,              /* a full tier is making room: retry shortly (prepare_put does) */
     KVT_PERMISSION_DENIED = 12, /* no grant, or one that does not cover this: do not retry */
     KVT_OVERLOADED = 13, /* a request or connection bound was hit: back off; never retried here */
+    KVT_ABORTED = 14,    /* the window was opened at a leader that is gone: prepare again */
 } kvt_status_t;
 
 typedef struct {

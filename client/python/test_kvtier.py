@@ -38,6 +38,7 @@ class Errors(unittest.TestCase):
         self.assertEqual(kvtier.status_name(-2), "INVALID_ARGUMENT")
         self.assertEqual(kvtier.status_name(99), "UNKNOWN")
         self.assertEqual(kvtier.status_name(kvtier.OVERLOADED), "OVERLOADED")
+        self.assertEqual(kvtier.status_name(kvtier.ABORTED), "ABORTED")
         self.assertEqual(kvtier.status_name(-kvtier.PERMISSION_DENIED), "PERMISSION_DENIED")
 
     def test_connect_without_discovery_source(self):

@@ -184,7 +184,8 @@ for _name, (_res, _args) in _sigs.items():
 # The wire StatusCode values (schemas/common.proto, kvtier.h kvt_status_t).
 OK, NOT_FOUND, INVALID_ARGUMENT, NOT_LEADER, NO_SPACE, TIMEOUT, CONFLICT = range(7)
 UNAVAILABLE, INTERNAL, EXPIRED, ALREADY_EXISTS, BUSY, PERMISSION_DENIED, OVERLOADED = range(7, 14)
-STATUS_MAX = OVERLOADED
+ABORTED = 14
+STATUS_MAX = ABORTED
 
 
 def status_name(code):

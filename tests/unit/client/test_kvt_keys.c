@@ -172,6 +172,7 @@ static void status_names_for_codes_and_negatives(void **state)
     assert_string_equal(kvt_status_name(-KVT_BUSY), "BUSY");
     assert_string_equal(kvt_status_name(KVT_PERMISSION_DENIED), "PERMISSION_DENIED");
     assert_string_equal(kvt_status_name(-KVT_OVERLOADED), "OVERLOADED");
+    assert_string_equal(kvt_status_name(-KVT_ABORTED), "ABORTED");
     assert_string_equal(kvt_status_name(99), "UNKNOWN");
     assert_string_equal(kvt_status_name(-99), "UNKNOWN");
 }
