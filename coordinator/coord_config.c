@@ -340,7 +340,7 @@ static int s_read_kind(const bus_config_node_t *tn, coord_tier_config_t *t,
     *ops = tier_find(t->kind_name);
     if (!*ops)
         return bus_config_error(tn, "kind", err, errlen,
-                                "unknown kind \"%s\" (built in: \"host\", \"nvme\"; others "
+                                "unknown kind \"%s\" (built in: \"host\", \"nvme\", \"remote\"; others "
                                 "come from a \"plugin\")",
                                 t->kind_name);
     return 0;

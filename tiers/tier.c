@@ -7,6 +7,7 @@
 #include "tier_checksum.h"
 #include "tier_host.h"
 #include "tier_nvme.h"
+#include "tier_remote.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -29,6 +30,7 @@ static const struct {
 } s_builtin[] = {
     {&tier_host_ops, 1},
     {&tier_nvme_ops, 2},
+    {&tier_remote_ops, 4},
 };
 
 typedef struct {

@@ -145,26 +145,6 @@ static int s_prefault(tier_seg_t *seg, int fd)
     return 0;
 }
 
-static void s_super_init(tier_seg_t *seg, const tier_config_t *cfg, const struct tier_seg_layout *l,
-                         bool verify_reads)
-{
-    struct tier_seg_super *sb = seg->sb;
-    sb->version = TIER_SEG_VERSION;
-    sb->header_size = TIER_SEG_HEADER_SIZE;
-    sb->slot_size = cfg->slot_size;
-    sb->capacity = cfg->capacity;
-    sb->slot_stride = l->stride;
-    sb->headers_off = l->headers_off;
-    sb->data_off = l->data_off;
-    sb->total_len = l->total;
-    sb->epoch = seg->epoch;
-    sb->owner_pid = (uint32_t)getpid();
-    snprintf(sb->name, sizeof sb->name, "%s", cfg->name);
-    sb->flags = verify_reads ? TIER_SEG_FLAG_VERIFY_READS : 0;
-    __atomic_store_n(&sb->live, 1u, __ATOMIC_RELAXED);
-    __atomic_store_n(&sb->magic, TIER_SEG_MAGIC, __ATOMIC_RELEASE);
-}
-
 static const char *const s_option_keys[] = {"prefault", "verify_reads", "shm_group", NULL};
 
 /* The "shm_group" option's gid into *gid; 0 when the option is absent or "". */
@@ -272,7 +252,7 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
     tier_seg_bind(seg, base, (size_t)l.total, &l, cfg->capacity, cfg->slot_size);
     if (prefault && (rc = s_prefault(seg, seg->fd)) < 0)
         goto out_unmap;
-    s_super_init(seg, cfg, &l, verify);
+    tier_seg_init_super(seg, cfg->name, &l, verify);
     t->priv = seg;
     return 0;
 

@@ -480,3 +480,25 @@ void tier_seg_release(tier_seg_t *seg, uint64_t slot, uint64_t writer)
     (void)__atomic_compare_exchange_n(&seg->hdrs[slot].writer, &expect, writer, false,
                                       __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
+
+/* ---- owner side ---- */
+
+void tier_seg_init_super(tier_seg_t *seg, const char *tier_name, const struct tier_seg_layout *l,
+                         bool verify_reads)
+{
+    struct tier_seg_super *sb = seg->sb;
+    sb->version = TIER_SEG_VERSION;
+    sb->header_size = TIER_SEG_HEADER_SIZE;
+    sb->slot_size = seg->slot_size;
+    sb->capacity = seg->capacity;
+    sb->slot_stride = l->stride;
+    sb->headers_off = l->headers_off;
+    sb->data_off = l->data_off;
+    sb->total_len = l->total;
+    sb->epoch = seg->epoch;
+    sb->owner_pid = (uint32_t)getpid();
+    snprintf(sb->name, sizeof sb->name, "%s", tier_name);
+    sb->flags = verify_reads ? TIER_SEG_FLAG_VERIFY_READS : 0;
+    __atomic_store_n(&sb->live, 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&sb->magic, TIER_SEG_MAGIC, __ATOMIC_RELEASE);
+}

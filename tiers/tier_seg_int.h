@@ -90,5 +90,9 @@ void tier_seg_bind(tier_seg_t *seg, void *base, size_t len, const struct tier_se
 uint64_t tier_seg_now_ns(void);
 /* A random non-zero epoch. */
 uint64_t tier_seg_new_epoch(void);
+/* The owner fills the superblock of a segment seg was bound to (tier_seg_bind: its
+ * capacity, slot size and epoch set), live, magic last. */
+void tier_seg_init_super(tier_seg_t *seg, const char *tier_name, const struct tier_seg_layout *l,
+                         bool verify_reads);
 
 #endif
