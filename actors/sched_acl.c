@@ -45,6 +45,8 @@ static const char *s_instance(const kvtier_Envelope *env)
         return env->body.remove_req.instance_id;
     case kvtier_Envelope_stats_req_tag:
         return env->body.stats_req.instance_id;
+    case kvtier_Envelope_admin_trim_req_tag:
+        return env->body.admin_trim_req.instance_id;
     default:
         return NULL;
     }

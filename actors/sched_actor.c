@@ -642,6 +642,7 @@ static void s_on_stats(sched_t *self, sched_call_t *call)
         s_stat(r, "quota_limit_blocks", in->q_limit);
         s_stat(r, "quota_over", in->q_over);
         s_stat(r, "quota_reclaimed", in->q_reclaimed);
+        s_stat(r, "trim_removed", in->trim_removed);
     } else {
         s_stat_global(self, r);
         if (q->detail) {
@@ -741,6 +742,9 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
         break;
     case kvtier_Envelope_admin_status_req_tag:
         s_on_admin_status(self, call);
+        break;
+    case kvtier_Envelope_admin_trim_req_tag:
+        sched_on_admin_trim(self, call);
         break;
     case kvtier_Envelope_reclaim_candidates_req_tag:
     case kvtier_Envelope_gc_scan_req_tag:

@@ -21,6 +21,10 @@ typedef struct {
     uint64_t q_over;      /* enforcements that found it above its limit */
     uint64_t q_reclaimed; /* blocks marked DELETING for its quota */
     bool q_draining;      /* went above its limit, not yet down to limit x low */
+    /* an operator's trim (AdminTrimRequest): down to trim_keep locations, exactly */
+    bool trim_on;
+    uint64_t trim_keep;
+    uint64_t trim_removed; /* blocks marked DELETING by trims */
 } sched_instance_t;
 
 /* The index (sched_t.index): the registered instances, by id. */

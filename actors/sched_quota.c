@@ -243,9 +243,10 @@ static bool s_mark_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t
                 return false;
             uint32_t slot = s->best[c].slot;
             tier_slot_info_t info;
+            kvtier_RemoveReason why = in->trim_on ? kvtier_RemoveReason_REMOVE_REASON_REMOVED
+                                                  : kvtier_RemoveReason_REMOVE_REASON_QUOTA;
             if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
-                !sched_deleting_mark(self, t, info.instance, &info.key, slot, now,
-                                     kvtier_RemoveReason_REMOVE_REASON_QUOTA))
+                !sched_deleting_mark(self, t, info.instance, &info.key, slot, now, why))
                 continue;
             sched_block_ref(self, t, info.instance, &info.key, slot,
                             &out->blocks[out->blocks_count++]);
@@ -253,7 +254,10 @@ static bool s_mark_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t
             (*budget)--;
             out->marked++;
             in->q_usage--;
-            in->q_reclaimed++;
+            if (in->trim_on)
+                in->trim_removed++;
+            else
+                in->q_reclaimed++;
         }
     }
     return true;
@@ -265,6 +269,16 @@ static bool s_any_need(const s_served_t *sv, uint32_t n_sv)
         if (sv[i].need)
             return true;
     return false;
+}
+
+/* An operator's trim reached its count: it ends (it is one-shot, not a quota). */
+static void s_trim_done(sched_t *self, sched_instance_t *in)
+{
+    bus_info(S_LOG, "trim of instance %s done: %" PRIu64 " blocks left (keep %" PRIu64 ")", in->id,
+             in->q_usage, in->trim_keep);
+    in->trim_on = false;
+    if (self->reclaim.n_trims)
+        self->reclaim.n_trims--;
 }
 
 /* Over-quota instances from the rotating cursor into sv (at most S_SERVE).
@@ -279,21 +293,28 @@ static uint32_t s_pick(sched_t *self, uint32_t low, s_served_t *sv, bool *left_o
         sched_instance_t *in = &self->index.inst[i];
         const sched_quota_config_t *q = s_quota_of(self, in);
         in->q_limit = 0;
-        if (!q)
+        if (!q && !in->trim_on)
             continue;
-        out->instances++;
-        uint64_t limit = 0, target = 0;
-        s_limits(q, in->spec.bytes_per_block, low, &limit, &target);
-        in->q_limit = limit;
-        if (in->q_usage > limit) {
-            in->q_over++;
-            in->q_draining = true;
+        uint64_t limit = UINT64_MAX, target = UINT64_MAX;
+        if (q) {
+            out->instances++;
+            s_limits(q, in->spec.bytes_per_block, low, &limit, &target);
+            in->q_limit = limit;
+            if (in->q_usage > limit) {
+                in->q_over++;
+                in->q_draining = true;
+            }
+            if (in->q_usage <= target)
+                in->q_draining = false; /* hysteresis, as the watermarks' */
         }
-        if (in->q_usage <= target)
-            in->q_draining = false; /* hysteresis, as the watermarks' */
-        if (!in->q_draining)
+        if (in->trim_on && in->q_usage <= in->trim_keep)
+            s_trim_done(self, in);
+        bool trimming = in->trim_on;
+        if (trimming && in->trim_keep < target)
+            target = in->trim_keep; /* exact: no hysteresis for an operator's count */
+        if (!in->q_draining && !trimming)
             continue;
-        out->over++;
+        out->over += in->q_draining;
         if (n_sv == S_SERVE) {
             if (first_left == SCHED_NONE)
                 first_left = i;
@@ -320,7 +341,7 @@ void sched_on_quota(sched_t *self, sched_call_t *call)
     uint32_t budget = r->max_blocks && r->max_blocks < S_MAX_REFS ? r->max_blocks : S_MAX_REFS;
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_quota_enforce_rep_tag);
     kvtier_QuotaEnforceReply *out = &rep->body.quota_enforce_rep;
-    if (self->cfg.n_quotas == 0 || self->index.n_inst == 0) {
+    if ((self->cfg.n_quotas == 0 && self->reclaim.n_trims == 0) || self->index.n_inst == 0) {
         self->g.quota_over = 0;
         sched_reply(self, call);
         return;
@@ -365,5 +386,49 @@ void sched_on_quota(sched_t *self, sched_call_t *call)
                   " slots read)",
                   out->over, out->instances, out->marked, bp ? ", DELETING queue full" : "",
                   out->scanned);
+    sched_reply(self, call);
+}
+
+/* ---- operator trims ---- */
+
+void sched_on_admin_trim(sched_t *self, sched_call_t *call)
+{
+    const kvtier_AdminTrimRequest *r = &call->req.env.body.admin_trim_req;
+    if (r->cancel && r->status_only) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "AdminTrim: cancel and status_only together; send one");
+        return;
+    }
+    sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
+    if (!in)
+        return;
+    /* a poll of a trim in progress takes the last round's count (the reclaimer's
+     * rounds keep it fresh); anything else counts now, one read of every slot */
+    if (!r->status_only || !in->trim_on) {
+        s_map_build(self);
+        (void)s_count_usage(self);
+    }
+    if (r->cancel) {
+        if (in->trim_on) {
+            bus_info(S_LOG, "trim of instance %s cancelled at %" PRIu64 " blocks", in->id,
+                     in->q_usage);
+            in->trim_on = false;
+            self->reclaim.n_trims--;
+        }
+    } else if (!r->status_only) {
+        if (!in->trim_on)
+            self->reclaim.n_trims++;
+        in->trim_on = true;
+        in->trim_keep = r->keep_blocks;
+        bus_info(S_LOG, "trim of instance %s: %" PRIu64 " blocks, keeping %" PRIu64, in->id,
+                 in->q_usage, in->trim_keep);
+        if (in->q_usage <= in->trim_keep)
+            s_trim_done(self, in);
+    }
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_admin_trim_rep_tag);
+    kvtier_AdminTrimReply *out = &rep->body.admin_trim_rep;
+    out->blocks = in->q_usage;
+    out->active = in->trim_on;
+    out->keep_blocks = in->trim_on ? in->trim_keep : 0;
     sched_reply(self, call);
 }

@@ -45,6 +45,7 @@ typedef struct {
     uint32_t *quota_map;
     uint32_t quota_mask;
     uint32_t quota_cursor; /* first instance examined by the next enforcement */
+    uint32_t n_trims;      /* instances with an operator's trim in progress */
     /* the migrator when this scheduler started it (NULL: it runs beside,
      * cfg.migrator_endpoint), the client to its jobs ROUTER (results come back as
      * DemoteDone on the internal plane), demotions in flight */
@@ -151,6 +152,9 @@ bool sched_release_demoted(sched_t *self, sched_tier_t *t, uint32_t number, cons
 int sched_quota_init(sched_t *self); /* 0 or -1 (allocation at start) */
 void sched_quota_fini(sched_t *self);
 void sched_on_quota(sched_t *self, sched_call_t *call); /* QuotaEnforce (internal plane) */
+/* AdminTrimRequest (meta plane): starts, cancels or reports an operator's trim of an
+ * instance, carried out by the quota rounds (internal.proto). */
+void sched_on_admin_trim(sched_t *self, sched_call_t *call);
 
 /* ---- sched_demote.c ---- */
 int sched_demote_init(sched_t *self); /* starts or connects the migrator; 0 or -1 */

@@ -137,6 +137,8 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
     /* admin */
     REQ(admin_status_req, AdminStatusRequest),
     REP(admin_status_rep, AdminStatusReply),
+    REQ(admin_trim_req, AdminTrimRequest),
+    REP(admin_trim_rep, AdminTrimReply),
 };
 
 static const s_body_t *s_body(uint32_t tag)

@@ -830,6 +830,40 @@ int kvt_remove(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, 
     return rc;
 }
 
+int kvt_trim(kvt_client_t *c, const char *instance_id, uint64_t keep_blocks, unsigned flags,
+             kvt_trim_info_t *out)
+{
+    const char *W = "trim";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (out)
+        *out = (kvt_trim_info_t){0};
+    int rc = kvti_check_id(c, W, "instance_id", instance_id, false);
+    if (rc < 0)
+        return rc;
+    if (flags & ~(KVT_TRIM_STATUS | KVT_TRIM_CANCEL))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "flags 0x%x: only KVT_TRIM_STATUS and "
+                         "KVT_TRIM_CANCEL are defined",
+                         flags);
+    if ((flags & KVT_TRIM_STATUS) && (flags & KVT_TRIM_CANCEL))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "KVT_TRIM_STATUS and KVT_TRIM_CANCEL together: pass one");
+    bus_env_init(c->req, kvtier_Envelope_admin_trim_req_tag, c->name);
+    kvtier_AdminTrimRequest *r = &c->req->body.admin_trim_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", instance_id);
+    r->keep_blocks = keep_blocks;
+    r->status_only = (flags & KVT_TRIM_STATUS) != 0;
+    r->cancel = (flags & KVT_TRIM_CANCEL) != 0;
+    rc = kvti_meta_call(c, W, true, NULL, NULL); /* setting the same target twice is one */
+    if (rc == 0 && out && c->rep->which_body == kvtier_Envelope_admin_trim_rep_tag) {
+        const kvtier_AdminTrimReply *p = &c->rep->body.admin_trim_rep;
+        *out = (kvt_trim_info_t){
+            .blocks = p->blocks, .active = p->active, .keep_blocks = p->keep_blocks};
+    }
+    return rc;
+}
+
 /* The kind's name: as the scheduler names it (a plug-in kind has no wire number),
  * else from the wire enum (a scheduler from before TierInfo.kind_name). */
 static const char *s_kind_name(const kvtier_TierInfo *ti)

@@ -300,6 +300,23 @@ int kvt_touch(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, u
 int kvt_remove(kvt_client_t *c, const char *instance_id, const kvt_key_t *keys, uint32_t n,
                uint32_t *removed);
 
+/* An operator's trim (kvtier trim / kvtier remove): drop instance_id's blocks beyond
+ * keep_blocks locations over all tiers (0: every one), coldest first in the quota
+ * order (the deepest tier first, then each tier's policy order); pinned blocks and
+ * blocks being written wait. The service carries it out in its reclaim rounds and
+ * each removal is an event; kvt_trim returns at once with where it stands. One
+ * trim per instance: a new call replaces it. flags: KVT_TRIM_STATUS only reports,
+ * KVT_TRIM_CANCEL stops the one in progress (what is removed stays removed). */
+#define KVT_TRIM_STATUS 1u
+#define KVT_TRIM_CANCEL 2u
+typedef struct kvt_trim_info {
+    uint64_t blocks;      /* the instance's locations now */
+    bool active;          /* a trim is in progress */
+    uint64_t keep_blocks; /* its target, when active */
+} kvt_trim_info_t;
+int kvt_trim(kvt_client_t *c, const char *instance_id, uint64_t keep_blocks, unsigned flags,
+             kvt_trim_info_t *out);
+
 typedef struct kvt_tier_info {
     uint32_t tier_id;
     char name[64];

@@ -245,10 +245,10 @@ static int s_start_background(s_proc_t *p, const char **what)
                                           .low_permille = lo,
                                           .on_demand = !coord_tier_reclaims_ahead(c, t)};
     }
-    if (c->n_quotas) {
-        uint32_t ql = (uint32_t)(c->reclaim_quota_low * 1000.0 + 0.5);
-        rc->quota_low_permille = ql < 1 ? 1 : ql > 1000 ? 1000 : ql;
-    }
+    /* always: quota rounds also carry out operators' trims (kvtier trim / remove);
+     * without quotas or trims the scheduler answers one at once */
+    uint32_t ql = (uint32_t)(c->reclaim_quota_low * 1000.0 + 0.5);
+    rc->quota_low_permille = ql < 1 ? 1 : ql > 1000 ? 1000 : ql;
     p->reclaimer = reclaimer_actor_new(rc);
     free(rc);
     return p->reclaimer ? 0 : -1;

@@ -167,6 +167,7 @@ it_cleanup() {
     fi
   done
   for f in "${it_shms[@]}"; do rm -f "/dev/shm/${f#/}"; done
+  it_netns_cleanup
   if [ "${KVT_KEEP_IT_DIR:-0}" = 1 ]; then
     it_log "kept $it_dir"
   else
@@ -176,6 +177,79 @@ it_cleanup() {
 }
 trap it_cleanup EXIT
 trap 'exit 130' INT TERM
+
+# it_skip WHY: the test cannot run here; ctest shows it skipped (SKIP_RETURN_CODE 77).
+it_skip() {
+  it_log "SKIP: $*"
+  exit 77
+}
+
+# ---- hosts as network namespaces (issue 9 §5, §6) ----------------------------------
+# it_netns_hosts N creates N namespaces as hosts 1..N, each with lo up and a veth to a
+# bridge of this test in the root namespace; the root namespace is on the bridge too.
+# Sets it_ns[i] (the namespace), it_ns_ip[i] (host i's address) and it_ns_root_ip (the
+# root namespace's address on the bridge, where processes started outside the
+# namespaces are reached). The /24 is picked at random among unused 10.x.y.0 ones, so
+# parallel tests never meet; cleanup removes namespaces and bridge. Where namespaces
+# cannot be made (not root, no CAP_SYS_ADMIN) the test is skipped, unless
+# KVT_REQUIRE_NETNS=1 (.ci/run sets it): then that is a failure.
+it_ns=() it_ns_ip=() it_ns_root_ip="" it_ns_bridge=""
+it_netns_hosts() {
+  local n=$1 id i net try
+  id=$(printf '%04x' $((RANDOM % 65536)))
+  local probe="kvt$id-probe"
+  if ! { [ "$(id -u)" = 0 ] && ip netns add "$probe" 2>/dev/null; }; then
+    local why="cannot create network namespaces here (uid $(id -u); 'ip netns add' needs root and CAP_SYS_ADMIN)"
+    [ "${KVT_REQUIRE_NETNS:-0}" != 1 ] || it_fail "$why, and KVT_REQUIRE_NETNS=1 makes that a failure"
+    it_skip "$why"
+  fi
+  ip netns del "$probe"
+  for try in 1 2 3 4 5 6 7 8; do
+    net=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
+    ip -4 addr show | grep -q " $net\." || break
+  done
+  it_ns_bridge="kvt${id}br"
+  ip link add "$it_ns_bridge" type bridge || it_fail "cannot create bridge $it_ns_bridge"
+  it_ns_root_ip=$net.1
+  ip addr add "$it_ns_root_ip/24" dev "$it_ns_bridge"
+  ip link set "$it_ns_bridge" up
+  for ((i = 1; i <= n; i++)); do
+    it_ns[i]="kvt$id-h$i"
+    it_ns_ip[i]=$net.$((10 + i))
+    ip netns add "${it_ns[i]}" || it_fail "cannot create namespace ${it_ns[i]}"
+    ip link add "kvt${id}v$i" type veth peer name eth0 netns "${it_ns[i]}" ||
+      it_fail "cannot create the veth of ${it_ns[i]}"
+    ip link set "kvt${id}v$i" master "$it_ns_bridge" up
+    ip -n "${it_ns[i]}" link set lo up
+    ip -n "${it_ns[i]}" addr add "${it_ns_ip[i]}/24" dev eth0
+    ip -n "${it_ns[i]}" link set eth0 up
+    ip -n "${it_ns[i]}" route add default via "$it_ns_root_ip"
+  done
+  it_log "hosts: ${it_ns[*]} on $net.0/24 (bridge $it_ns_bridge at $it_ns_root_ip)"
+}
+
+# it_ns_exec I CMD...: CMD on host I (in its namespace).
+it_ns_exec() {
+  local i=$1
+  shift
+  ip netns exec "${it_ns[i]}" "$@"
+}
+
+# it_ns_link I up|down: host I's cable (its veth on the bridge).
+it_ns_link() {
+  ip link set "${it_ns_bridge%br}v$1" "$2"
+}
+
+it_netns_cleanup() {
+  local ns pid
+  for ns in "${it_ns[@]}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  [ -z "$it_ns_bridge" ] || ip link del "$it_ns_bridge" 2>/dev/null || true
+  it_ns=()
+  it_ns_bridge=""
+}
 
 # it_wait_gone PID SECONDS: polls until PID is gone; 1 at the deadline.
 it_wait_gone() {

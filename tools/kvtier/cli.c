@@ -19,6 +19,8 @@ static const struct {
     {"events", cli_cmd_events, "print the leader's events as JSON lines (docs/EVENTS.md)"},
     {"optimize", cli_cmd_optimize, "hit rate vs capacity and policy, TTFT, from a trace"},
     {"trace", cli_cmd_trace, "trace synth: write a seeded synthetic trace"},
+    {"trim", cli_cmd_trim, "drop an instance's coldest blocks beyond a count (operators)"},
+    {"remove", cli_cmd_remove, "drop every block of an instance (operators)"},
     {"fault", cli_cmd_fault, "set, clear and show a process's faults on purpose (tests)"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
     {"keygen", cli_cmd_keygen, "a CURVE key pair, or a new cluster secret (docs/SECURITY.md)"},

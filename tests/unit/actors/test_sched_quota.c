@@ -4,8 +4,10 @@
  * brought down to quota x low and nobody else loses a block; max_bytes counts in
  * the instance's bytes_per_block; "*" is the default; pinned and being-written
  * blocks are never taken; the last tier of the chain goes first; the DELETING
- * queue's bound is backpressure. Conditions are polled with a deadline; no timing
- * thresholds. */
+ * queue's bound is backpressure; an operator's trim (AdminTrimRequest, kvtier trim /
+ * remove) takes an instance without a quota down to exactly its count, reports,
+ * cancels, and refuses bad requests. Conditions are polled with a deadline; no
+ * timing thresholds. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -410,6 +412,93 @@ static void test_quota_bounds_and_backpressure(void **state)
     s_stop(&fx);
 }
 
+/* AdminTrim on the meta plane; the reply stays in t->rep. 0 or the status code. */
+static int s_trim(tk_t *t, const char *inst, uint64_t keep, bool status_only, bool cancel)
+{
+    kvtier_AdminTrimRequest *r =
+        &tk_req(t, kvtier_Envelope_admin_trim_req_tag)->body.admin_trim_req;
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", inst);
+    r->keep_blocks = keep;
+    r->status_only = status_only;
+    r->cancel = cancel;
+    return tk_call(t, NULL);
+}
+
+static void s_no_quota_fast(sched_config_t *c)
+{
+    c->delete_delay_ms = 1;
+}
+
+static bool s_trim_done(tk_t *t, void *arg)
+{
+    (void)arg;
+    return s_trim(t, TK_INST, 0, true, false) == 0 && !t->rep->body.admin_trim_rep.active &&
+           tk_stat(t, "deleting") == 0;
+}
+
+/* Issue 9 §3: kvtier trim / remove. No quota is configured: the reclaimer's quota
+ * rounds still carry out a trim, down to exactly the count, coldest first; the
+ * other instance keeps every block; the trim ends by itself; remove takes the rest. */
+static void test_trim_and_remove_an_instance(void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start(&fx, s_no_quota_fast);
+    tk_t *t = fx.e.t;
+    s_instance(&fx, OTHER, 4096);
+    assert_int_equal(s_put_as(t, TK_INST, 0, 20), 0);
+    assert_int_equal(s_put_as(t, OTHER, 100, 10), 0);
+
+    /* bad requests: an unknown instance, cancel with status */
+    assert_int_equal(s_trim(t, "nobody-here", 5, false, false), kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_int_equal(s_trim(t, TK_INST, 5, true, true), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    /* a status asks nothing of the service */
+    assert_int_equal(s_trim(t, TK_INST, 5, true, false), 0);
+    assert_int_equal(t->rep->body.admin_trim_rep.blocks, 20);
+    assert_false(t->rep->body.admin_trim_rep.active);
+
+    assert_int_equal(s_trim(t, TK_INST, 5, false, false), 0);
+    assert_int_equal(t->rep->body.admin_trim_rep.blocks, 20);
+    assert_true(t->rep->body.admin_trim_rep.active);
+    assert_int_equal(t->rep->body.admin_trim_rep.keep_blocks, 5);
+
+    reclaimer_config_t rc;
+    memset(&rc, 0, sizeof rc);
+    assert_int_equal(
+        sched_actor_internal_endpoint(t->sched, rc.sched_endpoint, sizeof rc.sched_endpoint), 0);
+    rc.interval_ms = 10;
+    rc.batch = 4;
+    rc.quota_low_permille = 900; /* the coordinator always sets it; a trim ignores it */
+    fx.rec = reclaimer_actor_new(&rc);
+    assert_non_null(fx.rec);
+
+    assert_true(tk_poll(s_trim_done, t, NULL));
+    for (uint32_t i = 0; i < 20; i++) /* the 15 coldest (oldest) went: exactly 5 left */
+        assert_int_equal(s_on(fx.e.ft, i), i >= 15);
+    for (uint32_t i = 100; i < 110; i++)
+        assert_true(s_on(fx.e.ft, i));
+    assert_int_equal(s_inst_stat(t, TK_INST, "trim_removed"), 15);
+    assert_int_equal(s_inst_stat(t, TK_INST, "quota_reclaimed"), 0);
+    assert_int_equal(s_trim(t, TK_INST, 0, true, false), 0);
+    assert_int_equal(t->rep->body.admin_trim_rep.blocks, 5);
+
+    /* a trim to more than it has ends at once; cancel of none is fine */
+    assert_int_equal(s_trim(t, TK_INST, 50, false, false), 0);
+    assert_false(t->rep->body.admin_trim_rep.active);
+    assert_int_equal(s_trim(t, TK_INST, 0, false, true), 0);
+    assert_false(t->rep->body.admin_trim_rep.active);
+
+    /* remove: keep 0 */
+    assert_int_equal(s_trim(t, TK_INST, 0, false, false), 0);
+    assert_true(tk_poll(s_trim_done, t, NULL));
+    for (uint32_t i = 0; i < 20; i++)
+        assert_false(s_on(fx.e.ft, i));
+    assert_int_equal(s_inst_stat(t, TK_INST, "trim_removed"), 20);
+    for (uint32_t i = 100; i < 110; i++)
+        assert_true(s_on(fx.e.ft, i));
+    s_stop(&fx);
+}
+
 /* Config rule: at most 64 quotas, ids unique, each with a limit; quota_low <= 1000. */
 static void test_quota_config_checked(void **state)
 {
@@ -449,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_quota_deletes_last_tier_first),
         cmocka_unit_test(test_quota_bounds_and_backpressure),
         cmocka_unit_test(test_quota_config_checked),
+        cmocka_unit_test(test_trim_and_remove_an_instance),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
