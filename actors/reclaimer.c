@@ -307,7 +307,7 @@ static void s_actor(zsock_t *pipe, void *args)
     if (bus_actor_ready(pipe, self != NULL) < 0)
         return;
     bus_info(S_LOG, "watching %u tiers%s every %u ms (scheduler %s)", self->cfg.n_tiers,
-             self->cfg.quota_low_permille ? " and the quotas" : "", self->cfg.interval_ms,
+             self->cfg.quota_low_permille ? ", quotas and trims" : "", self->cfg.interval_ms,
              self->cfg.sched_endpoint);
     zloop_start(self->loop);
     s_self_destroy(&self);

@@ -464,6 +464,7 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "events_dropped", self->events.dropped);
     s_stat(r, "events_tokens_dropped", self->events.tokens_dropped);
     s_stat(r, "quota_reclaimed", g->quota_reclaimed);
+    s_stat(r, "trim_removed", g->trim_removed);
     s_stat(r, "quota_backpressure", g->quota_backpressure);
     s_stat(r, "quota_over_instances", g->quota_over);
     s_stat(r, "deleting", sched_deleting_count(self));

@@ -34,6 +34,7 @@
 #define S_LOG "sched"
 #define S_MAX_REFS BUS_MAX_QUOTA_BATCH /* QuotaEnforceReply.blocks */
 #define S_SERVE 8u                     /* over-quota instances served per call */
+#define S_TRIM_RECOUNT_MS 1000         /* AdminTrim counts again at most this often */
 
 typedef sched_cand_t s_cand_t;
 
@@ -43,6 +44,7 @@ typedef struct {
     uint64_t need; /* blocks still to mark to reach its target */
     uint32_t k;    /* candidates wanted on the current tier */
     uint32_t n;    /* ... found, coldest first */
+    bool trim;     /* need comes from an operator's trim, not the quota */
     s_cand_t best[S_MAX_REFS];
 } s_served_t;
 
@@ -243,8 +245,8 @@ static bool s_mark_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t
                 return false;
             uint32_t slot = s->best[c].slot;
             tier_slot_info_t info;
-            kvtier_RemoveReason why = in->trim_on ? kvtier_RemoveReason_REMOVE_REASON_REMOVED
-                                                  : kvtier_RemoveReason_REMOVE_REASON_QUOTA;
+            kvtier_RemoveReason why = s->trim ? kvtier_RemoveReason_REMOVE_REASON_REMOVED
+                                              : kvtier_RemoveReason_REMOVE_REASON_QUOTA;
             if (tier_slots_slot_info(t->slots, slot, &info) < 0 ||
                 !sched_deleting_mark(self, t, info.instance, &info.key, slot, now, why))
                 continue;
@@ -254,10 +256,13 @@ static bool s_mark_tier(sched_t *self, sched_tier_t *t, s_served_t *sv, uint32_t
             (*budget)--;
             out->marked++;
             in->q_usage--;
-            if (in->trim_on)
+            if (s->trim) {
                 in->trim_removed++;
-            else
+                self->g.trim_removed++;
+            } else {
                 in->q_reclaimed++;
+                self->g.quota_reclaimed++;
+            }
         }
     }
     return true;
@@ -269,6 +274,15 @@ static bool s_any_need(const s_served_t *sv, uint32_t n_sv)
         if (sv[i].need)
             return true;
     return false;
+}
+
+/* Is every tier up (none down, none reading its inventory)? */
+static bool s_tiers_settled(const sched_t *self)
+{
+    for (uint32_t k = 0; k < self->tierset.n_tiers; k++)
+        if (self->tierset.tiers[k].state != SCHED_TIER_UP)
+            return false;
+    return true;
 }
 
 /* An operator's trim reached its count: it ends (it is one-shot, not a quota). */
@@ -307,13 +321,17 @@ static uint32_t s_pick(sched_t *self, uint32_t low, s_served_t *sv, bool *left_o
             if (in->q_usage <= target)
                 in->q_draining = false; /* hysteresis, as the watermarks' */
         }
-        if (in->trim_on && in->q_usage <= in->trim_keep)
+        /* a trim ends at its count once every tier is up: a persistent tier that is
+         * down or still reading its inventory brings its blocks back */
+        if (in->trim_on && in->q_usage <= in->trim_keep && s_tiers_settled(self))
             s_trim_done(self, in);
-        bool trimming = in->trim_on;
-        if (trimming && in->trim_keep < target)
-            target = in->trim_keep; /* exact: no hysteresis for an operator's count */
+        bool trimming = in->trim_on && in->q_usage > in->trim_keep;
         if (!in->q_draining && !trimming)
             continue;
+        /* the lower of the two targets rules; a trim's is exact (no hysteresis) */
+        uint64_t quota_target = in->q_draining ? target : UINT64_MAX;
+        bool by_trim = trimming && in->trim_keep < quota_target;
+        target = by_trim ? in->trim_keep : quota_target;
         out->over += in->q_draining;
         if (n_sv == S_SERVE) {
             if (first_left == SCHED_NONE)
@@ -321,7 +339,8 @@ static uint32_t s_pick(sched_t *self, uint32_t low, s_served_t *sv, bool *left_o
             continue;
         }
         sv[n_sv].inst = i;
-        sv[n_sv].need = in->q_usage - target; /* draining: target < usage */
+        sv[n_sv].trim = by_trim;
+        sv[n_sv].need = in->q_usage - target; /* target < usage either way */
         n_sv++;
     }
     *left_out = first_left != SCHED_NONE;
@@ -379,7 +398,6 @@ void sched_on_quota(sched_t *self, sched_call_t *call)
     out->more = left_out || (budget == 0 && s_any_need(sv, n_sv));
     if (bp)
         self->g.quota_backpressure++;
-    self->g.quota_reclaimed += out->marked;
     if (out->marked)
         bus_debug(S_LOG,
                   "quotas: %u of %u instances over, %u blocks marked DELETING%s (%" PRIu64
@@ -402,11 +420,17 @@ void sched_on_admin_trim(sched_t *self, sched_call_t *call)
     sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
     if (!in)
         return;
-    /* a poll of a trim in progress takes the last round's count (the reclaimer's
-     * rounds keep it fresh); anything else counts now, one read of every slot */
-    if (!r->status_only || !in->trim_on) {
+    /* A count reads every slot of every tier (about 95 ms at 8 Mi slots): a poll of
+     * a trim in progress takes the last round's (the reclaimer's rounds keep it
+     * fresh), anything else counts again at most once per S_TRIM_RECOUNT_MS, so
+     * no caller can hold the scheduler with a loop of calls. */
+    int64_t now = sched_now();
+    if ((!r->status_only || !in->trim_on) &&
+        (self->reclaim.trim_counted_ms == 0 ||
+         now - self->reclaim.trim_counted_ms >= S_TRIM_RECOUNT_MS)) {
         s_map_build(self);
         (void)s_count_usage(self);
+        self->reclaim.trim_counted_ms = now;
     }
     if (r->cancel) {
         if (in->trim_on) {
@@ -422,7 +446,7 @@ void sched_on_admin_trim(sched_t *self, sched_call_t *call)
         in->trim_keep = r->keep_blocks;
         bus_info(S_LOG, "trim of instance %s: %" PRIu64 " blocks, keeping %" PRIu64, in->id,
                  in->q_usage, in->trim_keep);
-        if (in->q_usage <= in->trim_keep)
+        if (in->q_usage <= in->trim_keep && s_tiers_settled(self))
             s_trim_done(self, in);
     }
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_admin_trim_rep_tag);

@@ -44,8 +44,9 @@ typedef struct {
      * per enforcement (open addressing, quota_mask + 1 buckets) */
     uint32_t *quota_map;
     uint32_t quota_mask;
-    uint32_t quota_cursor; /* first instance examined by the next enforcement */
-    uint32_t n_trims;      /* instances with an operator's trim in progress */
+    uint32_t quota_cursor;   /* first instance examined by the next enforcement */
+    uint32_t n_trims;        /* instances with an operator's trim in progress */
+    int64_t trim_counted_ms; /* when an AdminTrim last counted the locations (0: never) */
     /* the migrator when this scheduler started it (NULL: it runs beside,
      * cfg.migrator_endpoint), the client to its jobs ROUTER (results come back as
      * DemoteDone on the internal plane), demotions in flight */

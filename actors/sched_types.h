@@ -60,6 +60,7 @@ typedef struct {
     uint64_t reclaim_marked, reclaimed, reclaim_stale, reclaim_backpressure;
     uint64_t demote_submitted, demoted, demote_failed, demote_stale;
     uint64_t quota_reclaimed;      /* blocks marked DELETING by quota enforcement */
+    uint64_t trim_removed;         /* ... by operators' trims (kvtier trim / remove) */
     uint64_t quota_backpressure;   /* enforcements cut short by a full DELETING queue */
     uint64_t quota_over;           /* instances being brought down at the last enforcement */
     uint64_t room_demotions;       /* blocks demoted at once because a write found the head full */

@@ -156,7 +156,7 @@ static uint32_t s_chunks_for(uint32_t n)
 int sched_pool_init(sched_pool_t *p, uint32_t max_entries)
 {
     *p = (sched_pool_t){.n_chunks = s_chunks_for(max_entries)};
-    /* calloc'd pages stay untouched (not resident) until a window uses them */
+    /* mapped pages stay untouched (not resident) until a window uses them (tier_mem.h) */
     p->entries = tier_mem_calloc((size_t)p->n_chunks * SCHED_CHUNK, sizeof *p->entries);
     p->chunk_next = tier_mem_calloc(p->n_chunks, sizeof *p->chunk_next);
     p->chunk_free = tier_mem_calloc(p->n_chunks, sizeof *p->chunk_free);

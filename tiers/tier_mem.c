@@ -11,6 +11,13 @@
 #define S_HEAD 64u
 #define S_MAGIC 0x6b76746d656d0001ull /* "kvtmem", version 1 */
 
+/* Under AddressSanitizer every block is a heap block (tier_mem.h TIER_MEM_MAPS). */
+#if TIER_MEM_MAPS
+#define S_MAP_MIN TIER_MEM_MAP_MIN
+#else
+#define S_MAP_MIN SIZE_MAX
+#endif
+
 typedef struct {
     uint64_t magic;
     uint64_t mapped; /* bytes mapped with the header, 0: calloc'd */
@@ -25,10 +32,12 @@ void *tier_mem_calloc(size_t n, size_t size)
     size_t bytes = n * size + S_HEAD;
     uint8_t *base;
     uint64_t mapped = 0;
-    if (bytes >= TIER_MEM_MAP_MIN) {
+    if (bytes >= S_MAP_MIN) {
         base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (base == MAP_FAILED)
             return NULL;
+        /* with transparent huge pages "always", one write would fault in 2 MiB */
+        (void)madvise(base, bytes, MADV_NOHUGEPAGE);
         mapped = bytes;
     } else {
         base = aligned_alloc(S_HEAD, (bytes + S_HEAD - 1) / S_HEAD * S_HEAD);

@@ -57,7 +57,9 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
     seg->epoch = tier_seg_new_epoch();
     uint64_t t0 = tier_seg_now_ns();
     /* prefault: MAP_POPULATE faults every page in now, so the first block copies
-     * do not pay for page faults (and a host short of memory shows it at start) */
+     * do not pay for page faults. It reserves nothing: mmap does not report a
+     * populate that fell short, and a host short of memory meets the OOM killer
+     * later (the host tier's posix_fallocate on /dev/shm has no equivalent here). */
     int flags = MAP_PRIVATE | MAP_ANONYMOUS;
     if (prefault)
         flags |= MAP_POPULATE;

@@ -204,10 +204,15 @@ it_netns_hosts() {
     it_skip "$why"
   fi
   ip netns del "$probe"
+  local used
+  used=$(ip -4 -o addr show) || it_fail "cannot list the addresses in use"
+  net=""
   for try in 1 2 3 4 5 6 7 8; do
     net=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
-    ip -4 addr show | grep -q " $net\." || break
+    [[ $used == *" $net."* ]] || break
+    net=""
   done
+  [ -n "$net" ] || it_fail "no free 10.x.y.0/24 found for the hosts after 8 tries"
   it_ns_bridge="kvt${id}br"
   ip link add "$it_ns_bridge" type bridge || it_fail "cannot create bridge $it_ns_bridge"
   it_ns_root_ip=$net.1

@@ -66,9 +66,9 @@ static int s_run(int argc, char **argv, bool remove)
     s_args_t a = {.remove = remove};
     cli_common_init(&o);
     int first = cli_parse(argc, argv, "c:", longopts, &o, s_opt, &a);
-    bool bad = first < 0 || first != argc - 1 || (a.cancel && a.status) ||
-               (remove && (a.keep_set || a.cancel || a.status)) ||
-               (!remove && !a.keep_set && !a.cancel && !a.status);
+    /* exactly one of --keep, --cancel, --status for trim; none of them for remove */
+    int modes = a.keep_set + a.cancel + a.status;
+    bool bad = first < 0 || first != argc - 1 || (remove ? modes != 0 : modes != 1);
     if (bad || o.help) {
         fprintf(o.help ? stdout : stderr,
                 remove ? "usage: kvtier remove INSTANCE [--wait SECONDS]\n"
@@ -110,11 +110,18 @@ static int s_run(int argc, char **argv, bool remove)
             }
         }
         s_print(instance, &t);
+        uint64_t above = t.blocks > a.keep ? t.blocks - a.keep : 0;
         if (t.active) {
             fprintf(stderr,
-                    "kvtier %s: not done after %" PRIu64 " s (%" PRIu64
-                    " blocks left above the target: pinned or being written?)\n",
-                    cmd, a.wait_s, t.blocks - t.keep_blocks);
+                    "kvtier %s: not done after %" PRIu64 " s: %" PRIu64
+                    " blocks above the target (pinned, being written, or a tier is not up)\n",
+                    cmd, a.wait_s, above);
+            status = CLI_EXIT_FAIL;
+        } else if (above) { /* a leader change forgot it, or someone cancelled it */
+            fprintf(stderr,
+                    "kvtier %s: the trim is no longer in progress (cancelled, or a new leader "
+                    "took over) with %" PRIu64 " blocks above the target: run it again\n",
+                    cmd, above);
             status = CLI_EXIT_FAIL;
         }
     }

@@ -499,6 +499,48 @@ static void test_trim_and_remove_an_instance(void **state)
     s_stop(&fx);
 }
 
+static void s_quota_20(sched_config_t *c)
+{
+    c->delete_delay_ms = 1;
+    s_quota(c, TK_INST, 20, 0);
+}
+
+/* A trim beside a quota: the instance at its quota (20 of 20, not over) trimmed to
+ * 19 loses exactly one block, named a removal; over its quota, the lower target
+ * rules (the quota's, counted as the quota's). */
+static void test_trim_beside_a_quota(void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start(&fx, s_quota_20);
+    tk_t *t = fx.e.t;
+    assert_int_equal(s_put_as(t, TK_INST, 0, 20), 0);
+    assert_int_equal(s_trim(t, TK_INST, 19, false, false), 0);
+    assert_int_equal(s_enforce(&fx, 64, 500), 0);
+    assert_int_equal(t->rep->body.quota_enforce_rep.marked, 1);
+    assert_int_equal(t->rep->body.quota_enforce_rep.over, 0);
+    assert_int_equal(s_trim(t, TK_INST, 0, true, false), 0);
+    assert_int_equal(t->rep->body.admin_trim_rep.blocks, 19);
+    assert_int_equal(s_enforce(&fx, 64, 500), 0); /* the round that sees it done */
+    assert_int_equal(t->rep->body.quota_enforce_rep.marked, 0);
+    assert_int_equal(s_trim(t, TK_INST, 0, true, false), 0);
+    assert_false(t->rep->body.admin_trim_rep.active);
+    assert_int_equal(s_inst_stat(t, TK_INST, "trim_removed"), 1);
+    assert_int_equal(s_inst_stat(t, TK_INST, "quota_reclaimed"), 0);
+    assert_int_equal(tk_stat(t, "trim_removed"), 1);
+    assert_int_equal(tk_stat(t, "quota_reclaimed"), 0);
+
+    /* over the quota (25 > 20) with a trim to 15: the quota's target (10) rules */
+    assert_int_equal(s_put_as(t, TK_INST, 100, 6), 0);
+    assert_int_equal(s_trim(t, TK_INST, 15, false, false), 0);
+    assert_int_equal(s_enforce(&fx, 64, 500), 0);
+    assert_int_equal(t->rep->body.quota_enforce_rep.over, 1);
+    assert_int_equal(t->rep->body.quota_enforce_rep.marked, 15);
+    assert_int_equal(s_inst_stat(t, TK_INST, "quota_reclaimed"), 15);
+    assert_int_equal(s_inst_stat(t, TK_INST, "trim_removed"), 1);
+    s_stop(&fx);
+}
+
 /* Config rule: at most 64 quotas, ids unique, each with a limit; quota_low <= 1000. */
 static void test_quota_config_checked(void **state)
 {
@@ -539,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_quota_bounds_and_backpressure),
         cmocka_unit_test(test_quota_config_checked),
         cmocka_unit_test(test_trim_and_remove_an_instance),
+        cmocka_unit_test(test_trim_beside_a_quota),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();

@@ -2,7 +2,8 @@
  * overflow, and a large table that costs no resident memory until written, also
  * the second time one is made after another was freed (the case calloc gets
  * wrong: it clears reused memory and so touches every page). Residency is read
- * with mincore(2). */
+ * with mincore(2) (the residency checks only where large blocks are mapped:
+ * under AddressSanitizer they are heap blocks, TIER_MEM_MAPS 0). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,13 +53,14 @@ static void test_large_stays_out_of_memory(void **state)
         uint8_t *p = tier_mem_calloc(len / 8, 8);
         assert_non_null(p);
         assert_int_equal((uintptr_t)p % 64, 0);
-        size_t before = s_resident(p, len);
-        assert_true(before <= 1); /* at most the header's page */
+        if (TIER_MEM_MAPS)                        /* under ASan a heap block, cleared: resident */
+            assert_true(s_resident(p, len) <= 1); /* at most the header's page */
         assert_int_equal(p[0], 0);
         assert_int_equal(p[len - 1], 0);
         assert_int_equal(p[len / 2], 0);
         memset(p, 0x5a, len); /* every page touched: the next round must not inherit it */
-        assert_true(s_resident(p, len) >= len / (size_t)sysconf(_SC_PAGESIZE));
+        if (TIER_MEM_MAPS)
+            assert_true(s_resident(p, len) >= len / (size_t)sysconf(_SC_PAGESIZE));
         tier_mem_free(p);
     }
 }
