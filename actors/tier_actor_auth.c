@@ -365,12 +365,16 @@ static int s_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64
     return 0;
 }
 
-/* Counts a refusal (rc < 0) under self->refusal, the reason its check set. */
-static int s_count(self_t *self, int rc)
+/* Counts a refusal (rc < 0) under self->refusal, the reason its check set, and
+ * logs it the 1st, 2nd, 4th, 8th... time for that reason (bounded under a flood). */
+static int s_count(self_t *self, int rc, const kvtier_Status *st)
 {
     if (rc < 0) {
         self->stats.tokens_refused++;
-        self->stats.refusals[self->refusal]++;
+        uint64_t n = ++self->stats.refusals[self->refusal];
+        if ((n & (n - 1)) == 0)
+            bus_warn(S_LOG, "token refused (%s, %" PRIu64 " so far): %s",
+                     tier_refusal_name(self->refusal), n, st->message);
     }
     return rc;
 }
@@ -379,20 +383,20 @@ int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u
                           const uint64_t *sizes, const char *what, kvtier_Status *st)
 {
     self->refusal = TIER_REFUSAL_GRANT;
-    return s_count(self, s_auth_slots(self, g, slots, sizes, what, st));
+    return s_count(self, s_auth_slots(self, g, slots, sizes, what, st), st);
 }
 
 int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *src,
                           const bus_u64s_t *dst, kvtier_Status *st)
 {
     self->refusal = TIER_REFUSAL_GRANT;
-    return s_count(self, s_auth_pairs(self, g, src, dst, st));
+    return s_count(self, s_auth_pairs(self, g, src, dst, st), st);
 }
 
 int tier_actor_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
                     uint32_t dst_tier_id, tier_actor_grant_t *g, kvtier_Status *st)
 {
-    return s_count(self, s_auth(self, access, tok, dst_tier_id, g, st));
+    return s_count(self, s_auth(self, access, tok, dst_tier_id, g, st), st);
 }
 
 const char *tier_refusal_name(tier_refusal_t r)
