@@ -506,8 +506,9 @@ static int s_on_lease_check(zloop_t *loop, int timer_id, void *arg)
     int64_t last = atomic_load(&self->ka.last_ok_sent), now = s_now_ms();
     if (now <= s_until(last, self->lease_ttl_ms))
         return 0;
+    /* worded as the keepalive thread's loss (s_on_lease_lost): one line to look for */
     bus_warn(S_COMP,
-             "%s: the last keepalive etcd confirmed for lease %" PRIx64 " was sent %" PRId64
+             "%s: lease %" PRIx64 " lost: the last keepalive etcd confirmed was sent %" PRId64
              " ms ago, the TTL is %" PRId64 " ms: stepping down before the lease can lapse "
              "(epoch %" PRIu64 ")",
              self->name, (uint64_t)self->lease, now - last, self->lease_ttl_ms, self->epoch);

@@ -141,10 +141,13 @@ metric() {
   /usr/bin/python3 -c 'import sys,urllib.request; print(urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=5).read().decode())' "$addr" |
     awk -v m="$1" 'index($1, m) == 1 { print $2 }'
 }
-refused=$(metric 'kvtier_tier_actor_token_refusals_total{tier="host0",reason="old_leader"}')
-fence=$(metric 'kvtier_tier_actor_leader_epoch{')
-[ "${refused:-0}" -ge 1 ] || it_fail "no old_leader refusal counted (${refused:-none})"
-[ "$fence" = "$e2" ] || it_fail "the tier's fence is at ${fence:-none}, not $e2"
+# (the tier process refreshes its figures every metrics.refresh, 1 s)
+counted() {
+  refused=$(metric 'kvtier_tier_actor_token_refusals_total{tier="host0",reason="old_leader"}')
+  fence=$(metric 'kvtier_tier_actor_leader_epoch{')
+  [ "${refused:-0}" -ge 1 ] && [ "$fence" = "$e2" ]
+}
+it_wait_until 20 counted || it_fail "the tier's metrics: old_leader refusals ${refused:-none}, fence ${fence:-none} (want >= 1, $e2)"
 grep -q "leader epoch $e1: the elector stepped down\|leader epoch $e1: the lease was last confirmed" "$a_log" ||
   it_log "(A's scheduler got no request between its resume and its stop)"
 it_log "A stepped down; tier fence $fence, old_leader refusals $refused; load $(oks) ok, $(grep -c '^fail' "$it_dir/load.txt" || true) failed"
