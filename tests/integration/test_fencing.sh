@@ -171,4 +171,8 @@ touch "$it_dir/load.stop"
 wait "$load_pid"
 e3=$(epoch_at "$b_ep")
 it_log "after etcd's restart: leader epoch $e3, load $(oks) ok, $(grep -c '^fail' "$it_dir/load.txt" || true) failed in all"
+# (it_no_crash would count etcd's deliberate exit: the sanitizer half of it only)
+if grep -Eq 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log "$it_dir/coord-b.log"; then
+  it_fail "sanitizer report: $(grep -Eh -A3 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log "$it_dir/coord-b.log" | head -n 20)"
+fi
 it_log "PASS"
