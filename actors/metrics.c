@@ -497,8 +497,6 @@ static void s_render_tier(self_t *self, metrics_buf_t *b)
         {"kvtier_tier_actor_slots_copied_total", "counter", "slots copied", s->slots_copied},
         {"kvtier_tier_actor_copy_slot_failures_total", "counter", "slots whose copy failed",
          s->copy_slot_failures},
-        {"kvtier_tier_actor_token_refusals_total", "counter",
-         "requests refused for their token (docs/SECURITY.md)", s->tokens_refused},
         {"kvtier_tier_actor_capacity_slots", "gauge", "slots of the tier", s->capacity},
         {"kvtier_tier_actor_used_slots", "gauge", "SERVING slots", s->used_slots},
         {"kvtier_tier_actor_capacity_bytes", "gauge", "capacity x slot size",
@@ -509,7 +507,16 @@ static void s_render_tier(self_t *self, metrics_buf_t *b)
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         metrics_expo_family(b, f[i].m, f[i].type, f[i].h);
         metrics_expo_u64(b, f[i].m, &l, 1, f[i].v);
+    } /* one series per reason: their sum is every refusal (docs/SECURITY.md) */
+    const char *rm = "kvtier_tier_actor_token_refusals_total";
+    metrics_expo_family(b, rm, "counter", "requests refused for their token, by reason");
+    for (uint32_t r = 0; r < TIER_REFUSAL_COUNT; r++) {
+        metrics_label_t rl[2] = {l, {"reason", tier_refusal_name((tier_refusal_t)r)}};
+        metrics_expo_u64(b, rm, rl, 2, s->refusals[r]);
     }
+    metrics_expo_family(b, "kvtier_tier_actor_leader_epoch", "gauge",
+                        "highest leader epoch of a token this tier accepted (its fence)");
+    metrics_expo_u64(b, "kvtier_tier_actor_leader_epoch", &l, 1, s->leader_seen);
 }
 
 /* ---- the other documents ---- */

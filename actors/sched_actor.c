@@ -35,6 +35,51 @@ int64_t sched_wall_ms(void)
     return zclock_time();
 }
 
+/* ---- the leader's lease ---- */
+
+bool sched_lease_lapsed(sched_t *self)
+{
+    if (self->lapsed)
+        return true;
+    if (!self->cfg.lease_until_ms)
+        return false;
+    int64_t until = atomic_load(self->cfg.lease_until_ms), now = sched_now();
+    if (until == 0 || now <= until)
+        return false;
+    self->lapsed = true;
+    if (until == 1) /* coord_elector.c: it stepped down */
+        bus_warn(S_LOG,
+                 "%s: leader epoch %" PRIu64 ": the elector stepped down: no longer leader (no "
+                 "more tokens, NOT_LEADER to clients) until stopped",
+                 self->cfg.node_name, self->cfg.leader_epoch);
+    else
+        bus_warn(S_LOG,
+                 "%s: leader epoch %" PRIu64 ": the lease was last confirmed to last until %" PRId64
+                 " ms ago: no longer leader (no more tokens, NOT_LEADER to clients) until stopped",
+                 self->cfg.node_name, self->cfg.leader_epoch, now - until);
+    return true;
+}
+
+/* Past the lease nothing that leads is done: reads of this process's own state
+ * (ClusterInfo, Stats, AdminStatus) still answer, everything else is refused. */
+static bool s_lease_refuses(sched_t *self, sched_call_t *call)
+{
+    pb_size_t tag = call->req.env.which_body;
+    if (tag == kvtier_Envelope_cluster_info_req_tag || tag == kvtier_Envelope_stats_req_tag ||
+        tag == kvtier_Envelope_admin_status_req_tag || !sched_lease_lapsed(self))
+        return false;
+    if (call->srv == self->internal)
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "%s: this scheduler's leader lease has run out (epoch %" PRIu64 ")",
+                          bus_body_name(tag), self->cfg.leader_epoch);
+    else
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_LEADER,
+                          "%s: coordinator %s is no longer the leader (its lease of epoch %" PRIu64
+                          " ran out): ask etcd or the coordinator list for the new one",
+                          bus_body_name(tag), self->cfg.node_name, self->cfg.leader_epoch);
+    return true;
+}
+
 /* ---- configuration ---- */
 
 void sched_config_defaults(sched_config_t *cfg)
@@ -687,7 +732,7 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
      * the instance grants of their CURVE keys (sched_acl.c) */
     if (call->srv == self->server && !sched_client_enter(self, call, sched_now()))
         return;
-    if (!sched_acl_allows(self, call))
+    if (!sched_acl_allows(self, call) || s_lease_refuses(self, call))
         return;
     switch (call->req.env.which_body) {
     case kvtier_Envelope_register_instance_req_tag:

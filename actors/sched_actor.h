@@ -25,6 +25,7 @@
 #define KVT_SCHED_ACTOR_H
 
 #include <czmq.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -121,6 +122,14 @@ typedef struct {
     char vllm_event_endpoint[SCHED_ENDPOINT_MAX];
     char vllm_replay_endpoint[SCHED_ENDPOINT_MAX];
     uint64_t leader_epoch;
+    /* The leader's lease as the elector last confirmed it (coord_elector.h): a
+     * zclock_mono ms after which this scheduler is no leader any more, written by
+     * the elector, read here before anything leader-only is done. Past it the
+     * meta plane answers NOT_LEADER, the internal plane UNAVAILABLE, and no token
+     * is minted (the scheduler's own tier-plane requests go out without one and
+     * are refused at the tier). 0 in it: not set yet (a lease not confirmed
+     * yet counts as valid). NULL: no lease (tests, a scheduler without etcd). */
+    const _Atomic int64_t *lease_until_ms;
     /* The cluster secret (docs/SECURITY.md): when set, every token is sealed
      * (bus_token_mac.h, keyed for `cluster`) and the scheduler's own tier-plane
      * requests and copy jobs carry tokens it mints for them. Unset: tokens go

@@ -23,6 +23,8 @@ struct sched {
     bool seal;             /* cfg.has_secret: tokens are sealed under token_key */
     bus_token_key_t token_key;
     bool terminated;
+    bool lapsed;         /* the leader's lease ran out (sched_lease_lapsed): logged once */
+    bool serving_logged; /* "serving after N ms of rebuild" was logged (sched_tiers.c) */
 
     sched_events_t events;     /* sched_events.c */
     sched_tierset_t tierset;   /* sched_tiers.c */
@@ -34,5 +36,9 @@ struct sched {
     sched_global_t g;
     sched_lat_t lat[SCHED_LAT_CALLS]; /* sched_actor.c: per meta-plane call kind */
 };
+
+/* True once cfg.lease_until_ms has passed: nothing leader-only is done any more
+ * (logged the first time). sched_actor.c */
+bool sched_lease_lapsed(sched_t *self);
 
 #endif

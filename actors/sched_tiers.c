@@ -259,6 +259,8 @@ int sched_token_mint(sched_t *self, bus_token_kind_t kind, const sched_tier_t *c
     bus_token_tier_t tt[2];
     if (nt > 2)
         return -EINVAL;
+    if (sched_lease_lapsed(self)) /* a deposed leader grants nothing */
+        return -ESTALE;
     for (uint32_t i = 0; i < nt; i++)
         sched_tier_token(tiers[i], &tt[i]);
     bus_token_meta_t meta = {.issuer = self->token_issuer,
@@ -350,6 +352,41 @@ void sched_tiers_flush(sched_t *self)
     for (uint32_t i = 0; i < self->tierset.n_tiers; i++)
         if (self->tierset.tiers[i].n_del)
             s_flush_tier(self, &self->tierset.tiers[i]);
+}
+
+/* ---- the leader fence ---- */
+
+static void s_fence_done(void *arg, bus_reply_t *r)
+{
+    sched_tier_t *t = arg;
+    if (r->status.code != kvtier_StatusCode_STATUS_OK) {
+        t->self->g.tier_errors++;
+        bus_warn(S_LOG, "tier %s: raising the leader fence (epoch %" PRIu64 ") failed: %s",
+                 t->cfg.name, t->self->cfg.leader_epoch, r->status.message);
+    }
+}
+
+/* An empty DeleteSlots under this leader's admin token: it deletes nothing, and
+ * the tier actor, once it verifies the token, refuses every token of an older
+ * leader from then on (tier_actor_auth.c). Sent before the inventory's first page
+ * on the same connection, so the tier has raised it by the time this leader
+ * serves from its index: a deposed leader that resumes changes nothing there,
+ * whether or not this leader has sent the tier anything since. Without the
+ * secret there are no tokens and nothing to raise. */
+static void s_raise_fence(sched_t *self, sched_tier_t *t)
+{
+    if (!self->seal)
+        return;
+    kvtier_Envelope *env = self->tierset.tio.env;
+    bus_env_init(env, kvtier_Envelope_delete_slots_req_tag, self->cfg.node_name);
+    env->body.delete_slots_req.tier_id = t->cfg.tier_id;
+    env->body.delete_slots_req.epoch = t->epoch;
+    bus_arrays_t arr = {.payload = s_admin_token(self, t, NULL, NULL, 0)};
+    kvtier_Status st;
+    if (arr.payload.len == 0 ||
+        bus_client_send(t->client, env, &arr, NULL, 0, 0, NULL, s_fence_done, t, NULL, &st) < 0)
+        bus_warn(S_LOG, "tier %s: the leader fence (epoch %" PRIu64 ") was not sent", t->cfg.name,
+                 self->cfg.leader_epoch);
 }
 
 /* ---- headers ---- */
@@ -518,6 +555,31 @@ void sched_tier_reput_deadlines(sched_t *self, sched_tier_t *t, const char *id,
 
 static void s_stream_send(sched_t *self, sched_inv_stream_t *s);
 
+/* A new leader serves puts as soon as no tier is left RECOVERING (reads are
+ * served from the start: a tier being read serves what it has adopted so far).
+ * Logged once per scheduler, from its start: what a failover costs after the
+ * election (docs/OPERATIONS.md). */
+static void s_serving(sched_t *self)
+{
+    uint32_t up = 0;
+    uint64_t blocks = 0;
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        const sched_tier_t *t = &self->tierset.tiers[i];
+        if (t->state == SCHED_TIER_RECOVERING)
+            return;
+        up += t->state == SCHED_TIER_UP;
+        blocks += t->state == SCHED_TIER_UP ? t->inv_adopted : 0;
+    }
+    if (self->serving_logged || up == 0)
+        return;
+    self->serving_logged = true;
+    bus_info(
+        S_LOG,
+        "leader epoch %" PRIu64 ": serving after %" PRId64 " ms of rebuild (%u of %u tiers up, "
+        "%" PRIu64 " blocks adopted)",
+        self->cfg.leader_epoch, sched_now() - self->started_ms, up, self->tierset.n_tiers, blocks);
+}
+
 static void s_inventory_finish(sched_t *self, sched_tier_t *t, bool complete)
 {
     t->inv_active = false;
@@ -536,7 +598,7 @@ static void s_inventory_finish(sched_t *self, sched_tier_t *t, bool complete)
                  "tier %s up (epoch %" PRIu64 ") with a partial index: an inventory page "
                  "failed %u times in a row after %" PRIu64 " blocks",
                  t->cfg.name, t->epoch, SCHED_INV_TRIES, t->inv_adopted);
-    (void)self;
+    s_serving(self);
 }
 
 static void s_stream_failed(sched_t *self, sched_inv_stream_t *s, const char *why)
@@ -848,6 +910,7 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
              "tier %s at %s (epoch %" PRIu64 ", %" PRIu64 " slots of %" PRIu64
              " bytes): reading its inventory",
              t->cfg.name, t->endpoint, t->epoch, t->cfg.capacity, t->cfg.slot_size);
+    s_raise_fence(self, t);
     (void)s_inventory_start(self, t);
 }
 

@@ -172,6 +172,23 @@ typedef struct {
     uint32_t clock_skew_ms; /* wall clocks of scheduler and tier agree within; 0: default */
 } tier_actor_config_t;
 
+/* Why a tier actor refused a request's token (docs/SECURITY.md): no token, a
+ * malformed one, a MAC that does not verify (or none), a kind that does not open
+ * the access, expired, minted by an older leader (fenced: a newer leader has
+ * raised this actor's fence since), for another tier or incarnation, or not
+ * granting the request's slots or sizes. */
+typedef enum {
+    TIER_REFUSAL_MISSING = 0,
+    TIER_REFUSAL_MALFORMED,
+    TIER_REFUSAL_MAC,
+    TIER_REFUSAL_KIND,
+    TIER_REFUSAL_EXPIRED,
+    TIER_REFUSAL_OLD_LEADER,
+    TIER_REFUSAL_TIER,
+    TIER_REFUSAL_GRANT,
+    TIER_REFUSAL_COUNT
+} tier_refusal_t;
+
 typedef struct {
     uint64_t requests;      /* requests handled (reached a handler) */
     uint64_t errors;        /* handled requests answered with a non-OK status */
@@ -194,7 +211,12 @@ typedef struct {
     uint64_t drops_noticed;      /* dropped slots told to the scheduler (TierNotice) */
     uint64_t drops_unnoticed;    /* dropped slots no scheduler was known to tell */
     uint64_t tokens_refused;     /* requests refused for their token (cfg.secret set) */
+    uint64_t refusals[TIER_REFUSAL_COUNT]; /* tokens_refused by reason (tier_refusal_name) */
+    uint64_t leader_seen; /* highest leader epoch of a token that verified (the fence) */
 } tier_actor_stats_t;
+
+/* Why a token was refused: kvtier_tier_actor_token_refusals_total{reason}. */
+const char *tier_refusal_name(tier_refusal_t r);
 
 /* Starts the actor: opens the tier, binds the endpoint. NULL (after logging why)
  * when the config is invalid, the tier does not open, or the bind fails. */

@@ -9,7 +9,12 @@
  * and every requested slot (and size) is an entry of the token for this tier
  * (of a get+put token: of its get part to read, of its put part to write).
  * A refusal is PERMISSION_DENIED (EXPIRED for an expired token, UNAVAILABLE for
- * another epoch of this tier, as the fence always answered) and changes nothing.
+ * another epoch of this tier, as the fence always answered) and changes nothing;
+ * it is counted by reason (tier_refusal_t). The leader fence: a token that
+ * verifies raises leader_seen to its leader epoch (logged when it rises); one of
+ * a lower epoch is PERMISSION_DENIED "... fenced: ..." (reason old_leader). A new
+ * leader raises it on every tier before reading its inventory (sched_tiers.c),
+ * so a deposed leader that resumes changes nothing on any tier it reaches.
  * Never trusts the request's own epoch or destination endpoint once tokens are
  * on; never allocates per request (the request's slots are sorted in place in
  * scratch sized at start from max_slots, and the token is scanned once). */
@@ -21,10 +26,13 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "bus_log.h"
 #include "bus_token_mac.h"
 #include "tier_actor_int.h"
 
 typedef tier_actor_self_t self_t;
+
+#define S_LOG "tier"
 
 #define S_DENIED kvtier_StatusCode_STATUS_PERMISSION_DENIED
 #define S_EXPIRED kvtier_StatusCode_STATUS_EXPIRED
@@ -123,13 +131,16 @@ static int s_check_token(self_t *self, tier_actor_access_t access, const bus_blo
 {
     const char *what = s_access_name[access];
     char err[160];
+    self->refusal = TIER_REFUSAL_MISSING;
     if (tok->len == 0)
         return tier_actor_fail(self, st, S_DENIED,
                                "%s without a token: the tier plane opens only with a grant the "
                                "scheduler minted (prepare at the coordinator first)",
                                what);
+    self->refusal = TIER_REFUSAL_MALFORMED;
     if (bus_token_decode(tok->data, tok->len, v, err, sizeof err) < 0)
         return tier_actor_fail(self, st, S_DENIED, "%s: the token is not valid: %s", what, err);
+    self->refusal = TIER_REFUSAL_MAC;
     int rc = bus_token_verify(&self->key, v, tok->data);
     if (rc == -EPERM)
         return tier_actor_fail(self, st, S_DENIED,
@@ -141,10 +152,12 @@ static int s_check_token(self_t *self, tier_actor_access_t access, const bus_blo
                                "%s: the token's MAC does not verify (forged or altered, or "
                                "minted under another cluster's name or secret)",
                                what);
+    self->refusal = TIER_REFUSAL_KIND;
     if (!(s_allowed[access] & (1u << v->kind)))
         return tier_actor_fail(self, st, S_DENIED, "%s: a %s token does not grant it", what,
                                s_kind_name(v->kind));
     uint64_t now = s_wall_ms();
+    self->refusal = TIER_REFUSAL_EXPIRED;
     if (v->meta.expiry_ms == 0)
         return tier_actor_fail(self, st, S_DENIED, "%s: the token has no expiry", what);
     if (now > v->meta.expiry_ms + self->clock_skew_ms)
@@ -152,13 +165,22 @@ static int s_check_token(self_t *self, tier_actor_access_t access, const bus_blo
                                "%s: the token expired %" PRIu64
                                " ms ago (clock skew allowed: %u ms): prepare again",
                                what, now - v->meta.expiry_ms, self->clock_skew_ms);
+    self->refusal = TIER_REFUSAL_OLD_LEADER;
     if (v->meta.leader_epoch < self->leader_seen)
         return tier_actor_fail(self, st, S_DENIED,
-                               "%s: the token is from leader epoch %" PRIu64
+                               "%s fenced: the token is from leader epoch %" PRIu64
                                ", a newer leader (epoch %" PRIu64
                                ") has granted since: prepare again at the current leader",
                                what, v->meta.leader_epoch, self->leader_seen);
-    self->leader_seen = v->meta.leader_epoch;
+    if (v->meta.leader_epoch > self->leader_seen) {
+        /* the fence rises: from now on no token of an older leader changes this tier */
+        bus_info(S_LOG,
+                 "tier %s: leader epoch %" PRIu64 " (was %" PRIu64
+                 "): tokens of older leaders are refused from now on",
+                 self->name, v->meta.leader_epoch, self->leader_seen);
+        self->leader_seen = v->meta.leader_epoch;
+        self->stats.leader_seen = self->leader_seen;
+    }
     return 0;
 }
 
@@ -173,6 +195,7 @@ static int s_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *to
     int rc = s_check_token(self, access, tok, v, st);
     if (rc < 0)
         return rc;
+    self->refusal = TIER_REFUSAL_TIER;
     g->here = s_find_tier(v, self->tier_id);
     if (g->here == BUS_TOKEN_NO_TIER)
         return tier_actor_fail(self, st, S_DENIED, "%s: the token grants nothing on tier id %u",
@@ -189,6 +212,7 @@ static int s_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *to
                                "gone; refresh its locations",
                                what, epoch, self->epoch);
     g->dst = BUS_TOKEN_NO_TIER;
+    self->refusal = TIER_REFUSAL_GRANT;
     if (access == TIER_AUTH_COPY) {
         g->dst = s_find_tier(v, dst_tier_id);
         if (g->dst == BUS_TOKEN_NO_TIER || g->dst == g->here)
@@ -341,26 +365,47 @@ static int s_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64
     return 0;
 }
 
+/* Counts a refusal (rc < 0) under self->refusal, the reason its check set, and
+ * logs it the 1st, 2nd, 4th, 8th... time for that reason (bounded under a flood). */
+static int s_count(self_t *self, int rc, const kvtier_Status *st)
+{
+    if (rc < 0) {
+        self->stats.tokens_refused++;
+        uint64_t n = ++self->stats.refusals[self->refusal];
+        if ((n & (n - 1)) == 0)
+            bus_warn(S_LOG, "token refused (%s, %" PRIu64 " so far): %s",
+                     tier_refusal_name(self->refusal), n, st->message);
+    }
+    return rc;
+}
+
 int tier_actor_auth_slots(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *slots,
                           const uint64_t *sizes, const char *what, kvtier_Status *st)
 {
-    int rc = s_auth_slots(self, g, slots, sizes, what, st);
-    self->stats.tokens_refused += rc < 0;
-    return rc;
+    self->refusal = TIER_REFUSAL_GRANT;
+    return s_count(self, s_auth_slots(self, g, slots, sizes, what, st), st);
 }
 
 int tier_actor_auth_pairs(self_t *self, const tier_actor_grant_t *g, const bus_u64s_t *src,
                           const bus_u64s_t *dst, kvtier_Status *st)
 {
-    int rc = s_auth_pairs(self, g, src, dst, st);
-    self->stats.tokens_refused += rc < 0;
-    return rc;
+    self->refusal = TIER_REFUSAL_GRANT;
+    return s_count(self, s_auth_pairs(self, g, src, dst, st), st);
 }
 
 int tier_actor_auth(self_t *self, tier_actor_access_t access, const bus_blob_t *tok,
                     uint32_t dst_tier_id, tier_actor_grant_t *g, kvtier_Status *st)
 {
-    int rc = s_auth(self, access, tok, dst_tier_id, g, st);
-    self->stats.tokens_refused += rc < 0;
-    return rc;
+    return s_count(self, s_auth(self, access, tok, dst_tier_id, g, st), st);
+}
+
+const char *tier_refusal_name(tier_refusal_t r)
+{
+    static const char *names[TIER_REFUSAL_COUNT] = {
+        [TIER_REFUSAL_MISSING] = "missing", [TIER_REFUSAL_MALFORMED] = "malformed",
+        [TIER_REFUSAL_MAC] = "mac",         [TIER_REFUSAL_KIND] = "kind",
+        [TIER_REFUSAL_EXPIRED] = "expired", [TIER_REFUSAL_OLD_LEADER] = "old_leader",
+        [TIER_REFUSAL_TIER] = "tier",       [TIER_REFUSAL_GRANT] = "grant",
+    };
+    return (unsigned)r < TIER_REFUSAL_COUNT ? names[r] : "?";
 }

@@ -82,6 +82,7 @@ typedef struct tier_actor_self {
     bus_token_key_t key;
     uint32_t clock_skew_ms;
     uint64_t leader_seen;     /* highest leader epoch of a token that verified */
+    tier_refusal_t refusal;   /* the reason of the check under way (counted if it fails) */
     tier_actor_pair_t *pairs; /* max_slots */
     uint64_t *grant;          /* max_slots: 1 + the size a request's slot is granted, 0: none */
 

@@ -114,8 +114,23 @@ typedef struct {
     zsock_t *push;
     int64_t lease;
     int64_t ttl_ms;
-    int64_t last_ok_sent; /* when the last confirmed keepalive (or the grant) was sent */
+    _Atomic int64_t last_ok_sent; /* when the last confirmed keepalive (or the grant) was
+                                     sent; read by the actor's step-down timer */
+    _Atomic int64_t *until;       /* cfg.lease_until_ms (NULL: none) */
 } s_keepalive_t;
+
+/* The safety rule's bound (coord_elector.h): 3/4 of the TTL after a confirmed send. */
+static int64_t s_until(int64_t sent, int64_t ttl_ms)
+{
+    return sent + ttl_ms - ttl_ms / 4;
+}
+
+static void s_ka_confirmed(s_keepalive_t *ka, int64_t sent)
+{
+    atomic_store(&ka->last_ok_sent, sent);
+    if (ka->until)
+        atomic_store(ka->until, s_until(sent, ka->ttl_ms));
+}
 
 /* Waits until deadline (monotonic ms) or stop; returns true when stopping. */
 static bool s_ka_wait(s_keepalive_t *ka, int64_t deadline)
@@ -135,7 +150,7 @@ static void *s_ka_thread(void *arg)
     s_keepalive_t *ka = arg;
     int64_t interval = ka->ttl_ms / 4 > 0 ? ka->ttl_ms / 4 : 1;
     int64_t retry = interval < 100 ? interval : 100;
-    int64_t next = ka->last_ok_sent + interval;
+    int64_t next = atomic_load(&ka->last_ok_sent) + interval;
     for (;;) {
         if (s_ka_wait(ka, next))
             break;
@@ -143,12 +158,13 @@ static void *s_ka_thread(void *arg)
         int64_t ttl = 0;
         int rc = coord_etcd_lease_keepalive(ka->etcd, ka->lease, &ttl);
         if (rc == 0 && ttl > 0) {
-            ka->last_ok_sent = sent;
+            s_ka_confirmed(ka, sent);
             next = sent + interval;
             continue;
         }
         const char *why = rc == 0 ? "lease expired" : coord_etcd_last_error(ka->etcd);
-        if (rc == -ENOENT || rc == 0 || s_now_ms() >= ka->last_ok_sent + ka->ttl_ms * 2 / 3) {
+        if (rc == -ENOENT || rc == 0 ||
+            s_now_ms() >= s_until(atomic_load(&ka->last_ok_sent), ka->ttl_ms)) {
             zsock_send(ka->push, "s8i8s", "KA_LOST", (uint64_t)ka->lease, rc, (uint64_t)0, why);
             break;
         }
@@ -188,6 +204,7 @@ typedef struct {
     int retry_ms;
     int backoff_ms;
     int retry_timer;       /* zloop timer id, -1 when none */
+    int lease_timer;       /* the step-down check (zloop timer id), -1 when none */
     int64_t holdoff_until; /* zclock_mono: no campaign before (after losing our lease) */
 
     int64_t lease;
@@ -266,7 +283,7 @@ static int s_ka_start(self_t *self, int64_t grant_sent)
     ka->stop = false;
     ka->lease = self->lease;
     ka->ttl_ms = self->lease_ttl_ms;
-    ka->last_ok_sent = grant_sent;
+    s_ka_confirmed(ka, grant_sent);
     if (pthread_create(&ka->thread, NULL, s_ka_thread, ka) != 0) {
         zsock_destroy(&ka->push);
         return -EAGAIN;
@@ -301,6 +318,13 @@ static int s_take_lease(self_t *self)
     }
     self->lease = id;
     self->lease_ttl_ms = (ttl > 0 ? ttl : self->ttl_s) * 1000;
+    if (ttl > self->ttl_s)
+        bus_warn(S_COMP,
+                 "%s: etcd granted lease %" PRIx64 " a TTL of %" PRId64 " s, not the %" PRId64
+                 " s asked: its minimum lease TTL is 3/2 of its election timeout, rounded up to a "
+                 "second (run etcd with a shorter --election-timeout and --heartbeat-interval "
+                 "for a shorter lease: docs/OPERATIONS.md)",
+                 self->name, (uint64_t)id, ttl, self->ttl_s);
     rc = coord_etcd_put(self->etcd, self->member_key, self->endpoint, strlen(self->endpoint), id,
                         NULL);
     if (rc == 0)
@@ -310,8 +334,11 @@ static int s_take_lease(self_t *self)
         s_drop_lease(self);
         return rc;
     }
-    bus_info(S_COMP, "%s: lease %" PRIx64 " (ttl %" PRId64 " s), registered %s", self->name,
-             (uint64_t)id, self->lease_ttl_ms / 1000, self->member_key);
+    bus_info(S_COMP,
+             "%s: lease %" PRIx64 " granted by etcd with TTL %" PRId64 " s (asked %" PRId64
+             " s; step down %" PRId64 " ms after the last confirmed keepalive), registered %s",
+             self->name, (uint64_t)id, self->lease_ttl_ms / 1000, self->ttl_s,
+             s_until(0, self->lease_ttl_ms), self->member_key);
     return 0;
 }
 
@@ -319,6 +346,8 @@ static void s_lose_leadership(self_t *self)
 {
     if (!self->leader)
         return;
+    if (self->ka.until) /* the scheduler stops granting now, before it reads LOST */
+        atomic_store(self->ka.until, 1);
     self->leader = false;
     s_report(self, COORD_ELECTOR_LOST, self->epoch, "", self->name);
     self->epoch = 0;
@@ -465,6 +494,31 @@ static int s_campaign(self_t *self)
 
 /* --- inbox and pipe --- */
 
+/* The safety rule's timer: a leader whose last confirmed keepalive is older than
+ * 3/4 of the TTL steps down now, whatever the keepalive thread is doing. */
+static int s_on_lease_check(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    self_t *self = arg;
+    if (!self->leader || !self->lease || !self->ka.running)
+        return 0;
+    int64_t last = atomic_load(&self->ka.last_ok_sent), now = s_now_ms();
+    if (now <= s_until(last, self->lease_ttl_ms))
+        return 0;
+    /* worded as the keepalive thread's loss (s_on_lease_lost): one line to look for */
+    bus_warn(S_COMP,
+             "%s: lease %" PRIx64 " lost: the last keepalive etcd confirmed was sent %" PRId64
+             " ms ago, the TTL is %" PRId64 " ms: stepping down before the lease can lapse "
+             "(epoch %" PRIu64 ")",
+             self->name, (uint64_t)self->lease, now - last, self->lease_ttl_ms, self->epoch);
+    s_lose_leadership(self);
+    s_hold_off(self);
+    s_drop_lease(self);
+    s_campaign(self);
+    return 0;
+}
+
 static void s_on_lease_lost(self_t *self, uint64_t lease, const char *why)
 {
     if ((int64_t)lease != self->lease)
@@ -546,6 +600,9 @@ static void s_actor(zsock_t *pipe, void *arg)
                       : "no etcd handle (an etcd endpoint is empty, or curl could not start)");
     if (bus_actor_ready(pipe, ok) == 0) {
         zloop_set_nonstop(self->loop, true); /* stop on $TERM only: the owner decides */
+        int64_t every = self->ttl_s * 1000 / 20;
+        self->lease_timer =
+            zloop_timer(self->loop, (size_t)(every > 5 ? every : 5), 0, s_on_lease_check, self);
         s_campaign(self);
         zloop_start(self->loop);
     }
@@ -599,6 +656,7 @@ zactor_t *coord_elector_new(const coord_elector_config_t *cfg)
                                        .timeout_ms = call_ms,
                                        .connect_timeout_ms = call_ms};
     self->retry_ms = cfg->retry_ms > 0 ? cfg->retry_ms : 100;
+    self->ka.until = cfg->lease_until_ms;
     zactor_t *actor = bus_actor_new(s_actor, self);
     if (!actor)
         goto out_free; /* the actor has ended, or never ran */

@@ -14,11 +14,18 @@
  *   FOLLOWER  another process leads, or the leader changed (epoch, endpoint);
  *             epoch 0 and "" when no leader is known
  *
- * Safety rule: a leader whose keepalives fail reports LOST once 3/4 of the lease
- * TTL has passed since the last keepalive that etcd confirmed (measured from
- * when it was sent), i.e. before etcd can expire the lease and let another
- * coordinator win. It then revokes that lease (best effort) and campaigns anew
- * with a fresh one.
+ * Safety rule: a leader steps down (reports LOST) once 3/4 of the lease TTL
+ * etcd granted has passed since the last keepalive that etcd confirmed
+ * (measured from when it was sent: etcd's expiry is no earlier than that send
+ * plus the TTL), i.e. a margin of TTL/4 before etcd can expire the lease and let
+ * another coordinator win. A timer checks it every TTL/20 whatever the keepalive
+ * thread is doing (a call hanging, a process stopped and resumed): it does not
+ * wait for etcd to say the lease is gone. It then revokes that lease (best
+ * effort) and campaigns anew with a fresh one after a hold-off. The same bound
+ * is published in lease_until_ms for the scheduler, which stops granting the
+ * moment it passes, before the LOST event has even been read.
+ * Every grant logs the TTL etcd granted (etcd raises a short one to its minimum,
+ * 3/2 of its election timeout rounded up to a second: docs/OPERATIONS.md).
  *
  * Never: blocks the keepalive behind a campaign or a watch, keeps reporting
  * LEADER after its lease is gone, or retries etcd faster than retry_ms.
@@ -28,6 +35,7 @@
 #define KVT_COORD_ELECTOR_H
 
 #include <czmq.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +53,10 @@ typedef struct {
     int64_t lease_ttl_s;  /* >= 1 (etcd may raise it to its minimum) */
     int etcd_timeout_ms;  /* one etcd call of the campaign loop; 0: 2000 */
     int retry_ms;         /* first backoff after an etcd failure, doubled up to 2 s; 0: 100 */
+    /* Where the elector publishes, while it holds a lease, the zclock_mono ms
+     * past which it is no leader (the safety rule's bound; sched_config_t's
+     * lease_until_ms reads it); NULL: not published. Outlives the actor. */
+    _Atomic int64_t *lease_until_ms;
 } coord_elector_config_t;
 
 typedef enum {

@@ -72,6 +72,9 @@ typedef struct {
     char metrics_addr[METRICS_HTTP_ADDR_MAX];
     bool leader;
     uint64_t epoch;
+    /* the elector's bound on our lease (coord_elector.h's safety rule), read by
+     * the scheduler before anything leader-only (sched_config_t.lease_until_ms) */
+    _Atomic int64_t lease_until;
     char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
     uint64_t leader_epoch;
     s_tier_t tiers[COORD_MAX_TIERS]; /* by tier id - 1 */
@@ -138,6 +141,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     snprintf(sc->endpoint, sizeof sc->endpoint, "%s", p->endpoint);
     snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->endpoint);
     sc->leader_epoch = p->epoch;
+    sc->lease_until_ms = &p->lease_until;
     sc->has_secret = true;
     memcpy(sc->secret, p->secret, sizeof sc->secret);
     sc->n_tiers = c->n_tiers;
@@ -620,7 +624,8 @@ static int s_start_actors(s_proc_t *p)
                                  .cluster = p->cfg.cluster,
                                  .name = p->name,
                                  .endpoint = p->endpoint,
-                                 .lease_ttl_s = coord_config_lease_ttl_s(&p->cfg)};
+                                 .lease_ttl_s = coord_config_lease_ttl_s(&p->cfg),
+                                 .lease_until_ms = &p->lease_until};
     /* Signals wait for the main loop: one during a start would cut its handshake short. */
     coord_proc_block_signals(true);
     p->membership = coord_membership_new(&mc);

@@ -4,7 +4,8 @@
 
 Used by test_client_killed.sh, test_prefetch_race.sh and test_quota.sh; each
 subcommand is one client process against $KVTIER_COORDINATOR, as instance
-$IT_INSTANCE (default "it-client"). Block bytes are a function of the key
+$IT_INSTANCE (default "it-client"); IT_DISABLE_SHM=1: the frame path even on the
+tier's host. Block bytes are a function of the key
 (shake-128 of a salt and the key), so any block read back can be checked on its own:
 a wrong byte anywhere is a block served for the wrong key or a stale or torn slot.
 
@@ -17,6 +18,10 @@ Subcommands:
                             keys (nothing written) in two requests, writes READY (JSON),
                             then waits to be killed
   stats [INSTANCE]          the scheduler's counters as JSON (all, or one instance's)
+  stale TAG N READY GO      prepare_put of N keys at the leader of the moment, writes READY,
+                            waits for the file GO, then writes the bytes under that (by then
+                            a deposed leader's) token; prints the job's outcome as JSON;
+                            exit 0 when the tier refused it, 1 when any byte was written
   writer ...                race test: stores sequences of blocks in a loop
   prefetcher ...            race test: lookup, prefetch, get and check, in a loop
 Exit status: 0 ok, 1 a check failed (message on stderr), 2 usage or setup error.
@@ -73,6 +78,7 @@ class Conn:
             sys.exit(2)
         # a deployment with security.curve: this client's pair and the server key
         self.c = kvtier.Client(coordinators=coord, name=name, timeout_ms=5000,
+                               disable_shm=os.environ.get("IT_DISABLE_SHM") == "1",
                                curve_cert=os.environ.get("IT_CURVE_CERT"),
                                curve_server_key=os.environ.get("IT_CURVE_SERVER_KEY"))
         self.c.register_instance(INSTANCE, TOKENS_PER_BLOCK, BLOCK)
@@ -245,6 +251,28 @@ def cmd_hold(a):
     # keep the tokens and the connection; the test kills this process
     while True:
         time.sleep(3600)
+
+
+def cmd_stale(a):
+    cn = Conn("stale")
+    keys = keys_of(a.tag, 0, a.n)
+    rid = cn.req("stale")
+    tok = cn.c.prepare_put(INSTANCE, rid, keys)
+    if tok.count != a.n:
+        fail("prepare_put reserved %d of %d keys" % (tok.count, a.n))
+    tmp = a.ready + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"pid": os.getpid(), "count": tok.count}, f)
+    os.rename(tmp, a.ready)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(a.go):
+        if time.monotonic() > deadline:
+            fail("no %s after 300 s" % a.go)
+        time.sleep(0.05)
+    r = cn.run_job(cn.c.submit_put, tok, [pattern(k, b"deposed-leader") for k in tok.keys], BLOCK)
+    print(json.dumps({"status": kvtier.status_name(r.status), "n_keys": r.n_keys,
+                      "n_failed": r.n_failed}))
+    sys.exit(0 if r.n_failed == r.n_keys and not r.ok else 1)
 
 
 # ---- the prefetch race ----
@@ -428,6 +456,11 @@ def main():
     s.add_argument("nb", type=int)
     s.add_argument("ready")
     sub.add_parser("stats").add_argument("instance", nargs="?")
+    s = sub.add_parser("stale")
+    s.add_argument("tag")
+    s.add_argument("n", type=int)
+    s.add_argument("ready")
+    s.add_argument("go")
     for name in ("writer", "prefetcher"):
         s = sub.add_parser(name)
         s.add_argument("--id", type=int, default=0)
@@ -442,7 +475,7 @@ def main():
     a = p.parse_args()
     try:
         {"store": cmd_store, "put": cmd_put, "verify": cmd_verify, "miss": cmd_miss, "hold": cmd_hold,
-         "stats": cmd_stats, "writer": cmd_writer, "prefetcher": cmd_prefetcher}[a.cmd](a)
+         "stats": cmd_stats, "stale": cmd_stale, "writer": cmd_writer, "prefetcher": cmd_prefetcher}[a.cmd](a)
     except kvtier.KvtError as e:
         fail("%s: %s (%s)" % (a.cmd, e, status_of(e)))
 

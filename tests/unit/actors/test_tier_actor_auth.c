@@ -6,7 +6,8 @@
  * token, an older leader, a CopySlots naming its own destination) is refused with
  * its status, and the stored block reads back unchanged; a granted copy goes to
  * the destination the token names and lands byte-exact. Probe and Inventory take
- * no token. */
+ * no token. A new leader's fence (an empty DeleteSlots under its admin token)
+ * shuts out every mutation of an older leader; refusals are counted by reason. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -445,6 +446,140 @@ static int t_copy(fx_t *fx, const char *dst_ep, uint8_t *tok, uint32_t n, uint64
     return code;
 }
 
+/* DeleteSlots of n slots (n = 0: the new leader's fence) under tok. */
+static int t_delete(t_tier_t *t, const uint64_t *slots, uint32_t n, uint8_t *tok, uint32_t tok_len,
+                    uint32_t *deleted, kvtier_Status *st)
+{
+    static kvtier_Envelope req, rep;
+    bus_env_init(&req, kvtier_Envelope_delete_slots_req_tag, "test");
+    req.body.delete_slots_req.tier_id = t->id;
+    bus_arrays_t arr = {.slots = {(uint64_t *)slots, n, n}, .payload = t_blob(tok, tok_len)};
+    int code = t_call(t, &req, &arr, NULL, 0, &rep, NULL, NULL, st);
+    *deleted = rep.body.delete_slots_rep.deleted;
+    return code;
+}
+
+/* An admin token with no entries (what sched_tiers.c's s_raise_fence mints). */
+static uint32_t t_mint_fence(const t_tier_t *t, uint64_t leader_epoch, uint8_t *buf, size_t cap)
+{
+    bus_token_tier_t tt;
+    t_token_tier(t, UINT64_MAX, &tt);
+    bus_token_meta_t meta = {
+        .issuer = 78, .leader_epoch = leader_epoch, .expiry_ms = t_wall_ms() + 60000};
+    size_t len = 0;
+    assert_int_equal(bus_token_encode(BUS_TOKEN_ADMIN, &meta, &tt, 1, NULL, 0, buf, cap, &len), 0);
+    bus_token_key_t key;
+    assert_int_equal(bus_token_key_derive(s_secret, CLUSTER, &key), 0);
+    assert_int_equal(bus_token_seal(&key, buf, cap, &len), 0);
+    return (uint32_t)len;
+}
+
+static tier_actor_stats_t t_stats(t_tier_t *t)
+{
+    tier_actor_stats_t s;
+    assert_int_equal(tier_actor_stats(t->actor, &s), 0);
+    return s;
+}
+
+/* Issue 9 §2: a new leader raises the fence with an empty DeleteSlots before it
+ * sends the tier anything else; from then on every mutation a deposed leader's
+ * token allows (WriteSlots, PutHeader, DeleteSlots, CopySlots) is refused with
+ * PERMISSION_DENIED "... fenced", counted under reason old_leader, and the block
+ * is untouched — though the new leader has granted nothing on it yet. */
+static void test_fence_refuses_every_mutation_of_a_deposed_leader(void **state)
+{
+    fx_t *fx = *state;
+    uint8_t tok[1024];
+    kvtier_Status st;
+    uint32_t deleted = 99;
+    tier_actor_stats_t before = t_stats(&fx->src);
+    assert_int_equal(before.leader_seen, 5); /* the setup's tokens */
+    uint32_t n = t_mint_fence(&fx->src, 9, tok, sizeof tok);
+    assert_int_equal(t_delete(&fx->src, NULL, 0, tok, n, &deleted, &st), ST_OK);
+    assert_int_equal(deleted, 0);
+    assert_int_equal(t_stats(&fx->src).leader_seen, 9);
+
+    /* the deposed leader (epoch 5) resumes */
+    t_grant_t g = t_grant(BUS_TOKEN_PUT, &fx->src, 1);
+    n = t_mint(&g, tok, sizeof tok);
+    assert_int_equal(t_write(&fx->src, 1, fx->other, SLOT, tok, n, 0, &st), ST_DENIED);
+    assert_non_null(strstr(st.message, "WriteSlots fenced"));
+    g = t_grant(BUS_TOKEN_ADMIN, &fx->src, 1);
+    n = t_mint(&g, tok, sizeof tok);
+    uint8_t key2[16];
+    memset(key2, 0x5A, sizeof key2);
+    assert_int_equal(t_put(&fx->src, 1, key2, SLOT, fx->sum, tok, n, &st), ST_DENIED);
+    assert_non_null(strstr(st.message, "PutHeader fenced"));
+    uint64_t one[1] = {1};
+    assert_int_equal(t_delete(&fx->src, one, 1, tok, n, &deleted, &st), ST_DENIED);
+    assert_non_null(strstr(st.message, "DeleteSlots fenced"));
+    assert_int_equal(deleted, 0);
+    g = t_grant(BUS_TOKEN_COPY, &fx->dst, 2);
+    g.src = &fx->src;
+    g.src_slot = 1;
+    n = t_mint(&g, tok, sizeof tok);
+    bool ok = true;
+    assert_int_equal(t_copy(fx, fx->dst.ep, tok, n, 2, &ok, &st), ST_DENIED);
+    assert_non_null(strstr(st.message, "CopySlots fenced"));
+    assert_false(ok);
+    /* and its own fence (an older epoch) lowers nothing */
+    n = t_mint_fence(&fx->src, 5, tok, sizeof tok);
+    assert_int_equal(t_delete(&fx->src, NULL, 0, tok, n, &deleted, &st), ST_DENIED);
+
+    tier_actor_stats_t after = t_stats(&fx->src);
+    assert_int_equal(after.leader_seen, 9);
+    assert_int_equal(
+        after.refusals[TIER_REFUSAL_OLD_LEADER] - before.refusals[TIER_REFUSAL_OLD_LEADER], 5);
+    assert_int_equal(after.tokens_refused - before.tokens_refused, 5);
+    assert_int_equal(after.slots_deleted, before.slots_deleted);
+    assert_int_equal(after.headers_put, before.headers_put);
+    assert_int_equal(t_stats(&fx->dst).slots_written, 0);
+    g = t_grant(BUS_TOKEN_GET, &fx->src, 1);
+    g.leader_epoch = 9;
+    n = t_mint(&g, tok, sizeof tok);
+    uint8_t out[SLOT];
+    size_t len = 0;
+    assert_int_equal(t_read(&fx->src, 1, tok, n, out, &len, &st), ST_OK);
+    assert_memory_equal(out, fx->bytes, SLOT); /* same bytes, same header */
+}
+
+/* kvtier_tier_actor_token_refusals_total{reason}: each refusal under its own. */
+static void test_refusals_are_counted_by_reason(void **state)
+{
+    fx_t *fx = *state;
+    tier_actor_stats_t before = t_stats(&fx->src);
+    t_grant_t g = t_grant(BUS_TOKEN_PUT, &fx->src, 1);
+    g.secret = NULL;
+    t_write_refused(fx, &g, ST_DENIED, "no MAC");
+    g = t_grant(BUS_TOKEN_GET, &fx->src, 1);
+    t_write_refused(fx, &g, ST_DENIED, "does not grant");
+    g = t_grant(BUS_TOKEN_PUT, &fx->src, 1);
+    g.expiry_delta_ms = -(int64_t)(TIER_ACTOR_DEFAULT_CLOCK_SKEW_MS + 1000);
+    t_write_refused(fx, &g, ST_EXPIRED, "expired");
+    g = t_grant(BUS_TOKEN_PUT, &fx->src, 3);
+    t_write_refused(fx, &g, ST_DENIED, "does not grant it");
+    g = t_grant(BUS_TOKEN_PUT, &fx->src, 1);
+    g.epoch_override = fx->src.epoch + 1;
+    t_write_refused(fx, &g, ST_UNAVAILABLE, "restarted");
+    kvtier_Status st;
+    assert_int_equal(t_write(&fx->src, 1, fx->other, SLOT, NULL, 0, 0, &st), ST_DENIED);
+    tier_actor_stats_t after = t_stats(&fx->src);
+    static const uint32_t want[TIER_REFUSAL_COUNT] = {
+        [TIER_REFUSAL_MISSING] = 1, [TIER_REFUSAL_MAC] = 1,   [TIER_REFUSAL_KIND] = 1,
+        [TIER_REFUSAL_EXPIRED] = 1, [TIER_REFUSAL_GRANT] = 1, [TIER_REFUSAL_TIER] = 1,
+    };
+    uint64_t sum = 0;
+    for (uint32_t r = 0; r < TIER_REFUSAL_COUNT; r++) {
+        uint64_t d = after.refusals[r] - before.refusals[r];
+        if (d != want[r])
+            fail_msg("reason %s: %" PRIu64 " refusals, expected %u", tier_refusal_name(r), d,
+                     want[r]);
+        sum += d;
+    }
+    assert_int_equal(after.tokens_refused - before.tokens_refused, sum);
+    assert_string_equal(tier_refusal_name(TIER_REFUSAL_OLD_LEADER), "old_leader");
+}
+
 static void test_copy_goes_only_where_the_token_says(void **state)
 {
     fx_t *fx = *state;
@@ -587,6 +722,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_get_put_token_reads_its_hits_and_writes_its_misses,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_needs_no_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fence_refuses_every_mutation_of_a_deposed_leader,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusals_are_counted_by_reason, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

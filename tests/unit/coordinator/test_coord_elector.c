@@ -291,6 +291,40 @@ static void test_leader_steps_down_when_etcd_stops_answering(void **state)
     coord_elector_destroy(&a);
 }
 
+/* Issue 9 §1: with a 1 s lease (the fixture's etcd grants it: its election
+ * timeout is 100 ms) the leader publishes the bound past which it is no leader
+ * (3/4 of the TTL after a confirmed keepalive, so never past the lease etcd
+ * holds), steps down by that bound alone when etcd stops answering, and the
+ * bound reads "past" (1) the moment LOST is reported, before anyone reads it. */
+static void test_leader_publishes_its_lease_bound_and_steps_down(void **state)
+{
+    fx_t *fx = *state;
+    const char *eps[] = {etcd_fixture_url(g_etcd)};
+    _Atomic int64_t until = 0;
+    coord_elector_config_t cfg = {.etcd_endpoints = eps,
+                                  .n_etcd = 1,
+                                  .cluster = fx->cluster,
+                                  .name = "a",
+                                  .endpoint = "tcp://127.0.0.1:1001",
+                                  .lease_ttl_s = 1,
+                                  .lease_until_ms = &until};
+    zactor_t *a = coord_elector_new(&cfg);
+    assert_non_null(a);
+    coord_elector_event_t ea = s_until(a, COORD_ELECTOR_LEADER);
+    int64_t bound = atomic_load(&until);
+    assert_true(bound > 1);
+    assert_true(bound <= s_now_ms() + 1000 * 3 / 4);
+    assert_int_equal(etcd_fixture_pause(g_etcd), 0);
+    coord_elector_event_t la = s_until(a, COORD_ELECTOR_LOST);
+    assert_int_equal(la.epoch, ea.epoch);
+    assert_int_equal(atomic_load(&until), 1);
+    assert_int_equal(etcd_fixture_resume(g_etcd), 0);
+    coord_elector_event_t again = s_until(a, COORD_ELECTOR_LEADER);
+    assert_true(again.epoch > ea.epoch);
+    assert_true(atomic_load(&until) > 1); /* a new lease, a new bound */
+    coord_elector_destroy(&a);
+}
+
 /* Issue 3 §1 / wave-2: a standby answers NOT_LEADER with the endpoint the
  * elector reports for the leader, and ClusterInfo with the leader's epoch. */
 static void test_standby_redirects_to_elected_leader(void **state)
@@ -377,6 +411,8 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_leader_steps_down_when_etcd_stops_answering, s_setup,
                                         s_teardown),
+        cmocka_unit_test_setup_teardown(test_leader_publishes_its_lease_bound_and_steps_down,
+                                        s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_standby_redirects_to_elected_leader, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_is_refused, s_setup, s_teardown),
