@@ -38,8 +38,9 @@ typedef struct {
     coord_config_t cfg;
     const coord_tier_config_t *tier;
     zactor_t *actor;
-    zactor_t *faults;  /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
-    zactor_t *metrics; /* HTTP /metrics, /readyz (issue 10); NULL: tiers[i].metrics "" */
+    char host[BUS_HOST_ID_MAX]; /* the identity it registers (bus_host_identity) */
+    zactor_t *faults;           /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
+    zactor_t *metrics;          /* HTTP /metrics, /readyz (issue 10); NULL: tiers[i].metrics "" */
     char metrics_addr[METRICS_HTTP_ADDR_MAX];
     int64_t next_stats_ms; /* next tier actor stats handed to it */
     coord_etcd_t *etcd;
@@ -107,7 +108,15 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
 static int s_start_actor(s_proc_t *p)
 {
     const coord_tier_config_t *t = p->tier;
+    /* the host identity (bus_host.h): the configured host name with the boot id, so
+     * that only clients of that host name map its shm */
+    if (bus_host_identity(t->host, p->host, sizeof p->host) < 0) {
+        bus_warn(S_COMP, "tier %s: no host identity: same-host clients will use the frame path",
+                 t->name);
+        p->host[0] = '\0';
+    }
     tier_actor_config_t ac = {.tier_id = t->id,
+                              .host = p->host,
                               .endpoint = t->endpoint,
                               .max_connections = t->max_connections,
                               .tier = t->backend,
@@ -133,10 +142,12 @@ static int s_build_record(s_proc_t *p)
     if (tier_actor_endpoint(p->actor, info.endpoint, sizeof info.endpoint) < 0 ||
         tier_actor_describe(p->actor, &d) < 0)
         return -1;
+    if (t->advertise[0]) /* peers connect there; the actor binds t->endpoint */
+        snprintf(info.endpoint, sizeof info.endpoint, "%.*s", (int)sizeof info.endpoint - 1,
+                 t->advertise);
     if (d.access_kind == TIER_ACCESS_SHM)
         snprintf(info.shm, sizeof info.shm, "%.*s", (int)sizeof info.shm - 1, d.access);
-    if (bus_host_id(info.host, sizeof info.host) < 0)
-        bus_warn(S_COMP, "tier %s: no host id: same-host clients will use the frame path", t->name);
+    snprintf(info.host, sizeof info.host, "%.*s", (int)sizeof info.host - 1, p->host);
     info.epoch = d.epoch;
     info.capacity_slots = t->capacity;
     info.slot_bytes = t->slot_size;
@@ -145,8 +156,8 @@ static int s_build_record(s_proc_t *p)
     snprintf(suffix, sizeof suffix, "tiers/%s", t->name);
     if (coord_cluster_key(p->key, sizeof p->key, p->cfg.cluster, suffix) < 0)
         return -1;
-    bus_info(S_COMP, "tier %s (id %u, %s) on %s, epoch %" PRIu64, t->name, t->id, t->kind_name,
-             info.endpoint, info.epoch);
+    bus_info(S_COMP, "tier %s (id %u, %s) on %s, host %s, epoch %" PRIu64, t->name, t->id,
+             t->kind_name, info.endpoint, info.host[0] ? info.host : "(none)", info.epoch);
     return coord_tier_value_encode_metrics(&info, p->metrics_addr, p->value, sizeof p->value,
                                            &p->value_len);
 }

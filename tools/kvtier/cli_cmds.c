@@ -655,6 +655,8 @@ int cli_cmd_get(int argc, char **argv)
 
 /* ---- deployment --------------------------------------------------------------- */
 
+#define S_DASH(s) ((s)[0] ? (s) : "-") /* an empty field of a line, for `read` */
+
 enum { D_OPT_CHECK_FREE = CLI_OPT_FIRST_COMMAND_OPT };
 
 static int s_deployment_opt(void *ctx, int opt, const char *arg)
@@ -685,12 +687,25 @@ static int s_check_bind(const char *key, const char *addr, bool http)
  * program there, is named before anything starts). Returns how many are not. */
 static int s_check_free(const coord_config_t *cfg)
 {
-    int held = s_check_bind("coordinator.endpoint", cfg->endpoint, false) +
-               s_check_bind("coordinator.metrics", cfg->metrics, true) +
-               s_check_bind("events.endpoint", cfg->events_endpoint, false) +
-               s_check_bind("events.replay_endpoint", cfg->events_replay, false) +
-               s_check_bind("events.vllm_endpoint", cfg->events_vllm, false) +
-               s_check_bind("events.vllm_replay_endpoint", cfg->events_vllm_replay, false);
+    int held = 0;
+    for (uint32_t i = 0; i < cfg->n_coordinators; i++) {
+        const coord_coordinator_config_t *e = &cfg->coordinators[i];
+        char key[64 + COORD_TIER_NAME_MAX];
+        snprintf(key, sizeof key, "%s.endpoint%s%s%s",
+                 cfg->coordinators_listed ? "coordinators[]" : "coordinator",
+                 cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
+                 cfg->coordinators_listed ? ")" : "");
+        held += s_check_bind(key, e->endpoint, false);
+        snprintf(key, sizeof key, "%s.metrics%s%s%s",
+                 cfg->coordinators_listed ? "coordinators[]" : "coordinator",
+                 cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
+                 cfg->coordinators_listed ? ")" : "");
+        held += s_check_bind(key, e->metrics, true);
+    }
+    held += s_check_bind("events.endpoint", cfg->events_endpoint, false) +
+            s_check_bind("events.replay_endpoint", cfg->events_replay, false) +
+            s_check_bind("events.vllm_endpoint", cfg->events_vllm, false) +
+            s_check_bind("events.vllm_replay_endpoint", cfg->events_vllm_replay, false);
     for (uint32_t i = 0; i < cfg->n_tiers; i++) {
         const coord_tier_config_t *t = &cfg->tiers[i];
         char key[64 + COORD_TIER_NAME_MAX];
@@ -723,8 +738,14 @@ int cli_cmd_deployment(int argc, char **argv)
                 "usage: kvtier deployment -c FILE [--etcd URLS] [--check-free]\n"
                 "  validates FILE and prints one line per item, for scripts:\n"
                 "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
-                "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n"
-                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n"
+                "    coord NAME ENDPOINT ADVERTISE HOST METRICS   (one per coordinator; the\n"
+                "      shorthand's is named \"coordinator\"; LISTED 0/1 on the coordinators line)\n"
+                "    coordinators N LISTED ADVERTISED,...   (clients' coordinator list)\n"
+                "    tier NAME KIND ENDPOINT SHM ADVERTISE HOST   (SHM \"-\" for tiers without\n"
+                "      one, ADVERTISE \"-\": the bound endpoint)\n"
+                "    hosts FIRST ETCD OPTIMIZER   (deploy/supervise --host; \"-\": one host)\n"
+                "    optimizer EVERY_S WINDOW CAPACITY HOST   (the live optimizer; absent when\n"
+                "      off)\n"
                 "    curve KEYS CLIENTS AUTO   (security.curve: directories, auto 0/1; absent "
                 "when off)\n"
                 "    secret_file PATH   (security.secret_file; absent when none is set)\n"
@@ -746,17 +767,29 @@ int cli_cmd_deployment(int argc, char **argv)
            (unsigned long long)cfg->lease_ttl_ms);
     for (uint32_t i = 0; i < cfg->n_etcd; i++)
         printf("etcd %s\n", cfg->etcd[i]);
+    printf("coordinators %u %d ", cfg->n_coordinators, cfg->coordinators_listed);
+    for (uint32_t i = 0; i < cfg->n_coordinators; i++)
+        printf("%s%s", i ? "," : "", cfg->coordinators[i].advertise);
+    printf("\n");
+    for (uint32_t i = 0; i < cfg->n_coordinators; i++) {
+        const coord_coordinator_config_t *e = &cfg->coordinators[i];
+        printf("coord %s %s %s %s %s\n", e->name, e->endpoint, e->advertise, S_DASH(e->host),
+               S_DASH(e->metrics));
+    }
     for (uint32_t i = 0; i < cfg->n_tiers; i++) {
         const coord_tier_config_t *t = &cfg->tiers[i];
         const struct tier_ops *ops = tier_find(t->kind_name);
         bool shm = ops && ops->path_access == TIER_ACCESS_SHM && t->backend.path[0];
-        printf("tier %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
-               shm ? t->backend.path : "-");
+        printf("tier %s %s %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
+               shm ? t->backend.path : "-", S_DASH(t->advertise), S_DASH(t->host));
     }
+    printf("hosts %s %s %s\n", S_DASH(cfg->first_host), S_DASH(cfg->etcd_host),
+           S_DASH(cfg->optimizer_host));
     if (cfg->optimizer_enabled && cfg->events_endpoint[0])
-        printf("optimizer %llu %llu %llu\n", (unsigned long long)(cfg->optimizer_every_ms / 1000),
+        printf("optimizer %llu %llu %llu %s\n",
+               (unsigned long long)(cfg->optimizer_every_ms / 1000),
                (unsigned long long)cfg->optimizer_window,
-               (unsigned long long)cfg->optimizer_capacity);
+               (unsigned long long)cfg->optimizer_capacity, S_DASH(cfg->optimizer_host));
     if (cfg->curve.on)
         printf("curve %s %s %d\n", cfg->curve.keys, cfg->curve.clients, cfg->curve.autogen);
     if (cfg->secret_file[0])
