@@ -398,6 +398,13 @@ static int s_read_coordinator_entry(const bus_config_node_t *en, const coord_con
     return rc;
 }
 
+/* A metrics address whose port the kernel picks ("IPV4:0"). */
+static bool s_any_port(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    return colon && strcmp(colon + 1, "0") == 0;
+}
+
 /* Two entries that would bind one address: the same bind endpoint on one host (an
  * entry without a host runs on every supervisor's, so it meets every other). */
 static bool s_same_host(const char *a, const char *b)
@@ -424,6 +431,14 @@ static int s_check_coordinator_unique(const bus_config_node_t *arr, const coord_
                                     "endpoint %s is also coordinators[%u]'s (%s) on the same "
                                     "host: give each its own port, or each its own \"host\"",
                                     e->endpoint, j, o->name);
+        }
+        if (s_same_host(o->host, e->host) && e->metrics[0] && strcmp(o->metrics, e->metrics) == 0 &&
+            !s_any_port(e->metrics)) {
+            snprintf(path, sizeof path, "[%u].metrics", i);
+            return bus_config_error(arr, path, err, errlen,
+                                    "%s is also coordinators[%u]'s (%s) on the same host: give "
+                                    "each its own \"metrics\" port (or port 0)",
+                                    e->metrics, j, o->name);
         }
         if (strcmp(o->advertise, e->advertise) == 0 && !strchr(e->advertise, '*')) {
             snprintf(path, sizeof path, "[%u].advertise", i);

@@ -131,6 +131,9 @@ static void test_list_rules(void **state)
     s_reject("{\"coordinators\":[{\"name\":\"a\",\"endpoint\":\"tcp://127.0.0.1:7801\","
              "\"port\":1}]}",
              "coordinators[0].port", "");
+    s_reject(
+        "{\"coordinator\":{\"metrics\":\"127.0.0.1:9100\"},\"coordinators\":[" C_A "," C_B "]}",
+        "coordinators[1].metrics", "127.0.0.1:9100 is also coordinators[0]'s (a) on the same host");
     s_reject("{\"coordinators\":[]}", "coordinators", "empty: list at least one coordinator");
     s_reject("{\"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:7800\"},\"coordinators\":[" C_A "]}",
              "coordinator.endpoint", "set per coordinator in \"coordinators\"");
