@@ -80,6 +80,10 @@ d["coordinator"].pop("endpoint")
 d["coordinator"].pop("metrics")
 d["coordinators"] = [{"name": n, "endpoint": "tcp://127.0.0.1:%d" % port(),
                       "metrics": "127.0.0.1:%d" % port()} for n in ("a", "b")]
+# b binds every interface and advertises its loopback address
+pb = port()
+d["coordinators"][1]["endpoint"] = "tcp://0.0.0.0:%d" % pb
+d["coordinators"][1]["advertise"] = "tcp://127.0.0.1:%d" % pb
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 EOF
 "$KVTIER_BIN" deployment -c "$it_dir/deployment.json" >"$it_dir/desc.txt"
@@ -102,6 +106,10 @@ it_wait_until 30 one_leads || it_fail "not one leader and one standby: $(it_cli 
 it_cli status >"$it_dir/status1.txt"
 grep -q '^coordinators 2$' "$it_dir/status1.txt" || it_fail "status: $(cat "$it_dir/status1.txt")"
 grep '^coordinator ' "$it_dir/status1.txt" >&2
+# a client given only the standby's endpoint finds the leader from its answer
+ep_standby=$( [ "$(role a)" = standby ] && echo "$ep_a" || echo "$ep_b")
+"$KVTIER_BIN" put --coordinator "$ep_standby" --key "$(printf 'c0%030x' $$)" --pattern >/dev/null ||
+  it_fail "a put through the standby $ep_standby failed"
 old=$( [ "$(role a)" = leader ] && echo a || echo b)
 new=$( [ "$old" = a ] && echo b || echo a)
 e1=$(epoch)
@@ -138,6 +146,9 @@ it_wait_until 30 new_leads || {
   it_fail "$new did not take over: $(it_cli status 2>&1 | head -n 8)"
 }
 it_log "$new leads (epoch $(epoch))"
+# etcd advertises the leader's advertised endpoint, not its bind address
+adv_new=$( [ "$new" = a ] && echo "$ep_a" || echo "$ep_b")
+leader_key | grep -q "\"endpoint\":\"$adv_new\"" || it_fail "leader key: $(leader_key), not $adv_new"
 kill -CONT "$it_supervisor"
 touch "$it_dir/cl.go"
 wait "$cl_pid" || it_fail "the client failed after the takeover: $(cat "$it_dir/cl.err")"

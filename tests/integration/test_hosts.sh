@@ -26,6 +26,10 @@ d["coordinator"].pop("endpoint")
 d["coordinator"].pop("metrics")
 d["coordinators"] = [{"name": n, "host": h, "endpoint": "tcp://127.0.0.1:%d" % port(),
                       "metrics": "127.0.0.1:%d" % port()} for n, h in (("a", "h1"), ("b", "h2"))]
+# the tier binds every interface and registers its loopback address
+t = d["tiers"][0]
+t["advertise"] = t["endpoint"]
+t["endpoint"] = t["endpoint"].replace("127.0.0.1", "0.0.0.0")
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 EOF
 "$KVTIER_BIN" deployment -c "$it_dir/deployment.json" >"$it_dir/desc.txt"
@@ -81,6 +85,8 @@ it_cli status | grep '^coordinator' >&2
 # the tier registered its host name with the boot id
 reg=$(ETCDCTL_API=3 etcdctl --endpoints "$KVTIER_ETCD" get "/kvtier/$it_name/tiers/host0" --print-value-only)
 grep -q '"host":"h1/[0-9a-f]\{16\}"' <<<"$reg" || it_fail "tier registration: $reg"
+tier_adv=$(awk '$1 == "tier" { print $6 }' "$it_dir/desc.txt")
+grep -qF "\"endpoint\":\"$tier_adv\"" <<<"$reg" || it_fail "the tier registered another endpoint than $tier_adv: $reg"
 
 metrics_addr=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tiers"][0]["metrics"])' "$it_dir/deployment.json")
 counter() { # the tier actor's counter NAME (frames only: shm copies never reach it)
