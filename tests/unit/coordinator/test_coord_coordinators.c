@@ -191,6 +191,23 @@ static void test_tier_advertise_and_host(void **state)
     assert_string_equal(g_cfg.optimizer_host, "o1");
 }
 
+/* deploy/examples/two-coordinators.json parses: two coordinators on one host. */
+static void test_example_file(void **state)
+{
+    (void)state;
+    char path[1024];
+    const char *me = __FILE__, *cut = strstr(me, "tests/unit/coordinator/");
+    assert_non_null(cut);
+    snprintf(path, sizeof path, "%.*sdeploy/examples/two-coordinators.json", (int)(cut - me), me);
+    int rc = coord_config_load_file(path, &g_cfg, g_err, sizeof g_err);
+    if (rc)
+        print_message("%s\n", g_err);
+    assert_int_equal(rc, 0);
+    assert_true(g_cfg.coordinators_listed);
+    assert_int_equal(g_cfg.n_coordinators, 2);
+    assert_string_equal(g_cfg.coordinators[1].advertise, "tcp://127.0.0.1:7705");
+}
+
 /* The identity a tier registers: "<name>/<16 hex>"; the name tells hosts apart. */
 static void test_host_identity(void **state)
 {
@@ -227,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_list_is_read),
         cmocka_unit_test(test_list_rules),
         cmocka_unit_test(test_tier_advertise_and_host),
+        cmocka_unit_test(test_example_file),
         cmocka_unit_test(test_host_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
