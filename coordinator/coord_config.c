@@ -1185,6 +1185,35 @@ static int s_check_leases(const bus_config_node_t *root, const coord_config_t *c
     return 0;
 }
 
+/* The leader binds the event sockets beside its meta endpoint, whichever coordinator
+ * it is: no coordinator may bind one of them. */
+static int s_check_events_vs_coordinators(const bus_config_node_t *root, const coord_config_t *c,
+                                          char *err, size_t errlen)
+{
+    const struct {
+        const char *key, *ep;
+    } ev[] = {{"events.endpoint", c->events_endpoint},
+              {"events.replay_endpoint", c->events_replay},
+              {"events.vllm_endpoint", c->events_vllm},
+              {"events.vllm_replay_endpoint", c->events_vllm_replay}};
+    for (uint32_t i = 0; i < c->n_coordinators; i++)
+        for (size_t k = 0; k < sizeof ev / sizeof ev[0]; k++) {
+            const coord_coordinator_config_t *e = &c->coordinators[i];
+            if (!ev[k].ep[0] || !s_same_endpoint(e->endpoint, ev[k].ep))
+                continue;
+            char path[48];
+            if (c->coordinators_listed)
+                snprintf(path, sizeof path, "coordinators[%u].endpoint", i);
+            else
+                snprintf(path, sizeof path, "coordinator.endpoint");
+            return bus_config_error(root, path, err, errlen,
+                                    "%s is also %s, which the leader binds: give the "
+                                    "coordinator another port",
+                                    e->endpoint, ev[k].key);
+        }
+    return 0;
+}
+
 /* first_host, and the etcd and optimizer hosts that default to it. */
 static void s_resolve_hosts(coord_config_t *c)
 {
@@ -1238,6 +1267,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_check_leases(root, c, err, errlen);
     if (rc == 0) /* faults.*: issue 12 §6, bus_fault_admin.h */
         rc = bus_fault_config_read(root, &c->faults, err, errlen);
+    if (rc == 0)
+        rc = s_check_events_vs_coordinators(root, c, err, errlen);
     if (rc == 0)
         s_resolve_hosts(c);
     return rc;

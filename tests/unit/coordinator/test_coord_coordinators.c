@@ -137,6 +137,14 @@ static void test_list_rules(void **state)
     s_reject("{\"coordinators\":[]}", "coordinators", "empty: list at least one coordinator");
     s_reject("{\"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:7800\"},\"coordinators\":[" C_A "]}",
              "coordinator.endpoint", "set per coordinator in \"coordinators\"");
+    s_reject("{\"events\":{\"endpoint\":\"tcp://127.0.0.1:7802\"},\"coordinators\":[" C_A "," C_B
+             "]}",
+             "coordinators[1].endpoint",
+             "tcp://127.0.0.1:7802 is also events.endpoint, which the leader binds");
+    s_reject(
+        "{\"coordinator\":{\"endpoint\":\"tcp://127.0.0.1:7802\"},\"events\":{\"replay_endpoint\":"
+        "\"tcp://127.0.0.1:7802\"}}",
+        "coordinator.endpoint", "is also events.replay_endpoint");
     /* at most COORD_MAX_COORDINATORS (8) */
     char text[2048];
     size_t off = (size_t)snprintf(text, sizeof text, "{\"coordinators\":[");
