@@ -106,6 +106,11 @@ it_wait_until 30 one_leads || it_fail "not one leader and one standby: $(it_cli 
 it_cli status >"$it_dir/status1.txt"
 grep -q '^coordinators 2$' "$it_dir/status1.txt" || it_fail "status: $(cat "$it_dir/status1.txt")"
 grep '^coordinator ' "$it_dir/status1.txt" >&2
+# found through etcd: the coordinators registered there, each with its role
+"$KVTIER_BIN" status --etcd "$KVTIER_ETCD" --cluster "$it_name" >"$it_dir/status-etcd.txt" ||
+  it_fail "status through etcd failed"
+[ "$(grep -c '^coordinator  [ab] .*: \(leader\|standby\) (epoch' "$it_dir/status-etcd.txt")" = 2 ] ||
+  it_fail "status through etcd: $(grep '^coordinator' "$it_dir/status-etcd.txt")"
 # a client given only the standby's endpoint finds the leader from its answer
 ep_standby=$( [ "$(role a)" = standby ] && echo "$ep_a" || echo "$ep_b")
 "$KVTIER_BIN" put --coordinator "$ep_standby" --key "$(printf 'c0%030x' $$)" --pattern >/dev/null ||

@@ -136,20 +136,54 @@ static void s_print_coordinator(const cli_common_t *o, bus_curve_client_t *keys,
     free(rep);
 }
 
-/* Every coordinator of the list with its role (issue 9 §1). */
+typedef struct {
+    char *buf;
+    size_t cap, off;
+} s_join_t;
+
+/* Appends a registered coordinator's endpoint (the value of its etcd key). */
+static int s_join_endpoint(const coord_etcd_kv_t *kv, void *arg)
+{
+    s_join_t *j = arg;
+    int n = snprintf(j->buf + j->off, j->cap - j->off, "%s%.*s", j->off ? "," : "",
+                     (int)kv->value_len, (const char *)kv->value);
+    if (n < 0 || (size_t)n >= j->cap - j->off)
+        return 1; /* full: the ones joined so far */
+    j->off += (size_t)n;
+    return 0;
+}
+
+/* The advertised endpoints of the coordinators registered in etcd right now
+ * (/kvtier/<cluster>/coordinators/<name>, under each one's lease) into BUF. */
+static int s_etcd_coordinators(const cli_common_t *o, const char *cluster, char *buf, size_t cap)
+{
+    char prefix[COORD_ETCD_KEY_MAX];
+    coord_etcd_t *e = cli_etcd_open(o, 2000);
+    s_join_t j = {buf, cap, 0};
+    buf[0] = '\0';
+    int rc = e && coord_cluster_key(prefix, sizeof prefix, cluster, "coordinators/") == 0
+                 ? coord_etcd_range(e, prefix, NULL, s_join_endpoint, &j, NULL)
+                 : -EINVAL;
+    coord_etcd_destroy(&e);
+    return rc < 0 || !buf[0] ? -1 : 0;
+}
+
+/* Every coordinator of the list (or, found through etcd, every one registered
+ * there) with its role (issue 9 §1). */
 static void s_print_coordinators(cli_common_t *o, const kvt_cluster_info_t *ci)
 {
     const char *list = s_coordinator_list(o);
     bool curve = false;
     bus_curve_client_t keys;
-    if (!list || strchr(list, '*')) {
-        printf("coordinators (found through etcd: only the leader is known here)\n");
+    char buf[2048];
+    if ((!list || strchr(list, '*')) && s_etcd_coordinators(o, ci->cluster, buf, sizeof buf) < 0) {
+        printf("coordinators (none listed, none read from etcd: give --etcd URLS)\n");
         return;
     }
+    if (list && !strchr(list, '*'))
+        snprintf(buf, sizeof buf, "%s", list);
     if (cli_curve_keys(o, &curve, &keys) < 0)
         return;
-    char buf[2048];
-    snprintf(buf, sizeof buf, "%s", list);
     uint32_t n = 0;
     for (const char *p = buf; *p; p++)
         n += *p == ',';
