@@ -621,11 +621,15 @@ static int s_start_metrics(s_proc_t *p, const char *const *eps)
     const coord_config_t *c = &p->cfg;
     if (!c->metrics[0])
         return 0;
+    /* its own meta endpoint as bound, unless that binds "*": then as advertised */
+    const char *own = bus_endpoint_check(p->endpoint, BUS_ENDPOINT_CONNECT, NULL, 0) == 0
+                          ? p->endpoint
+                          : p->advertise;
     metrics_config_t mc = {.role = METRICS_ROLE_COORDINATOR,
                            .name = p->name,
                            .cluster = c->cluster,
                            .bind = c->metrics,
-                           .sched_endpoint = p->advertise,
+                           .sched_endpoint = own,
                            .max_connections = c->metrics_max_connections,
                            .timeout_s = c->metrics_timeout_s,
                            .refresh_ms = c->metrics_refresh_ms,
