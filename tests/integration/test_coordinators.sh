@@ -167,4 +167,6 @@ it_wait_until 30 eval '[ "$(role "$old")" = standby ]' || it_fail "$old is not b
 it_cli status | grep '^coordinator ' >&2
 grep -q "coordinator-$old (pid $pid_old) exited with status" "$it_dir/supervise.log" ||
   it_fail "the supervisor did not log the death of $old"
+! grep -Eq 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log ||
+  it_fail "sanitizer report: $(grep -Eh -A3 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log | head -n 20)"
 it_log "PASS"

@@ -114,4 +114,6 @@ w=$(counter kvtier_tier_actor_slots_written_total) r=$(counter kvtier_tier_actor
 it_log "frames: $w slot written, $r read (h2's); h1's put and get used shared memory"
 kill -TERM "$sup2"
 it_wait_gone "$sup2" 40 || it_fail "h2's supervisor did not stop"
+! grep -Eq 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log "$run2"/logs/*.log ||
+  it_fail "sanitizer report: $(grep -Eh -A3 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log "$run2"/logs/*.log | head -n 20)"
 it_log "PASS"
