@@ -58,9 +58,12 @@ typedef struct {
 static void s_usage(FILE *out)
 {
     fprintf(out,
-            "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--cert FILE] [--secret FILE]\n"
+            "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--host NAME] [--cert FILE]\n"
+            "                   [--secret FILE]\n"
             "  -c, --config FILE  deployment file (JSON)\n"
             "  --name TIER        the entry of \"tiers\" to run\n"
+            "  --host NAME        its host name (overrides tiers[i].host; default the\n"
+            "                     machine's): only clients of that host name map its shm\n"
             "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
             "  --cert FILE        its CURVE pair when security.curve is on\n"
             "                     (default <keys>/<TIER>.key)\n"
@@ -68,7 +71,7 @@ static void s_usage(FILE *out)
 }
 
 static int s_parse(int argc, char **argv, const char **file, const char **name, const char **etcd,
-                   const char **cert, const char **secret)
+                   const char **host, const char **cert, const char **secret)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -83,6 +86,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
             *name = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--etcd", NULL, &v)) != 0)
             *etcd = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--host", NULL, &v)) != 0)
+            *host = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--cert", NULL, &v)) != 0)
             *cert = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--secret", NULL, &v)) != 0)
@@ -281,7 +286,8 @@ static void s_run(s_proc_t *p)
 int coord_tier_main(int argc, char **argv)
 {
     const char *file = NULL, *name = NULL, *etcd = NULL, *cert = NULL, *secret = NULL;
-    int r = s_parse(argc, argv, &file, &name, &etcd, &cert, &secret);
+    const char *host = NULL;
+    int r = s_parse(argc, argv, &file, &name, &etcd, &host, &cert, &secret);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -296,6 +302,15 @@ int coord_tier_main(int argc, char **argv)
         fprintf(stderr, "kvtier tier: %s has no tier named \"%s\"\n", file, name);
         goto out;
     }
+    if (host && !bus_host_name_ok(host)) {
+        fprintf(stderr,
+                "kvtier tier: --host \"%s\": a host name is 1..%d letters, digits, '_', '-' or "
+                "'.', starting with a letter or digit\n",
+                host, BUS_HOST_NAME_MAX - 1);
+        goto out;
+    }
+    if (host) /* the entry is this process's copy of the file */
+        snprintf(p->cfg.tiers[p->tier->id - 1].host, sizeof p->cfg.tiers[0].host, "%s", host);
     char why[768];
     if (coord_curve_start(&p->cfg.curve, name, cert, true, why, sizeof why) < 0) {
         fprintf(stderr, "kvtier tier: %s\n", why);

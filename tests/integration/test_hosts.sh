@@ -47,6 +47,12 @@ rc=0
 [ $rc -eq 1 ] && grep -q 'the embedded etcd runs on host h1 .*give this host.s supervisor --etcd' \
   "$it_dir/h2.out" || it_fail "--host h2 without --etcd: $(cat "$it_dir/h2.out")"
 
+rc=0
+"$KVTIER_BIN" tier -c "$it_dir/deployment.json" --name host0 --host "h 1" --etcd http://127.0.0.1:9 \
+  --secret "$it_dir/secret" >"$it_dir/tierhost.out" 2>&1 || rc=$?
+[ $rc -ne 0 ] && grep -q -- '--host "h 1": a host name is 1..46' "$it_dir/tierhost.out" ||
+  it_fail "kvtier tier --host \"h 1\": $(cat "$it_dir/tierhost.out")"
+
 # h1's supervisor: etcd, a, host0, the optimizer (it_start waits for its ready file;
 # readiness needs a leader: a is the only coordinator so far)
 "$KVT_SOURCE_DIR/deploy/supervise" "$it_dir/deployment.json" --host h1 --run-dir "$it_run" \
