@@ -196,7 +196,7 @@ static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *w
     if (cfg->host)
         snprintf(self->host, sizeof self->host, "%s", cfg->host);
     else
-        (void)bus_host_id(self->host, sizeof self->host);
+        (void)bus_host_identity(NULL, self->host, sizeof self->host);
     s_limits(self, cfg);
     if (s_alloc_scratch(self) < 0) {
         snprintf(why, len, "tier %s: out of memory for request scratch", self->name);

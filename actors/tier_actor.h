@@ -154,7 +154,7 @@ typedef struct {
      * when the backend says so (tier_desc_t verify_reads: the host tier's
      * verify_reads option). */
     bool verify_reads;
-    const char *host; /* TierInfo.host; NULL: bus_host_id() */
+    const char *host; /* TierInfo.host; NULL: bus_host_identity(NULL) */
     /* CopySlots bounds; 0: the TIER_ACTOR_DEFAULT_COPY_* values. copy_max_slots is
      * at most max_slots. copy_timeout_ms bounds a whole copy (every destination
      * round trip of it). */

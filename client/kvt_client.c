@@ -218,6 +218,14 @@ static int s_options(kvt_client_t *c, const kvt_options_t *o)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "max_in_flight %u is above the limit %u",
                          c->max_in_flight, BUS_CLIENT_MAX_IN_FLIGHT);
     c->disable_shm = o->disable_shm;
+    const char *host = o->host && o->host[0] ? o->host : getenv("KVTIER_HOST");
+    if (host && host[0] && !bus_host_name_ok(host))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "host \"%.64s\"%s: a host name is 1..%d letters, digits, '_', '-' or "
+                         "'.', starting with a letter or digit",
+                         host, o->host && o->host[0] ? "" : " ($KVTIER_HOST)",
+                         BUS_HOST_NAME_MAX - 1);
+    snprintf(c->host_name, sizeof c->host_name, "%s", host ? host : "");
     return s_options_curve(c, o);
 }
 
@@ -455,8 +463,8 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
     c->probe = calloc(1, sizeof *c->probe);
     if (!c->req || !c->rep || !c->probe)
         return kvti_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory");
-    if (bus_host_id(c->host_id, sizeof c->host_id) < 0)
-        c->host_id[0] = '\0'; /* no shared-memory path without a host id */
+    if (bus_host_identity(c->host_name, c->host_id, sizeof c->host_id) < 0)
+        c->host_id[0] = '\0'; /* no shared-memory path without a host identity */
     if (c->n_etcd > 0) {
         const char *urls[COORD_ETCD_MAX_ENDPOINTS];
         for (uint32_t i = 0; i < c->n_etcd; i++)

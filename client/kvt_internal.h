@@ -98,9 +98,11 @@ struct kvt_client {
     bool curve_on; /* curve_cert and curve_server_key given */
     bus_curve_client_t curve;
 
-    char host_id[BUS_HOST_ID_MAX];
-    coord_etcd_t *etcd; /* discovery through etcd, or NULL */
-    bus_client_t *meta; /* DEALER to the leader's meta endpoint */
+    char host_name[BUS_HOST_NAME_MAX]; /* kvt_options_t.host / $KVTIER_HOST; "": default */
+    char host_id[BUS_HOST_ID_MAX];     /* its identity (bus_host_identity), "" = none */
+    uint64_t host_refusals_logged;     /* tier ids (bit id % 64) whose other host was logged */
+    coord_etcd_t *etcd;                /* discovery through etcd, or NULL */
+    bus_client_t *meta;                /* DEALER to the leader's meta endpoint */
     char leader[BUS_ENDPOINT_MAX];
     uint64_t leader_epoch;
     uint64_t prepare_seq;

@@ -11,8 +11,8 @@ kvti_move_fn kvti_transport_move_op(const kvti_transport_t *x, bus_token_kind_t 
     return kind == BUS_TOKEN_PUT ? x->put : kind == BUS_TOKEN_GET ? x->get : x->prefetch;
 }
 
-int kvti_transport_choose(void *const xs[KVTI_N_TRANSPORTS], const kvt_client_t *c,
-                          const kvti_job_t *j, const bus_token_tier_t *t, void **at)
+int kvti_transport_choose(void *const xs[KVTI_N_TRANSPORTS], kvt_client_t *c, const kvti_job_t *j,
+                          const bus_token_tier_t *t, void **at)
 {
     for (int x = 0; x < KVTI_N_TRANSPORTS; x++) {
         const kvti_transport_t *tr = kvti_transports[x];

@@ -62,7 +62,7 @@ struct kvti_transport {
     int (*reserve)(void *xs, uint32_t job, uint32_t n);
     /* Optional: whether token tier t can go this way for client c, from the token
      * and the options alone. NULL: every tier can. */
-    bool (*usable)(const kvt_client_t *c, const bus_token_tier_t *t);
+    bool (*usable)(kvt_client_t *c, const bus_token_tier_t *t);
     /* Optional: what this transport needs for tier t during job j (kept across
      * jobs as the transport sees fit), or NULL when it cannot be used now. */
     void *(*attach)(void *xs, const kvti_job_t *j, const bus_token_tier_t *t);
@@ -89,8 +89,8 @@ kvti_move_fn kvti_transport_move_op(const kvti_transport_t *x, bus_token_kind_t 
  * first transport that has the kind's move op, finds t usable for c and attaches
  * (*at gets what attach gave, NULL without the op); -1 when none does. xs: each
  * transport's state for the handle, in table order. */
-int kvti_transport_choose(void *const xs[KVTI_N_TRANSPORTS], const kvt_client_t *c,
-                          const kvti_job_t *j, const bus_token_tier_t *t, void **at);
+int kvti_transport_choose(void *const xs[KVTI_N_TRANSPORTS], kvt_client_t *c, const kvti_job_t *j,
+                          const bus_token_tier_t *t, void **at);
 
 /* Records the first failure of a job (its status and message). */
 void kvti_job_error(kvti_job_t *j, int code, const char *fmt, ...)

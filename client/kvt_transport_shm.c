@@ -1,11 +1,11 @@
 /* kvt_transport_shm.c — the shared-memory transport of the data path: the tier
- * actor is on this host (same bus_host_id), names its segment, the segment
- * attaches and its epoch is the token's, and shm is not disabled. The job copies
- * inside submit (memcpy, no message): a put first marks the slot header WRITING
- * (key zero, as the tier actor does for a WriteSlots) so an evicted block's old
- * header is never served, then copies and computes the xxh3-64 in the same pass;
- * a get checks the header is SERVING with the token's key and size before and
- * after copying out. No prefetch: the scheduler has the migrator copy (frames sends CopyPrefetch).
+ * actor is on this host (same host identity: host name and boot id, bus_host.h),
+ * names its segment, the segment attaches and its epoch is the token's, and shm is not disabled.
+ * The job copies inside submit (memcpy, no message): a put first marks the slot header WRITING (key
+ * zero, as the tier actor does for a WriteSlots) so an evicted block's old header is never served,
+ * then copies and computes the xxh3-64 in the same pass; a get checks the header is SERVING with
+ * the token's key and size before and after copying out. No prefetch: the scheduler has the
+ * migrator copy (frames sends CopyPrefetch).
  *
  * Owns the segment attachments (one per segment name; replaced when the epoch
  * changes, least recently used one evicted past S_MAX_ATTACH). Never allocates
@@ -77,9 +77,24 @@ static void s_close(void **xs)
     *xs = NULL;
 }
 
-static bool s_usable(const kvt_client_t *c, const bus_token_tier_t *t)
+/* The tier's host identity is "<host name>/<boot id hash>" (bus_host_identity):
+ * another name is another host even where the boot id and /dev/shm are shared
+ * (network namespaces); said once per tier id at debug level. */
+static bool s_usable(kvt_client_t *c, const bus_token_tier_t *t)
 {
-    return !c->disable_shm && c->host_id[0] && t->shm[0] && strcmp(t->host, c->host_id) == 0;
+    if (c->disable_shm || !c->host_id[0] || !t->shm[0])
+        return false;
+    if (strcmp(t->host, c->host_id) == 0)
+        return true;
+    uint64_t bit = 1ull << (t->tier_id % 64);
+    if (!(c->host_refusals_logged & bit)) {
+        c->host_refusals_logged |= bit;
+        bus_debug("client",
+                  "%s: tier %u: shared memory %s not used: the tier is on host %s, this client "
+                  "on %s; using frames",
+                  c->name, t->tier_id, t->shm, t->host[0] ? t->host : "(unknown)", c->host_id);
+    }
+    return false;
 }
 
 /* The attachment for a token tier, or NULL when it cannot be used (the

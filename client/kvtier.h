@@ -128,6 +128,12 @@ typedef struct kvt_options {
     const char *etcd_ca_file;
     const char *etcd_cert_file;
     const char *etcd_key_file;
+    /* This client's host name (docs/OPERATIONS.md "Hosts"): a tier's shared memory
+     * is used only when the tier registered this host name and this machine's boot
+     * id; otherwise its bytes go as frames. NULL: $KVTIER_HOST, else the machine's
+     * host name (up to the first '.'). 1..46 letters, digits, '_', '-', '.'
+     * (INVALID_ARGUMENT otherwise). */
+    const char *host;
 } kvt_options_t;
 
 /* Finds the leader and returns a handle, or NULL with a message in err. With
@@ -367,7 +373,8 @@ int kvt_stats_page(kvt_client_t *c, const char *instance_id, uint32_t offset, kv
                    uint32_t cap, uint32_t *n, uint32_t *total);
 
 /* ---- data role ----
- * For each tier of a token, a handle on the tier actor's host (same boot id) maps
+ * For each tier of a token, a handle on the tier actor's host (same host name and
+ * boot id, kvt_options_t.host) maps
  * its shared-memory segment and copies with memcpy inside submit (no message; the
  * job is finished when submit returns, and reported by get_finished / wait like any
  * other). Otherwise (another host, disable_shm, the segment's epoch is not the

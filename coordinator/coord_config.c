@@ -163,6 +163,30 @@ static int s_u32(const bus_config_node_t *node, const char *path, uint32_t max, 
     return rc;
 }
 
+/* Two endpoints that would bind the same address (ephemeral ports and ipc "*"
+ * never collide). */
+static bool s_same_endpoint(const char *a, const char *b)
+{
+    bus_endpoint_t ea, eb;
+    if (bus_endpoint_parse(a, &ea, NULL, 0) < 0 || bus_endpoint_parse(b, &eb, NULL, 0) < 0)
+        return false;
+    if (ea.ephemeral_port || eb.ephemeral_port || ea.wildcard_ipc || eb.wildcard_ipc)
+        return false;
+    return strcmp(a, b) == 0;
+}
+
+/* "host": a host name (bus_host.h), "" when absent. */
+static int s_host(const bus_config_node_t *node, char *out, size_t outsz, char *err, size_t errlen)
+{
+    int rc = bus_config_opt_string(node, "host", "", out, outsz, err, errlen);
+    if (rc == 0 && bus_config_has(node, "host") && !bus_host_name_ok(out))
+        rc = bus_config_error(node, "host", err, errlen,
+                              "\"%s\": a host name is 1..%d letters, digits, '_', '-' or '.', "
+                              "starting with a letter or digit",
+                              out, BUS_HOST_NAME_MAX - 1);
+    return rc;
+}
+
 /* ---- sections ------------------------------------------------------------- */
 
 /* etcd.tls: {"ca", "cert", "key"} (files checked when a process applies them). */
@@ -190,7 +214,7 @@ static int s_read_etcd_tls(const bus_config_node_t *etcd, coord_config_t *c, cha
 
 static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"endpoints", "lease_ttl", "tls", NULL};
+    static const char *const keys[] = {"endpoints", "lease_ttl", "tls", "host", NULL};
     bus_config_node_t etcd, arr, el;
     size_t n = 0;
     int rc = bus_config_get_object(root, "etcd", 16, &etcd, err, errlen);
@@ -216,6 +240,8 @@ static int s_read_etcd(const bus_config_node_t *root, coord_config_t *c, char *e
         rc = bus_config_error(&etcd, "lease_ttl", err, errlen, "must be at most 1h");
     if (rc == 0)
         rc = s_read_etcd_tls(&etcd, c, err, errlen);
+    if (rc == 0)
+        rc = s_host(&etcd, c->etcd_host, sizeof c->etcd_host, err, errlen);
     return rc;
 }
 
@@ -229,6 +255,60 @@ static int s_metrics_addr(const bus_config_node_t *node, const char *path, const
     if (rc == 0 && out[0] && metrics_http_parse_addr(out, &sa, why, sizeof why) < 0)
         rc = bus_config_error(node, path, err, errlen, "%s", why);
     return rc;
+}
+
+/* A wildcard address ("*", 0.0.0.0, [::]) binds every interface: no peer can
+ * connect to it. */
+static bool s_wildcard_host(const bus_endpoint_t *ep)
+{
+    return ep->transport == BUS_ENDPOINT_TCP &&
+           (ep->wildcard_host || !strcmp(ep->address, "0.0.0.0") || !strcmp(ep->address, "::"));
+}
+
+/* "advertise": where peers connect (etcd, redirects, ClusterInfo). Absent: BIND
+ * itself, which must then be connectable (an ephemeral port is resolved at bind
+ * time). Present: a connect endpoint naming one peer. */
+static int s_advertise(const bus_config_node_t *node, const char *bind, char *out, size_t outsz,
+                       char *err, size_t errlen)
+{
+    bus_endpoint_t b, a;
+    char why[BUS_ENDPOINT_MAX + 96];
+    if (bus_endpoint_parse(bind, &b, NULL, 0) < 0)
+        return bus_config_error(node, "endpoint", err, errlen, "\"%s\": not an endpoint", bind);
+    if (!bus_config_has(node, "advertise")) {
+        if (s_wildcard_host(&b))
+            return bus_config_error(node, "endpoint", err, errlen,
+                                    "%s binds every interface: set \"advertise\" to the "
+                                    "address peers connect to (tcp://HOST:PORT)",
+                                    bind);
+        snprintf(out, outsz, "%s", bind);
+        return 0;
+    }
+    int rc = bus_config_get_string(node, "advertise", out, outsz, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (bus_endpoint_parse(out, &a, why, sizeof why) < 0)
+        return bus_config_error(node, "advertise", err, errlen, "%s", why);
+    if (s_wildcard_host(&a) || bus_endpoint_is_bind_only(&a))
+        return bus_config_error(node, "advertise", err, errlen,
+                                "%s is a wildcard: an advertised endpoint names the one host "
+                                "and port peers connect to",
+                                out);
+    if (a.transport == BUS_ENDPOINT_INPROC)
+        return bus_config_error(node, "advertise", err, errlen,
+                                "%s: inproc:// cannot be reached by another process", out);
+    if (strlen(out) > COORD_WIRE_ENDPOINT_MAX)
+        return bus_config_error(node, "advertise", err, errlen, "longer than %u bytes",
+                                COORD_WIRE_ENDPOINT_MAX);
+    if (b.ephemeral_port || b.wildcard_ipc)
+        return bus_config_error(node, "advertise", err, errlen,
+                                "\"endpoint\" %s lets the kernel pick the port: the advertised "
+                                "one could not match it; bind a fixed port",
+                                bind);
+    if (a.transport != b.transport)
+        return bus_config_error(node, "advertise", err, errlen,
+                                "%s and the bound %s are not the same transport", out, bind);
+    return 0;
 }
 
 static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, char *err,
@@ -247,6 +327,8 @@ static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, 
                                        "max_requests_per_client",
                                        "client_idle",
                                        "max_connections",
+                                       "advertise",
+                                       "host",
                                        NULL};
     bus_config_node_t co;
     int rc = bus_config_get_object(root, "coordinator", 32, &co, err, errlen);
@@ -285,6 +367,126 @@ static int s_read_coordinator(const bus_config_node_t *root, coord_config_t *c, 
     if (rc == 0)
         rc = s_metrics_addr(&co, "metrics", "127.0.0.1:0", c->metrics, sizeof c->metrics, err,
                             errlen);
+    /* the shorthand's one entry (s_read_coordinators replaces it by the list) */
+    coord_coordinator_config_t *e = &c->coordinators[0];
+    snprintf(e->name, sizeof e->name, "coordinator");
+    snprintf(e->endpoint, sizeof e->endpoint, "%s", c->endpoint);
+    snprintf(e->metrics, sizeof e->metrics, "%s", c->metrics);
+    if (rc == 0)
+        rc = s_advertise(&co, e->endpoint, e->advertise, sizeof e->advertise, err, errlen);
+    if (rc == 0)
+        rc = s_host(&co, e->host, sizeof e->host, err, errlen);
+    c->n_coordinators = 1;
+    return rc;
+}
+
+static int s_read_coordinator_entry(const bus_config_node_t *en, const coord_config_t *c,
+                                    coord_coordinator_config_t *e, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "endpoint", "advertise", "host", "metrics", NULL};
+    int rc = bus_config_check_keys(en, "", keys, err, errlen);
+    if (rc == 0)
+        rc = s_get_name(en, "name", e->name, sizeof e->name, err, errlen);
+    if (rc == 0)
+        rc = s_endpoint(en, "endpoint", e->endpoint, sizeof e->endpoint, err, errlen);
+    if (rc == 0)
+        rc = s_advertise(en, e->endpoint, e->advertise, sizeof e->advertise, err, errlen);
+    if (rc == 0)
+        rc = s_host(en, e->host, sizeof e->host, err, errlen);
+    if (rc == 0)
+        rc = s_metrics_addr(en, "metrics", c->metrics, e->metrics, sizeof e->metrics, err, errlen);
+    return rc;
+}
+
+/* A metrics address whose port the kernel picks ("IPV4:0"). */
+static bool s_any_port(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    return colon && strcmp(colon + 1, "0") == 0;
+}
+
+/* Two entries that would bind one address: the same bind endpoint on one host (an
+ * entry without a host runs on every supervisor's, so it meets every other). */
+static bool s_same_host(const char *a, const char *b)
+{
+    return !a[0] || !b[0] || strcmp(a, b) == 0;
+}
+
+static int s_check_coordinator_unique(const bus_config_node_t *arr, const coord_config_t *c,
+                                      uint32_t i, char *err, size_t errlen)
+{
+    const coord_coordinator_config_t *e = &c->coordinators[i];
+    char path[48];
+    for (uint32_t j = 0; j < i; j++) {
+        const coord_coordinator_config_t *o = &c->coordinators[j];
+        if (strcmp(o->name, e->name) == 0) {
+            snprintf(path, sizeof path, "[%u].name", i);
+            return bus_config_error(arr, path, err, errlen,
+                                    "duplicate coordinator name \"%s\" (also coordinators[%u])",
+                                    e->name, j);
+        }
+        if (s_same_host(o->host, e->host) && s_same_endpoint(o->endpoint, e->endpoint)) {
+            snprintf(path, sizeof path, "[%u].endpoint", i);
+            return bus_config_error(arr, path, err, errlen,
+                                    "endpoint %s is also coordinators[%u]'s (%s) on the same "
+                                    "host: give each its own port, or each its own \"host\"",
+                                    e->endpoint, j, o->name);
+        }
+        if (s_same_host(o->host, e->host) && e->metrics[0] && strcmp(o->metrics, e->metrics) == 0 &&
+            !s_any_port(e->metrics)) {
+            snprintf(path, sizeof path, "[%u].metrics", i);
+            return bus_config_error(arr, path, err, errlen,
+                                    "%s is also coordinators[%u]'s (%s) on the same host: give "
+                                    "each its own \"metrics\" port (or port 0)",
+                                    e->metrics, j, o->name);
+        }
+        if (strcmp(o->advertise, e->advertise) == 0 && !strchr(e->advertise, '*')) {
+            snprintf(path, sizeof path, "[%u].advertise", i);
+            return bus_config_error(arr, path, err, errlen,
+                                    "advertised endpoint %s is also coordinators[%u]'s (%s): "
+                                    "clients could not tell them apart",
+                                    e->advertise, j, o->name);
+        }
+    }
+    return 0;
+}
+
+/* "coordinators": [{name, endpoint, advertise?, host?, metrics?}], 1..8 entries. */
+static int s_read_coordinators(const bus_config_node_t *root, coord_config_t *c, char *err,
+                               size_t errlen)
+{
+    bus_config_node_t arr, en;
+    size_t n = 0;
+    if (!bus_config_has(root, "coordinators"))
+        return 0;
+    c->coordinators_listed = true;
+    int rc =
+        bus_config_get_array(root, "coordinators", COORD_MAX_COORDINATORS, &arr, &n, err, errlen);
+    char scratch[BUS_CONFIG_ERR_MAX];
+    if (rc < 0 &&
+        bus_config_get_array(root, "coordinators", SIZE_MAX, &arr, &n, scratch, sizeof scratch) ==
+            0 &&
+        n > COORD_MAX_COORDINATORS)
+        return bus_config_error(root, "coordinators", err, errlen,
+                                "%zu entries: a deployment has at most %d coordinators", n,
+                                COORD_MAX_COORDINATORS);
+    if (rc == 0 && n == 0)
+        rc = bus_config_error(root, "coordinators", err, errlen,
+                              "empty: list at least one coordinator, or leave the key out "
+                              "(\"coordinator.endpoint\" is then the only one)");
+    memset(c->coordinators, 0, sizeof c->coordinators);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = bus_config_array_elem(&arr, i, &en, err, errlen);
+        if (rc == 0)
+            rc = s_read_coordinator_entry(&en, c, &c->coordinators[i], err, errlen);
+        if (rc == 0)
+            c->n_coordinators = (uint32_t)i + 1;
+        if (rc == 0)
+            rc = s_check_coordinator_unique(&arr, c, (uint32_t)i, err, errlen);
+    }
+    /* "the coordinator endpoint" of one-coordinator callers: the first one's */
+    if (rc == 0)
+        snprintf(c->endpoint, sizeof c->endpoint, "%s", c->coordinators[0].advertise);
     return rc;
 }
 
@@ -305,10 +507,9 @@ static int s_policy_error(const bus_config_node_t *tn, const char *name, char *e
 
 /* The keys of a tier entry read here; every other key goes to the backend. */
 static const char *const s_tier_keys[] = {
-    "name",      "kind",    "plugin",         "endpoint",
-    "capacity",  "policy",  "high_watermark", "low_watermark",
-    "slot_size", "metrics", "reclaim",        "max_connections",
-    NULL};
+    "name",           "kind",          "plugin",    "endpoint", "capacity", "policy",
+    "high_watermark", "low_watermark", "slot_size", "metrics",  "reclaim",  "max_connections",
+    "advertise",      "host",          NULL};
 
 static bool s_generic_key(const char *key)
 {
@@ -485,6 +686,12 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
     if (rc == 0)
         rc = s_endpoint(tn, "endpoint", t->endpoint, sizeof t->endpoint, err, errlen);
     if (rc == 0)
+        rc = s_advertise(tn, t->endpoint, t->advertise, sizeof t->advertise, err, errlen);
+    if (rc == 0 && !bus_config_has(tn, "advertise"))
+        t->advertise[0] = '\0'; /* the bound endpoint, resolved at bind time */
+    if (rc == 0)
+        rc = s_host(tn, t->host, sizeof t->host, err, errlen);
+    if (rc == 0)
         rc = bus_config_get_u64(tn, "capacity", 1, COORD_MAX_CAPACITY, &t->capacity, err, errlen);
     if (rc == 0)
         rc = bus_config_opt_size(tn, "slot_size", 256u << 10, &t->slot_size, err, errlen);
@@ -537,18 +744,6 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
     return rc;
 }
 
-/* Two endpoints that would bind the same address (ephemeral ports and ipc "*"
- * never collide). */
-static bool s_same_endpoint(const char *a, const char *b)
-{
-    bus_endpoint_t ea, eb;
-    if (bus_endpoint_parse(a, &ea, NULL, 0) < 0 || bus_endpoint_parse(b, &eb, NULL, 0) < 0)
-        return false;
-    if (ea.ephemeral_port || eb.ephemeral_port || ea.wildcard_ipc || eb.wildcard_ipc)
-        return false;
-    return strcmp(a, b) == 0;
-}
-
 static int s_check_tier_unique(const bus_config_node_t *arr, const coord_config_t *c, uint32_t i,
                                char *err, size_t errlen)
 {
@@ -575,11 +770,19 @@ static int s_check_tier_unique(const bus_config_node_t *arr, const coord_config_
                                     ops->path_key, t->backend.path, j, o->name);
         }
     }
-    if (s_same_endpoint(c->endpoint, t->endpoint)) {
-        snprintf(path, sizeof path, "[%u].endpoint", i);
-        return bus_config_error(arr, path, err, errlen,
-                                "endpoint %s is also the coordinator's (coordinator.endpoint)",
-                                t->endpoint);
+    for (uint32_t j = 0; j < c->n_coordinators; j++) {
+        const coord_coordinator_config_t *e = &c->coordinators[j];
+        if (s_same_host(e->host, t->host) && s_same_endpoint(e->endpoint, t->endpoint)) {
+            snprintf(path, sizeof path, "[%u].endpoint", i);
+            return c->coordinators_listed
+                       ? bus_config_error(arr, path, err, errlen,
+                                          "endpoint %s is also coordinators[%u]'s (%s)",
+                                          t->endpoint, j, e->name)
+                       : bus_config_error(arr, path, err, errlen,
+                                          "endpoint %s is also the coordinator's "
+                                          "(coordinator.endpoint)",
+                                          t->endpoint);
+        }
     }
     return 0;
 }
@@ -906,7 +1109,7 @@ static int s_read_quotas(const bus_config_node_t *root, coord_config_t *c, char 
 static int s_read_optimizer(const bus_config_node_t *root, coord_config_t *c, char *err,
                             size_t errlen)
 {
-    static const char *const keys[] = {"enabled", "every", "window", "capacity", NULL};
+    static const char *const keys[] = {"enabled", "every", "window", "capacity", "host", NULL};
     bus_config_node_t on;
     int rc = bus_config_get_object(root, "optimizer", 8, &on, err, errlen);
     if (rc == 0)
@@ -923,6 +1126,8 @@ static int s_read_optimizer(const bus_config_node_t *root, coord_config_t *c, ch
     if (rc == 0)
         rc =
             bus_config_get_u64(&on, "capacity", 0, UINT32_MAX, &c->optimizer_capacity, err, errlen);
+    if (rc == 0)
+        rc = s_host(&on, c->optimizer_host, sizeof c->optimizer_host, err, errlen);
     return rc;
 }
 
@@ -980,11 +1185,56 @@ static int s_check_leases(const bus_config_node_t *root, const coord_config_t *c
     return 0;
 }
 
+/* The leader binds the event sockets beside its meta endpoint, whichever coordinator
+ * it is: no coordinator may bind one of them. */
+static int s_check_events_vs_coordinators(const bus_config_node_t *root, const coord_config_t *c,
+                                          char *err, size_t errlen)
+{
+    const struct {
+        const char *key, *ep;
+    } ev[] = {{"events.endpoint", c->events_endpoint},
+              {"events.replay_endpoint", c->events_replay},
+              {"events.vllm_endpoint", c->events_vllm},
+              {"events.vllm_replay_endpoint", c->events_vllm_replay}};
+    for (uint32_t i = 0; i < c->n_coordinators; i++)
+        for (size_t k = 0; k < sizeof ev / sizeof ev[0]; k++) {
+            const coord_coordinator_config_t *e = &c->coordinators[i];
+            if (!ev[k].ep[0] || !s_same_endpoint(e->endpoint, ev[k].ep))
+                continue;
+            char path[48];
+            if (c->coordinators_listed)
+                snprintf(path, sizeof path, "coordinators[%u].endpoint", i);
+            else
+                snprintf(path, sizeof path, "coordinator.endpoint");
+            return bus_config_error(root, path, err, errlen,
+                                    "%s is also %s, which the leader binds: give the "
+                                    "coordinator another port",
+                                    e->endpoint, ev[k].key);
+        }
+    return 0;
+}
+
+/* first_host, and the etcd and optimizer hosts that default to it. */
+static void s_resolve_hosts(coord_config_t *c)
+{
+    const char *first = "";
+    for (uint32_t i = 0; !first[0] && i < c->n_coordinators; i++)
+        first = c->coordinators[i].host;
+    for (uint32_t i = 0; !first[0] && i < c->n_tiers; i++)
+        first = c->tiers[i].host;
+    snprintf(c->first_host, sizeof c->first_host, "%s", first);
+    if (!c->etcd_host[0])
+        snprintf(c->etcd_host, sizeof c->etcd_host, "%s", c->first_host);
+    if (!c->optimizer_host[0])
+        snprintf(c->optimizer_host, sizeof c->optimizer_host, "%s", c->first_host);
+}
+
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster",   "etcd",      "coordinator", "tiers",  "chains",
-                                       "gc",        "reclaimer", "quotas",      "events", "metrics",
-                                       "optimizer", "security",  "faults",      NULL};
+    static const char *const keys[] = {"cluster",  "etcd",         "coordinator", "tiers",
+                                       "chains",   "coordinators", "gc",          "reclaimer",
+                                       "quotas",   "events",       "metrics",     "optimizer",
+                                       "security", "faults",       NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -993,6 +1243,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_etcd(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_coordinator(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_coordinators(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_tiers(root, c, err, errlen);
     if (rc == 0)
@@ -1015,6 +1267,10 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_check_leases(root, c, err, errlen);
     if (rc == 0) /* faults.*: issue 12 §6, bus_fault_admin.h */
         rc = bus_fault_config_read(root, &c->faults, err, errlen);
+    if (rc == 0)
+        rc = s_check_events_vs_coordinators(root, c, err, errlen);
+    if (rc == 0)
+        s_resolve_hosts(c);
     return rc;
 }
 
@@ -1043,6 +1299,18 @@ static int s_check_required(const bus_config_t *doc, char *err, size_t errlen)
                   "\"host\" | \"nvme\", ...}], as in deploy/default.json)"},
     };
     const bus_config_node_t *root = bus_config_root(doc);
+    static const char *const per_entry[] = {"endpoint", "advertise", "host"};
+    for (size_t i = 0; bus_config_has(root, "coordinators") && i < 3; i++) {
+        char path[48];
+        snprintf(path, sizeof path, "coordinator.%s", per_entry[i]);
+        if (bus_config_has(root, path)) {
+            snprintf(err, errlen,
+                     "%s: set per coordinator in \"coordinators\" (\"coordinator\" then holds "
+                     "only the settings they share)",
+                     path);
+            return -EINVAL;
+        }
+    }
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
         if (!bus_config_has(root, req[i].key)) {
             snprintf(err, errlen, "%s: the required section is missing: %s", req[i].key,
@@ -1142,6 +1410,15 @@ const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const ch
     for (uint32_t i = 0; name && i < cfg->n_tiers; i++)
         if (strcmp(cfg->tiers[i].name, name) == 0)
             return &cfg->tiers[i];
+    return NULL;
+}
+
+const coord_coordinator_config_t *coord_config_coordinator(const coord_config_t *cfg,
+                                                           const char *name)
+{
+    for (uint32_t i = 0; name && i < cfg->n_coordinators; i++)
+        if (strcmp(cfg->coordinators[i].name, name) == 0)
+            return &cfg->coordinators[i];
     return NULL;
 }
 

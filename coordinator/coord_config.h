@@ -20,6 +20,7 @@
 
 #include "bus_endpoint.h"
 #include "bus_fault.h"
+#include "bus_host.h"
 #include "bus_limits.h"
 #include "coord_etcd.h"
 #include "metrics_http.h"
@@ -40,6 +41,8 @@
 #define COORD_WIRE_ENDPOINT_MAX (BUS_TIER_ENDPOINT_MAX - 1) /* bytes on the wire (TierInfo) */
 #define COORD_MAX_QUOTAS 64                    /* entries of "quotas" (SCHED_MAX_QUOTAS) */
 #define COORD_INSTANCE_MAX BUS_INSTANCE_ID_MAX /* bytes of an instance id, NUL included */
+#define COORD_MAX_COORDINATORS 8               /* entries of "coordinators" */
+#define COORD_HOST_NAME_MAX BUS_HOST_NAME_MAX  /* a "host" name, NUL included (46 bytes) */
 
 typedef struct {
     uint32_t id; /* 1 + index in "tiers" */
@@ -47,6 +50,11 @@ typedef struct {
     char kind_name[COORD_TIER_KIND_MAX]; /* a registered kind (tiers/tier.h): "host", "nvme"... */
     char plugin[COORD_PATH_MAX];         /* "plugin": the shared object the kind comes from */
     char endpoint[BUS_ENDPOINT_MAX];     /* where the tier actor binds (tier plane) */
+    char advertise[BUS_ENDPOINT_MAX];    /* "advertise": what it registers in etcd for others
+                                            to connect to; "" = the bound endpoint */
+    char host[COORD_HOST_NAME_MAX];      /* "host": the host it runs on (deploy/supervise
+                                            --host; its shm is used only by clients of that
+                                            host name); "" = this machine's (bus_host.h) */
     uint32_t max_connections;            /* "max_connections": tier-plane connections; 0: 1024 */
     char metrics[METRICS_HTTP_ADDR_MAX]; /* "metrics": the tier process's HTTP address
                                             ("127.0.0.1:0" default: the kernel picks, advertised
@@ -105,6 +113,21 @@ typedef struct {
     uint64_t max_bytes;                /* 0: not set ("64GiB" in the file) */
 } coord_quota_config_t;
 
+/* One coordinator process (docs/OPERATIONS.md "Several coordinators"). The
+ * "coordinators" list names them; without it, "coordinator" is the one-coordinator
+ * shorthand and the list holds that one entry (name "coordinator", listed false).
+ * Either way "coordinator" holds the settings they share (bounds, leases). */
+typedef struct {
+    char name[COORD_TIER_NAME_MAX];      /* its name in etcd, logs, --name */
+    char endpoint[BUS_ENDPOINT_MAX];     /* the meta endpoint it binds */
+    char advertise[BUS_ENDPOINT_MAX];    /* what it advertises (etcd leader key, NOT_LEADER
+                                            redirects, ClusterInfo): "advertise", default
+                                            the endpoint (its bound port when "*") */
+    char host[COORD_HOST_NAME_MAX];      /* "host": where deploy/supervise --host starts it;
+                                            "" = every supervisor's host */
+    char metrics[METRICS_HTTP_ADDR_MAX]; /* "metrics", default coordinator.metrics */
+} coord_coordinator_config_t;
+
 /* "security.curve" (docs/SECURITY.md): CurveZMQ on every tcp socket. Parsed by
  * coord_curve_read (coord_curve.h); plain data like the rest. */
 #define COORD_CURVE_MAX_ACL 256 /* (instance, key) pairs of "security.curve.instances" */
@@ -133,6 +156,13 @@ typedef struct {
     uint32_t n_etcd;
     char etcd[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
     uint64_t lease_ttl_ms; /* >= 1000; etcd counts whole seconds (rounded up) */
+    /* hosts (deploy/supervise --host): "etcd.host" (where the supervisor starts the
+     * embedded etcd) and "optimizer.host", each defaulting to first_host: the first
+     * "host" of coordinators then tiers ("" when none names one: one host). A process
+     * without a host runs on first_host. */
+    char first_host[COORD_HOST_NAME_MAX];
+    char etcd_host[COORD_HOST_NAME_MAX];
+    char optimizer_host[COORD_HOST_NAME_MAX];
     /* "etcd.tls" (https:// endpoints, docs/SECURITY.md "etcd"): PEM files; "" = not set */
     char etcd_ca[COORD_PATH_MAX];   /* "ca": the CA of etcd's certificate (else the system's) */
     char etcd_cert[COORD_PATH_MAX]; /* "cert" + "key": this process's client certificate */
@@ -152,6 +182,10 @@ typedef struct {
     uint32_t max_instances;   /* registered instances */
     uint64_t tier_timeout_ms;
     char metrics[METRICS_HTTP_ADDR_MAX]; /* "coordinator.metrics": HTTP "IPV4:PORT", "" = off */
+    /* the coordinators: at least one; endpoint above = coordinators[0]'s advertise */
+    bool coordinators_listed; /* the file has "coordinators" (false: the shorthand) */
+    uint32_t n_coordinators;
+    coord_coordinator_config_t coordinators[COORD_MAX_COORDINATORS];
 
     uint32_t n_tiers;
     coord_tier_config_t tiers[COORD_MAX_TIERS];
@@ -232,6 +266,9 @@ int coord_config_set_etcd(coord_config_t *cfg, const char *urls, char *err, size
 const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const char *name);
 /* The tier with id ID (1-based), or NULL. */
 const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id);
+/* The coordinator named NAME, or NULL. */
+const coord_coordinator_config_t *coord_config_coordinator(const coord_config_t *cfg,
+                                                           const char *name);
 /* Does tier id ID have a next tier in some chain (demotes rather than deletes)? */
 bool coord_tier_has_next(const coord_config_t *cfg, uint32_t id);
 /* Does the reclaimer keep tier T between its watermarks (t->reclaim resolved:

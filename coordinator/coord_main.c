@@ -51,7 +51,9 @@ typedef struct {
 typedef struct {
     coord_config_t cfg;
     char name[COORD_ELECTOR_NAME_MAX];
-    char endpoint[BUS_ENDPOINT_MAX]; /* bound and advertised meta endpoint */
+    char endpoint[BUS_ENDPOINT_MAX];  /* bound meta endpoint */
+    char advertise[BUS_ENDPOINT_MAX]; /* advertised one (etcd, redirects, ClusterInfo) */
+    bool advertise_bound;             /* advertise = the bound endpoint, once resolved */
     zactor_t *standby;
     zactor_t *sched;
     zactor_t *gc;        /* started next to the scheduler, stopped before it */
@@ -88,13 +90,16 @@ typedef struct {
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: kvtier coordinator -c FILE [--etcd URLS] [--name NAME] [--endpoint EP]\n"
-                 "                          [--cert FILE] [--secret FILE]\n"
+                 "                          [--advertise EP] [--cert FILE] [--secret FILE]\n"
                  "  -c, --config FILE  deployment file (JSON)\n"
                  "  --secret FILE      cluster secret (overrides security.secret_file)\n"
                  "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
-                 "  --name NAME        coordinator name in etcd (default <hostname>-<pid>)\n"
-                 "  --endpoint EP      meta endpoint to bind and advertise\n"
-                 "                     (default coordinator.endpoint)\n"
+                 "  --name NAME        coordinator name in etcd; with a \"coordinators\" list,\n"
+                 "                     the entry it runs (its endpoint, advertise, metrics)\n"
+                 "                     (default <hostname>-<pid>, coordinator.endpoint)\n"
+                 "  --endpoint EP      meta endpoint to bind (overrides the entry's)\n"
+                 "  --advertise EP     endpoint to advertise (default the entry's, or the\n"
+                 "                     bound endpoint)\n"
                  "  --cert FILE        its CURVE pair when security.curve is on\n"
                  "                     (default <keys>/<NAME>.key, <keys>/coordinator.key)\n");
 }
@@ -139,7 +144,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     snprintf(sc->cluster, sizeof sc->cluster, "%s", c->cluster);
     snprintf(sc->node_name, sizeof sc->node_name, "%s", p->name);
     snprintf(sc->endpoint, sizeof sc->endpoint, "%s", p->endpoint);
-    snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->endpoint);
+    snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->advertise);
     sc->leader_epoch = p->epoch;
     sc->lease_until_ms = &p->lease_until;
     sc->has_secret = true;
@@ -490,7 +495,8 @@ static void s_on_membership(s_proc_t *p)
 /* --- start and stop --- */
 
 static int s_parse(int argc, char **argv, const char **file, const char **etcd, const char **name,
-                   const char **endpoint, const char **cert, const char **secret)
+                   const char **endpoint, const char **advertise, const char **cert,
+                   const char **secret)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -507,6 +513,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **etcd, 
             *name = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--endpoint", NULL, &v)) != 0)
             *endpoint = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--advertise", NULL, &v)) != 0)
+            *advertise = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--cert", NULL, &v)) != 0)
             *cert = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--secret", NULL, &v)) != 0)
@@ -529,7 +537,45 @@ static int s_parse(int argc, char **argv, const char **file, const char **etcd, 
     return 0;
 }
 
-static int s_setup_names(s_proc_t *p, const char *name, const char *endpoint)
+/* The names of the deployment's coordinators, for messages: "a, b, c". */
+static void s_list_names(const coord_config_t *c, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < c->n_coordinators && off < len; i++) {
+        int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", c->coordinators[i].name);
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
+}
+
+/* The coordinator entry this process runs: --name's in a "coordinators" list (then
+ * --name is required, unless --endpoint starts one by hand), else the shorthand's. */
+static int s_pick_entry(const s_proc_t *p, const char *name, const char *endpoint,
+                        const coord_coordinator_config_t **out)
+{
+    const coord_config_t *c = &p->cfg;
+    char names[COORD_MAX_COORDINATORS * COORD_TIER_NAME_MAX];
+    *out = c->coordinators_listed ? coord_config_coordinator(c, name) : &c->coordinators[0];
+    if (*out || endpoint)
+        return 0;
+    s_list_names(c, names, sizeof names);
+    if (name)
+        fprintf(stderr,
+                "kvtier coordinator: --name %s: the deployment lists no such coordinator "
+                "(coordinators: %s); give one of them, or --endpoint EP for one started by "
+                "hand\n",
+                name, names);
+    else
+        fprintf(stderr,
+                "kvtier coordinator: the deployment lists %u coordinators (%s): say which one "
+                "this is with --name NAME\n",
+                c->n_coordinators, names);
+    return -1;
+}
+
+static int s_setup_names(s_proc_t *p, const char *name, const char *endpoint, const char *advertise)
 {
     if (name) {
         if (!name[0] || strlen(name) >= sizeof p->name || strchr(name, '/')) {
@@ -544,7 +590,10 @@ static int s_setup_names(s_proc_t *p, const char *name, const char *endpoint)
         host[sizeof host - 1] = '\0';
         snprintf(p->name, sizeof p->name, "%s-%ld", host, (long)getpid());
     }
-    const char *ep = endpoint ? endpoint : p->cfg.endpoint;
+    const coord_coordinator_config_t *e = NULL;
+    if (s_pick_entry(p, name, endpoint, &e) < 0)
+        return -1;
+    const char *ep = endpoint ? endpoint : e->endpoint;
     char why[BUS_ENDPOINT_MAX + 64];
     if (bus_endpoint_check(ep, BUS_ENDPOINT_BIND, why, sizeof why) < 0 ||
         strlen(ep) > COORD_WIRE_ENDPOINT_MAX) {
@@ -553,6 +602,19 @@ static int s_setup_names(s_proc_t *p, const char *name, const char *endpoint)
         return -1;
     }
     snprintf(p->endpoint, sizeof p->endpoint, "%s", ep);
+    /* the advertised endpoint: --advertise, else --endpoint's (bound), else the entry's */
+    const char *adv = advertise ? advertise : endpoint ? endpoint : e->advertise;
+    p->advertise_bound = strcmp(adv, ep) == 0;
+    if (!p->advertise_bound &&
+        (bus_endpoint_check(adv, BUS_ENDPOINT_CONNECT, why, sizeof why) < 0 ||
+         strlen(adv) > COORD_WIRE_ENDPOINT_MAX)) {
+        fprintf(stderr, "kvtier coordinator: --advertise: %s\n",
+                strlen(adv) > COORD_WIRE_ENDPOINT_MAX ? "too long" : why);
+        return -1;
+    }
+    snprintf(p->advertise, sizeof p->advertise, "%s", adv);
+    if (e) /* the entry's metrics address (coordinator.metrics by default) */
+        snprintf(p->cfg.metrics, sizeof p->cfg.metrics, "%s", e->metrics);
     return 0;
 }
 
@@ -563,11 +625,15 @@ static int s_start_metrics(s_proc_t *p, const char *const *eps)
     const coord_config_t *c = &p->cfg;
     if (!c->metrics[0])
         return 0;
+    /* its own meta endpoint as bound, unless that binds "*": then as advertised */
+    const char *own = bus_endpoint_check(p->endpoint, BUS_ENDPOINT_CONNECT, NULL, 0) == 0
+                          ? p->endpoint
+                          : p->advertise;
     metrics_config_t mc = {.role = METRICS_ROLE_COORDINATOR,
                            .name = p->name,
                            .cluster = c->cluster,
                            .bind = c->metrics,
-                           .sched_endpoint = p->endpoint,
+                           .sched_endpoint = own,
                            .max_connections = c->metrics_max_connections,
                            .timeout_s = c->metrics_timeout_s,
                            .refresh_ms = c->metrics_refresh_ms,
@@ -614,6 +680,8 @@ static int s_start_actors(s_proc_t *p)
         fprintf(stderr, "kvtier coordinator: the standby actor does not answer\n");
         return -1;
     }
+    if (p->advertise_bound)
+        snprintf(p->advertise, sizeof p->advertise, "%s", p->endpoint);
     const char *eps[COORD_ETCD_MAX_ENDPOINTS];
     for (uint32_t i = 0; i < p->cfg.n_etcd; i++)
         eps[i] = p->cfg.etcd[i];
@@ -623,7 +691,7 @@ static int s_start_actors(s_proc_t *p)
                                  .n_etcd = p->cfg.n_etcd,
                                  .cluster = p->cfg.cluster,
                                  .name = p->name,
-                                 .endpoint = p->endpoint,
+                                 .endpoint = p->advertise,
                                  .lease_ttl_s = coord_config_lease_ttl_s(&p->cfg),
                                  .lease_until_ms = &p->lease_until};
     /* Signals wait for the main loop: one during a start would cut its handshake short. */
@@ -693,8 +761,8 @@ static int s_start_curve(s_proc_t *p, const char *name, const char *cert)
 int coord_main(int argc, char **argv)
 {
     const char *file = NULL, *etcd = NULL, *name = NULL, *endpoint = NULL, *cert = NULL;
-    const char *secret = NULL;
-    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint, &cert, &secret);
+    const char *secret = NULL, *advertise = NULL;
+    int r = s_parse(argc, argv, &file, &etcd, &name, &endpoint, &advertise, &cert, &secret);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -703,7 +771,7 @@ int coord_main(int argc, char **argv)
     int rc = COORD_EXIT_USAGE;
     if (coord_proc_config("kvtier coordinator", file, etcd, &p->cfg) < 0 ||
         coord_proc_secret("kvtier coordinator", &p->cfg, secret, p->secret) < 0 ||
-        s_setup_names(p, name, endpoint) < 0 || s_start_curve(p, name, cert) < 0)
+        s_setup_names(p, name, endpoint, advertise) < 0 || s_start_curve(p, name, cert) < 0)
         goto out;
     zsys_init(); /* installs the SIGINT/SIGTERM handler that sets zsys_interrupted */
     rc = COORD_EXIT_FAIL;
@@ -715,8 +783,9 @@ int coord_main(int argc, char **argv)
     }
     if (s_start_actors(p) < 0)
         goto out_stop;
-    bus_info(S_COMP, "%s: cluster %s, meta endpoint %s, etcd %s%s", p->name, p->cfg.cluster,
-             p->endpoint, p->cfg.etcd[0], p->cfg.n_etcd > 1 ? ",..." : "");
+    bus_info(S_COMP, "%s: cluster %s, meta endpoint %s (advertised %s), etcd %s%s", p->name,
+             p->cfg.cluster, p->endpoint, p->advertise, p->cfg.etcd[0],
+             p->cfg.n_etcd > 1 ? ",..." : "");
     rc = s_run(p) == 0 ? COORD_EXIT_OK : COORD_EXIT_FAIL;
     bus_info(S_COMP, "%s: stopping", p->name);
 out_stop:

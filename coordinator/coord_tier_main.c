@@ -38,8 +38,9 @@ typedef struct {
     coord_config_t cfg;
     const coord_tier_config_t *tier;
     zactor_t *actor;
-    zactor_t *faults;  /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
-    zactor_t *metrics; /* HTTP /metrics, /readyz (issue 10); NULL: tiers[i].metrics "" */
+    char host[BUS_HOST_ID_MAX]; /* the identity it registers (bus_host_identity) */
+    zactor_t *faults;           /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
+    zactor_t *metrics;          /* HTTP /metrics, /readyz (issue 10); NULL: tiers[i].metrics "" */
     char metrics_addr[METRICS_HTTP_ADDR_MAX];
     int64_t next_stats_ms; /* next tier actor stats handed to it */
     coord_etcd_t *etcd;
@@ -57,9 +58,12 @@ typedef struct {
 static void s_usage(FILE *out)
 {
     fprintf(out,
-            "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--cert FILE] [--secret FILE]\n"
+            "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--host NAME] [--cert FILE]\n"
+            "                   [--secret FILE]\n"
             "  -c, --config FILE  deployment file (JSON)\n"
             "  --name TIER        the entry of \"tiers\" to run\n"
+            "  --host NAME        its host name (overrides tiers[i].host; default the\n"
+            "                     machine's): only clients of that host name map its shm\n"
             "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
             "  --cert FILE        its CURVE pair when security.curve is on\n"
             "                     (default <keys>/<TIER>.key)\n"
@@ -67,7 +71,7 @@ static void s_usage(FILE *out)
 }
 
 static int s_parse(int argc, char **argv, const char **file, const char **name, const char **etcd,
-                   const char **cert, const char **secret)
+                   const char **host, const char **cert, const char **secret)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -82,6 +86,8 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
             *name = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--etcd", NULL, &v)) != 0)
             *etcd = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--host", NULL, &v)) != 0)
+            *host = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--cert", NULL, &v)) != 0)
             *cert = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--secret", NULL, &v)) != 0)
@@ -107,7 +113,15 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
 static int s_start_actor(s_proc_t *p)
 {
     const coord_tier_config_t *t = p->tier;
+    /* the host identity (bus_host.h): the configured host name with the boot id, so
+     * that only clients of that host name map its shm */
+    if (bus_host_identity(t->host, p->host, sizeof p->host) < 0) {
+        bus_warn(S_COMP, "tier %s: no host identity: same-host clients will use the frame path",
+                 t->name);
+        p->host[0] = '\0';
+    }
     tier_actor_config_t ac = {.tier_id = t->id,
+                              .host = p->host,
                               .endpoint = t->endpoint,
                               .max_connections = t->max_connections,
                               .tier = t->backend,
@@ -133,10 +147,12 @@ static int s_build_record(s_proc_t *p)
     if (tier_actor_endpoint(p->actor, info.endpoint, sizeof info.endpoint) < 0 ||
         tier_actor_describe(p->actor, &d) < 0)
         return -1;
+    if (t->advertise[0]) /* peers connect there; the actor binds t->endpoint */
+        snprintf(info.endpoint, sizeof info.endpoint, "%.*s", (int)sizeof info.endpoint - 1,
+                 t->advertise);
     if (d.access_kind == TIER_ACCESS_SHM)
         snprintf(info.shm, sizeof info.shm, "%.*s", (int)sizeof info.shm - 1, d.access);
-    if (bus_host_id(info.host, sizeof info.host) < 0)
-        bus_warn(S_COMP, "tier %s: no host id: same-host clients will use the frame path", t->name);
+    snprintf(info.host, sizeof info.host, "%.*s", (int)sizeof info.host - 1, p->host);
     info.epoch = d.epoch;
     info.capacity_slots = t->capacity;
     info.slot_bytes = t->slot_size;
@@ -145,8 +161,8 @@ static int s_build_record(s_proc_t *p)
     snprintf(suffix, sizeof suffix, "tiers/%s", t->name);
     if (coord_cluster_key(p->key, sizeof p->key, p->cfg.cluster, suffix) < 0)
         return -1;
-    bus_info(S_COMP, "tier %s (id %u, %s) on %s, epoch %" PRIu64, t->name, t->id, t->kind_name,
-             info.endpoint, info.epoch);
+    bus_info(S_COMP, "tier %s (id %u, %s) on %s, host %s, epoch %" PRIu64, t->name, t->id,
+             t->kind_name, info.endpoint, info.host[0] ? info.host : "(none)", info.epoch);
     return coord_tier_value_encode_metrics(&info, p->metrics_addr, p->value, sizeof p->value,
                                            &p->value_len);
 }
@@ -270,7 +286,8 @@ static void s_run(s_proc_t *p)
 int coord_tier_main(int argc, char **argv)
 {
     const char *file = NULL, *name = NULL, *etcd = NULL, *cert = NULL, *secret = NULL;
-    int r = s_parse(argc, argv, &file, &name, &etcd, &cert, &secret);
+    const char *host = NULL;
+    int r = s_parse(argc, argv, &file, &name, &etcd, &host, &cert, &secret);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -285,6 +302,15 @@ int coord_tier_main(int argc, char **argv)
         fprintf(stderr, "kvtier tier: %s has no tier named \"%s\"\n", file, name);
         goto out;
     }
+    if (host && !bus_host_name_ok(host)) {
+        fprintf(stderr,
+                "kvtier tier: --host \"%s\": a host name is 1..%d letters, digits, '_', '-' or "
+                "'.', starting with a letter or digit\n",
+                host, BUS_HOST_NAME_MAX - 1);
+        goto out;
+    }
+    if (host) /* the entry is this process's copy of the file */
+        snprintf(p->cfg.tiers[p->tier->id - 1].host, sizeof p->cfg.tiers[0].host, "%s", host);
     char why[768];
     if (coord_curve_start(&p->cfg.curve, name, cert, true, why, sizeof why) < 0) {
         fprintf(stderr, "kvtier tier: %s\n", why);

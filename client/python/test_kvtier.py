@@ -53,6 +53,12 @@ class Errors(unittest.TestCase):
         self.assertEqual(cm.exception.code, 2)
         self.assertIn("curve_server_key is missing", str(cm.exception))
 
+    def test_bad_host_name_is_refused(self):
+        with self.assertRaises(kvtier.KvtError) as cm:
+            kvtier.Client(coordinators="tcp://127.0.0.1:1", host="a b")
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn('host "a b": a host name is', str(cm.exception))
+
     def test_bad_key_length_is_refused_before_the_call(self):
         with self.assertRaises(ValueError):
             kvtier._keys([b"short"])

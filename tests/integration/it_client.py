@@ -22,6 +22,11 @@ Subcommands:
                             waits for the file GO, then writes the bytes under that (by then
                             a deposed leader's) token; prints the job's outcome as JSON;
                             exit 0 when the tier refused it, 1 when any byte was written
+  failover TAG N READY GO   one handle across a leader change (test_coordinators.sh):
+                            stores N keys, writes READY, waits for the file GO, then
+                            stores N more and reads all 2N back byte-exact, re-registering
+                            its instance when the new leader does not know it (issue 9:
+                            automatic re-registration is another branch's work)
   writer ...                race test: stores sequences of blocks in a loop
   prefetcher ...            race test: lookup, prefetch, get and check, in a loop
 Exit status: 0 ok, 1 a check failed (message on stderr), 2 usage or setup error.
@@ -442,6 +447,49 @@ def cmd_prefetcher(a):
         sys.exit(1)
 
 
+def cmd_failover(a):
+    cn = Conn("failover")
+    first = keys_of(a.tag, 0, a.n)
+    for k in first:
+        cn.put([k])
+    with open(a.ready + ".tmp", "w") as f:
+        f.write("ready")
+    os.rename(a.ready + ".tmp", a.ready)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(a.go):
+        if time.monotonic() > deadline:
+            fail("no GO file")
+        time.sleep(0.05)
+    # the same handle: calls reach the new leader through the list or the redirect
+    seen, registered = {}, 0
+    second = keys_of(a.tag, a.n, a.n)
+    todo = [("put", k) for k in second] + [("get", k) for k in first + second]
+    deadline = time.monotonic() + 60
+    while todo:
+        what, k = todo[0]
+        try:
+            if what == "put":
+                cn.put([k])
+            else:
+                r, loaded, err = cn.get([k])
+                check_loaded(r, loaded, [k])
+                if err:
+                    raise err
+            todo.pop(0)
+        except kvtier.KvtError as e:
+            st = status_of(e)
+            seen[st] = seen.get(st, 0) + 1
+            if time.monotonic() > deadline:
+                fail("%s %s after the takeover: %s (%s); seen %r" % (what, k.hex(), e, st, seen))
+            if st == "NOT_FOUND" and "not registered" in str(e):
+                cn.c.register_instance(INSTANCE, TOKENS_PER_BLOCK, BLOCK)
+                registered += 1
+            else:
+                time.sleep(0.2)
+    print(json.dumps({"keys": 2 * a.n, "reregistered": registered, "errors": seen},
+                     sort_keys=True))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -456,11 +504,12 @@ def main():
     s.add_argument("nb", type=int)
     s.add_argument("ready")
     sub.add_parser("stats").add_argument("instance", nargs="?")
-    s = sub.add_parser("stale")
-    s.add_argument("tag")
-    s.add_argument("n", type=int)
-    s.add_argument("ready")
-    s.add_argument("go")
+    for name in ("stale", "failover"):
+        s = sub.add_parser(name)
+        s.add_argument("tag")
+        s.add_argument("n", type=int)
+        s.add_argument("ready")
+        s.add_argument("go")
     for name in ("writer", "prefetcher"):
         s = sub.add_parser(name)
         s.add_argument("--id", type=int, default=0)
@@ -475,7 +524,8 @@ def main():
     a = p.parse_args()
     try:
         {"store": cmd_store, "put": cmd_put, "verify": cmd_verify, "miss": cmd_miss, "hold": cmd_hold,
-         "stats": cmd_stats, "stale": cmd_stale, "writer": cmd_writer, "prefetcher": cmd_prefetcher}[a.cmd](a)
+         "stats": cmd_stats, "stale": cmd_stale, "failover": cmd_failover, "writer": cmd_writer,
+         "prefetcher": cmd_prefetcher}[a.cmd](a)
     except kvtier.KvtError as e:
         fail("%s: %s (%s)" % (a.cmd, e, status_of(e)))
 

@@ -96,7 +96,7 @@ static int s_announce(bench_svc_t *s, uint64_t slot_size, uint64_t capacity)
     ti.kind = kvtier_TierKind_TIER_KIND_HOST;
     if (tier_actor_endpoint(s->tier, ti.endpoint, sizeof ti.endpoint) != 0)
         return -1;
-    bus_host_id(ti.host, sizeof ti.host);
+    bus_host_identity(NULL, ti.host, sizeof ti.host);
     snprintf(ti.shm, sizeof ti.shm, "%s", s->shm);
     ti.epoch = tier_actor_epoch(s->tier);
     ti.capacity_slots = capacity;

@@ -1,6 +1,7 @@
 /* cli_cmds.c — the small CLI commands: status, lookup, put, get, deployment, keygen.
  * Each runs one short session with the service through libkvtier and prints what a
  * person (or a script: stable "key value" lines) needs. */
+#include "bus_client.h"
 #include "bus_token_mac.h"
 #include "cli_common.h"
 #include "cli_trace.h"
@@ -82,6 +83,113 @@ static void s_print_tiers(const kvt_cluster_info_t *ci)
         s_print_size(stdout, t->slot_size);
         printf("\n");
     }
+}
+
+/* The coordinator list this command was given (--coordinator, -c's coordinators,
+ * $KVTIER_COORDINATOR), as cli_connect chose it; NULL when it found the leader
+ * through etcd. */
+static const char *s_coordinator_list(const cli_common_t *o)
+{
+    const char *env = getenv("KVTIER_COORDINATOR");
+    if (o->coordinator)
+        return o->coordinator;
+    if (o->config)
+        return o->cfg_endpoint;
+    if (o->etcd)
+        return NULL;
+    return env && env[0] ? env : getenv("KVTIER_ETCD") ? NULL : CLI_DEFAULT_COORDINATOR;
+}
+
+/* Asks the coordinator at EP for ClusterInfo itself (no redirect followed): its
+ * role is leader when it names itself, standby when it names another. */
+static void s_print_coordinator(const cli_common_t *o, bus_curve_client_t *keys, bool curve,
+                                const char *ep, const kvt_cluster_info_t *ci)
+{
+    bus_client_config_t bc = {.name = "kvtier-status",
+                              .default_timeout_ms = o->timeout_ms ? o->timeout_ms : 2000,
+                              .curve = curve ? keys : NULL};
+    kvtier_Envelope *req = calloc(1, sizeof *req), *rep = calloc(1, sizeof *rep);
+    bus_client_t *cl = req && rep ? bus_client_new(ep, &bc) : NULL;
+    kvtier_Status st = {0};
+    int rc = -1;
+    if (cl) {
+        bus_env_init(req, kvtier_Envelope_cluster_info_req_tag, "kvtier-status");
+        uint32_t wait = o->timeout_ms && o->timeout_ms < 2000 ? o->timeout_ms : 2000;
+        rc = bus_client_call(cl, req, NULL, NULL, 0, wait, rep, NULL, NULL, &st);
+    }
+    if (rc == 0) {
+        const kvtier_ClusterInfoReply *r = &rep->body.cluster_info_rep;
+        bool leads = r->leader_endpoint[0] && strcmp(r->leader_endpoint, ep) == 0;
+        printf("coordinator  %s %s: %s (epoch %llu)", rep->sender[0] ? rep->sender : "?", ep,
+               leads ? "leader" : "standby", (unsigned long long)r->leader_epoch);
+        if (!leads)
+            printf(", leader %s", r->leader_endpoint[0] ? r->leader_endpoint : "none known");
+        if (strcmp(r->cluster, ci->cluster) != 0)
+            printf(", OTHER CLUSTER %s", r->cluster);
+        printf("\n");
+    } else {
+        printf("coordinator  ? %s: unreachable (%s)\n", ep,
+               cl ? (st.message[0] ? st.message : "no answer") : "cannot open a socket");
+    }
+    bus_client_destroy(&cl);
+    free(req);
+    free(rep);
+}
+
+typedef struct {
+    char *buf;
+    size_t cap, off;
+} s_join_t;
+
+/* Appends a registered coordinator's endpoint (the value of its etcd key). */
+static int s_join_endpoint(const coord_etcd_kv_t *kv, void *arg)
+{
+    s_join_t *j = arg;
+    int n = snprintf(j->buf + j->off, j->cap - j->off, "%s%.*s", j->off ? "," : "",
+                     (int)kv->value_len, (const char *)kv->value);
+    if (n < 0 || (size_t)n >= j->cap - j->off)
+        return 1; /* full: the ones joined so far */
+    j->off += (size_t)n;
+    return 0;
+}
+
+/* The advertised endpoints of the coordinators registered in etcd right now
+ * (/kvtier/<cluster>/coordinators/<name>, under each one's lease) into BUF. */
+static int s_etcd_coordinators(const cli_common_t *o, const char *cluster, char *buf, size_t cap)
+{
+    char prefix[COORD_ETCD_KEY_MAX];
+    coord_etcd_t *e = cli_etcd_open(o, 2000);
+    s_join_t j = {buf, cap, 0};
+    buf[0] = '\0';
+    int rc = e && coord_cluster_key(prefix, sizeof prefix, cluster, "coordinators/") == 0
+                 ? coord_etcd_range(e, prefix, NULL, s_join_endpoint, &j, NULL)
+                 : -EINVAL;
+    coord_etcd_destroy(&e);
+    return rc < 0 || !buf[0] ? -1 : 0;
+}
+
+/* Every coordinator of the list (or, found through etcd, every one registered
+ * there) with its role (issue 9 §1). */
+static void s_print_coordinators(cli_common_t *o, const kvt_cluster_info_t *ci)
+{
+    const char *list = s_coordinator_list(o);
+    bool curve = false;
+    bus_curve_client_t keys;
+    char buf[2048];
+    if ((!list || strchr(list, '*')) && s_etcd_coordinators(o, ci->cluster, buf, sizeof buf) < 0) {
+        printf("coordinators (none listed, none read from etcd: give --etcd URLS)\n");
+        return;
+    }
+    if (list && !strchr(list, '*'))
+        snprintf(buf, sizeof buf, "%s", list);
+    if (cli_curve_keys(o, &curve, &keys) < 0)
+        return;
+    uint32_t n = 0;
+    for (const char *p = buf; *p; p++)
+        n += *p == ',';
+    printf("coordinators %u\n", n + 1);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        s_print_coordinator(o, &keys, curve, t, ci);
 }
 
 /* Every counter of the scheduler (or of one instance), however many pages they
@@ -208,6 +316,7 @@ int cli_cmd_status(int argc, char **argv)
     printf("cluster      %s\n", ci->cluster);
     printf("leader       %s (epoch %llu)\n", ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
            (unsigned long long)ci->leader_epoch);
+    s_print_coordinators(&o, ci);
     printf("events       %s\n", ci->event_endpoint[0] ? ci->event_endpoint : "off");
     printf("replay       %s\n", ci->event_replay_endpoint[0] ? ci->event_replay_endpoint : "off");
     printf("vllm-events  %s (replay %s)\n",
@@ -655,15 +764,32 @@ int cli_cmd_get(int argc, char **argv)
 
 /* ---- deployment --------------------------------------------------------------- */
 
-enum { D_OPT_CHECK_FREE = CLI_OPT_FIRST_COMMAND_OPT };
+#define S_DASH(s) ((s)[0] ? (s) : "-") /* an empty field of a line, for `read` */
+
+enum { D_OPT_CHECK_FREE = CLI_OPT_FIRST_COMMAND_OPT, D_OPT_HOST };
+
+typedef struct {
+    bool check_free;
+    const char *host; /* --host: check only the processes of that host */
+} s_deployment_args_t;
 
 static int s_deployment_opt(void *ctx, int opt, const char *arg)
 {
-    (void)arg;
-    if (opt != D_OPT_CHECK_FREE)
+    s_deployment_args_t *a = ctx;
+    if (opt == D_OPT_CHECK_FREE)
+        a->check_free = true;
+    else if (opt == D_OPT_HOST && arg && arg[0])
+        a->host = arg;
+    else
         return -1;
-    *(bool *)ctx = true;
     return 0;
+}
+
+/* Does a process with host H (its "host", "" for none) run on HOST (NULL: all)? */
+static bool s_on_host(const coord_config_t *cfg, const char *h, const char *host)
+{
+    const char *resolved = h[0] ? h : cfg->first_host;
+    return !host || !resolved[0] || strcmp(resolved, host) == 0;
 }
 
 /* One address the deployment binds: in use by another process is reported. An
@@ -683,16 +809,36 @@ static int s_check_bind(const char *key, const char *addr, bool http)
 /* --check-free: every fixed TCP address and shm name of CFG is free on this host
  * (issue 12 §8: a second deployment on the same ports or names, or any other
  * program there, is named before anything starts). Returns how many are not. */
-static int s_check_free(const coord_config_t *cfg)
+static int s_check_free(const coord_config_t *cfg, const char *host)
 {
-    int held = s_check_bind("coordinator.endpoint", cfg->endpoint, false) +
-               s_check_bind("coordinator.metrics", cfg->metrics, true) +
-               s_check_bind("events.endpoint", cfg->events_endpoint, false) +
-               s_check_bind("events.replay_endpoint", cfg->events_replay, false) +
-               s_check_bind("events.vllm_endpoint", cfg->events_vllm, false) +
-               s_check_bind("events.vllm_replay_endpoint", cfg->events_vllm_replay, false);
+    int held = 0;
+    for (uint32_t i = 0; i < cfg->n_coordinators; i++) {
+        const coord_coordinator_config_t *e = &cfg->coordinators[i];
+        if (!s_on_host(cfg, e->host, host))
+            continue;
+        char key[64 + COORD_TIER_NAME_MAX];
+        snprintf(key, sizeof key, "%s.endpoint%s%s%s",
+                 cfg->coordinators_listed ? "coordinators[]" : "coordinator",
+                 cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
+                 cfg->coordinators_listed ? ")" : "");
+        held += s_check_bind(key, e->endpoint, false);
+        snprintf(key, sizeof key, "%s.metrics%s%s%s",
+                 cfg->coordinators_listed ? "coordinators[]" : "coordinator",
+                 cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
+                 cfg->coordinators_listed ? ")" : "");
+        held += s_check_bind(key, e->metrics, true);
+    }
+    /* the events sockets move with the leader: with --host, a coordinator of another
+     * "host" of this machine may hold them (network namespaces as hosts do not) */
+    if (!host)
+        held += s_check_bind("events.endpoint", cfg->events_endpoint, false) +
+                s_check_bind("events.replay_endpoint", cfg->events_replay, false) +
+                s_check_bind("events.vllm_endpoint", cfg->events_vllm, false) +
+                s_check_bind("events.vllm_replay_endpoint", cfg->events_vllm_replay, false);
     for (uint32_t i = 0; i < cfg->n_tiers; i++) {
         const coord_tier_config_t *t = &cfg->tiers[i];
+        if (!s_on_host(cfg, t->host, host))
+            continue;
         char key[64 + COORD_TIER_NAME_MAX];
         snprintf(key, sizeof key, "tiers[%u].endpoint (%s)", i, t->name);
         held += s_check_bind(key, t->endpoint, false);
@@ -712,24 +858,33 @@ static int s_check_free(const coord_config_t *cfg)
 
 int cli_cmd_deployment(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_COMMON_LONGOPTS, {"check-free", no_argument, NULL, D_OPT_CHECK_FREE}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {CLI_COMMON_LONGOPTS,
+                                             {"check-free", no_argument, NULL, D_OPT_CHECK_FREE},
+                                             {"host", required_argument, NULL, D_OPT_HOST},
+                                             {0, 0, 0, 0}};
     cli_common_t o;
-    bool check_free = false;
+    s_deployment_args_t a = {0};
     cli_common_init(&o);
-    int first = cli_parse(argc, argv, "c:", longopts, &o, s_deployment_opt, &check_free);
+    int first = cli_parse(argc, argv, "c:", longopts, &o, s_deployment_opt, &a);
     if (first < 0 || o.help || first != argc || !o.config) {
         fprintf(o.help ? stdout : stderr,
-                "usage: kvtier deployment -c FILE [--etcd URLS] [--check-free]\n"
+                "usage: kvtier deployment -c FILE [--etcd URLS] [--check-free [--host NAME]]\n"
                 "  validates FILE and prints one line per item, for scripts:\n"
                 "    cluster NAME | coordinator ENDPOINT | etcd URL | lease_ttl_ms N\n"
-                "    tier NAME KIND ENDPOINT SHM   (SHM \"-\" for tiers without one)\n"
-                "    optimizer EVERY_S WINDOW CAPACITY   (the live optimizer; absent when off)\n"
+                "    coord NAME ENDPOINT ADVERTISE HOST METRICS   (one per coordinator; the\n"
+                "      shorthand's is named \"coordinator\"; LISTED 0/1 on the coordinators line)\n"
+                "    coordinators N LISTED ADVERTISED,...   (clients' coordinator list)\n"
+                "    tier NAME KIND ENDPOINT SHM ADVERTISE HOST   (SHM \"-\" for tiers without\n"
+                "      one, ADVERTISE \"-\": the bound endpoint)\n"
+                "    hosts FIRST ETCD OPTIMIZER   (deploy/supervise --host; \"-\": one host)\n"
+                "    optimizer EVERY_S WINDOW CAPACITY HOST   (the live optimizer; absent when\n"
+                "      off)\n"
                 "    curve KEYS CLIENTS AUTO   (security.curve: directories, auto 0/1; absent "
                 "when off)\n"
                 "    secret_file PATH   (security.secret_file; absent when none is set)\n"
                 "  --check-free  also exit 1 when a TCP address or shm name it binds on this\n"
-                "                host is in use, naming the process that holds it\n");
+                "                host is in use, naming the process that holds it; with\n"
+                "                --host NAME, only those of the processes of host NAME\n");
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     coord_config_t *cfg = calloc(1, sizeof *cfg);
@@ -746,22 +901,34 @@ int cli_cmd_deployment(int argc, char **argv)
            (unsigned long long)cfg->lease_ttl_ms);
     for (uint32_t i = 0; i < cfg->n_etcd; i++)
         printf("etcd %s\n", cfg->etcd[i]);
+    printf("coordinators %u %d ", cfg->n_coordinators, cfg->coordinators_listed);
+    for (uint32_t i = 0; i < cfg->n_coordinators; i++)
+        printf("%s%s", i ? "," : "", cfg->coordinators[i].advertise);
+    printf("\n");
+    for (uint32_t i = 0; i < cfg->n_coordinators; i++) {
+        const coord_coordinator_config_t *e = &cfg->coordinators[i];
+        printf("coord %s %s %s %s %s\n", e->name, e->endpoint, e->advertise, S_DASH(e->host),
+               S_DASH(e->metrics));
+    }
     for (uint32_t i = 0; i < cfg->n_tiers; i++) {
         const coord_tier_config_t *t = &cfg->tiers[i];
         const struct tier_ops *ops = tier_find(t->kind_name);
         bool shm = ops && ops->path_access == TIER_ACCESS_SHM && t->backend.path[0];
-        printf("tier %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
-               shm ? t->backend.path : "-");
+        printf("tier %s %s %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
+               shm ? t->backend.path : "-", S_DASH(t->advertise), S_DASH(t->host));
     }
+    printf("hosts %s %s %s\n", S_DASH(cfg->first_host), S_DASH(cfg->etcd_host),
+           S_DASH(cfg->optimizer_host));
     if (cfg->optimizer_enabled && cfg->events_endpoint[0])
-        printf("optimizer %llu %llu %llu\n", (unsigned long long)(cfg->optimizer_every_ms / 1000),
+        printf("optimizer %llu %llu %llu %s\n",
+               (unsigned long long)(cfg->optimizer_every_ms / 1000),
                (unsigned long long)cfg->optimizer_window,
-               (unsigned long long)cfg->optimizer_capacity);
+               (unsigned long long)cfg->optimizer_capacity, S_DASH(cfg->optimizer_host));
     if (cfg->curve.on)
         printf("curve %s %s %d\n", cfg->curve.keys, cfg->curve.clients, cfg->curve.autogen);
     if (cfg->secret_file[0])
         printf("secret_file %s\n", cfg->secret_file);
-    int held = check_free ? s_check_free(cfg) : 0;
+    int held = a.check_free ? s_check_free(cfg, a.host) : 0;
     if (held > 0) {
         fprintf(stderr,
                 "kvtier deployment: %s: %d address%s or name%s in use on this host: another "

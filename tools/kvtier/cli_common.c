@@ -158,7 +158,13 @@ static int s_load_config(cli_common_t *o)
     if (rc < 0) {
         fprintf(stderr, "kvtier: %s\n", err);
     } else {
-        snprintf(o->cfg_endpoint, sizeof o->cfg_endpoint, "%s", cfg->endpoint);
+        size_t off = 0;
+        o->cfg_endpoint[0] = '\0';
+        for (uint32_t i = 0; i < cfg->n_coordinators && off < sizeof o->cfg_endpoint; i++) {
+            int n = snprintf(o->cfg_endpoint + off, sizeof o->cfg_endpoint - off, "%s%s",
+                             i ? "," : "", cfg->coordinators[i].advertise);
+            off += n > 0 ? (size_t)n : 0;
+        }
         snprintf(o->cfg_cluster, sizeof o->cfg_cluster, "%s", cfg->cluster);
         if (cfg->curve.on)
             snprintf(o->cfg_server_key, sizeof o->cfg_server_key, "%s/server.key", cfg->curve.keys);

@@ -63,8 +63,8 @@ enum {
 /* clang-format on */
 
 #define CLI_COMMON_USAGE                                                                           \
-    "connection (first that applies): --coordinator EP, -c/--config DEPLOYMENT.json (its\n"        \
-    "  coordinator endpoint and cluster; its etcd.tls and CURVE server key apply too),\n"          \
+    "connection (first that applies): --coordinator EP[,EP...], -c/--config DEPLOYMENT.json\n"     \
+    "  (its coordinators' endpoints and cluster; its etcd.tls and CURVE server key apply too),\n"  \
     "  --etcd URLS (discovery), $KVTIER_COORDINATOR, $KVTIER_ETCD, else\n"                         \
     "  " CLI_DEFAULT_COORDINATOR ".\n"                                                             \
     "  --cluster NAME (etcd discovery, default \"kvtier\"), --timeout MS (per call, 5000),\n"      \
@@ -89,7 +89,7 @@ typedef struct {
     const char *cert;       /* --cert / $KVTIER_CERT */
     const char *server_key; /* --server-key / $KVTIER_SERVER_KEY */
     /* filled by cli_connect from --config */
-    char cfg_endpoint[256];
+    char cfg_endpoint[2048]; /* the advertised endpoints of its coordinators, comma-separated */
     char cfg_cluster[64];
     char cfg_server_key[512]; /* <keys>/server.key when security.curve is on */
 } cli_common_t;

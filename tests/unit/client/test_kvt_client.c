@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -87,6 +88,15 @@ static void connect_rejects_bad_options(void **state)
     kvt_options_t o4 = {.coordinators = "tcp://127.0.0.1:7700", .timeout_ms = 4000000000u};
     assert_null(kvt_connect(&o4, err, sizeof err));
     assert_non_null(strstr(err, "timeout_ms"));
+    /* issue 9 §3: the host name, given or from $KVTIER_HOST */
+    kvt_options_t o5 = {.coordinators = "tcp://127.0.0.1:7700", .host = "a b"};
+    assert_null(kvt_connect(&o5, err, sizeof err));
+    assert_non_null(strstr(err, "host \"a b\": a host name is 1..46"));
+    setenv("KVTIER_HOST", "-x", 1);
+    kvt_options_t o6 = {.coordinators = "tcp://127.0.0.1:7700"};
+    assert_null(kvt_connect(&o6, err, sizeof err));
+    unsetenv("KVTIER_HOST");
+    assert_non_null(strstr(err, "host \"-x\" ($KVTIER_HOST)"));
 }
 
 /* issue 3 §5 / brief: a coordinator endpoint with nobody listening gives

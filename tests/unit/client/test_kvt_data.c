@@ -73,7 +73,7 @@ static int setup(void **state)
     e->tok_tier.epoch = tier_actor_epoch(e->tier);
     snprintf(e->tok_tier.endpoint, sizeof e->tok_tier.endpoint, "%s", e->tier_ep);
     snprintf(e->tok_tier.shm, sizeof e->tok_tier.shm, "%s", e->shm);
-    bus_host_id(e->tok_tier.host, sizeof e->tok_tier.host);
+    bus_host_identity(NULL, e->tok_tier.host, sizeof e->tok_tier.host);
     e->fc = fc_new();
     fc_endpoint(e->fc, e->fc_ep, sizeof e->fc_ep);
     fc_set_tier(e->fc, &e->tok_tier, T_BLOCK, true);

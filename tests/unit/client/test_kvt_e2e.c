@@ -88,7 +88,7 @@ static int setup(void **state)
     snprintf(ti.name, sizeof ti.name, "host0");
     ti.kind = kvtier_TierKind_TIER_KIND_HOST;
     snprintf(ti.endpoint, sizeof ti.endpoint, "%s", tier_ep);
-    bus_host_id(ti.host, sizeof ti.host);
+    bus_host_identity(NULL, ti.host, sizeof ti.host);
     snprintf(ti.shm, sizeof ti.shm, "%s", shm);
     ti.epoch = tier_actor_epoch(e->tier);
     ti.capacity_slots = T_CAPACITY;

@@ -98,7 +98,7 @@ static int t_tier_up(t_env_t *e, uint32_t id, const char *ep, const char *shm, u
     snprintf(ti.name, sizeof ti.name, id == 1 ? "host0" : "lower0");
     ti.kind = kvtier_TierKind_TIER_KIND_HOST;
     snprintf(ti.endpoint, sizeof ti.endpoint, "%s", ep);
-    bus_host_id(ti.host, sizeof ti.host);
+    bus_host_identity(NULL, ti.host, sizeof ti.host);
     snprintf(ti.shm, sizeof ti.shm, "%s", shm);
     ti.epoch = epoch;
     ti.capacity_slots = capacity;

@@ -88,7 +88,7 @@ static int t_member(t_env_t *e, uint32_t id, const char *name, const char *shm, 
     snprintf(ti.name, sizeof ti.name, "%s", name);
     ti.kind = kvtier_TierKind_TIER_KIND_HOST;
     snprintf(ti.endpoint, sizeof ti.endpoint, "%s", ep);
-    bus_host_id(ti.host, sizeof ti.host);
+    bus_host_identity(NULL, ti.host, sizeof ti.host);
     snprintf(ti.shm, sizeof ti.shm, "%s", shm);
     ti.epoch = tier_actor_epoch(e->tiers[id - 1]);
     ti.capacity_slots = cap;

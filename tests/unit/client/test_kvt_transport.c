@@ -63,7 +63,7 @@ static int setup(void **state)
     e.epoch = tier_seg_epoch(seg);
     tier_seg_detach(&seg);
     snprintf(e.c.name, sizeof e.c.name, "transport-test");
-    bus_host_id(e.c.host_id, sizeof e.c.host_id);
+    bus_host_identity(NULL, e.c.host_id, sizeof e.c.host_id);
     e.c.timeout_ms = 1000;
     for (int x = 0; x < KVTI_N_TRANSPORTS; x++)
         if (!(e.xs[x] = kvti_transports[x]->open(&e.c, e.jobs, 1)))
@@ -172,6 +172,19 @@ static void other_or_unknown_host_goes_by_frames(void **state)
     bus_token_tier_t t = t_tier(e);
     snprintf(t.host, sizeof t.host, "another-host");
     assert_string_equal(t_choose(e, BUS_TOKEN_PUT, &t, NULL), "frames");
+    /* issue 9 §3: the same machine (boot id, /dev/shm) under another host name, as a
+     * network namespace is: frames, though the segment would attach */
+    char other[BUS_HOST_ID_MAX], mine[BUS_HOST_ID_MAX];
+    assert_int_equal(bus_host_identity("ns-other", other, sizeof other), 0);
+    snprintf(t.host, sizeof t.host, "%s", other);
+    assert_string_equal(t_choose(e, BUS_TOKEN_GET, &t, NULL), "frames");
+    assert_string_equal(t_choose(e, BUS_TOKEN_PUT, &t, NULL), "frames");
+    /* and a client configured with that name uses the segment */
+    memcpy(mine, e->c.host_id, sizeof mine);
+    snprintf(e->c.host_id, sizeof e->c.host_id, "%s", other);
+    const char *same = t_choose(e, BUS_TOKEN_GET, &t, NULL);
+    memcpy(e->c.host_id, mine, sizeof mine);
+    assert_string_equal(same, "shm");
     t = t_tier(e);
     t.host[0] = '\0';
     assert_string_equal(t_choose(e, BUS_TOKEN_GET, &t, NULL), "frames");
