@@ -246,11 +246,14 @@ it_ns_link() {
 }
 
 it_netns_cleanup() {
-  local ns pid
+  local ns pid i
   for ns in "${it_ns[@]}"; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-    ip netns del "$ns" 2>/dev/null || true
   done
+  # the cables first: a namespace outlives `ip netns del` while the kernel still
+  # holds it, and its veth with it
+  for i in "${!it_ns[@]}"; do ip link del "${it_ns_bridge%br}v$i" 2>/dev/null || true; done
+  for ns in "${it_ns[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
   [ -z "$it_ns_bridge" ] || ip link del "$it_ns_bridge" 2>/dev/null || true
   it_ns=()
   it_ns_bridge=""
