@@ -69,6 +69,7 @@ struct s_args {
     uint64_t shm_mib, pool_mib;
     bool shm, frame;
     bool default_malloc;
+    bool remote; /* --tier-kind remote: the frame path against a remote tier */
 };
 
 /* What one side did in timed slices. */
@@ -723,9 +724,10 @@ static int s_block_size(const struct s_args *a, uint64_t bs, uint8_t *store, uin
     bench_svc_t *svc = bench_svc_start("data", bs, g.cap);
     if (!svc)
         return -1;
-    printf("%s: tier %" PRIu64 " slots (%" PRIu64 " MiB shm, pre-faulted in %.1f s), read-back "
+    printf("%s: %s tier %" PRIu64 " slots (%" PRIu64 " MiB %s, pre-faulted in %.1f s), read-back "
            "lag %" PRIu64 " keys, pools 2 x %" PRIu64 " blocks; xxh3-64 alone %.2f GB/s\n",
-           bsname, g.cap, (g.cap * bs) >> 20, bench_svc_prefault_s(svc), g.lag, g.npool,
+           bsname, a->remote ? "remote" : "host", g.cap, (g.cap * bs) >> 20,
+           a->remote ? "anonymous memory" : "shm", bench_svc_prefault_s(svc), g.lag, g.npool,
            s_xxh3_gbps(&g));
     fflush(stdout);
     int rc = 0;
@@ -741,16 +743,19 @@ static int s_block_size(const struct s_args *a, uint64_t bs, uint8_t *store, uin
 
 static void s_usage(void)
 {
-    fprintf(stderr,
-            "usage: kvt-bench data [--seconds S] [--rounds R] [--block-size SIZE|both]\n"
-            "                      [--batch B] [--shm-mib M] [--pool-mib P]\n"
-            "                      [--path shm|frame|both] [--default-malloc]\n"
-            "  S timed seconds per side and cell (default 3, 0.1..600) in R alternating\n"
-            "  kvtier/baseline slices (default 3, 1..100); SIZE 256KiB, 2MiB, or bytes with\n"
-            "  a K/M suffix (default both 256KiB and 2MiB); B keys per batch (default 32,\n"
-            "  1..%u); M MiB of tier (default 1024); P MiB per caller pool (default 256).\n"
-            "  --default-malloc leaves glibc's malloc thresholds alone.\n",
-            S_MAX_BATCH);
+    fprintf(
+        stderr,
+        "usage: kvt-bench data [--seconds S] [--rounds R] [--block-size SIZE|both]\n"
+        "                      [--batch B] [--shm-mib M] [--pool-mib P]\n"
+        "                      [--path shm|frame|both] [--tier-kind host|remote]\n"
+        "                      [--default-malloc]\n"
+        "  S timed seconds per side and cell (default 3, 0.1..600) in R alternating\n"
+        "  kvtier/baseline slices (default 3, 1..100); SIZE 256KiB, 2MiB, or bytes with\n"
+        "  a K/M suffix (default both 256KiB and 2MiB); B keys per batch (default 32,\n"
+        "  1..%u); M MiB of tier (default 1024); P MiB per caller pool (default 256).\n"
+        "  --tier-kind remote: the tier is a remote one (served over frames only), so\n"
+        "  only the frame path runs. --default-malloc leaves glibc's malloc thresholds alone.\n",
+        S_MAX_BATCH);
 }
 
 static int s_parse_size(const char *v, uint64_t *out)
@@ -785,6 +790,12 @@ static int s_parse_one(struct s_args *a, const char *opt, const char *val)
         }
         a->n_sizes = 1;
         return s_parse_size(val, &a->sizes[0]);
+    }
+    if (strcmp(opt, "--tier-kind") == 0) {
+        if (bench_svc_set_kind(val) != 0)
+            return -1;
+        a->remote = strcmp(val, "remote") == 0;
+        return 0;
     }
     if (strcmp(opt, "--path") == 0) {
         a->shm = strcmp(val, "shm") == 0 || strcmp(val, "both") == 0;
@@ -838,6 +849,14 @@ int bench_data(int argc, char **argv)
     if (parsed != 0) {
         s_usage();
         return parsed > 0 ? 0 : 2;
+    }
+    if (a.remote && a.shm) { /* a remote tier has no segment to map */
+        if (!a.frame) {
+            fprintf(stderr, "data bench: --path shm with --tier-kind remote: a remote tier is "
+                            "served over frames only\n");
+            return 2;
+        }
+        a.shm = false;
     }
     if (!a.default_malloc) {
         int m1 = mallopt(M_MMAP_THRESHOLD, S_MMAP_THRESHOLD);

@@ -52,12 +52,23 @@ void bench_svc_key(uint64_t nonce, uint64_t id, kvt_key_t *out)
     memcpy(out->b, c.digest, sizeof out->b);
 }
 
+static bool s_remote; /* bench_svc_set_kind("remote") */
+
+int bench_svc_set_kind(const char *kind)
+{
+    if (strcmp(kind, "host") != 0 && strcmp(kind, "remote") != 0)
+        return -1;
+    s_remote = strcmp(kind, "remote") == 0;
+    return 0;
+}
+
 static zactor_t *s_tier_new(bench_svc_t *s, uint64_t slot_size, uint64_t capacity)
 {
     tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
     snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
-    snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
-    snprintf(tc.tier.path, sizeof tc.tier.path, "%s", s->shm);
+    snprintf(tc.tier.kind, sizeof tc.tier.kind, "%s", s_remote ? "remote" : "host");
+    if (!s_remote)
+        snprintf(tc.tier.path, sizeof tc.tier.path, "%s", s->shm);
     tc.tier.capacity = capacity;
     tc.tier.slot_size = slot_size;
     (void)tier_config_set(&tc.tier, "prefault", "true");
@@ -79,7 +90,7 @@ static zactor_t *s_sched_new(uint64_t slot_size, uint64_t capacity, const char *
     sc.n_tiers = 1;
     sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = capacity, .slot_size = slot_size};
     snprintf(sc.tiers[0].name, sizeof sc.tiers[0].name, "host0");
-    snprintf(sc.tiers[0].kind, sizeof sc.tiers[0].kind, "host");
+    snprintf(sc.tiers[0].kind, sizeof sc.tiers[0].kind, "%s", s_remote ? "remote" : "host");
     sc.n_chains = 1;
     snprintf(sc.chains[0].name, sizeof sc.chains[0].name, "default");
     sc.chains[0].n_tiers = 1;
@@ -93,11 +104,12 @@ static int s_announce(bench_svc_t *s, uint64_t slot_size, uint64_t capacity)
     kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
     ti.tier_id = 1;
     snprintf(ti.name, sizeof ti.name, "host0");
-    ti.kind = kvtier_TierKind_TIER_KIND_HOST;
+    ti.kind = s_remote ? kvtier_TierKind_TIER_KIND_REMOTE : kvtier_TierKind_TIER_KIND_HOST;
     if (tier_actor_endpoint(s->tier, ti.endpoint, sizeof ti.endpoint) != 0)
         return -1;
     bus_host_identity(NULL, ti.host, sizeof ti.host);
-    snprintf(ti.shm, sizeof ti.shm, "%s", s->shm);
+    if (!s_remote)
+        snprintf(ti.shm, sizeof ti.shm, "%s", s->shm);
     ti.epoch = tier_actor_epoch(s->tier);
     ti.capacity_slots = capacity;
     ti.slot_bytes = slot_size;

@@ -36,6 +36,11 @@ bench_svc_t *bench_svc_start_events(const char *part, uint64_t slot_size, uint64
 int bench_svc_events(bench_svc_t *svc, uint64_t *handed, uint64_t *dropped, uint64_t *read_pb,
                      uint64_t *read_vllm);
 
+/* The kind of the tier the next start makes: "host" (the default) or "remote"
+ * (issue 9 §4: the same slots in anonymous memory, served over frames only).
+ * 0, or -1 for another kind. */
+int bench_svc_set_kind(const char *kind);
+
 /* Stops both actors (the segment is removed by the tier). Idempotent, nulls *svc. */
 void bench_svc_stop(bench_svc_t **svc);
 
