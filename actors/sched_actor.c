@@ -976,6 +976,7 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
         goto out_fail;
     }
     bus_server_set_max_connections(self->server, self->cfg.max_connections);
+    bus_server_set_leader_epoch(self->server, self->cfg.leader_epoch); /* every reply */
     snprintf(self->endpoint, sizeof self->endpoint, "%s", bus_server_endpoint(self->server));
     char iep[SCHED_ENDPOINT_MAX];
     if (self->cfg.internal_endpoint[0])
