@@ -2,10 +2,14 @@
  * send again across a lost reply or a leader change (issue 9 §1, docs/PROTOCOL.md
  * "Resends and failover"): the leader epoch on every reply, a resent prepare
  * (same job_id) cancels the window it opened and runs again, a resent complete
- * is answered with the same counts and applied once, and a complete naming
- * another leader's epoch is ABORTED with nothing applied. Over the meta plane
- * against a fake tier actor (tests/support/sched_fake_tier.h). */
+ * is answered with the same counts and applied once, a complete naming another
+ * leader's epoch is ABORTED with nothing applied; the instance registry: a spec
+ * handed to the etcd writer at registration only, and a new leader's preloaded
+ * instances served at once. Over the meta plane against a fake tier actor
+ * (tests/support/sched_fake_tier.h). */
 #include "sched_testkit.h"
+
+#include <unistd.h>
 
 static int s_prepare_job(tk_t *t, pb_size_t tag, const char *req, uint8_t (*keys)[16], uint32_t n,
                          uint64_t job_id)
@@ -172,6 +176,85 @@ static void test_foreign_epoch_is_aborted(void **state)
     tk_env_stop(&e);
 }
 
+static char s_registry_ep[64];
+static kvtier_InstanceSpec s_preload[3];
+
+static void s_with_registry(sched_config_t *cfg)
+{
+    snprintf(cfg->registry_output, sizeof cfg->registry_output, "%s", s_registry_ep);
+}
+
+/* Specs waiting on the registry writer's PULL (within wait_ms for the first). */
+static int s_pulled(zsock_t *pull, int wait_ms, kvtier_InstanceSpec *last)
+{
+    int n = 0;
+    zpoller_t *p = zpoller_new(pull, NULL);
+    while (zpoller_wait(p, n ? 100 : wait_ms) == pull) {
+        zframe_t *f = zframe_recv(pull);
+        assert_int_equal(zframe_size(f), sizeof *last);
+        memcpy(last, zframe_data(f), sizeof *last);
+        zframe_destroy(&f);
+        n++;
+    }
+    zpoller_destroy(&p);
+    return n;
+}
+
+/* The instance registry is written at registration only (issue 9 §1): a created
+ * instance's spec is handed to the writer once; an equal registration again, a
+ * begin, a put are not. */
+static void test_registry_written_at_registration_only(void **state)
+{
+    (void)state;
+    snprintf(s_registry_ep, sizeof s_registry_ep, "inproc://test-registry-%d", (int)getpid());
+    zsock_t *pull = zsock_new_pull(s_registry_ep);
+    assert_non_null(pull);
+    tk_env_t e;
+    tk_env_start(&e, 16, s_with_registry); /* registers TK_INST */
+    kvtier_InstanceSpec got;
+    assert_int_equal(s_pulled(pull, 5000, &got), 1);
+    assert_string_equal(got.instance_id, TK_INST);
+    assert_int_equal(got.bytes_per_block, 4096);
+    assert_int_equal(tk_register(e.t, TK_INST, 4096), 0); /* equal: not created */
+    assert_int_equal(tk_begin(e.t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(e.t, "r1", 0, 2), 0);
+    assert_int_equal(s_pulled(pull, 300, &got), 0);
+    assert_int_equal(tk_register(e.t, "other", 4096), 0);
+    assert_int_equal(s_pulled(pull, 5000, &got), 1);
+    assert_string_equal(got.instance_id, "other");
+    assert_int_equal(tk_stat(e.t, "registry_dropped"), 0);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
+static void s_with_preload(sched_config_t *cfg)
+{
+    cfg->preload = s_preload;
+    cfg->n_preload = 3;
+}
+
+/* A new leader registers the instances of the registry before it serves: a
+ * request of one begins without its client registering it; a bad record
+ * (bytes_per_block 0) is skipped; a registration with another spec is CONFLICT. */
+static void test_preloaded_instances_are_served_at_once(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        s_preload[i] = (kvtier_InstanceSpec)kvtier_InstanceSpec_init_zero;
+        snprintf(s_preload[i].instance_id, sizeof s_preload[i].instance_id, "pre-%d", i);
+        s_preload[i].tokens_per_block = 16;
+        s_preload[i].bytes_per_block = i == 1 ? 0 : 2048;
+    }
+    tk_env_t e;
+    tk_env_start(&e, 16, s_with_preload);
+    assert_int_equal(tk_stat(e.t, "instances"), 3); /* pre-0, pre-2 and TK_INST */
+    assert_int_equal(tk_begin(e.t, "pre-0", "r1", 0), 0);
+    assert_int_equal(tk_begin(e.t, "pre-2", "r1", 0), 0);
+    assert_int_equal(tk_begin(e.t, "pre-1", "r1", 0), kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_int_equal(tk_register(e.t, "pre-0", 4096), kvtier_StatusCode_STATUS_CONFLICT);
+    tk_env_stop(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +262,8 @@ int main(void)
         cmocka_unit_test(test_prepare_resend_reopens),
         cmocka_unit_test(test_complete_resend_answers_again),
         cmocka_unit_test(test_foreign_epoch_is_aborted),
+        cmocka_unit_test(test_registry_written_at_registration_only),
+        cmocka_unit_test(test_preloaded_instances_are_served_at_once),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
