@@ -458,11 +458,11 @@ static bool s_foreign_epoch(sched_t *self, sched_call_t *call, uint64_t epoch, u
     if (epoch == 0 || epoch == self->cfg.leader_epoch)
         return false;
     sched_reply_error(self, call, kvtier_StatusCode_STATUS_ABORTED,
-                      "%s: token %" PRIu64 " was minted by the leader of epoch %" PRIu64
+                      "token %" PRIu64 " (%s) was minted by the leader of epoch %" PRIu64
                       "; this leader's epoch is %" PRIu64
                       ": its window went with that leader and nothing of it was applied; "
                       "prepare again",
-                      what, token_id, epoch, self->cfg.leader_epoch);
+                      token_id, what, epoch, self->cfg.leader_epoch);
     return true;
 }
 

@@ -627,6 +627,14 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool retry, bus_arrays_t *
         bool lost = !replied && s_transient(code);
         bool forgot = replied && code == kvtier_StatusCode_STATUS_NOT_FOUND && !f.told &&
                       s_forgotten(c, st.message);
+        /* a new leader still rebuilding its index answers UNAVAILABLE ("retry
+         * shortly"), having done nothing: during a failover that is waited out too */
+        bool settling = replied && code == kvtier_StatusCode_STATUS_UNAVAILABLE && retry &&
+                        f.give_up != 0 && s_left(&f) > 0;
+        if (settling) {
+            s_backoff(&f.backoff);
+            continue;
+        }
         if (!not_leader && !lost && !forgot)
             return kvti_fail(c, (int)code, what, "%s", st.message);
         if (f.give_up == 0) {

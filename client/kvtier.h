@@ -26,19 +26,21 @@
  * resend as it answered the first); remove is not retried ("not retried" in the
  * message). It keeps trying for failover_ms (default 15 s: a lease TTL, an
  * election and an index rebuild), each resend waiting 1 s doubling to timeout_ms,
- * then returns the first error with what it tried. When it finds itself talking to
- * another leader (a reply's leader epoch differs from the one it knew, a redirect,
- * a rediscovery, or NOT_FOUND for an instance or request it holds) it first
- * registers again the instances it registered (at most KVT_RECOVER_INSTANCES) and
- * begins again its open requests (at most KVT_RECOVER_REQUESTS; ones begun past
- * that bound are not carried over and their calls end NOT_FOUND), then sends the
- * call again. PERMISSION_DENIED, OVERLOADED, INVALID_ARGUMENT (and every other
- * status a server answered) are never retried.
+ * then returns the first error with what it tried; meanwhile an UNAVAILABLE the new
+ * leader answers (its index still rebuilding) is waited out the same way. When it
+ * finds itself talking to another leader (a reply's leader epoch differs from the
+ * one it knew, a redirect, a rediscovery, or NOT_FOUND for an instance or request
+ * it holds) it first registers again the instances it registered (at most
+ * KVT_RECOVER_INSTANCES) and begins again its open requests (at most
+ * KVT_RECOVER_REQUESTS; ones begun past that bound are not carried over and their
+ * calls end NOT_FOUND), then sends the call again. PERMISSION_DENIED, OVERLOADED,
+ * INVALID_ARGUMENT (and every other status a server answered) are never retried.
  * A token minted by the earlier leader is gone with it: the engine's next call on
- * it ends with -KVT_ABORTED once — the complete (which releases the token, nothing
- * of the window applied: prepare again) or the job still moving its bytes (kvt_wait
- * / kvt_get_finished report it failed, all its keys failed; its completion is still
- * reported exactly once) — never wrong bytes.
+ * it ends with -KVT_ABORTED — the complete (which releases the token; nothing of
+ * the window applied: prepare again), a job still moving its bytes (kvt_wait /
+ * kvt_get_finished report it failed, all its keys failed; its completion is still
+ * reported exactly once), or a submit (refused: its slots may be another's now;
+ * then complete it) — never wrong bytes.
  * BUSY (a full head tier is demoting its coldest blocks to the next tier to make
  * room; nothing was reserved) is retried by prepare_put itself, backing off
  * 1 .. 32 ms, until timeout_ms has passed; then it returns -KVT_BUSY (so a
