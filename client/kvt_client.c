@@ -450,6 +450,7 @@ static int s_recovery_call(kvt_client_t *c, uint32_t timeout, kvtier_Status *st)
 {
     c->rrep->corr_id = 0;
     c->rrep->leader_epoch = 0;
+    c->rrep->which_body = 0;
     c->round_trips++;
     int rc = bus_client_call(c->meta, c->rreq, NULL, NULL, 0, timeout, c->rrep, NULL, NULL, st);
     if (c->rrep->corr_id != 0 && c->rrep->leader_epoch != 0)
@@ -513,7 +514,19 @@ static int s_recover(kvt_client_t *c, uint32_t timeout)
         bus_warn("client", "%s: request %s/%s not begun again at leader %s: %s: %s", c->name,
                  r->instance_id, r->request_id, c->leader, bus_status_name(code), st.message);
     }
-    s_tokens_stale(c);
+    if (c->leader_epoch == 0) { /* reached by a redirect and nothing to tell: ask */
+        bus_env_init(c->rreq, kvtier_Envelope_cluster_info_req_tag, c->name);
+        kvtier_Status st = {0};
+        int code = s_recovery_call(c, timeout, &st);
+        if (code == 0 && c->rrep->which_body == kvtier_Envelope_cluster_info_rep_tag &&
+            c->rrep->body.cluster_info_rep.leader_epoch)
+            c->leader_epoch = c->rrep->body.cluster_info_rep.leader_epoch;
+        else if (s_transient((kvtier_StatusCode)code) ||
+                 code == kvtier_StatusCode_STATUS_NOT_LEADER)
+            return -code;
+    }
+    if (c->leader_epoch != 0) /* tokens of an unknown leader are left to their complete */
+        s_tokens_stale(c);
     c->recoveries++;
     bus_info("client",
              "%s: leader %s (epoch %" PRIu64 "): %u instances registered and %u requests "

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "bus_fault.h"
 #include "bus_host.h"
 #include "kvtier.h"
 #include "sched_actor.h"
@@ -256,11 +257,71 @@ static void new_leader_on_the_same_endpoint(void **state)
     assert_int_equal(kvt_request_end(e->c, T_INST, "r2", &info), 0);
 }
 
+static uint64_t t_stat(kvt_client_t *c, const char *name)
+{
+    static kvt_stat_t st[1024];
+    uint32_t n = 0;
+    assert_int_equal(kvt_stats(c, NULL, st, 1024, &n), 0);
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(st[i].name, name) == 0)
+            return st[i].value;
+    fail_msg("no counter %s", name);
+    return 0;
+}
+
+/* Drops the next reply any bus server of this process sends. */
+static void t_drop_next_reply(void)
+{
+    bus_fault_rule_t drop = {.action = BUS_FAULT_DROP, .one_in = 1, .next = 1};
+    char err[200];
+    if (bus_fault_set(BUS_FAULT_SERVER_REPLY, &drop, err, sizeof err) < 0)
+        fail_msg("fault: %s", err);
+}
+
+/* A reply lost with the leader alive (no failover): the handle times out, finds
+ * the same leader and sends the call again; the scheduler answers the resend — a
+ * prepare_get of the same job_id pins once (the first window cancelled), a
+ * complete_get of the concluded token answers OK again — and the bytes load
+ * byte-exact. */
+static void lost_replies_are_sent_again(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t keys[T_N];
+    t_keys(keys, 3);
+    kvt_request_t r = {.instance_id = T_INST, .request_id = "r3"};
+    assert_int_equal(kvt_request_begin(e->c, &r), 0);
+    t_put(e, "r3", keys);
+    bus_fault_enable();
+    t_drop_next_reply();
+    kvt_token_t *tok = NULL;
+    assert_int_equal(kvt_prepare_get(e->c, T_INST, "r3", keys, T_N, &tok), 0);
+    assert_int_equal(t_stat(e->c, "pinned"), T_N);
+    uint64_t job = 9;
+    assert_int_equal(kvt_submit_get(e->c, job, tok, (void *const *)e->dst, T_BLOCK), 0);
+    kvt_job_result_t res;
+    assert_int_equal(kvt_wait(e->c, &job, 1, 10000, &res), 0);
+    assert_int_equal(res.status, 0);
+    for (int i = 0; i < T_N; i++)
+        assert_memory_equal(e->dst[i], e->src[i], T_BLOCK);
+    t_drop_next_reply();
+    assert_int_equal(kvt_complete_get(e->c, &tok, NULL), 0);
+    assert_int_equal(t_stat(e->c, "pinned"), 0);
+    t_drop_next_reply();
+    kvt_request_end_info_t info;
+    assert_int_equal(kvt_request_end(e->c, T_INST, "r3", &info), 0);
+    bus_fault_state_t fs;
+    bus_fault_show(BUS_FAULT_SERVER_REPLY, &fs);
+    bus_fault_clear(BUS_FAULT_N_POINTS);
+    assert_int_equal(fs.injected, 3);
+    assert_int_equal(kvt_request_end(e->c, T_INST, "r3", &info), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(new_leader_found_and_told, setup, teardown),
         cmocka_unit_test_setup_teardown(new_leader_on_the_same_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(lost_replies_are_sent_again, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
