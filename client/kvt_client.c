@@ -528,6 +528,7 @@ static int s_recover(kvt_client_t *c, uint32_t timeout)
     if (c->leader_epoch != 0) /* tokens of an unknown leader are left to their complete */
         s_tokens_stale(c);
     c->recoveries++;
+    c->settle_until = zclock_mono() + c->failover_ms;
     bus_info("client",
              "%s: leader %s (epoch %" PRIu64 "): %u instances registered and %u requests "
              "begun again",
@@ -641,10 +642,16 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool retry, bus_arrays_t *
         bool forgot = replied && code == kvtier_StatusCode_STATUS_NOT_FOUND && !f.told &&
                       s_forgotten(c, st.message);
         /* a new leader still rebuilding its index answers UNAVAILABLE ("retry
-         * shortly"), having done nothing: during a failover that is waited out too */
+         * shortly"), having done nothing: during a failover, and for failover_ms
+         * after a new leader was told, that is waited out too */
         bool settling = replied && code == kvtier_StatusCode_STATUS_UNAVAILABLE && retry &&
-                        f.give_up != 0 && s_left(&f) > 0;
+                        (f.give_up != 0 ? s_left(&f) > 0 : zclock_mono() < c->settle_until);
         if (settling) {
+            if (f.give_up == 0) { /* just after a new leader was told: within its bound */
+                f.give_up = c->settle_until;
+                f.code = (int)code;
+                snprintf(f.first, sizeof f.first, "%s", st.message);
+            }
             s_backoff(&f.backoff);
             continue;
         }

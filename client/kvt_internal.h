@@ -130,6 +130,7 @@ struct kvt_client {
     kvti_open_req_t *open_reqs; /* KVT_RECOVER_REQUESTS */
     uint32_t n_open_reqs;
     uint64_t recoveries;          /* new leaders told */
+    int64_t settle_until;         /* failover_ms after the last one: its UNAVAILABLE waited out */
     kvtier_Envelope *rreq, *rrep; /* recovery's calls: c->req is kept to send again */
 
     kvtier_Envelope *req; /* scratch envelopes (16 KiB each), one call at a time */

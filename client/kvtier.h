@@ -26,8 +26,9 @@
  * resend as it answered the first); remove is not retried ("not retried" in the
  * message). It keeps trying for failover_ms (default 15 s: a lease TTL, an
  * election and an index rebuild), each resend waiting 1 s doubling to timeout_ms,
- * then returns the first error with what it tried; meanwhile an UNAVAILABLE the new
- * leader answers (its index still rebuilding) is waited out the same way. When it
+ * then returns the first error with what it tried; meanwhile, and for failover_ms
+ * after it told a new leader, an UNAVAILABLE the new leader answers (its index still
+ * rebuilding) is waited out the same way. When it
  * finds itself talking to another leader (a reply's leader epoch differs from the
  * one it knew, a redirect, a rediscovery, or NOT_FOUND for an instance or request
  * it holds) it first registers again the instances it registered (at most
