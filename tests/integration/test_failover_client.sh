@@ -100,4 +100,8 @@ it_cli get "${INST[@]}" --key "$k1" --verify >/dev/null || it_fail "get $k1 afte
 # the new leader registered the registry's instances before serving
 grep -hq 'instances of the etcd registry registered before serving' "$it_dir/coord-b.log" "$it_run"/logs/*.log ||
   it_fail "no leader registered the etcd registry's instances"
+# (it_no_crash would see the kill itself) no sanitizer report anywhere
+if grep -Eq 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log "$it_dir"/*.log "$it_dir"/*.err; then
+  it_fail "sanitizer report: $(grep -Eh -A3 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$it_run"/logs/*.log "$it_dir"/*.log "$it_dir"/*.err | head -n 20)"
+fi
 it_log "PASS"
