@@ -91,7 +91,7 @@ last=$(tail -n 1 "$it_dir/replay.txt")
 failed=$(sed -n 's/^requests  *[0-9]* replayed, \([0-9]*\) failed.*/\1/p' "$it_dir/replay.txt")
 [ -n "$failed" ] || it_fail "no requests line in the report"
 [ "$failed" -le "$IN_FLIGHT" ] || it_fail "$failed requests failed, more than the $IN_FLIGHT in flight at the kill"
-grep -q 'registered and [0-9]* requests begun again' "$it_dir/replay.err" ||
+grep -q 'kvtier-replay-[0-9]*: leader .*: 1 instances registered and [0-9]* requests begun again' "$it_dir/replay.err" ||
   it_fail "libkvtier did not tell a new leader (no failover during the replay?): $(tail -n 5 "$it_dir/replay.err")"
 it_log "replay: $failed requests failed; $(grep -c 'begun again' "$it_dir/replay.err") recoveries logged"
 
