@@ -478,6 +478,7 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     s_stat(r, "tier_timeouts", g->tier_timeouts);
     s_stat(r, "tier_errors", g->tier_errors);
     s_stat(r, "touch_rewrites_skipped", g->touch_rewrites_skipped);
+    s_stat(r, "registry_dropped", g->registry_dropped);
     s_stat(r, "deletes_sent", g->deletes_sent);
     s_stat(r, "deletes_dropped", g->deletes_dropped);
     s_stat(r, "adopted", g->adopted);
@@ -1020,12 +1021,16 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     self->loop = zloop_new();
     if (!self->loop || sched_tiers_init(self) < 0)
         goto out_fail;
+    (void)sched_index_preload(self, self->cfg.preload, self->cfg.n_preload);
+    self->cfg.preload = NULL; /* the caller's, valid during sched_actor_new only */
+    self->cfg.n_preload = 0;
     self->server = bus_server_new(self->cfg.endpoint, self->cfg.node_name);
     if (!self->server) {
         bus_error(S_LOG, "cannot bind the meta endpoint '%s'", self->cfg.endpoint);
         goto out_fail;
     }
     bus_server_set_max_connections(self->server, self->cfg.max_connections);
+    bus_server_set_leader_epoch(self->server, self->cfg.leader_epoch); /* every reply */
     snprintf(self->endpoint, sizeof self->endpoint, "%s", bus_server_endpoint(self->server));
     char iep[SCHED_ENDPOINT_MAX];
     if (self->cfg.internal_endpoint[0])

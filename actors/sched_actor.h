@@ -215,6 +215,15 @@ typedef struct {
     bool acl_on;
     uint32_t n_acl;
     sched_acl_entry_t acl[SCHED_ACL_MAX];
+    /* The instance registry (issue 9 §1, docs/OPERATIONS.md "etcd keys"): each
+     * instance registered (created, not an equal re-registration) has its spec,
+     * a kvtier_InstanceSpec frame, pushed without waiting to this endpoint (the
+     * coordinator's registry writer, coordinator/coord_registry.h); "" = none.
+     * preload: the specs a new leader read from etcd, registered before it serves
+     * (read during sched_actor_new only; bad or excess ones are logged, skipped). */
+    char registry_output[SCHED_ENDPOINT_MAX];
+    const kvtier_InstanceSpec *preload;
+    uint32_t n_preload;
 } sched_config_t;
 
 /* Fills *cfg with the defaults above, one chain "default" of no tier, endpoint

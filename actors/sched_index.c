@@ -108,11 +108,24 @@ int sched_index_init(sched_t *self)
     self->index.inst = calloc(self->cfg.max_instances, sizeof *self->index.inst);
     if (!self->index.inst)
         return -1;
+    if (self->cfg.registry_output[0]) {
+        self->index.registry = zsock_new(ZMQ_PUSH);
+        if (!self->index.registry)
+            return -1;
+        zsock_set_sndhwm(self->index.registry, SCHED_REGISTRY_QUEUE);
+        zsock_set_linger(self->index.registry, 1000); /* the last specs reach the writer */
+        if (zsock_connect(self->index.registry, "%s", self->cfg.registry_output) < 0) {
+            bus_error("sched", "cannot connect to the instance registry at %s",
+                      self->cfg.registry_output);
+            return -1;
+        }
+    }
     return sched_map_init(&self->index.inst_map, self->cfg.max_instances);
 }
 
 void sched_index_fini(sched_t *self)
 {
+    zsock_destroy(&self->index.registry);
     free(self->index.inst);
     self->index.inst = NULL;
     sched_map_fini(&self->index.inst_map);
@@ -192,59 +205,142 @@ static const sched_tier_t *s_smallest_tier(sched_t *self)
     return best;
 }
 
-static int s_spec_check(sched_t *self, sched_call_t *call, const kvtier_InstanceSpec *s)
+/* A spec a scheduler can serve: 0, or -1 with why (an INVALID_ARGUMENT message). */
+static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s, char *why, size_t len)
 {
-    const bus_code_t bad = kvtier_StatusCode_STATUS_INVALID_ARGUMENT;
     if (!s->instance_id[0]) {
-        sched_reply_error(self, call, bad, "spec.instance_id is empty");
+        snprintf(why, len, "spec.instance_id is empty");
         return -1;
     }
     /* ids name event topics ("stored/<id>"), metric labels and log lines: printable
      * ASCII without spaces, so that none of them needs escaping or can collide */
     for (const unsigned char *p = (const unsigned char *)s->instance_id; *p; p++)
         if (*p < 0x21 || *p > 0x7e) {
-            sched_reply_error(self, call, bad,
-                              "spec.instance_id: byte 0x%02x at offset %u: use printable ASCII "
-                              "without spaces (letters, digits, punctuation)",
-                              *p, (unsigned)(p - (const unsigned char *)s->instance_id));
+            snprintf(why, len,
+                     "spec.instance_id: byte 0x%02x at offset %u: use printable ASCII "
+                     "without spaces (letters, digits, punctuation)",
+                     *p, (unsigned)(p - (const unsigned char *)s->instance_id));
             return -1;
         }
     if (s->tokens_per_block == 0 || s->bytes_per_block == 0) {
-        sched_reply_error(self, call, bad,
-                          "instance %s: tokens_per_block and bytes_per_block must be "
-                          "> 0 (got %u, %" PRIu64 ")",
-                          s->instance_id, s->tokens_per_block, s->bytes_per_block);
+        snprintf(why, len,
+                 "instance %s: tokens_per_block and bytes_per_block must be "
+                 "> 0 (got %u, %" PRIu64 ")",
+                 s->instance_id, s->tokens_per_block, s->bytes_per_block);
         return -1;
     }
     const sched_tier_t *t = s_smallest_tier(self);
     if (t && s->bytes_per_block > t->cfg.slot_size) {
-        sched_reply_error(self, call, bad,
-                          "instance %s: bytes_per_block %" PRIu64 " exceeds the slot "
-                          "size of tier %s (%" PRIu64 " bytes)",
-                          s->instance_id, s->bytes_per_block, t->cfg.name, t->cfg.slot_size);
+        snprintf(why, len,
+                 "instance %s: bytes_per_block %" PRIu64 " exceeds the slot "
+                 "size of tier %s (%" PRIu64 " bytes)",
+                 s->instance_id, s->bytes_per_block, t->cfg.name, t->cfg.slot_size);
         return -1;
     }
     if (s->segment_bytes_count > 0) {
         uint64_t sum = 0;
         for (pb_size_t i = 0; i < s->segment_bytes_count; i++) {
             if (s->segment_bytes[i] == 0 || s->segment_bytes[i] > s->bytes_per_block) {
-                sched_reply_error(self, call, bad,
-                                  "instance %s: segment_bytes[%u] = %" PRIu64
-                                  " is 0 or larger than the block",
-                                  s->instance_id, (unsigned)i, s->segment_bytes[i]);
+                snprintf(why, len,
+                         "instance %s: segment_bytes[%u] = %" PRIu64
+                         " is 0 or larger than the block",
+                         s->instance_id, (unsigned)i, s->segment_bytes[i]);
                 return -1;
             }
             sum += s->segment_bytes[i];
         }
         if (sum != s->bytes_per_block) {
-            sched_reply_error(self, call, bad,
-                              "instance %s: segment_bytes add up to %" PRIu64
-                              ", bytes_per_block is %" PRIu64,
-                              s->instance_id, sum, s->bytes_per_block);
+            snprintf(why, len,
+                     "instance %s: segment_bytes add up to %" PRIu64
+                     ", bytes_per_block is %" PRIu64,
+                     s->instance_id, sum, s->bytes_per_block);
             return -1;
         }
     }
     return 0;
+}
+
+/* Registers a new instance of spec s (checked, not registered yet): the entry, or
+ * NULL with the status code and why (CONFLICT: its header number is taken;
+ * NO_SPACE: max_instances). */
+static sched_instance_t *s_instance_add(sched_t *self, const kvtier_InstanceSpec *s,
+                                        bus_code_t *code, char *why, size_t len)
+{
+    uint32_t number = sched_instance_number(s->instance_id);
+    const char *other = sched_instance_name(self, number);
+    if (other) {
+        *code = kvtier_StatusCode_STATUS_CONFLICT;
+        snprintf(why, len,
+                 "instance %s hashes to the same slot-header number (%08x) as "
+                 "registered instance %s: choose another id",
+                 s->instance_id, number, other);
+        return NULL;
+    }
+    if (self->index.n_inst >= self->cfg.max_instances) {
+        *code = kvtier_StatusCode_STATUS_NO_SPACE;
+        snprintf(why, len, "%u instances registered (max_instances %u)", self->index.n_inst,
+                 self->cfg.max_instances);
+        return NULL;
+    }
+    sched_instance_t *in = &self->index.inst[self->index.n_inst];
+    memset(in, 0, sizeof *in);
+    in->used = true;
+    snprintf(in->id, sizeof in->id, "%s", s->instance_id);
+    in->number = number;
+    in->spec = *s;
+    in->hash = sched_hash(self, in->id, strlen(in->id), 1);
+    sched_map_insert(&self->index.inst_map, in->hash, self->index.n_inst);
+    self->index.n_inst++;
+    bus_info("sched",
+             "instance %s registered (model %s, %" PRIu64 " bytes per block, number "
+             "%08x)",
+             in->id, in->spec.model, in->spec.bytes_per_block, in->number);
+    return in;
+}
+
+/* Hands a newly registered instance's spec to the registry writer (etcd, issue 9
+ * §1), without waiting: one that does not fit its queue is dropped, counted and
+ * logged (a new leader then learns it from the client's re-registration). */
+static void s_registry_push(sched_t *self, const kvtier_InstanceSpec *s)
+{
+    if (!self->index.registry)
+        return;
+    if (zmq_send(zsock_resolve(self->index.registry), s, sizeof *s, ZMQ_DONTWAIT) !=
+        (int)sizeof *s) {
+        self->g.registry_dropped++;
+        bus_warn("sched", "instance %s not handed to the etcd registry (its queue of %d is full)",
+                 s->instance_id, SCHED_REGISTRY_QUEUE);
+    }
+}
+
+int sched_index_preload(sched_t *self, const kvtier_InstanceSpec *specs, uint32_t n)
+{
+    uint32_t added = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        char why[256];
+        bus_code_t code = kvtier_StatusCode_STATUS_INVALID_ARGUMENT;
+        const kvtier_InstanceSpec *s = &specs[i];
+        sched_instance_t *in = sched_instance_find(self, s->instance_id);
+        if (in) {
+            if (!s_spec_equal(&in->spec, s))
+                bus_warn("sched",
+                         "registry: instance %s listed twice with two specs: the "
+                         "first is kept",
+                         s->instance_id);
+            continue;
+        }
+        if (s_spec_check(self, s, why, sizeof why) < 0 ||
+            !s_instance_add(self, s, &code, why, sizeof why)) {
+            bus_warn("sched", "registry: instance %.64s not registered (%s): %s", s->instance_id,
+                     bus_status_name((int)code), why);
+            continue;
+        }
+        added++;
+    }
+    if (n)
+        bus_info("sched", "%u of %u instances of the etcd registry registered before serving",
+                 added, n);
+    return (int)added;
 }
 
 void sched_on_register(sched_t *self, sched_call_t *call)
@@ -255,8 +351,12 @@ void sched_on_register(sched_t *self, sched_call_t *call)
         return;
     }
     const kvtier_InstanceSpec *s = &r->spec;
-    if (s_spec_check(self, call, s) < 0)
+    char why[256];
+    bus_code_t code = kvtier_StatusCode_STATUS_INVALID_ARGUMENT;
+    if (s_spec_check(self, s, why, sizeof why) < 0) {
+        sched_reply_error(self, call, code, "%s", why);
         return;
+    }
     sched_instance_t *in = sched_instance_find(self, s->instance_id);
     if (in) {
         if (!s_spec_equal(&in->spec, s)) {
@@ -271,34 +371,11 @@ void sched_on_register(sched_t *self, sched_call_t *call)
         sched_reply(self, call);
         return;
     }
-    uint32_t number = sched_instance_number(s->instance_id);
-    const char *other = sched_instance_name(self, number);
-    if (other) {
-        sched_reply_error(self, call, kvtier_StatusCode_STATUS_CONFLICT,
-                          "instance %s hashes to the same slot-header number (%08x) as "
-                          "registered instance %s: choose another id",
-                          s->instance_id, number, other);
+    if (!s_instance_add(self, s, &code, why, sizeof why)) {
+        sched_reply_error(self, call, code, "%s", why);
         return;
     }
-    if (self->index.n_inst >= self->cfg.max_instances) {
-        sched_reply_error(self, call, kvtier_StatusCode_STATUS_NO_SPACE,
-                          "%u instances registered (max_instances %u)", self->index.n_inst,
-                          self->cfg.max_instances);
-        return;
-    }
-    in = &self->index.inst[self->index.n_inst];
-    memset(in, 0, sizeof *in);
-    in->used = true;
-    snprintf(in->id, sizeof in->id, "%s", s->instance_id);
-    in->number = number;
-    in->spec = *s;
-    in->hash = sched_hash(self, in->id, strlen(in->id), 1);
-    sched_map_insert(&self->index.inst_map, in->hash, self->index.n_inst);
-    self->index.n_inst++;
-    bus_info("sched",
-             "instance %s registered (model %s, %" PRIu64 " bytes per block, number "
-             "%08x)",
-             in->id, in->spec.model, in->spec.bytes_per_block, in->number);
+    s_registry_push(self, s); /* at registration only, never per request */
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_register_instance_rep_tag);
     rep->body.register_instance_rep.created = true;
     sched_reply(self, call);

@@ -32,7 +32,11 @@ typedef struct {
     sched_instance_t *inst;
     uint32_t n_inst;
     sched_map_t inst_map;
+    zsock_t *registry; /* PUSH to cfg.registry_output (the etcd registry), or NULL */
 } sched_index_t;
+
+/* Specs a PUSH to the registry writer holds before new ones are dropped. */
+#define SCHED_REGISTRY_QUEUE 1024
 
 /* The chain a lookup naming request_id of instance inst uses: SCHED_NONE when no
  * such request is open (the requests module answers it, sched_request_chain). */
@@ -41,6 +45,10 @@ typedef uint32_t (*sched_chain_fn)(sched_t *self, uint32_t inst, const char *req
 /* ---- sched_index.c ---- */
 int sched_index_init(sched_t *self);
 void sched_index_fini(sched_t *self);
+/* Registers the instances of a new leader's etcd registry (cfg.preload) before it
+ * serves; a bad, duplicate or excess record is logged and skipped. Returns how
+ * many were registered. */
+int sched_index_preload(sched_t *self, const kvtier_InstanceSpec *specs, uint32_t n);
 sched_instance_t *sched_instance_find(sched_t *self, const char *id);
 /* The instance named in a request, or NULL after replying NOT_FOUND / INVALID_ARGUMENT. */
 sched_instance_t *sched_instance_get(sched_t *self, sched_call_t *call, const char *id);

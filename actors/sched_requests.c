@@ -162,6 +162,16 @@ static sched_request_t *s_req_get(sched_t *self, sched_call_t *call, const char 
     return q;
 }
 
+static void s_begin_reply(sched_t *self, sched_call_t *call, const sched_request_t *q)
+{
+    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_begin_rep_tag);
+    rep->body.request_begin_rep.branch = q->chain;
+    rep->body.request_begin_rep.head_tier_id = self->cfg.chains[q->chain].tier_ids[0];
+    sched_reply(self, call);
+}
+
+/* request_begin: opens a request; one already open with the same context (ttl_ms,
+ * total_blocks) is a resend and answered as the first was (issue 9 §1). */
 void sched_on_begin(sched_t *self, sched_call_t *call)
 {
     const kvtier_RequestBeginRequest *r = &call->req.env.body.request_begin_req;
@@ -180,9 +190,17 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
         return;
     }
     uint32_t ii = (uint32_t)(in - self->index.inst);
-    if (sched_request_find(self, ii, r->ctx.request_id)) {
+    sched_request_t *open = sched_request_find(self, ii, r->ctx.request_id);
+    if (open && (open->ttl_ms != r->ctx.ttl_ms || open->total_blocks != r->ctx.total_blocks)) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_ALREADY_EXISTS,
-                          "request %s of instance %s is already open", r->ctx.request_id, in->id);
+                          "request %s of instance %s is already open with another context "
+                          "(ttl_ms %" PRIu64 ", total_blocks %u)",
+                          r->ctx.request_id, in->id, open->ttl_ms, open->total_blocks);
+        return;
+    }
+    if (open) { /* a resend (issue 9 §1): the same answer, nothing changes */
+        open->last_ms = sched_now();
+        s_begin_reply(self, call, open);
         return;
     }
     sched_client_t *cl = &self->requests.clients[call->client];
@@ -218,10 +236,7 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
     for (int k = 0; k < SCHED_WIN_KINDS; k++)
         sched_window_init(&q->win[k]);
     sched_map_insert(&self->requests.req_map, q->hash, qi);
-    kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_begin_rep_tag);
-    rep->body.request_begin_rep.branch = q->chain;
-    rep->body.request_begin_rep.head_tier_id = self->cfg.chains[q->chain].tier_ids[0];
-    sched_reply(self, call);
+    s_begin_reply(self, call, q);
 }
 
 /* ---- closing windows ---- */
@@ -344,11 +359,20 @@ static void s_request_free(sched_t *self, sched_request_t *q)
 void sched_on_end(sched_t *self, sched_call_t *call)
 {
     const kvtier_RequestEndRequest *r = &call->req.env.body.request_end_req;
-    sched_instance_t *in;
-    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
-    if (!q)
+    sched_instance_t *in = sched_instance_get(self, call, r->instance_id);
+    if (!in)
         return;
+    if (!r->request_id[0]) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                          "request_id is empty");
+        return;
+    }
+    sched_request_t *q = sched_request_find(self, (uint32_t)(in - self->index.inst), r->request_id);
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_end_rep_tag);
+    if (!q) { /* ended already (a resend), lapsed, or begun at an earlier leader */
+        sched_reply(self, call);
+        return;
+    }
     kvtier_RequestEndReply *er = &rep->body.request_end_rep;
     static const kvtier_WindowKind wk[SCHED_WIN_KINDS] = {
         kvtier_WindowKind_WINDOW_KIND_GET, kvtier_WindowKind_WINDOW_KIND_PUT,
@@ -387,9 +411,19 @@ void sched_on_end(sched_t *self, sched_call_t *call)
 /* ---- window checks ---- */
 
 static bool s_window_can_open(sched_t *self, sched_call_t *call, sched_request_t *q, int kind,
-                              uint32_t n)
+                              uint32_t n, uint64_t job_id)
 {
     int b = sched_window_blocker(q->win, kind);
+    if (b == kind && job_id != 0 && q->win[kind].job_id == job_id &&
+        sched_window_open(&q->win[kind])) {
+        /* a resend of the prepare that opened it (its reply was lost, issue 9 §1):
+         * that window is cancelled (pins released, reservations aborted) and the
+         * prepare runs again */
+        bus_debug(S_LOG, "request %s: %s job %" PRIu64 " sent again: token %" PRIu64 " cancelled",
+                  q->id, s_prepare_name[kind], job_id, q->win[kind].token_id);
+        (void)s_window_close(self, q, kind, SCHED_WEV_CANCEL);
+        b = sched_window_blocker(q->win, kind);
+    }
     if (b == kind) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
                           "request %s already has an open %s window (token %" PRIu64
@@ -415,10 +449,66 @@ static bool s_window_can_open(sched_t *self, sched_call_t *call, sched_request_t
     return true;
 }
 
+/* A complete (or CopyPrefetch) carries the epoch of the leader that minted its
+ * token (issue 9 §1): a window of another leader is gone with it, and nothing of
+ * it may be applied here. true when it answered ABORTED. */
+static bool s_foreign_epoch(sched_t *self, sched_call_t *call, uint64_t epoch, uint64_t token_id,
+                            const char *what)
+{
+    if (epoch == 0 || epoch == self->cfg.leader_epoch)
+        return false;
+    sched_reply_error(self, call, kvtier_StatusCode_STATUS_ABORTED,
+                      "token %" PRIu64 " (%s) was minted by the leader of epoch %" PRIu64
+                      "; this leader's epoch is %" PRIu64
+                      ": its window went with that leader and nothing of it was applied; "
+                      "prepare again",
+                      token_id, what, epoch, self->cfg.leader_epoch);
+    return true;
+}
+
+/* A complete of window `kind` whose token concluded already (its reply was lost):
+ * answered OK again with the counts it had, nothing applied twice. */
+static void s_complete_resend(sched_t *self, sched_call_t *call, const sched_request_t *q, int kind)
+{
+    static const pb_size_t tag[SCHED_WIN_KINDS] = {
+        kvtier_Envelope_complete_get_rep_tag, kvtier_Envelope_complete_put_rep_tag,
+        kvtier_Envelope_complete_prefetch_rep_tag, kvtier_Envelope_complete_rep_tag};
+    kvtier_Envelope *rep = sched_reply_begin(self, call, tag[kind]);
+    if (kind == SCHED_WIN_GET) {
+        rep->body.complete_get_rep.released = q->done[kind].released;
+    } else if (kind == SCHED_WIN_PUT) {
+        rep->body.complete_put_rep.committed = q->done[kind].committed;
+        rep->body.complete_put_rep.failed = q->done[kind].failed;
+    } else if (kind == SCHED_WIN_PREFETCH) {
+        rep->body.complete_prefetch_rep.committed = q->done[kind].committed;
+    } else {
+        rep->body.complete_rep.released = q->done[kind].released;
+        rep->body.complete_rep.committed = q->done[kind].committed;
+        rep->body.complete_rep.failed = q->done[kind].failed;
+    }
+    bus_debug(S_LOG, "request %s: %s window: complete of token %" PRIu64 " sent again: answered",
+              q->id, s_kind_name[kind], q->done[kind].token_id);
+    sched_reply(self, call);
+}
+
+/* Records the OK conclusion of q's window `kind` (token token_id) for resends. */
+static void s_remember_done(sched_request_t *q, int kind, uint64_t token_id, uint32_t released,
+                            uint32_t committed, uint32_t failed)
+{
+    q->done[kind].token_id = token_id;
+    q->done[kind].released = released;
+    q->done[kind].committed = committed;
+    q->done[kind].failed = failed;
+}
+
 static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, sched_request_t *q,
                                              int kind, uint64_t token_id)
 {
     sched_window_t *w = &q->win[kind];
+    if (token_id != 0 && token_id == q->done[kind].token_id) {
+        s_complete_resend(self, call, q, kind);
+        return NULL;
+    }
     if (!sched_window_open(w)) {
         if (token_id != 0 && token_id == w->lapsed_token_id)
             sched_reply_error(
@@ -567,7 +657,7 @@ void sched_on_prepare_get(sched_t *self, sched_call_t *call)
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to get");
         return;
     }
-    if (!s_window_can_open(self, call, q, SCHED_WIN_GET, n))
+    if (!s_window_can_open(self, call, q, SCHED_WIN_GET, n, r->job_id))
         return;
     sched_keys_load(call, n);
     int64_t now = sched_now();
@@ -628,6 +718,8 @@ void sched_on_complete_get(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompleteGetRequest *r = &call->req.env.body.complete_get_req;
     sched_instance_t *in;
+    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete_get"))
+        return;
     sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
@@ -644,6 +736,7 @@ void sched_on_complete_get(sched_t *self, sched_call_t *call)
             sched_gc_suspect(self, e->tier, e->slot, e->gen);
     (void)s_window_step(self, q, SCHED_WIN_GET, SCHED_WEV_COMPLETE, 0);
     uint32_t released = s_window_close(self, q, SCHED_WIN_GET, SCHED_WEV_DONE);
+    s_remember_done(q, SCHED_WIN_GET, r->token_id, released, 0, 0);
     in->c.get_released += released;
     self->c.get_released += released;
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_complete_get_rep_tag);
@@ -942,7 +1035,8 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
     }
     if (!s_put_meta_ok(self, call, in, n))
         return;
-    if (!s_window_can_open(self, call, q, SCHED_WIN_PUT, n) || !s_put_tier_ready(self, call, t, in))
+    if (!s_window_can_open(self, call, q, SCHED_WIN_PUT, n, r->job_id) ||
+        !s_put_tier_ready(self, call, t, in))
         return;
     int64_t now = sched_now();
     sched_keys_load(call, n);
@@ -1022,7 +1116,11 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
                            .gen = t->gen,
                            .prefetch = prefetch,
                            .combined = kind == SCHED_WIN_GETPUT,
-                           .entries = w->entries};
+                           .entries = w->entries,
+                           .req = (uint32_t)(q - self->requests.reqs),
+                           .req_hash = q->hash,
+                           .token_id = w->token_id,
+                           .kind = (uint8_t)kind};
     (void)s_window_step(self, q, kind, SCHED_WEV_COMPLETE, 0);
     w->entries = (sched_list_t){.head = SCHED_NONE, .tail = SCHED_NONE};
     if (kind != SCHED_WIN_PREFETCH) { /* the stored events need them until the commit */
@@ -1057,6 +1155,11 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
 {
     kvtier_Envelope *rep = self->requests.op_rep;
     bool prefetch = op && op->prefetch, combined = op && op->combined;
+    if (op && code == kvtier_StatusCode_STATUS_OK) { /* for a resend of this complete */
+        sched_request_t *q = &self->requests.reqs[op->req];
+        if (q->used && !q->ended && q->hash == op->req_hash)
+            s_remember_done(q, op->kind, op->token_id, op->released, committed, failed);
+    }
     if (!rid) { /* its routing id could not be kept (out of memory): the caller times out */
         bus_warn(S_LOG, "%s reply lost: no routing id", s_op_name(op));
         return;
@@ -1282,6 +1385,8 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompletePutRequest *r = &call->req.env.body.complete_put_req;
     sched_instance_t *in;
+    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete_put"))
+        return;
     sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
@@ -1418,7 +1523,7 @@ static bool s_prepare_ok(sched_t *self, sched_call_t *call, sched_instance_t *in
     if (!s_put_meta_ok(self, call, in, n))
         return false;
     /* the two lists of the window may each end in a partial chunk */
-    return s_window_can_open(self, call, q, SCHED_WIN_GETPUT, n + SCHED_CHUNK);
+    return s_window_can_open(self, call, q, SCHED_WIN_GETPUT, n + SCHED_CHUNK, r->job_id);
 }
 
 void sched_on_prepare(sched_t *self, sched_call_t *call)
@@ -1537,6 +1642,8 @@ void sched_on_complete(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompleteRequest *r = &call->req.env.body.complete_req;
     sched_instance_t *in;
+    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete"))
+        return;
     sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q)
         return;
@@ -1564,6 +1671,7 @@ void sched_on_complete(sched_t *self, sched_call_t *call)
         return;
     }
     (void)s_window_close(self, q, SCHED_WIN_GETPUT, SCHED_WEV_DONE);
+    s_remember_done(q, SCHED_WIN_GETPUT, r->token_id, released, 0, 0);
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_complete_rep_tag);
     rep->body.complete_rep.released = released;
     sched_reply(self, call);
@@ -1594,7 +1702,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
         return;
     uint32_t n = call->req_arr->keys.n;
     sched_tier_t *head = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
-    if (!s_window_can_open(self, call, q, SCHED_WIN_PREFETCH, 2 * n))
+    if (!s_window_can_open(self, call, q, SCHED_WIN_PREFETCH, 2 * n, r->job_id))
         return;
     if (n && !s_put_tier_ready(self, call, head, in))
         return;
@@ -1701,6 +1809,8 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompletePrefetchRequest *r = &call->req.env.body.complete_prefetch_req;
     sched_instance_t *in;
+    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete_prefetch"))
+        return;
     sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q || s_copying(self, call, q, r->token_id, "complete_prefetch"))
         return;
@@ -1993,6 +2103,8 @@ void sched_on_copy_prefetch(sched_t *self, sched_call_t *call)
 {
     const kvtier_CopyPrefetchRequest *r = &call->req.env.body.copy_prefetch_req;
     sched_instance_t *in;
+    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "CopyPrefetch"))
+        return;
     sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
     if (!q || s_copying(self, call, q, r->token_id, "CopyPrefetch"))
         return;

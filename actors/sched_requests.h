@@ -35,6 +35,13 @@ typedef struct {
     int64_t copy_started_ms; /* the CopyPrefetch's arrival */
     zframe_t *copy_rid;      /* the CopyPrefetch caller, answered when the last job ends */
     uint64_t copy_corr;
+    /* The last complete of each window kind that concluded OK (issue 9 §1): a resend
+     * of it (its reply was lost) is answered again with these counts and applied
+     * once. released: get, get+put; committed, failed: put, prefetch, get+put. */
+    struct {
+        uint64_t token_id;
+        uint32_t released, committed, failed;
+    } done[SCHED_WIN_KINDS];
 } sched_request_t;
 
 /* A prefetch copy at the migrator: pairs of one window (token key indices,
@@ -68,6 +75,10 @@ typedef struct sched_put_op {
     sched_header_cb_t cb; /* the tier's answer to its headers */
     sched_list_t entries;
     sched_putmeta_t meta; /* a put's parents and token ids, one record per entry */
+    uint32_t req;         /* its request (index) and window, for the resend rule: */
+    uint64_t req_hash;    /* ... the request's hash when the op was taken */
+    uint64_t token_id;    /* ... the window's token */
+    uint8_t kind;         /* ... SCHED_WIN_* */
 } sched_put_op_t;
 
 /* The requests module's state (sched_t.requests): the request table, the

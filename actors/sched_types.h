@@ -70,6 +70,7 @@ typedef struct {
     uint64_t prefetch_copy_lost;   /* jobs without a result after SCHED_COPY_LOST_MS */
     uint64_t prefetch_moved;       /* promoted blocks whose lower copy went (exclusive chains) */
     uint64_t touch_rewrites_skipped; /* touched headers not rewritten (tier client busy, send) */
+    uint64_t registry_dropped;       /* instance specs not handed to the etcd registry */
 } sched_global_t;
 
 /* One meta-plane call kind's latency histogram (SCHED_LAT_BOUNDS_US). */

@@ -260,6 +260,16 @@ static int s_handle_reply(bus_client_t *self, zmsg_t *msg)
         zmsg_destroy(&msg);
         return 0;
     }
+    if (h.body_tag != 0 && bus_body_dir(h.body_tag) == BUS_DIR_REQUEST) {
+        /* our own request back: a TCP connection to itself (the server's port is free
+         * and in the ephemeral range, e.g. while a leader restarts). Not a reply: the
+         * request times out and the caller looks for the server again. */
+        if (s_should_warn(++self->stats.bad_replies))
+            bus_warn("bus", "client %s: a request came back (%s): connected to itself? dropped",
+                     self->name, bus_body_name(h.body_tag));
+        zmsg_destroy(&msg);
+        return 0;
+    }
     uint64_t slot = h.corr_id & S_SLOT_MASK;
     if (slot >= self->cap || self->pending[slot].corr_id != h.corr_id) {
         self->stats.late++;

@@ -38,6 +38,7 @@ struct bus_server {
     char name[64];
     char endpoint[256];
     uint32_t max_connections;
+    uint64_t leader_epoch; /* stamped on every reply (bus_server_set_leader_epoch) */
     bus_server_stats_t stats;
     kvtier_Envelope scratch; /* error replies */
 };
@@ -154,6 +155,8 @@ int bus_server_reply(bus_server_t *self, const zframe_t *routing_id, kvtier_Enve
         st = &scratch;
     if (rep->sender[0] == '\0')
         snprintf(rep->sender, sizeof rep->sender, "%s", self->name);
+    if (rep->leader_epoch == 0)
+        rep->leader_epoch = self->leader_epoch;
     bus_fault_hit_t hit; /* faults on purpose: a lost or slow reply (bus_fault.h) */
     if (bus_fault_fire(BUS_FAULT_SERVER_REPLY, &hit)) {
         if (hit.action == BUS_FAULT_DELAY) {
@@ -174,6 +177,11 @@ int bus_server_reply(bus_server_t *self, const zframe_t *routing_id, kvtier_Enve
     }
     self->stats.replies++;
     return 0;
+}
+
+void bus_server_set_leader_epoch(bus_server_t *self, uint64_t epoch)
+{
+    self->leader_epoch = epoch;
 }
 
 int bus_server_reply_error(bus_server_t *self, const zframe_t *routing_id, uint64_t corr_id,

@@ -76,6 +76,11 @@ int bus_server_reply_error(bus_server_t *self, const zframe_t *routing_id, uint6
 
 void bus_server_stats(bus_server_t *self, bus_server_stats_t *stats);
 
+/* Every reply this server sends from now on (its errors and rejections too)
+ * carries Envelope.leader_epoch = epoch, unless the reply set one itself: the
+ * scheduler's (issue 9 §1), so a client sees which leader answered. 0: none. */
+void bus_server_set_leader_epoch(bus_server_t *self, uint64_t epoch);
+
 /* The bound on connections (issue 12 §3). libzmq accepts every connection and
  * has no cap of its own, so a server watches its ROUTER's accepted and
  * disconnected events (a socket monitor set before the bind) and closes, at once,

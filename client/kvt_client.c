@@ -1,11 +1,13 @@
 /* kvt_client.c — a libkvtier handle: options, discovery of the leader (a static
  * list of coordinators, any of which answers ClusterInfo, or the leader key in
- * etcd), the meta-plane call with its one retry, errors, close.
+ * etcd), the meta-plane call with its failover (kvtier.h "Failover"), the
+ * recovery at a new leader (instances registered and requests begun again),
+ * errors, close.
  *
- * Owns the meta DEALER, the etcd handle and the handle's scratch envelopes. Never
- * retries a call that may have acted (prepare/complete/begin/end/remove) after a
- * TIMEOUT or UNAVAILABLE: the caller decides (kvtier.h). Never blocks longer than
- * the timeouts documented there. */
+ * Owns the meta DEALER, the etcd handle, the handle's scratch envelopes and what
+ * a new leader is told again (bounded: KVT_RECOVER_*). Never resends remove (its
+ * count would be wrong), nor anything a server refused. Never blocks longer than
+ * the bounds documented in kvtier.h (timeout_ms, failover_ms). */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -213,6 +215,10 @@ static int s_options(kvt_client_t *c, const kvt_options_t *o)
     if (c->timeout_ms > KVT_MAX_TIMEOUT_MS)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "timeout_ms %u is above the limit %u",
                          c->timeout_ms, KVT_MAX_TIMEOUT_MS);
+    c->failover_ms = o->failover_ms ? o->failover_ms : KVT_DEFAULT_FAILOVER_MS;
+    if (c->failover_ms > KVT_MAX_TIMEOUT_MS)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "failover_ms %u is above the limit %u",
+                         c->failover_ms, KVT_MAX_TIMEOUT_MS);
     c->max_in_flight = o->max_in_flight ? o->max_in_flight : KVT_DEFAULT_IN_FLIGHT;
     if (c->max_in_flight > BUS_CLIENT_MAX_IN_FLIGHT)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "max_in_flight %u is above the limit %u",
@@ -394,60 +400,311 @@ static int s_discover(kvt_client_t *c, const char *what, int64_t deadline)
     return s_discover_etcd(c, what);
 }
 
-/* ---- the meta-plane call -------------------------------------------------- */
+/* ---- what a new leader is told again ------------------------------------ */
+
+void kvti_remember_instance(kvt_client_t *c, const kvtier_InstanceSpec *spec)
+{
+    for (uint32_t i = 0; i < c->n_insts; i++)
+        if (strcmp(c->insts[i].instance_id, spec->instance_id) == 0) {
+            c->insts[i] = *spec;
+            return;
+        }
+    if (c->n_insts == KVT_RECOVER_INSTANCES) {
+        bus_warn("client",
+                 "%s: instance %s is not carried over to a new leader: the handle "
+                 "remembers %d (KVT_RECOVER_INSTANCES)",
+                 c->name, spec->instance_id, KVT_RECOVER_INSTANCES);
+        return;
+    }
+    c->insts[c->n_insts++] = *spec;
+}
+
+static int s_find_request(const kvt_client_t *c, const char *inst, const char *req)
+{
+    for (uint32_t i = 0; i < c->n_open_reqs; i++)
+        if (strcmp(c->open_reqs[i].request_id, req) == 0 &&
+            strcmp(c->open_reqs[i].instance_id, inst) == 0)
+            return (int)i;
+    return -1;
+}
+
+void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char *request_id,
+                           uint64_t ttl_ms, uint32_t total_blocks)
+{
+    int i = s_find_request(c, instance_id, request_id);
+    if (i < 0 && c->n_open_reqs == KVT_RECOVER_REQUESTS) {
+        bus_warn("client",
+                 "%s: request %s is not carried over to a new leader: %d are open "
+                 "(KVT_RECOVER_REQUESTS)",
+                 c->name, request_id, KVT_RECOVER_REQUESTS);
+        return;
+    }
+    kvti_open_req_t *r = &c->open_reqs[i < 0 ? c->n_open_reqs++ : (uint32_t)i];
+    snprintf(r->instance_id, sizeof r->instance_id, "%s", instance_id);
+    snprintf(r->request_id, sizeof r->request_id, "%s", request_id);
+    r->ttl_ms = ttl_ms;
+    r->total_blocks = total_blocks;
+}
+
+void kvti_forget_request(kvt_client_t *c, const char *instance_id, const char *request_id)
+{
+    int i = s_find_request(c, instance_id, request_id);
+    if (i >= 0)
+        c->open_reqs[i] = c->open_reqs[--c->n_open_reqs];
+}
+
+/* One recovery call on c->rreq / c->rrep: its status code (0: OK). */
+static int s_recovery_call(kvt_client_t *c, uint32_t timeout, kvtier_Status *st)
+{
+    c->rrep->corr_id = 0;
+    c->rrep->leader_epoch = 0;
+    c->rrep->which_body = 0;
+    c->round_trips++;
+    int rc = bus_client_call(c->meta, c->rreq, NULL, NULL, 0, timeout, c->rrep, NULL, NULL, st);
+    if (c->rrep->corr_id != 0 && c->rrep->leader_epoch != 0)
+        c->leader_epoch = c->rrep->leader_epoch;
+    return rc < 0 ? (int)st->code : 0;
+}
 
 static bool s_transient(kvtier_StatusCode code)
 {
     return code == kvtier_StatusCode_STATUS_UNAVAILABLE || code == kvtier_StatusCode_STATUS_TIMEOUT;
 }
 
-int kvti_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
+/* Marks the live tokens of another leader than the one known now: the window of
+ * each went with that leader (its complete and its jobs end ABORTED). */
+static void s_tokens_stale(kvt_client_t *c)
+{
+    for (struct kvt_token *t = c->live_tokens; t; t = t->next)
+        if (t->leader_epoch != 0 && t->leader_epoch != c->leader_epoch)
+            t->stale = true;
+}
+
+/* Tells the leader now connected what this handle holds: its instances registered
+ * again, its open requests begun again. 0, or -code of a call that got no answer
+ * or a NOT_LEADER (the caller finds the leader again); a refusal (a spec in
+ * CONFLICT, a request in ALREADY_EXISTS) is logged and skipped. */
+static int s_recover(kvt_client_t *c, uint32_t timeout)
+{
+    uint32_t regs = 0, begun = 0;
+    for (uint32_t i = 0; i < c->n_insts; i++) {
+        bus_env_init(c->rreq, kvtier_Envelope_register_instance_req_tag, c->name);
+        c->rreq->body.register_instance_req.has_spec = true;
+        c->rreq->body.register_instance_req.spec = c->insts[i];
+        kvtier_Status st = {0};
+        int code = s_recovery_call(c, timeout, &st);
+        if (code == 0) {
+            regs++;
+            continue;
+        }
+        if (s_transient((kvtier_StatusCode)code) || code == kvtier_StatusCode_STATUS_NOT_LEADER)
+            return -code;
+        bus_warn("client", "%s: instance %s not registered again at leader %s: %s: %s", c->name,
+                 c->insts[i].instance_id, c->leader, bus_status_name(code), st.message);
+    }
+    for (uint32_t i = 0; i < c->n_open_reqs; i++) {
+        const kvti_open_req_t *r = &c->open_reqs[i];
+        bus_env_init(c->rreq, kvtier_Envelope_request_begin_req_tag, c->name);
+        kvtier_RequestBeginRequest *b = &c->rreq->body.request_begin_req;
+        snprintf(b->instance_id, sizeof b->instance_id, "%s", r->instance_id);
+        b->has_ctx = true;
+        snprintf(b->ctx.request_id, sizeof b->ctx.request_id, "%s", r->request_id);
+        b->ctx.ttl_ms = r->ttl_ms;
+        b->ctx.total_blocks = r->total_blocks;
+        kvtier_Status st = {0};
+        int code = s_recovery_call(c, timeout, &st);
+        if (code == 0) {
+            begun++;
+            continue;
+        }
+        if (s_transient((kvtier_StatusCode)code) || code == kvtier_StatusCode_STATUS_NOT_LEADER)
+            return -code;
+        bus_warn("client", "%s: request %s/%s not begun again at leader %s: %s: %s", c->name,
+                 r->instance_id, r->request_id, c->leader, bus_status_name(code), st.message);
+    }
+    if (c->leader_epoch == 0) { /* reached by a redirect and nothing to tell: ask */
+        bus_env_init(c->rreq, kvtier_Envelope_cluster_info_req_tag, c->name);
+        kvtier_Status st = {0};
+        int code = s_recovery_call(c, timeout, &st);
+        if (code == 0 && c->rrep->which_body == kvtier_Envelope_cluster_info_rep_tag &&
+            c->rrep->body.cluster_info_rep.leader_epoch)
+            c->leader_epoch = c->rrep->body.cluster_info_rep.leader_epoch;
+        else if (s_transient((kvtier_StatusCode)code) ||
+                 code == kvtier_StatusCode_STATUS_NOT_LEADER)
+            return -code;
+    }
+    if (c->leader_epoch != 0) /* tokens of an unknown leader are left to their complete */
+        s_tokens_stale(c);
+    c->recoveries++;
+    c->settle_until = zclock_mono() + c->failover_ms;
+    bus_info("client",
+             "%s: leader %s (epoch %" PRIu64 "): %u instances registered and %u requests "
+             "begun again",
+             c->name, c->leader, c->leader_epoch, regs, begun);
+    return 0;
+}
+
+/* ---- the meta-plane call -------------------------------------------------- */
+
+/* A jittered pause: half of `base`, plus up to the other half at random. */
+static void s_backoff(int *base)
+{
+    int b = *base < KVT_BACKOFF_MIN_MS ? KVT_BACKOFF_MIN_MS : *base;
+    zclock_sleep(b / 2 + (int)randof(b / 2 + 1));
+    *base = b * 2 > KVT_BACKOFF_MAX_MS ? KVT_BACKOFF_MAX_MS : b * 2;
+}
+
+/* Did a NOT_FOUND say that the leader does not know what this handle holds (a
+ * new leader, or one that lost track of a request)? Then it is told again. */
+static bool s_forgotten(const kvt_client_t *c, const char *msg)
+{
+    return (c->n_insts > 0 && strstr(msg, "is not registered")) ||
+           (c->n_open_reqs > 0 && strstr(msg, "is not open"));
+}
+
+/* Learns the epoch of the leader that answered; true when it is not the one known
+ * (a new leader: it knows nothing of this handle's instances and requests). */
+static bool s_saw_epoch(kvt_client_t *c, bool replied)
+{
+    uint64_t e = replied ? c->rep->leader_epoch : 0;
+    if (e == 0)
+        return false;
+    bool moved = c->leader_epoch != 0 && e != c->leader_epoch;
+    c->leader_epoch = e;
+    return moved;
+}
+
+typedef struct {
+    int64_t give_up;         /* failover_ms after the first failure */
+    int backoff;             /* the next pause between rounds */
+    uint32_t timeout;        /* the next attempt's */
+    bool told;               /* recovered once for a NOT_FOUND */
+    uint32_t resends;        /* after a lost reply */
+    int code;                /* the first failure's */
+    char first[KVT_ERR_MAX]; /* ... and its message */
+} s_failover_t;
+
+static int s_left(const s_failover_t *f)
+{
+    return s_remaining_ms(f->give_up);
+}
+
+/* Finds a leader (the redirect, else discovery rounds with back-off) and tells it
+ * what this handle holds when it is not the leader known. 0, or -1 once
+ * failover_ms has passed (c->err says what was tried). */
+static int s_find_leader(kvt_client_t *c, const char *what, s_failover_t *f, const char *named)
+{
+    for (int round = 0;; round++) {
+        uint64_t before = c->leader_epoch;
+        char was[BUS_ENDPOINT_MAX];
+        snprintf(was, sizeof was, "%s", c->leader);
+        int drc;
+        if (round == 0 && named && named[0] && strcmp(named, c->leader) != 0) {
+            drc = s_connect_meta(c, what, named, 0);
+        } else {
+            if (round > 0 || !named)
+                s_backoff(&f->backoff);
+            int64_t now = zclock_mono();
+            int64_t d = now + (int64_t)f->timeout;
+            drc = s_left(f) == 0 ? -1 : s_discover(c, what, d < f->give_up ? d : f->give_up);
+        }
+        if (drc == 0) {
+            bool other =
+                c->leader_epoch == 0 || c->leader_epoch != before || strcmp(was, c->leader) != 0;
+            if (!other || s_recover(c, f->timeout) == 0)
+                return 0;
+        }
+        if (s_left(f) == 0)
+            return -1;
+    }
+}
+
+int kvti_meta_call(kvt_client_t *c, const char *what, bool retry, bus_arrays_t *req_arr,
                    bus_arrays_t *rep_arr)
 {
-    uint32_t timeout = c->timeout_ms;
-    for (int attempt = 0;; attempt++) {
+    s_failover_t f = {.timeout = c->timeout_ms};
+    for (;;) {
         kvtier_Status st = {0};
         c->rep->leader_endpoint[0] = '\0';
         c->rep->which_body = 0;
         c->rep->corr_id = 0; /* set again only by a reply that arrived */
+        c->rep->leader_epoch = 0;
+        if (rep_arr)
+            bus_arrays_clear(rep_arr);
         c->round_trips++;
-        int rc =
-            bus_client_call(c->meta, c->req, req_arr, NULL, 0, timeout, c->rep, rep_arr, NULL, &st);
+        int rc = bus_client_call(c->meta, c->req, req_arr, NULL, 0, f.timeout, c->rep, rep_arr,
+                                 NULL, &st);
+        /* A leader that answered UNAVAILABLE ("tier recovering, retry shortly") is
+         * still the leader: only a missing reply sends us looking for another. */
+        bool replied = c->rep->corr_id != 0;
+        bool moved = s_saw_epoch(c, replied);
+        if (moved) /* a new leader on the same endpoint: tell it first */
+            (void)s_recover(c, c->timeout_ms);
         if (rc == 0) {
             kvti_clear_error(c);
             return 0;
         }
         kvtier_StatusCode code = st.code;
         bool not_leader = code == kvtier_StatusCode_STATUS_NOT_LEADER;
-        /* A leader that answered UNAVAILABLE ("tier recovering, retry shortly") is
-         * still the leader: only a missing reply sends us looking for another. */
-        bool replied = c->rep->corr_id != 0;
-        if (attempt > 0 || (!not_leader && (replied || !s_transient(code))))
-            return kvti_fail(c, (int)code, what, "%s", st.message);
-
-        /* One more timeout_ms for finding the leader and sending again. */
-        char first[sizeof st.message];
-        snprintf(first, sizeof first, "%s", st.message);
-        int64_t deadline = zclock_mono() + c->timeout_ms;
-        const char *named = c->rep->leader_endpoint;
-        int drc;
-        if (not_leader && named[0] && strcmp(named, c->leader) != 0)
-            drc = s_connect_meta(c, what, named, 0);
-        else
-            drc = s_discover(c, what, deadline);
-        if (drc < 0) {
-            char again[KVT_ERR_MAX];
-            snprintf(again, sizeof again, "%s", c->err);
-            return kvti_fail(c, (int)code, what, "%s (finding the leader again failed: %s)", first,
-                             again);
+        bool lost = !replied && s_transient(code);
+        bool forgot = replied && code == kvtier_StatusCode_STATUS_NOT_FOUND && !f.told &&
+                      s_forgotten(c, st.message);
+        /* a new leader still rebuilding its index answers UNAVAILABLE ("retry
+         * shortly"), having done nothing: during a failover, and for failover_ms
+         * after a new leader was told, that is waited out too */
+        bool settling = replied && code == kvtier_StatusCode_STATUS_UNAVAILABLE && retry &&
+                        (f.give_up != 0 ? s_left(&f) > 0 : zclock_mono() < c->settle_until);
+        if (settling) {
+            if (f.give_up == 0) { /* just after a new leader was told: within its bound */
+                f.give_up = c->settle_until;
+                f.code = (int)code;
+                snprintf(f.first, sizeof f.first, "%s", st.message);
+            }
+            s_backoff(&f.backoff);
+            continue;
         }
-        if (!not_leader && !idempotent)
+        if (!not_leader && !lost && !forgot)
+            return kvti_fail(c, (int)code, what, "%s", st.message);
+        if (f.give_up == 0) {
+            f.give_up =
+                zclock_mono() + (c->failover_ms > c->timeout_ms ? c->failover_ms : c->timeout_ms);
+            f.code = (int)code;
+            snprintf(f.first, sizeof f.first, "%s", st.message);
+        }
+        if (forgot) { /* the leader answered: tell it, send again at once */
+            f.told = true;
+            if (!moved)
+                (void)s_recover(c, c->timeout_ms);
+            continue;
+        }
+        if (lost && !retry) {
+            int64_t deadline = zclock_mono() + c->timeout_ms;
+            if (s_discover(c, what, deadline) == 0)
+                (void)s_recover(c, c->timeout_ms);
             return kvti_fail(c, (int)code, what,
                              "%s (not retried: the request may have been applied; reconnected "
                              "to leader %s)",
-                             first, c->leader);
-        int left = s_remaining_ms(deadline);
-        timeout = left > 0 ? (uint32_t)left : 1;
+                             f.first, c->leader);
+        }
+        /* a resend after a lost reply waits less at first (the leader may be dead),
+         * then doubles back to timeout_ms (it may be slow) */
+        if (lost) {
+            uint32_t t = f.resends++ == 0 ? KVT_RESEND_MIN_TIMEOUT_MS : 2 * f.timeout;
+            f.timeout = t < c->timeout_ms ? t : c->timeout_ms;
+        }
+        if (s_find_leader(c, what, &f, not_leader ? c->rep->leader_endpoint : NULL) < 0) {
+            char again[KVT_ERR_MAX];
+            snprintf(again, sizeof again, "%s", c->err);
+            return kvti_fail(c, f.code, what,
+                             "%s (no leader answered within failover_ms %u; last: %s)", f.first,
+                             c->failover_ms, again);
+        }
+        int left = s_left(&f);
+        if (left == 0)
+            return kvti_fail(c, f.code, what, "%s (failover_ms %u passed)", f.first,
+                             c->failover_ms);
+        if ((uint32_t)left < f.timeout)
+            f.timeout = (uint32_t)left;
     }
 }
 
@@ -461,7 +718,11 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
     c->req = calloc(1, sizeof *c->req);
     c->rep = calloc(1, sizeof *c->rep);
     c->probe = calloc(1, sizeof *c->probe);
-    if (!c->req || !c->rep || !c->probe)
+    c->rreq = calloc(1, sizeof *c->rreq);
+    c->rrep = calloc(1, sizeof *c->rrep);
+    c->insts = calloc(KVT_RECOVER_INSTANCES, sizeof *c->insts);
+    c->open_reqs = calloc(KVT_RECOVER_REQUESTS, sizeof *c->open_reqs);
+    if (!c->req || !c->rep || !c->probe || !c->rreq || !c->rrep || !c->insts || !c->open_reqs)
         return kvti_fail(c, KVT_INTERNAL, "kvt_connect", "out of memory");
     if (bus_host_identity(c->host_name, c->host_id, sizeof c->host_id) < 0)
         c->host_id[0] = '\0'; /* no shared-memory path without a host identity */
@@ -536,6 +797,10 @@ void kvt_close(kvt_client_t **cp)
     free(c->req);
     free(c->rep);
     free(c->probe);
+    free(c->rreq);
+    free(c->rrep);
+    free(c->insts);
+    free(c->open_reqs);
     free(c);
     *cp = NULL;
 }

@@ -6,6 +6,7 @@
  * wrong (the server would refuse it anyway; the caller gets a clearer message
  * without the round trip), and never hands out a token whose payload does not
  * decode: such a window is closed at once (all keys failed) and the call fails. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,8 @@ struct kvt_token *kvti_token_acquire(kvt_client_t *c, uint32_t cap)
     }
     t->owner = c;
     t->live = true;
+    t->stale = false;
+    t->leader_epoch = 0;
     t->jobs = 0;
     t->n = 0;
     t->n_get = 0;
@@ -220,7 +223,10 @@ int kvt_register_instance(kvt_client_t *c, const kvt_instance_t *spec)
     snprintf(s->dtype, sizeof s->dtype, "%s", spec->dtype ? spec->dtype : "");
     s->tokens_per_block = spec->tokens_per_block;
     s->bytes_per_block = spec->bytes_per_block;
-    return kvti_meta_call(c, W, true, NULL, NULL);
+    rc = kvti_meta_call(c, W, true, NULL, NULL);
+    if (rc == 0) /* a new leader is told again (kvtier.h "Failover") */
+        kvti_remember_instance(c, &c->req->body.register_instance_req.spec);
+    return rc;
 }
 
 int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
@@ -242,7 +248,11 @@ int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
     snprintf(b->ctx.request_id, sizeof b->ctx.request_id, "%s", req->request_id);
     b->ctx.ttl_ms = req->ttl_ms;
     b->ctx.total_blocks = req->total_blocks;
-    return kvti_meta_call(c, W, false, NULL, NULL);
+    /* a resend of the same context answers OK (begun already) */
+    rc = kvti_meta_call(c, W, true, NULL, NULL);
+    if (rc == 0)
+        kvti_remember_request(c, req->instance_id, req->request_id, req->ttl_ms, req->total_blocks);
+    return rc;
 }
 
 int kvt_request_end(kvt_client_t *c, const char *instance_id, const char *request_id,
@@ -262,7 +272,9 @@ int kvt_request_end(kvt_client_t *c, const char *instance_id, const char *reques
     kvtier_RequestEndRequest *e = &c->req->body.request_end_req;
     snprintf(e->instance_id, sizeof e->instance_id, "%s", instance_id);
     snprintf(e->request_id, sizeof e->request_id, "%s", request_id);
-    rc = kvti_meta_call(c, W, false, NULL, NULL);
+    /* ending a request that is not open answers OK: safe to send again */
+    rc = kvti_meta_call(c, W, true, NULL, NULL);
+    kvti_forget_request(c, instance_id, request_id); /* ended, or left to request_idle */
     if (rc == 0 && info && c->rep->which_body == kvtier_Envelope_request_end_rep_tag) {
         const kvtier_RequestEndReply *r = &c->rep->body.request_end_rep;
         info->closed_windows = r->closed_windows_count;
@@ -371,6 +383,7 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
         r->job_id = t->prepare_id;
         r->token_id = t->token_id;
+        r->leader_epoch = t->leader_epoch;
         break;
     }
     case BUS_TOKEN_PUT: {
@@ -379,6 +392,7 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
         r->job_id = t->prepare_id;
         r->token_id = t->token_id;
+        r->leader_epoch = t->leader_epoch;
         req_arr.checksums = (bus_u64s_t){.v = t->checksums, .n = t->n, .cap = t->n};
         break;
     }
@@ -388,6 +402,7 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
         r->job_id = t->prepare_id;
         r->token_id = t->token_id;
+        r->leader_epoch = t->leader_epoch;
         break;
     }
     case BUS_TOKEN_GET_PUT: { /* the flags of both halves; checksums of the put half */
@@ -396,6 +411,7 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
         snprintf(r->request_id, sizeof r->request_id, "%s", t->request_id);
         r->job_id = t->prepare_id;
         r->token_id = t->token_id;
+        r->leader_epoch = t->leader_epoch;
         uint32_t np = t->n - t->n_get;
         req_arr.checksums = (bus_u64s_t){.v = t->checksums + t->n_get, .n = np, .cap = np};
         break;
@@ -404,7 +420,8 @@ static int s_send_complete(kvt_client_t *c, struct kvt_token *t, const bool *suc
     case BUS_TOKEN_COPY:
         break;
     }
-    return kvti_meta_call(c, what, false, &req_arr, NULL);
+    /* the same token again: a complete that concluded is answered as it was */
+    return kvti_meta_call(c, what, true, &req_arr, NULL);
 }
 
 /* Half h of get+put token t: a view of kind GET (h 0, keys [0, n_get)) or PUT (h 1,
@@ -420,6 +437,7 @@ static void s_half_init(struct kvt_token *t, int h)
                             .prepare_id = t->prepare_id,
                             .lease_ms = t->lease_ms,
                             .minted_ms = t->minted_ms,
+                            .leader_epoch = t->leader_epoch,
                             .n = h == 0 ? t->n_get : t->n - t->n_get,
                             .keys = t->keys + off,
                             .ok = t->ok + off,
@@ -486,6 +504,7 @@ static int s_take_token(kvt_client_t *c, struct kvt_token *t, const char *what,
     t->token_id = has ? tok->token_id : 0;
     t->lease_ms = has ? tok->lease_ms : 0;
     t->minted_ms = zclock_mono();
+    t->leader_epoch = c->rep->leader_epoch; /* its completes carry it */
     t->n = rep_arr->keys.n;
     t->payload_len = rep_arr->payload.len;
     memset(t->ok, 0, (size_t)t->n * sizeof *t->ok);
@@ -600,7 +619,8 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     bool retry_busy = kind == BUS_TOKEN_PUT || kind == BUS_TOKEN_GET_PUT;
     int64_t give_up = zclock_mono() + c->timeout_ms;
     for (int pause = 1;; pause = pause < 32 ? 2 * pause : 32) {
-        rc = kvti_meta_call(c, w->prepare, false, &req_arr, &rep_arr);
+        /* the same job_id again: a resend cancels the window it opened */
+        rc = kvti_meta_call(c, w->prepare, true, &req_arr, &rep_arr);
         if (rc != -KVT_BUSY || !retry_busy || zclock_mono() + pause > give_up)
             break;
         zclock_sleep(pause);
@@ -631,6 +651,20 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     return 0;
 }
 
+/* A token of a leader that is gone (kvti_recover marked it): its window went with
+ * that leader. Released; -KVT_ABORTED, once. */
+static int s_aborted(kvt_client_t *c, struct kvt_token *t, kvt_token_t **tokp, const char *what)
+{
+    uint64_t id = t->token_id, epoch = t->leader_epoch;
+    kvti_token_release(c, t);
+    *tokp = NULL;
+    return kvti_fail(c, KVT_ABORTED, what,
+                     "token %" PRIu64 " was minted by the leader of epoch %" PRIu64
+                     ", which is gone (leader now %s, epoch %" PRIu64
+                     "): nothing of its window was applied; prepare again",
+                     id, epoch, c->leader, c->leader_epoch);
+}
+
 static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp,
                       const bool *success)
 {
@@ -654,6 +688,8 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
         return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete,
                          "a job on this token is still in flight: collect it with "
                          "kvt_get_finished or kvt_wait first (the token is kept)");
+    if (t->stale)
+        return s_aborted(c, t, tokp, w->complete);
     /* BUSY: the scheduler still copies the prefetch window (its CopyPrefetch job
      * gave up first): nothing was concluded, so the complete is sent again
      * (1, 2, 4 .. 32 ms) within timeout_ms; still BUSY, the token is kept. */
@@ -764,6 +800,8 @@ int kvt_complete(kvt_client_t *c, kvt_token_t **tokp, const bool *get_success,
                          "a job on the token's %s half is still in flight: collect it with "
                          "kvt_get_finished or kvt_wait first (the token is kept)",
                          t->halves[0].jobs > 0 ? "get" : "put");
+    if (t->stale)
+        return s_aborted(c, t, tokp, W);
     /* the halves' flags are t's (views): given ones replace the recorded ones */
     if (get_success)
         memcpy(t->ok, get_success, (size_t)t->n_get * sizeof *t->ok);

@@ -102,6 +102,15 @@ void kvti_job_error(kvti_job_t *j, int code, const char *fmt, ...)
 
 static void s_finish(struct kvt_data *d, kvti_job_t *j)
 {
+    const struct kvt_token *root = kvti_token_root(j->tok);
+    if (root->stale) { /* its leader is gone: what it moved does not count (issue 9 §1) */
+        memset(j->tok->ok, 0, (size_t)j->tok->n * sizeof *j->tok->ok);
+        j->status = 0;
+        kvti_job_error(j, KVT_ABORTED,
+                       "token %" PRIu64 " was minted by the leader of epoch %" PRIu64
+                       ", which is gone: all keys failed; complete the token and prepare again",
+                       root->token_id, root->leader_epoch);
+    }
     j->finished = true;
     j->n_keys = j->tok->n;
     j->n_failed = 0;
@@ -268,6 +277,12 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     if (tok->jobs > 0)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
                          "the token already has a job in flight: collect it first");
+    const struct kvt_token *root = kvti_token_root(tok);
+    if (root->stale)
+        return kvti_fail(c, KVT_ABORTED, what,
+                         "token %" PRIu64 " was minted by the leader of epoch %" PRIu64
+                         ", which is gone: complete it (ABORTED) and prepare again",
+                         root->token_id, root->leader_epoch);
     /* A transfer started that late could overwrite a block the slots went to. */
     int64_t age = 0;
     if (kvti_token_lapsed(tok, &age))

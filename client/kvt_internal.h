@@ -47,9 +47,11 @@ struct kvt_token {
     uint64_t token_id;
     uint64_t prepare_id; /* PrepareXRequest.job_id, echoed in the complete */
     uint64_t lease_ms;
-    int64_t minted_ms; /* zclock_mono() when the prepare's reply arrived */
-    uint32_t n;        /* keys covered */
-    uint32_t cap;      /* keys the arrays hold */
+    int64_t minted_ms;     /* zclock_mono() when the prepare's reply arrived */
+    uint64_t leader_epoch; /* of the leader that answered the prepare (0: unknown) */
+    bool stale;            /* that leader is gone (kvti_recover): the window with it */
+    uint32_t n;            /* keys covered */
+    uint32_t cap;          /* keys the arrays hold */
     kvt_key_t *keys;
     bool *ok;            /* per key: the last job moved it */
     uint64_t *checksums; /* per key (put): xxh3-64 of the bytes written */
@@ -80,6 +82,21 @@ static inline bool kvti_token_lapsed(const struct kvt_token *tok, int64_t *age_m
     return age > (int64_t)tok->lease_ms - margin;
 }
 
+/* An open request, as begun: begun again at a new leader (kvti_recover). */
+typedef struct {
+    char instance_id[KVT_ID_MAX + 1];
+    char request_id[KVT_ID_MAX + 1];
+    uint64_t ttl_ms;
+    uint32_t total_blocks;
+} kvti_open_req_t;
+
+/* Back-off between rounds of finding a leader (jittered: half fixed, half random). */
+#define KVT_BACKOFF_MIN_MS 20
+#define KVT_BACKOFF_MAX_MS 1000
+/* A resend during failover waits this long first, doubling to timeout_ms: a dead
+ * leader costs little, a slow one gets its time back. */
+#define KVT_RESEND_MIN_TIMEOUT_MS 1000u
+
 struct kvt_client {
     /* options, copied */
     char coordinators[KVT_MAX_COORDINATORS][BUS_ENDPOINT_MAX];
@@ -93,6 +110,7 @@ struct kvt_client {
     char cluster[64];
     char name[64];
     uint32_t timeout_ms;
+    uint32_t failover_ms;
     uint32_t max_in_flight;
     bool disable_shm;
     bool curve_on; /* curve_cert and curve_server_key given */
@@ -107,6 +125,15 @@ struct kvt_client {
     uint64_t leader_epoch;
     uint64_t prepare_seq;
     uint64_t round_trips; /* meta-plane requests sent (kvt_meta_round_trips) */
+
+    /* what a new leader is told again (kvti_recover), bounded (kvtier.h) */
+    kvtier_InstanceSpec *insts; /* KVT_RECOVER_INSTANCES */
+    uint32_t n_insts;
+    kvti_open_req_t *open_reqs; /* KVT_RECOVER_REQUESTS */
+    uint32_t n_open_reqs;
+    uint64_t recoveries;          /* new leaders told */
+    int64_t settle_until;         /* failover_ms after the last one: its UNAVAILABLE waited out */
+    kvtier_Envelope *rreq, *rrep; /* recovery's calls: c->req is kept to send again */
 
     kvtier_Envelope *req; /* scratch envelopes (16 KiB each), one call at a time */
     kvtier_Envelope *rep;
@@ -142,11 +169,28 @@ int kvti_check_id(kvt_client_t *c, const char *what, const char *field, const ch
 /* One meta-plane request/reply on c->req / c->rep (the caller fills c->req with
  * bus_env_init and the body). NOT_LEADER: follow the named leader (or rediscover)
  * and send again — a standby did not act on it, so this is safe for every call.
- * UNAVAILABLE / TIMEOUT: rediscover; send again only when `idempotent`. The retry
- * and the rediscovery share one more timeout_ms. Returns 0 or -code with the
- * message set ("what: CODE: server message"). */
+ * No reply (UNAVAILABLE / TIMEOUT): find the leader again (back-off, within
+ * failover_ms) and send again only when `retry` (the scheduler answers the resend
+ * as it did the first, kvtier.h "Failover"). At another leader, the remembered
+ * instances and requests are carried over first (kvti_recover); NOT_FOUND for one
+ * of them does the same once. Returns 0 or -code with the message set ("what:
+ * CODE: server message"). */
 int kvti_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_arrays_t *req_arr,
                    bus_arrays_t *rep_arr);
+
+/* What a new leader must be told again (kvt_client.c): an instance registered, a
+ * request begun or ended. Past the bounds of kvtier.h a spec or request is not
+ * remembered (logged once per handle). */
+void kvti_remember_instance(kvt_client_t *c, const kvtier_InstanceSpec *spec);
+void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char *request_id,
+                           uint64_t ttl_ms, uint32_t total_blocks);
+void kvti_forget_request(kvt_client_t *c, const char *instance_id, const char *request_id);
+
+/* The token that owns t's window (t itself, or the get+put token of a half). */
+static inline const struct kvt_token *kvti_token_root(const struct kvt_token *t)
+{
+    return t->parent ? t->parent : t;
+}
 
 /* Token pool (kvt_control.c). acquire: a token whose arrays hold cap keys, NULL
  * when out of memory. release: back to the pool (or freed past KVT_TOKEN_KEEP). */

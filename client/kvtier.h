@@ -15,14 +15,33 @@
  *
  * Timeouts and retries: each meta-plane call waits up to timeout_ms for its reply.
  * NOT_LEADER is followed (to the leader the reply names, else by discovery) and the
- * call is sent again, for every call: a standby acted on nothing. When no reply
+ * call is sent again, for every call: a standby acted on nothing.
+ * Failover (issue 9 §1, docs/PROTOCOL.md "Resends and failover"): when no reply
  * comes (TIMEOUT, or UNAVAILABLE from the socket; an UNAVAILABLE the leader answers
- * is returned as is) the handle finds the leader again and sends the call again only when
- * it is idempotent (register_instance, lookup, touch, cluster_info, stats); the
- * others (request_begin/end, prepare_*, complete_*, remove) return the error with
- * "not retried" in the message, because the first attempt may have been applied —
- * the next call goes to the new leader. Finding the leader and the retry share one
- * more timeout_ms, so a call takes at most 2 x timeout_ms.
+ * is returned as is), the handle finds the leader again — the coordinator list or
+ * the etcd key, with jittered exponential back-off (20 ms doubling to 1 s) between
+ * rounds — and sends the call again: register_instance, request_begin/end, lookup,
+ * prepare_* / prepare (the same job_id), complete_* / complete (the same token),
+ * touch, cluster_info and stats are all safe to send twice (the scheduler answers a
+ * resend as it answered the first); remove is not retried ("not retried" in the
+ * message). It keeps trying for failover_ms (default 15 s: a lease TTL, an
+ * election and an index rebuild), each resend waiting 1 s doubling to timeout_ms,
+ * then returns the first error with what it tried; meanwhile, and for failover_ms
+ * after it told a new leader, an UNAVAILABLE the new leader answers (its index still
+ * rebuilding) is waited out the same way. When it
+ * finds itself talking to another leader (a reply's leader epoch differs from the
+ * one it knew, a redirect, a rediscovery, or NOT_FOUND for an instance or request
+ * it holds) it first registers again the instances it registered (at most
+ * KVT_RECOVER_INSTANCES) and begins again its open requests (at most
+ * KVT_RECOVER_REQUESTS; ones begun past that bound are not carried over and their
+ * calls end NOT_FOUND), then sends the call again. PERMISSION_DENIED, OVERLOADED,
+ * INVALID_ARGUMENT (and every other status a server answered) are never retried.
+ * A token minted by the earlier leader is gone with it: the engine's next call on
+ * it ends with -KVT_ABORTED — the complete (which releases the token; nothing of
+ * the window applied: prepare again), a job still moving its bytes (kvt_wait /
+ * kvt_get_finished report it failed, all its keys failed; its completion is still
+ * reported exactly once), or a submit (refused: its slots may be another's now;
+ * then complete it) — never wrong bytes.
  * BUSY (a full head tier is demoting its coldest blocks to the next tier to make
  * room; nothing was reserved) is retried by prepare_put itself, backing off
  * 1 .. 32 ms, until timeout_ms has passed; then it returns -KVT_BUSY (so a
@@ -134,7 +153,16 @@ typedef struct kvt_options {
      * host name (up to the first '.'). 1..46 letters, digits, '_', '-', '.'
      * (INVALID_ARGUMENT otherwise). */
     const char *host;
+    /* How long one call keeps finding a new leader and sending itself again after
+     * the leader went away (see "Failover" above); 0: KVT_DEFAULT_FAILOVER_MS. At
+     * most one hour. */
+    uint32_t failover_ms;
 } kvt_options_t;
+
+#define KVT_DEFAULT_FAILOVER_MS 15000u
+/* What a handle remembers to carry over to a new leader (see "Failover"). */
+#define KVT_RECOVER_INSTANCES 16  /* registered instance specs */
+#define KVT_RECOVER_REQUESTS 1024 /* open requests (begun, not ended) */
 
 /* Finds the leader and returns a handle, or NULL with a message in err. With
  * coordinators, every listed endpoint is asked ClusterInfo at once and the first

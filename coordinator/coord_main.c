@@ -5,7 +5,8 @@
  * States: STANDBY (the standby responder binds the meta endpoint) and LEADER (the
  * scheduler actor binds it). Elector events move between them; membership changes
  * go to whichever runs. Never: runs the scheduler without being the elected
- * leader, or blocks on etcd (only the actors talk to it). */
+ * leader, or blocks on etcd (only the actors talk to it; a new term waits, bounded,
+ * for the registry actor's read of the instances before its scheduler starts). */
 #include "coord_main.h"
 
 #include <errno.h>
@@ -36,6 +37,7 @@
 #include "migrator.h"
 #include "publisher.h"
 #include "reclaimer.h"
+#include "coord_registry.h"
 #include "sched_actor.h"
 
 #define S_COMP "coordinator"
@@ -83,7 +85,9 @@ typedef struct {
     bool acl_on; /* security.curve.instances, resolved at start (coord_curve.h) */
     uint32_t n_acl;
     sched_acl_entry_t acl[SCHED_ACL_MAX];
-    zactor_t *faults; /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
+    zactor_t *faults;   /* the fault admin socket (bus_fault_admin.h); NULL: faults off */
+    zactor_t *registry; /* the instance registry in etcd (coord_registry.h) */
+    char registry_ep[96];
     uint8_t secret[BUS_SECRET_BYTES]; /* the cluster secret: every token is sealed under it */
 } s_proc_t;
 
@@ -357,6 +361,18 @@ static int s_start_sched(s_proc_t *p, const char **what)
     }
     *what = "scheduler";
     s_sched_config(p, sc);
+    /* the instances the clients registered with earlier leaders, before serving */
+    uint32_t max = sc->max_instances ? sc->max_instances : 64; /* the scheduler's default */
+    kvtier_InstanceSpec *pre = calloc(max, sizeof *pre);
+    uint32_t n_pre = 0;
+    if (pre && coord_registry_load(p->registry, pre, max, &n_pre) < 0)
+        bus_warn(S_COMP,
+                 "%s: the instance registry could not be read: clients register their "
+                 "instances again as they call",
+                 p->name);
+    sc->preload = pre;
+    sc->n_preload = n_pre;
+    snprintf(sc->registry_output, sizeof sc->registry_output, "%s", p->registry_ep);
     /* The standby's socket was just closed: its address is released by ZeroMQ's
      * I/O thread a moment later, hence retries for a bounded time. */
     coord_proc_block_signals(true);
@@ -371,6 +387,7 @@ static int s_start_sched(s_proc_t *p, const char **what)
         s_stop_sched(p);
     coord_proc_block_signals(false);
     free(sc);
+    free(pre);
     if (!p->sched) {
         zactor_destroy(&p->publisher);
         return -1;
@@ -695,13 +712,19 @@ static int s_start_actors(s_proc_t *p)
                                  .lease_ttl_s = coord_config_lease_ttl_s(&p->cfg),
                                  .lease_until_ms = &p->lease_until};
     /* Signals wait for the main loop: one during a start would cut its handshake short. */
+    coord_registry_config_t regc = {
+        .etcd_endpoints = eps, .n_etcd = p->cfg.n_etcd, .cluster = p->cfg.cluster};
     coord_proc_block_signals(true);
     p->membership = coord_membership_new(&mc);
     p->elector = p->membership ? coord_elector_new(&ec) : NULL;
+    p->registry = p->elector ? coord_registry_new(&regc) : NULL;
     coord_proc_block_signals(false);
-    if (!p->membership || !p->elector) {
+    if (!p->membership || !p->elector || !p->registry ||
+        coord_registry_endpoint(p->registry, p->registry_ep, sizeof p->registry_ep) < 0) {
         fprintf(stderr, "kvtier coordinator: the %s actor did not start (see the log above)\n",
-                p->membership ? "elector" : "membership");
+                !p->membership ? "membership"
+                : !p->elector  ? "elector"
+                               : "registry");
         return -1;
     }
     return s_start_metrics(p, eps);
@@ -737,6 +760,7 @@ static void s_stop(s_proc_t *p)
     coord_standby_destroy(&p->standby);
     coord_elector_destroy(&p->elector); /* revokes the lease: leader key gone at once */
     coord_membership_destroy(&p->membership);
+    zactor_destroy(&p->registry); /* after the scheduler: its last specs are written */
     coord_metrics_feed_destroy(&p->metrics_feed);
     zactor_destroy(&p->metrics);
     zactor_destroy(&p->faults);

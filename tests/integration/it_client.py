@@ -2,10 +2,12 @@
 """it_client.py — client processes of the integration tests, over the Python binding
 (client/python/kvtier, ctypes over libkvtier: $KVTIER_LIB names the library).
 
-Used by test_client_killed.sh, test_prefetch_race.sh and test_quota.sh; each
-subcommand is one client process against $KVTIER_COORDINATOR, as instance
-$IT_INSTANCE (default "it-client"); IT_DISABLE_SHM=1: the frame path even on the
-tier's host. Block bytes are a function of the key
+Used by test_client_killed.sh, test_prefetch_race.sh, test_quota.sh,
+test_fencing.sh, test_coordinators.sh and test_failover_client.sh; each
+subcommand is one client process against $IT_COORDINATORS (a list), else
+$KVTIER_COORDINATOR, as instance $IT_INSTANCE (default "it-client") of $IT_BLOCK
+bytes per block (64 KiB); IT_DISABLE_SHM=1: the frame path even on the tier's
+host. Block bytes are a function of the key
 (shake-128 of a salt and the key), so any block read back can be checked on its own:
 a wrong byte anywhere is a block served for the wrong key or a stale or torn slot.
 
@@ -22,11 +24,14 @@ Subcommands:
                             waits for the file GO, then writes the bytes under that (by then
                             a deposed leader's) token; prints the job's outcome as JSON;
                             exit 0 when the tier refused it, 1 when any byte was written
-  failover TAG N READY GO   one handle across a leader change (test_coordinators.sh):
+  takeover TAG N READY GO   one handle across a leader change (test_coordinators.sh):
                             stores N keys, writes READY, waits for the file GO, then
-                            stores N more and reads all 2N back byte-exact, re-registering
-                            its instance when the new leader does not know it (issue 9:
-                            automatic re-registration is another branch's work)
+                            stores N more and reads all 2N back byte-exact
+  failover TAG N READY GO   stores N keys, opens a get and a put window in one request,
+                            writes READY (JSON), waits for the file GO (the leader was
+                            killed), then: each window's complete is ABORTED once, the
+                            next prepare_get of the same request (not begun again by
+                            hand) loads the keys byte-exact (exit 1 otherwise)
   writer ...                race test: stores sequences of blocks in a loop
   prefetcher ...            race test: lookup, prefetch, get and check, in a loop
 Exit status: 0 ok, 1 a check failed (message on stderr), 2 usage or setup error.
@@ -44,7 +49,7 @@ import kvtier  # noqa: E402
 
 INSTANCE = os.environ.get("IT_INSTANCE") or "it-client"
 TOKENS_PER_BLOCK = 16
-BLOCK = 64 << 10
+BLOCK = int(os.environ.get("IT_BLOCK") or 64 << 10)  # bytes per block (the instance's)
 SALT = b"kvtier-it"
 JOB_TIMEOUT_MS = 30000
 # prepare statuses the race test counts as allowed outcomes: a full head tier
@@ -77,7 +82,7 @@ class Conn:
     """One client handle, its instance registered, with a job id counter."""
 
     def __init__(self, name):
-        coord = os.environ.get("KVTIER_COORDINATOR")
+        coord = os.environ.get("IT_COORDINATORS") or os.environ.get("KVTIER_COORDINATOR")
         if not coord:
             print("it_client: KVTIER_COORDINATOR is not set", file=sys.stderr)
             sys.exit(2)
@@ -280,6 +285,50 @@ def cmd_stale(a):
     sys.exit(0 if r.n_failed == r.n_keys and not r.ok else 1)
 
 
+# ---- failover: windows opened at a leader that is killed ----
+
+def cmd_failover(a):
+    cn = Conn("failover")
+    keys = keys_of(a.tag, 0, a.n)
+    cn.put(keys)
+    rid = cn.req("held")
+    tok_get = cn.c.prepare_get(INSTANCE, rid, keys)
+    tok_put = cn.c.prepare_put(INSTANCE, rid, keys_of(a.tag, a.n, a.n))
+    epoch = cn.c.cluster_info()["leader_epoch"]
+    tmp = a.ready + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"pid": os.getpid(), "epoch": epoch, "request": rid}, f)
+    os.rename(tmp, a.ready)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(a.go):
+        if time.monotonic() > deadline:
+            fail("no %s within 120 s" % a.go)
+        time.sleep(0.05)
+    for name, tok, complete in (("get", tok_get, cn.c.complete_get),
+                                ("put", tok_put, cn.c.complete_put)):
+        try:
+            complete(tok)
+            fail("complete_%s of a window of the killed leader succeeded" % name)
+        except kvtier.KvtError as e:
+            if e.status != "ABORTED":
+                fail("complete_%s of a window of the killed leader: %s, expected ABORTED"
+                     % (name, e))
+            print("complete_%s: %s" % (name, e))
+    # the same request goes on at the new leader: the library began it again
+    tok = cn.c.prepare_get(INSTANCE, rid, keys)
+    bufs = [bytearray(BLOCK) for _ in range(tok.count)]
+    tkeys = tok.keys
+    r = cn.run_job(cn.c.submit_get, tok, bufs, BLOCK)
+    cn.c.complete_get(tok)
+    check_loaded(r, list(zip(tkeys, bufs, [0] * len(bufs))), keys)
+    cn.end(rid)
+    new_epoch = cn.c.cluster_info()["leader_epoch"]
+    if new_epoch == epoch:
+        fail("the leader epoch is still %d" % epoch)
+    print("failover: epoch %d -> %d, one ABORTED per window, %d keys load byte-exact"
+          % (epoch, new_epoch, len(keys)))
+
+
 # ---- the prefetch race ----
 
 def seq_keys(s, blocks):
@@ -447,7 +496,7 @@ def cmd_prefetcher(a):
         sys.exit(1)
 
 
-def cmd_failover(a):
+def cmd_takeover(a):
     cn = Conn("failover")
     first = keys_of(a.tag, 0, a.n)
     for k in first:
@@ -504,7 +553,7 @@ def main():
     s.add_argument("nb", type=int)
     s.add_argument("ready")
     sub.add_parser("stats").add_argument("instance", nargs="?")
-    for name in ("stale", "failover"):
+    for name in ("stale", "takeover", "failover"):
         s = sub.add_parser(name)
         s.add_argument("tag")
         s.add_argument("n", type=int)
@@ -524,7 +573,8 @@ def main():
     a = p.parse_args()
     try:
         {"store": cmd_store, "put": cmd_put, "verify": cmd_verify, "miss": cmd_miss, "hold": cmd_hold,
-         "stats": cmd_stats, "stale": cmd_stale, "failover": cmd_failover, "writer": cmd_writer,
+         "stats": cmd_stats, "stale": cmd_stale, "takeover": cmd_takeover,
+         "failover": cmd_failover, "writer": cmd_writer,
          "prefetcher": cmd_prefetcher}[a.cmd](a)
     except kvtier.KvtError as e:
         fail("%s: %s (%s)" % (a.cmd, e, status_of(e)))

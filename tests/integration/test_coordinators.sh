@@ -122,7 +122,7 @@ it_log "coordinator $old leads (epoch $e1), $new is a standby"
 
 # the client: one handle with both endpoints
 export KVTIER_COORDINATOR IT_INSTANCE=fo-$it_name
-it_python "$KVT_SOURCE_DIR/tests/integration/it_client.py" failover fo 8 "$it_dir/cl.ready" \
+it_python "$KVT_SOURCE_DIR/tests/integration/it_client.py" takeover fo 8 "$it_dir/cl.ready" \
   "$it_dir/cl.go" >"$it_dir/cl.out" 2>"$it_dir/cl.err" &
 cl_pid=$!
 it_wait_until 60 test -f "$it_dir/cl.ready" || it_fail "the client did not store its blocks: $(cat "$it_dir/cl.err")"

@@ -417,8 +417,12 @@ static int s_worker_init(s_worker_t *w, s_shared_t *sh, uint32_t index)
     char name[64];
     snprintf(name, sizeof name, "kvtier-replay-%u", index);
     w->c = cli_connect(sh->o, name);
+    /* each connection registers the instance as an engine would (an equal spec: OK),
+     * so that it tells a new leader again after a failover (kvtier.h "Failover") */
+    if (!w->c || cli_register(w->c, sh->o) < 0)
+        return -1;
     w->trips0 = kvt_meta_round_trips(w->c); /* the connection's own are not a request's */
-    return w->c ? 0 : -1;
+    return 0;
 }
 
 static void s_worker_fini(s_worker_t *w)

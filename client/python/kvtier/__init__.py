@@ -64,7 +64,7 @@ class _Options(ctypes.Structure):
                 ("curve_cert", ctypes.c_char_p), ("curve_server_key", ctypes.c_char_p),
                 ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
                 ("etcd_key_file", ctypes.c_char_p),
-                ("host", ctypes.c_char_p)]
+                ("host", ctypes.c_char_p), ("failover_ms", ctypes.c_uint32)]
 
 
 class _Instance(ctypes.Structure):
@@ -300,13 +300,16 @@ class Client:
     def __init__(self, coordinators=None, etcd_endpoints=None, cluster=None, name=None,
                  timeout_ms=0, max_in_flight=0, disable_shm=False, curve_cert=None,
                  curve_server_key=None, etcd_ca_file=None, etcd_cert_file=None,
-                 etcd_key_file=None, host=None):
+                 etcd_key_file=None, host=None, failover_ms=0):
         """host: this client's host name (a tier's shared memory only when the tier
         registered the same; default $KVTIER_HOST or the machine's). curve_cert / curve_server_key: this client's zcert file and the deployment's
         server public key (a file or its Z85 text), for a deployment with
         security.curve (docs/SECURITY.md); both or neither. etcd_ca_file /
         etcd_cert_file / etcd_key_file: PEM files for https:// etcd_endpoints (a
-        deployment with etcd.tls); the certificate and key both or neither."""
+        deployment with etcd.tls); the certificate and key both or neither.
+        failover_ms: how long a call keeps finding a new leader and sending itself
+        again (0: 15 s, kvtier.h "Failover"); a window of a leader that is gone ends
+        with KvtError code ABORTED."""
         if isinstance(coordinators, (list, tuple)):
             coordinators = ",".join(coordinators)
         if isinstance(etcd_endpoints, (list, tuple)):
@@ -314,7 +317,7 @@ class Client:
         opts = _Options(_b(coordinators), _b(etcd_endpoints), _b(cluster), _b(name),
                         timeout_ms, max_in_flight, disable_shm, _b(curve_cert),
                         _b(curve_server_key), _b(etcd_ca_file), _b(etcd_cert_file),
-                        _b(etcd_key_file), _b(host))
+                        _b(etcd_key_file), _b(host), failover_ms)
         err = ctypes.create_string_buffer(512)
         self._h = ctypes.c_void_p(_lib.kvt_connect(ctypes.byref(opts), err, len(err)))
         if not self._h:

@@ -222,7 +222,8 @@ static void test_bad_input_is_refused_and_changes_nothing(void **state)
 }
 
 /* Exactly-once completion: the window closes with its one complete; the same
- * complete again is refused and concludes nothing twice. */
+ * complete again is a resend (its reply was lost, issue 9 §1): answered OK with
+ * the same counts, and it concludes nothing twice. */
 static void test_completes_exactly_once(void **state)
 {
     tk_env_t *e = *state;
@@ -233,10 +234,16 @@ static void test_completes_exactly_once(void **state)
     s_expect(t, s_prepare(t, "r", keys, 4), 0, NULL);
     uint64_t tok = s_token_id(t);
     s_expect(t, s_complete(t, "r", tok, NULL, 0, 2), 0, NULL);
+    kvtier_CompleteReply first = t->rep->body.complete_rep;
     uint64_t committed = tk_stat(t, "puts_committed");
     sched_fake_tier_stats_t before, after;
     sched_fake_tier_stats(e->ft, &before);
-    s_expect(t, s_complete(t, "r", tok, NULL, 0, 2), kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+    memset(&t->rep->body, 0, sizeof t->rep->body);
+    s_expect(t, s_complete(t, "r", tok, NULL, 0, 2), 0, NULL);
+    assert_int_equal(t->rep->body.complete_rep.released, first.released);
+    assert_int_equal(t->rep->body.complete_rep.committed, first.committed);
+    assert_int_equal(t->rep->body.complete_rep.failed, first.failed);
+    s_expect(t, s_complete(t, "r", tok + 1, NULL, 0, 2), kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
              "no open get+put window");
     sched_fake_tier_stats(e->ft, &after);
     assert_int_equal(after.put_headers, before.put_headers);
@@ -406,8 +413,9 @@ static void test_tier_reset_fails_the_put_part(void **state)
 }
 
 /* Failover: a new leader knows nothing of the window (its requests are not
- * carried over): the complete sent there is NOT_FOUND, changes nothing, and the
- * new leader's own prepare works. */
+ * carried over): a complete sent there without the token's epoch is NOT_FOUND or
+ * INVALID_ARGUMENT, one with it (libkvtier sends it) is ABORTED (issue 9 §1);
+ * nothing changes, and the new leader's own prepare works. */
 static void test_a_new_leader_answers_not_found(void **state)
 {
     tk_env_t *e = *state;
@@ -430,6 +438,12 @@ static void test_a_new_leader_answers_not_found(void **state)
     assert_int_equal(tk_begin(b, TK_INST, "r", 0), 0);
     s_expect(b, s_complete(b, "r", tok, NULL, 0, 2), kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
              "no open get+put window");
+    kvtier_CompleteRequest *cr = &tk_req(b, kvtier_Envelope_complete_req_tag)->body.complete_req;
+    TK_FILL_IDS(cr, TK_INST, "r");
+    cr->token_id = tok;
+    cr->leader_epoch = 7;
+    s_expect(b, tk_call(b, NULL), kvtier_StatusCode_STATUS_ABORTED, "epoch 7");
+    assert_int_equal(tk_stat(b, "reserved"), 0);
     s_expect(b, s_prepare(b, "r", keys, 4), 0, NULL);
     bus_token_view_t v;
     s_view(b, &v);

@@ -191,7 +191,8 @@ static void test_prepare_put_skips_serving_keys(void **state)
 
 /* UCM window protocol: a second prepare of one kind is INVALID_ARGUMENT, complete
  * without prepare or with another token is INVALID_ARGUMENT, a failed prepare
- * opens no window, kinds are independent. */
+ * opens no window, kinds are independent. A complete sent again after it
+ * concluded is a resend (issue 9 §1): OK again, applied once. */
 static void test_window_protocol(void **state)
 {
     (void)state;
@@ -223,8 +224,9 @@ static void test_window_protocol(void **state)
                      kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(t->msg, "not the open get window"));
     assert_int_equal(tk_complete(t, kvtier_Envelope_complete_get_req_tag, "r1", tok), 0);
-    assert_int_equal(tk_complete(t, kvtier_Envelope_complete_get_req_tag, "r1", tok),
-                     kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(tk_complete(t, kvtier_Envelope_complete_get_req_tag, "r1", tok), 0);
+    assert_int_equal(t->rep->body.complete_get_rep.released, 2);
+    assert_int_equal(tk_stat(t, "pinned"), 0);
     uint64_t ck = 5;
     assert_int_equal(tk_complete_put(t, "r1", ptok, NULL, 0, &ck, 1), 0);
     /* prefetch: single-tier chain, empty token, same window rules */
@@ -242,11 +244,15 @@ static void test_window_protocol(void **state)
         tk_prepare(t, kvtier_Envelope_prepare_prefetch_req_tag, TK_INST, "r1", keys, 2),
         kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
     assert_int_equal(tk_complete(t, kvtier_Envelope_complete_prefetch_req_tag, "r1", ftok), 0);
-    assert_int_equal(tk_complete(t, kvtier_Envelope_complete_prefetch_req_tag, "r1", ftok),
+    assert_int_equal(tk_complete(t, kvtier_Envelope_complete_prefetch_req_tag, "r1", ftok), 0);
+    assert_int_equal(tk_complete(t, kvtier_Envelope_complete_prefetch_req_tag, "r1", ftok + 50),
                      kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
     /* windows belong to open requests */
     assert_int_equal(tk_prepare_get(t, "nope", keys, 1), kvtier_StatusCode_STATUS_NOT_FOUND);
-    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), kvtier_StatusCode_STATUS_ALREADY_EXISTS);
+    /* begin of an open request: the same context is a resend, another one is not */
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 5000), kvtier_StatusCode_STATUS_ALREADY_EXISTS);
+    assert_non_null(strstr(t->msg, "another context"));
     tk_env_stop(&e);
 }
 
@@ -277,7 +283,10 @@ static void test_request_end_safety_net(void **state)
     assert_int_equal(tk_stat(t, "blocks"), 2);
     assert_int_equal(tk_stat(t, "open_requests"), 0);
     assert_false(tk_cached(t, 2));
-    assert_int_equal(tk_end(t, TK_INST, "r1"), kvtier_StatusCode_STATUS_NOT_FOUND);
+    /* ending it again (a resend) answers OK and closes nothing; the instance must exist */
+    assert_int_equal(tk_end(t, TK_INST, "r1"), 0);
+    assert_int_equal(t->rep->body.request_end_rep.closed_windows_count, 0);
+    assert_int_equal(tk_end(t, "no-such-instance", "r1"), kvtier_StatusCode_STATUS_NOT_FOUND);
     tk_env_stop(&e);
 }
 

@@ -284,6 +284,33 @@ static void test_undecodable_reply_completes_its_request_with_invalid_argument(v
     zsock_destroy(&router);
 }
 
+/* Issue 9 §1: a request that comes back as is (a TCP connection to itself, when the
+ * server's port is free and in the ephemeral range) is no reply: dropped and
+ * counted, the request times out (libkvtier then finds the server again) rather
+ * than failing INVALID_ARGUMENT. */
+static void test_echoed_request_is_no_reply(void **state)
+{
+    (void)state;
+    zsock_t *router = zsock_new_router("tcp://127.0.0.1:*");
+    assert_non_null(router);
+    char *ep = zsock_last_endpoint(router);
+    bus_client_t *c = bus_client_new(ep, NULL);
+    pending_t p;
+    kvtier_Status st;
+    assert_int_equal(s_send_lookup(c, &p, 1, 1500, &st), 0);
+    zmsg_t *req = zmsg_recv(router);
+    assert_non_null(req);
+    assert_int_equal(zmsg_send(&req, router), 0); /* routing id and frames, unchanged */
+    s_wait_all(c, &p, 1);
+    assert_int_equal(p.status.code, kvtier_StatusCode_STATUS_TIMEOUT);
+    bus_client_stats_t cs;
+    bus_client_stats(c, &cs);
+    assert_int_equal(cs.bad_replies, 1);
+    bus_client_destroy(&c);
+    zstr_free(&ep);
+    zsock_destroy(&router);
+}
+
 /* Issue 12 §3: a client's largest reply frame is in force (ZMQ_MAXMSGSIZE before
  * the connect): a peer answering with a larger frame is disconnected, so the reply
  * is never buffered whole nor decoded; the request ends with TIMEOUT, not with the
@@ -408,6 +435,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oversized_reply_is_refused_by_the_client),
+        cmocka_unit_test(test_echoed_request_is_no_reply),
         cmocka_unit_test(test_sync_call_returns_the_reply_and_its_arrays),
         cmocka_unit_test(test_replies_out_of_order_match_their_requests),
         cmocka_unit_test(test_timeout_of_one_request_while_others_succeed),

@@ -17,11 +17,15 @@
 #include "fake_coord.h"
 #include "kvtier.h"
 
-#define T_TIMEOUT_MS 500 /* short per-call timeout: the hung-coordinator tests wait it out */
+#define T_TIMEOUT_MS 500   /* short per-call timeout: the hung-coordinator tests wait it out */
+#define T_FAILOVER_MS 1500 /* ... and the failover budget after it */
 
 static kvt_client_t *t_connect(const char *coordinators, char *err, size_t errlen)
 {
-    kvt_options_t o = {.coordinators = coordinators, .timeout_ms = T_TIMEOUT_MS, .name = "t"};
+    kvt_options_t o = {.coordinators = coordinators,
+                       .timeout_ms = T_TIMEOUT_MS,
+                       .failover_ms = T_FAILOVER_MS,
+                       .name = "t"};
     return kvt_connect(&o, err, errlen);
 }
 
@@ -202,9 +206,10 @@ static void idempotent_call_retried_after_rediscovery(void **state)
     zactor_destroy(&b);
 }
 
-/* Brief / kvtier.h: a call that may have acted (request_begin, prepare, complete)
- * is not sent again after a TIMEOUT; the next call goes to the new leader. */
-static void non_idempotent_call_not_retried_after_timeout(void **state)
+/* kvtier.h "Failover" (issue 9 §1): request_begin is safe to send again (a begin
+ * of an open request with the same context answers OK), so after a TIMEOUT it is
+ * sent to the new leader; remove is not (its count), and says "not retried". */
+static void begin_retried_after_timeout_remove_not(void **state)
 {
     (void)state;
     zactor_t *a = fc_new(), *b = fc_new();
@@ -218,13 +223,18 @@ static void non_idempotent_call_not_retried_after_timeout(void **state)
     fc_set_mode(a, FC_SILENT, NULL);
     fc_set_mode(b, FC_LEADER, NULL);
     kvt_request_t r = {.instance_id = "inst", .request_id = "r1"};
-    assert_int_equal(kvt_request_begin(c, &r), -KVT_TIMEOUT);
-    assert_non_null(strstr(kvt_last_error(c), "request_begin: TIMEOUT"));
-    assert_non_null(strstr(kvt_last_error(c), "not retried"));
-    assert_int_equal(fc_stats(b).begins, 0);
     assert_int_equal(kvt_request_begin(c, &r), 0);
     assert_string_equal(kvt_last_error(c), "");
     assert_int_equal(fc_stats(b).begins, 1);
+    /* back to a: remove is not sent again after its TIMEOUT */
+    fc_set_mode(b, FC_SILENT, NULL);
+    fc_set_mode(a, FC_LEADER, NULL);
+    kvt_key_t k;
+    t_key(&k, 1, 2);
+    uint32_t removed = 0;
+    assert_int_equal(kvt_remove(c, "inst", &k, 1, &removed), -KVT_TIMEOUT);
+    assert_non_null(strstr(kvt_last_error(c), "remove: TIMEOUT"));
+    assert_non_null(strstr(kvt_last_error(c), "not retried"));
     kvt_close(&c);
     zactor_destroy(&a);
     zactor_destroy(&b);
@@ -243,7 +253,7 @@ static void no_leader_anywhere_reports_both_failures(void **state)
     fc_set_mode(a, FC_SILENT, NULL);
     kvt_cluster_info_t ci;
     assert_int_equal(kvt_cluster_info(c, &ci), -KVT_TIMEOUT);
-    assert_non_null(strstr(kvt_last_error(c), "finding the leader again failed"));
+    assert_non_null(strstr(kvt_last_error(c), "no leader answered within failover_ms"));
     /* it answers again: the handle recovers */
     fc_set_mode(a, FC_LEADER, NULL);
     assert_int_equal(kvt_cluster_info(c, &ci), 0);
@@ -622,7 +632,7 @@ int main(void)
         cmocka_unit_test(connect_follows_standby_to_leader),
         cmocka_unit_test(not_leader_reply_is_followed),
         cmocka_unit_test(idempotent_call_retried_after_rediscovery),
-        cmocka_unit_test(non_idempotent_call_not_retried_after_timeout),
+        cmocka_unit_test(begin_retried_after_timeout_remove_not),
         cmocka_unit_test(no_leader_anywhere_reports_both_failures),
         cmocka_unit_test(connect_discovers_leader_through_etcd),
         cmocka_unit_test(control_calls_return_reply_fields),

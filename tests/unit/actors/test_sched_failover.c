@@ -1,0 +1,271 @@
+/* test_sched_failover.c — the scheduler's rules that make libkvtier's calls safe to
+ * send again across a lost reply or a leader change (issue 9 §1, docs/PROTOCOL.md
+ * "Resends and failover"): the leader epoch on every reply, a resent prepare
+ * (same job_id) cancels the window it opened and runs again, a resent complete
+ * is answered with the same counts and applied once, a complete naming another
+ * leader's epoch is ABORTED with nothing applied; the instance registry: a spec
+ * handed to the etcd writer at registration only, and a new leader's preloaded
+ * instances served at once. Over the meta plane against a fake tier actor
+ * (tests/support/sched_fake_tier.h). */
+#include "sched_testkit.h"
+
+#include <unistd.h>
+
+static int s_prepare_job(tk_t *t, pb_size_t tag, const char *req, uint8_t (*keys)[16], uint32_t n,
+                         uint64_t job_id)
+{
+    kvtier_Envelope *e = tk_req(t, tag);
+    if (tag == kvtier_Envelope_prepare_get_req_tag) {
+        TK_FILL_IDS(&e->body.prepare_get_req, TK_INST, req);
+        e->body.prepare_get_req.job_id = job_id;
+    } else if (tag == kvtier_Envelope_prepare_put_req_tag) {
+        TK_FILL_IDS(&e->body.prepare_put_req, TK_INST, req);
+        e->body.prepare_put_req.job_id = job_id;
+    } else {
+        TK_FILL_IDS(&e->body.prepare_req, TK_INST, req);
+        e->body.prepare_req.job_id = job_id;
+        e->body.prepare_req.mode = kvtier_LookupMode_LOOKUP_MODE_PREFIX;
+    }
+    bus_arrays_t ra = tk_keys_arr(keys, n);
+    return tk_call(t, &ra);
+}
+
+static int s_complete_get_epoch(tk_t *t, const char *req, uint64_t token_id, uint64_t epoch)
+{
+    kvtier_CompleteGetRequest *r =
+        &tk_req(t, kvtier_Envelope_complete_get_req_tag)->body.complete_get_req;
+    TK_FILL_IDS(r, TK_INST, req);
+    r->token_id = token_id;
+    r->leader_epoch = epoch;
+    return tk_call(t, NULL);
+}
+
+/* Envelope.leader_epoch: every scheduler reply carries its epoch (7 in the
+ * testkit), an error's and a rejection's too. */
+static void test_replies_carry_the_leader_epoch(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, NULL);
+    tk_t *t = e.t;
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(t->rep->leader_epoch, 7);
+    t->rep->leader_epoch = 0;
+    assert_int_equal(tk_begin(t, "ghost", "r1", 0), kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_int_equal(t->rep->leader_epoch, 7);
+    t->rep->leader_epoch = 0;
+    tk_req(t, kvtier_Envelope_cluster_info_req_tag);
+    assert_int_equal(tk_call(t, NULL), 0);
+    assert_int_equal(t->rep->leader_epoch, 7);
+    tk_env_stop(&e);
+}
+
+/* A prepare whose job_id is the one of the open window of its kind is a resend:
+ * that window is cancelled (reservations aborted, pins released), the prepare
+ * runs again with a new token; the old token no longer completes. Another job_id
+ * with the window open stays INVALID_ARGUMENT. */
+static void test_prepare_resend_reopens(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, NULL);
+    tk_t *t = e.t;
+    uint8_t keys[4][16];
+    tk_keys(10, 4, keys);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_put_req_tag, "r1", keys, 2, 42), 0);
+    uint64_t t1 = t->rep->body.prepare_put_rep.token.token_id;
+    assert_int_equal(tk_stat(t, "reserved"), 2);
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_put_req_tag, "r1", keys, 2, 42), 0);
+    uint64_t t2 = t->rep->body.prepare_put_rep.token.token_id;
+    assert_true(t2 != t1);
+    assert_int_equal(tk_stat(t, "reserved"), 2); /* the first reservations were aborted */
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_put_req_tag, "r1", keys, 2, 43),
+                     kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    uint64_t ck[2] = {1, 2};
+    assert_int_equal(tk_complete_put(t, "r1", t1, NULL, 0, ck, 2),
+                     kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(tk_complete_put(t, "r1", t2, NULL, 0, ck, 2), 0);
+    assert_int_equal(t->rep->body.complete_put_rep.committed, 2);
+    assert_int_equal(tk_stat(t, "reserved"), 0);
+
+    /* a get window: its pins are released and taken again, not doubled */
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_get_req_tag, "r1", keys, 2, 44), 0);
+    assert_int_equal(tk_stat(t, "pinned"), 2);
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_get_req_tag, "r1", keys, 2, 44), 0);
+    uint64_t g2 = t->rep->body.prepare_get_rep.token.token_id;
+    assert_int_equal(tk_stat(t, "pinned"), 2);
+    assert_int_equal(tk_complete(t, kvtier_Envelope_complete_get_req_tag, "r1", g2), 0);
+    assert_int_equal(tk_stat(t, "pinned"), 0);
+
+    /* a get+put window: the prefix's pins and the misses' reservations, once */
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_req_tag, "r1", keys, 4, 45), 0);
+    assert_int_equal(t->rep->body.prepare_rep.hit_count, 2);
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_req_tag, "r1", keys, 4, 45), 0);
+    assert_int_equal(tk_stat(t, "pinned"), 2);
+    assert_int_equal(tk_stat(t, "reserved"), 2);
+    assert_int_equal(tk_end(t, TK_INST, "r1"), 0);
+    assert_int_equal(tk_stat(t, "pinned"), 0);
+    assert_int_equal(tk_stat(t, "reserved"), 0);
+    tk_env_stop(&e);
+}
+
+/* A complete_put whose token concluded already (the reply was lost) is answered
+ * OK again with the same counts; nothing is committed twice. */
+static void test_complete_resend_answers_again(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, NULL);
+    tk_t *t = e.t;
+    uint8_t keys[3][16];
+    tk_keys(20, 3, keys);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_prepare_put(t, "r1", keys, 3), 0);
+    uint64_t tok = t->rep->body.prepare_put_rep.token.token_id;
+    bool mask[3] = {true, false, true};
+    uint64_t ck[3] = {1, 2, 3};
+    assert_int_equal(tk_complete_put(t, "r1", tok, mask, 3, ck, 3), 0);
+    assert_int_equal(t->rep->body.complete_put_rep.committed, 2);
+    assert_int_equal(t->rep->body.complete_put_rep.failed, 1);
+    uint64_t committed = tk_stat(t, "puts_committed");
+    memset(&t->rep->body, 0, sizeof t->rep->body);
+    assert_int_equal(tk_complete_put(t, "r1", tok, mask, 3, ck, 3), 0);
+    assert_int_equal(t->rep->which_body, kvtier_Envelope_complete_put_rep_tag);
+    assert_int_equal(t->rep->body.complete_put_rep.committed, 2);
+    assert_int_equal(t->rep->body.complete_put_rep.failed, 1);
+    assert_int_equal(tk_stat(t, "puts_committed"), committed);
+    assert_int_equal(tk_stat(t, "blocks"), 2);
+    tk_env_stop(&e);
+}
+
+/* A complete with the token of another leader (leader_epoch nonzero, not this
+ * one's) is ABORTED, naming both epochs; nothing of it is applied (the window of
+ * this leader stays open). Epoch 0 (unknown) or this leader's are served. */
+static void test_foreign_epoch_is_aborted(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, NULL);
+    tk_t *t = e.t;
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(t, "r1", 30, 2), 0);
+    uint8_t keys[2][16];
+    tk_keys(30, 2, keys);
+    assert_int_equal(tk_prepare_get(t, "r1", keys, 2), 0);
+    uint64_t tok = t->rep->body.prepare_get_rep.token.token_id;
+    assert_int_equal(s_complete_get_epoch(t, "r1", tok, 3), kvtier_StatusCode_STATUS_ABORTED);
+    assert_non_null(strstr(t->msg, "epoch 3"));
+    assert_non_null(strstr(t->msg, "epoch is 7"));
+    assert_int_equal(tk_stat(t, "pinned"), 2);
+    assert_int_equal(s_complete_get_epoch(t, "r1", tok, 7), 0);
+    assert_int_equal(tk_stat(t, "pinned"), 0);
+    /* the other completes and CopyPrefetch follow the same rule */
+    kvtier_CompletePutRequest *cp =
+        &tk_req(t, kvtier_Envelope_complete_put_req_tag)->body.complete_put_req;
+    TK_FILL_IDS(cp, TK_INST, "r1");
+    cp->token_id = 99;
+    cp->leader_epoch = 6;
+    assert_int_equal(tk_call(t, NULL), kvtier_StatusCode_STATUS_ABORTED);
+    kvtier_CopyPrefetchRequest *cf =
+        &tk_req(t, kvtier_Envelope_copy_prefetch_req_tag)->body.copy_prefetch_req;
+    TK_FILL_IDS(cf, TK_INST, "r1");
+    cf->token_id = 99;
+    cf->leader_epoch = 8;
+    assert_int_equal(tk_call(t, NULL), kvtier_StatusCode_STATUS_ABORTED);
+    tk_env_stop(&e);
+}
+
+static char s_registry_ep[64];
+static kvtier_InstanceSpec s_preload[3];
+
+static void s_with_registry(sched_config_t *cfg)
+{
+    snprintf(cfg->registry_output, sizeof cfg->registry_output, "%s", s_registry_ep);
+}
+
+/* Specs waiting on the registry writer's PULL (within wait_ms for the first). */
+static int s_pulled(zsock_t *pull, int wait_ms, kvtier_InstanceSpec *last)
+{
+    int n = 0;
+    zpoller_t *p = zpoller_new(pull, NULL);
+    while (zpoller_wait(p, n ? 100 : wait_ms) == pull) {
+        zframe_t *f = zframe_recv(pull);
+        assert_int_equal(zframe_size(f), sizeof *last);
+        memcpy(last, zframe_data(f), sizeof *last);
+        zframe_destroy(&f);
+        n++;
+    }
+    zpoller_destroy(&p);
+    return n;
+}
+
+/* The instance registry is written at registration only (issue 9 §1): a created
+ * instance's spec is handed to the writer once; an equal registration again, a
+ * begin, a put are not. */
+static void test_registry_written_at_registration_only(void **state)
+{
+    (void)state;
+    snprintf(s_registry_ep, sizeof s_registry_ep, "inproc://test-registry-%d", (int)getpid());
+    zsock_t *pull = zsock_new_pull(s_registry_ep);
+    assert_non_null(pull);
+    tk_env_t e;
+    tk_env_start(&e, 16, s_with_registry); /* registers TK_INST */
+    kvtier_InstanceSpec got;
+    assert_int_equal(s_pulled(pull, 5000, &got), 1);
+    assert_string_equal(got.instance_id, TK_INST);
+    assert_int_equal(got.bytes_per_block, 4096);
+    assert_int_equal(tk_register(e.t, TK_INST, 4096), 0); /* equal: not created */
+    assert_int_equal(tk_begin(e.t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(e.t, "r1", 0, 2), 0);
+    assert_int_equal(s_pulled(pull, 300, &got), 0);
+    assert_int_equal(tk_register(e.t, "other", 4096), 0);
+    assert_int_equal(s_pulled(pull, 5000, &got), 1);
+    assert_string_equal(got.instance_id, "other");
+    assert_int_equal(tk_stat(e.t, "registry_dropped"), 0);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
+static void s_with_preload(sched_config_t *cfg)
+{
+    cfg->preload = s_preload;
+    cfg->n_preload = 3;
+}
+
+/* A new leader registers the instances of the registry before it serves: a
+ * request of one begins without its client registering it; a bad record
+ * (bytes_per_block 0) is skipped; a registration with another spec is CONFLICT. */
+static void test_preloaded_instances_are_served_at_once(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        s_preload[i] = (kvtier_InstanceSpec)kvtier_InstanceSpec_init_zero;
+        snprintf(s_preload[i].instance_id, sizeof s_preload[i].instance_id, "pre-%d", i);
+        s_preload[i].tokens_per_block = 16;
+        s_preload[i].bytes_per_block = i == 1 ? 0 : 2048;
+    }
+    tk_env_t e;
+    tk_env_start(&e, 16, s_with_preload);
+    assert_int_equal(tk_stat(e.t, "instances"), 3); /* pre-0, pre-2 and TK_INST */
+    assert_int_equal(tk_begin(e.t, "pre-0", "r1", 0), 0);
+    assert_int_equal(tk_begin(e.t, "pre-2", "r1", 0), 0);
+    assert_int_equal(tk_begin(e.t, "pre-1", "r1", 0), kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_int_equal(tk_register(e.t, "pre-0", 4096), kvtier_StatusCode_STATUS_CONFLICT);
+    tk_env_stop(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replies_carry_the_leader_epoch),
+        cmocka_unit_test(test_prepare_resend_reopens),
+        cmocka_unit_test(test_complete_resend_answers_again),
+        cmocka_unit_test(test_foreign_epoch_is_aborted),
+        cmocka_unit_test(test_registry_written_at_registration_only),
+        cmocka_unit_test(test_preloaded_instances_are_served_at_once),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    zsys_shutdown();
+    return rc;
+}
