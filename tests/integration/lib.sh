@@ -28,9 +28,14 @@ it_fail() {
   exit 1
 }
 
-# A loopback port that was free a moment ago (the kernel picks it).
+# A loopback port that was free a moment ago, below the kernel's ephemeral range
+# (tests/integration/ports.py says why).
 it_free_port() {
-  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  /usr/bin/python3 "$KVT_SOURCE_DIR/tests/integration/ports.py"
+}
+# it_free_ports N SEP: N distinct such ports, joined by SEP (default a space).
+it_free_ports() {
+  /usr/bin/python3 "$KVT_SOURCE_DIR/tests/integration/ports.py" "$1" | tr ' ' "${2:- }"
 }
 
 # it_deployment [capacity] [slot_size]: writes $it_dir/deployment.json, the default
@@ -41,6 +46,7 @@ it_deployment() {
   /usr/bin/python3 - "$KVT_SOURCE_DIR/deploy/default.json" "$it_dir/deployment.json" \
     "$it_name" "$capacity" "$slot" <<'EOF'
 import json, os, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 src, dst, name, capacity, slot = sys.argv[1:]
 if os.path.exists(src):
     with open(src) as f:
@@ -51,7 +57,7 @@ else:
 socks = []
 def port():
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    ports.bind_free(s)
     socks.append(s)  # held until all are picked, so they differ
     return s.getsockname()[1]
 # The default's nvme tiers have a fixed file path and a 1 GiB file: dropped here
@@ -93,13 +99,14 @@ EOF
 # in the JSON (write_grace, watermarks, reclaimer, quotas...) are kept.
 it_write_deployment() {
   /usr/bin/python3 -c '
-import json, socket, sys
+import json, os, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 dst, name, tdir = sys.argv[1:]
 d = json.load(sys.stdin)
 socks = []
 def port():
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    ports.bind_free(s)
     socks.append(s)  # held until all are picked, so they differ
     return "tcp://127.0.0.1:%d" % s.getsockname()[1]
 d["cluster"] = name
@@ -280,8 +287,10 @@ it_wait_until() {
 
 # Starts deploy/supervise on the deployment and waits for its ready marker.
 it_start() {
+  local etcd_ports
+  etcd_ports=$(it_free_ports 2 ,) # the embedded etcd's client and peer ports
   "$KVT_SOURCE_DIR/deploy/supervise" "$it_dir/deployment.json" --run-dir "$it_run" \
-    --kvtier "$KVTIER_BIN" >"$it_dir/supervise.log" 2>&1 &
+    --kvtier "$KVTIER_BIN" --etcd-ports "$etcd_ports" >"$it_dir/supervise.log" 2>&1 &
   it_supervisor=$!
   local deadline=$((SECONDS + IT_READY_TIMEOUT_S))
   until [ -f "$it_run/ready" ]; do

@@ -70,11 +70,12 @@ it_write_deployment <<'EOF'
   "tiers": [ { "name": "host0", "kind": "host", "capacity": 256, "slot_size": "64KiB" } ] }
 EOF
 /usr/bin/python3 - "$it_dir/deployment.json" <<'EOF'
-import json, socket, sys
+import json, os, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 d = json.load(open(sys.argv[1]))
 socks = []
 def port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+    s = socket.socket(); ports.bind_free(s); socks.append(s)
     return s.getsockname()[1]
 d["coordinator"].pop("endpoint")
 d["coordinator"].pop("metrics")

@@ -30,11 +30,12 @@ b_port=$(it_free_port)
 b_ep="tcp://127.0.0.1:$b_port"
 # B's own metrics and event addresses (A, stopped, still holds the deployment's)
 /usr/bin/python3 -c '
-import json, socket, sys
+import json, os, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 d = json.load(open(sys.argv[1]))
 socks = []
 def port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+    s = socket.socket(); ports.bind_free(s); socks.append(s)
     return s.getsockname()[1]
 d["coordinator"]["metrics"] = "127.0.0.1:%d" % port()
 for k in ("endpoint", "replay_endpoint", "vllm_endpoint", "vllm_replay_endpoint"):

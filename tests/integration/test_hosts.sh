@@ -16,11 +16,12 @@ it_write_deployment <<EOF
                "host": "h1" } ] }
 EOF
 /usr/bin/python3 - "$it_dir/deployment.json" <<'EOF'
-import json, socket, sys
+import json, os, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 d = json.load(open(sys.argv[1]))
 socks = []
 def port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+    s = socket.socket(); ports.bind_free(s); socks.append(s)
     return s.getsockname()[1]
 d["coordinator"].pop("endpoint")
 d["coordinator"].pop("metrics")
@@ -56,7 +57,7 @@ rc=0
 # h1's supervisor: etcd, a, host0, the optimizer (it_start waits for its ready file;
 # readiness needs a leader: a is the only coordinator so far)
 "$KVT_SOURCE_DIR/deploy/supervise" "$it_dir/deployment.json" --host h1 --run-dir "$it_run" \
-  --kvtier "$KVTIER_BIN" >"$it_dir/supervise.log" 2>&1 &
+  --kvtier "$KVTIER_BIN" --etcd-ports "$(it_free_ports 2 ,)" >"$it_dir/supervise.log" 2>&1 &
 it_supervisor=$!
 it_wait_until 90 test -f "$it_run/ready" || it_fail "h1 not ready: $(tail -n 5 "$it_dir/supervise.log")"
 . "$it_run/ready"

@@ -17,8 +17,7 @@
 
 it_netns_hosts 2
 h1=${it_ns_ip[1]} h2=${it_ns_ip[2]}
-etcd_port=$(it_free_port)
-etcd_peer=$(it_free_port)
+read -r etcd_port etcd_peer < <(it_free_ports 2)
 etcd_url=http://$it_ns_root_ip:$etcd_port
 "${KVT_ETCD_BIN:-/usr/bin/etcd}" --name "etcd-$it_name" --data-dir "$it_dir/etcd" \
   --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
@@ -112,10 +111,11 @@ it_log "h1 replays: $(counter demoted) blocks demoted to h2, then all hit ($(gre
 
 # host0's frame reads (its tier actor counts only those; shm copies never reach it)
 host0_metrics=$(/usr/bin/python3 -c 'import json,sys; print([t for t in json.load(open(sys.argv[1]))["tiers"] if t["name"] == "host0"][0]["metrics"])' "$it_dir/deployment.json")
-frames_read() {
-  it_ns_exec 1 curl -sf "http://$host0_metrics/metrics" |
+frames_read() { # empty while the metrics are not served yet
+  { it_ns_exec 1 curl -sf "http://$host0_metrics/metrics" || true; } |
     awk '$1 ~ /^kvtier_tier_actor_slots_read_total/ { print $2; exit }'
 }
+it_wait_until 30 eval '[ -n "$(frames_read)" ]' || it_fail "host0's metrics are not served at $host0_metrics"
 r0=$(frames_read)
 replay 2 "$it_dir/p3.txt" --no-promote
 [ "$(it_replay_field "$it_dir/p3.txt" 2)" = 100.0 ] || it_fail "h2's client missed: $(cat "$it_dir/p3.txt")"

@@ -34,12 +34,13 @@ nvme_file=$it_dir/nvme0.dat
 # ---- the deployment: one nvme tier, free ports, this test's cluster name ----------
 /usr/bin/python3 - "$it_dir/deployment.json" "$it_name" "$nvme_file" "$NVME_CAPACITY" \
   "$NVME_SLOT" <<'EOF'
-import json, socket, sys
+import json, os, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 dst, name, path, capacity, slot = sys.argv[1:]
 socks = []
 def port():
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    ports.bind_free(s)
     socks.append(s)  # held until all are picked, so they differ
     return s.getsockname()[1]
 d = {

@@ -60,11 +60,12 @@ prom() { # QUERY -> JSON of /api/v1/query
 }
 # a tier process registered after Prometheus started: same cluster, its own tier
 /usr/bin/python3 - "$it_dir/deployment.json" "$it_dir/late.json" "$it_name" <<'EOF'
-import json, socket, sys
+import json, os, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 src, dst, name = sys.argv[1:]
 d = json.load(open(src))
 def port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+    s = socket.socket(); ports.bind_free(s); p = s.getsockname()[1]; s.close(); return p
 d["tiers"].append({"name": "late1", "kind": "host", "capacity": 64, "slot_size": "64KiB",
                    "endpoint": "tcp://127.0.0.1:%d" % port(), "metrics": "127.0.0.1:%d" % port(),
                    "shm": "/kvtier-%s-late1" % name, "prefault": False})

@@ -14,13 +14,14 @@ a_ep=$KVTIER_COORDINATOR
 b_name=${it_name}b
 b_run=$it_dir/run-b
 /usr/bin/python3 - "$it_dir/deployment.json" "$it_dir/b.json" "$b_name" <<'PYEOF'
-import json, re, socket, sys
+import json, os, re, socket, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "tests/integration")); import ports
 src, dst, name = sys.argv[1:]
 d = json.load(open(src))
 socks = []
 def fresh(m):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    ports.bind_free(s)
     socks.append(s)
     return "127.0.0.1:%d" % s.getsockname()[1]
 text = re.sub(r"127\.0\.0\.1:[0-9]+", fresh, json.dumps(d))
@@ -44,7 +45,7 @@ b_stop() {
 # set +e first: under errexit `(exit $rc)` would end the trap before it_cleanup
 trap 'rc=$?; set +e; b_stop; (exit $rc); it_cleanup' EXIT
 "$KVT_SOURCE_DIR/deploy/supervise" "$it_dir/b.json" --run-dir "$b_run" --kvtier "$KVTIER_BIN" \
-  >"$it_dir/supervise-b.log" 2>&1 &
+  --etcd-ports "$(it_free_ports 2 ,)" >"$it_dir/supervise-b.log" 2>&1 &
 b_sup=$!
 it_wait_until "$IT_READY_TIMEOUT_S" test -f "$b_run/ready" ||
   it_fail "B not ready: $(tail -n 5 "$it_dir/supervise-b.log")"
