@@ -61,7 +61,8 @@ bool sched_lease_lapsed(sched_t *self)
 }
 
 /* Past the lease nothing that leads is done: reads of this process's own state
- * (ClusterInfo, Stats, AdminStatus) still answer, everything else is refused. */
+ * (ClusterInfo, naming no leader then; Stats, AdminStatus) still answer,
+ * everything else is refused. */
 static bool s_lease_refuses(sched_t *self, sched_call_t *call)
 {
     pb_size_t tag = call->req.env.which_body;
@@ -403,8 +404,14 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_cluster_info_rep_tag);
     kvtier_ClusterInfoReply *r = &rep->body.cluster_info_rep;
     snprintf(r->cluster, sizeof r->cluster, "%s", self->cfg.cluster);
-    sched_strcpy(r->leader_endpoint, sizeof r->leader_endpoint,
-                 self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint : self->endpoint);
+    /* past its lease it names no leader (libkvtier's discovery then reads it as
+     * "knows no leader yet" and takes another coordinator's answer): it would
+     * answer NOT_LEADER to what it was sent */
+    bool leads = !sched_lease_lapsed(self);
+    if (leads)
+        sched_strcpy(r->leader_endpoint, sizeof r->leader_endpoint,
+                     self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint
+                                                      : self->endpoint);
     sched_strcpy(r->event_endpoint, sizeof r->event_endpoint, self->cfg.event_endpoint);
     sched_strcpy(r->event_replay_endpoint, sizeof r->event_replay_endpoint,
                  self->cfg.event_replay_endpoint);
@@ -412,7 +419,7 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
                  self->cfg.vllm_event_endpoint);
     sched_strcpy(r->vllm_replay_endpoint, sizeof r->vllm_replay_endpoint,
                  self->cfg.vllm_replay_endpoint);
-    r->leader_epoch = self->cfg.leader_epoch;
+    r->leader_epoch = leads ? self->cfg.leader_epoch : 0;
     _Static_assert(SCHED_MAX_TIERS <= BUS_MAX_TIERS, "every tier fits one ClusterInfoReply");
     for (uint32_t i = 0; i < self->tierset.n_tiers && r->tiers_count < BUS_MAX_TIERS; i++)
         sched_tier_info(self, &self->tierset.tiers[i], &r->tiers[r->tiers_count++]);

@@ -451,7 +451,8 @@ static bool s_window_can_open(sched_t *self, sched_call_t *call, sched_request_t
 
 /* A complete (or CopyPrefetch) carries the epoch of the leader that minted its
  * token (issue 9 §1): a window of another leader is gone with it, and nothing of
- * it may be applied here. true when it answered ABORTED. */
+ * it may be applied here (a complete whose reply was lost may have committed at
+ * that leader before it went). true when it answered ABORTED. */
 static bool s_foreign_epoch(sched_t *self, sched_call_t *call, uint64_t epoch, uint64_t token_id,
                             const char *what)
 {
@@ -460,8 +461,8 @@ static bool s_foreign_epoch(sched_t *self, sched_call_t *call, uint64_t epoch, u
     sched_reply_error(self, call, kvtier_StatusCode_STATUS_ABORTED,
                       "token %" PRIu64 " (%s) was minted by the leader of epoch %" PRIu64
                       "; this leader's epoch is %" PRIu64
-                      ": its window went with that leader and nothing of it was applied; "
-                      "prepare again",
+                      ": its window went with that leader and nothing of it is applied at this "
+                      "leader; prepare again",
                       token_id, what, epoch, self->cfg.leader_epoch);
     return true;
 }
@@ -501,6 +502,27 @@ static void s_remember_done(sched_request_t *q, int kind, uint64_t token_id, uin
     q->done[kind].failed = failed;
 }
 
+/* Is a complete of q's window `kind` with token token_id still concluding: the
+ * window COMPLETING, or its entries handed to a tier confirmation (an op) that has
+ * not replied yet? A resend of that complete (its sender gave up waiting) is then
+ * answered UNAVAILABLE: libkvtier retries it until the first concludes; a retry
+ * after an OK conclusion is answered as that one was (s_complete_resend). */
+static bool s_completing(const sched_t *self, const sched_request_t *q, int kind, uint64_t token_id)
+{
+    if (token_id == 0)
+        return false;
+    if (q->win[kind].state == SCHED_WIN_COMPLETING && q->win[kind].token_id == token_id)
+        return true;
+    uint32_t qi = (uint32_t)(q - self->requests.reqs);
+    for (uint32_t i = 0; i < self->cfg.max_pending_puts; i++) {
+        const sched_put_op_t *op = &self->requests.ops[i];
+        if (op->used && op->req == qi && op->req_hash == q->hash && op->kind == kind &&
+            op->token_id == token_id)
+            return true;
+    }
+    return false;
+}
+
 static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, sched_request_t *q,
                                              int kind, uint64_t token_id)
 {
@@ -510,7 +532,13 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
         return NULL;
     }
     if (!sched_window_open(w)) {
-        if (token_id != 0 && token_id == w->lapsed_token_id)
+        if (s_completing(self, q, kind, token_id))
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                              "the %s window of token %" PRIu64
+                              " is still completing (a complete sent before waits on its "
+                              "tier): retry",
+                              s_kind_name[kind], token_id);
+        else if (token_id != 0 && token_id == w->lapsed_token_id)
             sched_reply_error(
                 self, call, kvtier_StatusCode_STATUS_EXPIRED,
                 "the %s window of token %" PRIu64 " lapsed (lease %" PRIu64

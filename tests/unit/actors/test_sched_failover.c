@@ -1,8 +1,9 @@
 /* test_sched_failover.c — the scheduler's rules that make libkvtier's calls safe to
  * send again across a lost reply or a leader change (issue 9 §1, docs/PROTOCOL.md
  * "Resends and failover"): the leader epoch on every reply, a resent prepare
- * (same job_id) cancels the window it opened and runs again, a resent complete
- * is answered with the same counts and applied once, a complete naming another
+ * (same job_id) cancels the window it opened and runs again, a
+ * resent complete is answered with the same counts and applied once (UNAVAILABLE
+ * while the first still concludes), a complete naming another
  * leader's epoch is ABORTED with nothing applied; the instance registry: a spec
  * handed to the etcd writer at registration only, and a new leader's preloaded
  * instances served at once. Over the meta plane against a fake tier actor
@@ -157,6 +158,7 @@ static void test_foreign_epoch_is_aborted(void **state)
     assert_int_equal(s_complete_get_epoch(t, "r1", tok, 3), kvtier_StatusCode_STATUS_ABORTED);
     assert_non_null(strstr(t->msg, "epoch 3"));
     assert_non_null(strstr(t->msg, "epoch is 7"));
+    assert_non_null(strstr(t->msg, "nothing of it is applied at this leader"));
     assert_int_equal(tk_stat(t, "pinned"), 2);
     assert_int_equal(s_complete_get_epoch(t, "r1", tok, 7), 0);
     assert_int_equal(tk_stat(t, "pinned"), 0);
@@ -174,6 +176,77 @@ static void test_foreign_epoch_is_aborted(void **state)
     cf->leader_epoch = 8;
     assert_int_equal(tk_call(t, NULL), kvtier_StatusCode_STATUS_ABORTED);
     tk_env_stop(&e);
+}
+
+static void s_slow_tier(sched_config_t *cfg)
+{
+    cfg->tier_timeout_ms = 600000; /* a muted tier's PutHeader stays unanswered */
+}
+
+/* Sends t->req, giving up after ms (the reply may come later, to nobody). */
+static int s_call_ms(tk_t *t, bus_arrays_t *ra, uint32_t ms)
+{
+    kvtier_Status st;
+    memset(&st, 0, sizeof st);
+    bus_arrays_clear(t->arr);
+    int rc = bus_client_call(t->c, t->req, ra, NULL, 0, ms, t->rep, t->arr, NULL, &st);
+    snprintf(t->msg, sizeof t->msg, "%s", st.message);
+    return rc < 0 ? -rc : 0;
+}
+
+static int s_complete_tok(tk_t *t, pb_size_t tag, uint64_t token_id, uint32_t ms)
+{
+    kvtier_Envelope *en = tk_req(t, tag);
+    if (tag == kvtier_Envelope_complete_put_req_tag) {
+        TK_FILL_IDS(&en->body.complete_put_req, TK_INST, "r1");
+        en->body.complete_put_req.token_id = token_id;
+    } else {
+        TK_FILL_IDS(&en->body.complete_req, TK_INST, "r1");
+        en->body.complete_req.token_id = token_id;
+    }
+    uint64_t ck[2] = {1, 2};
+    bus_arrays_t ra = {.checksums = {.v = ck, .n = 2, .cap = 2}};
+    return s_call_ms(t, &ra, ms);
+}
+
+/* A complete sent again while the first still waits on its tier's PutHeader (its
+ * sender gave up waiting) is UNAVAILABLE "still completing", which libkvtier
+ * retries, not INVALID_ARGUMENT (finding 3): a put window's and a get+put's. */
+static void test_complete_resend_while_completing_is_unavailable(void **state)
+{
+    (void)state;
+    static const pb_size_t prep[2] = {kvtier_Envelope_prepare_put_req_tag,
+                                      kvtier_Envelope_prepare_req_tag};
+    static const pb_size_t comp[2] = {kvtier_Envelope_complete_put_req_tag,
+                                      kvtier_Envelope_complete_req_tag};
+    for (int k = 0; k < 2; k++) {
+        tk_env_t e;
+        tk_env_start(&e, 16, s_slow_tier);
+        tk_t *t = e.t;
+        uint8_t keys[4][16];
+        tk_keys(50, 4, keys);
+        assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+        uint32_t n = 2;
+        if (k == 1) { /* get+put: 2 prefix hits, 2 misses */
+            assert_int_equal(tk_put(t, "r1", 50, 2), 0);
+            n = 4;
+        }
+        assert_int_equal(s_prepare_job(t, prep[k], "r1", keys, n, 5), 0);
+        uint64_t tok = k == 0 ? t->rep->body.prepare_put_rep.token.token_id
+                              : t->rep->body.prepare_rep.token.token_id;
+        sched_fake_tier_set_mute(e.ft, true);
+        assert_int_equal(s_complete_tok(t, comp[k], tok, 300), kvtier_StatusCode_STATUS_TIMEOUT);
+        assert_int_equal(tk_stat(t, "pending_puts"), 1);
+        assert_int_equal(s_complete_tok(t, comp[k], tok, TK_CALL_MS),
+                         kvtier_StatusCode_STATUS_UNAVAILABLE);
+        assert_non_null(strstr(t->msg, "still completing"));
+        /* another token is still no window's */
+        assert_int_equal(s_complete_tok(t, comp[k], tok + 1000, TK_CALL_MS),
+                         kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(tk_stat(t, "pending_puts"), 1);
+        sched_fake_tier_set_mute(e.ft, false);
+        tk_env_stop(&e);
+    }
 }
 
 static char s_registry_ep[64];
@@ -262,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_prepare_resend_reopens),
         cmocka_unit_test(test_complete_resend_answers_again),
         cmocka_unit_test(test_foreign_epoch_is_aborted),
+        cmocka_unit_test(test_complete_resend_while_completing_is_unavailable),
         cmocka_unit_test(test_registry_written_at_registration_only),
         cmocka_unit_test(test_preloaded_instances_are_served_at_once),
     };

@@ -151,6 +151,10 @@ static void test_scheduler_past_its_lease_is_no_leader(void **state)
     assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
     assert_int_equal(tk_put(t, "r1", 0, 2), 0);
     uint64_t headers = t_stats(&tier).headers_put;
+    tk_req(t, kvtier_Envelope_cluster_info_req_tag); /* it names itself while it leads */
+    assert_int_equal(tk_call(t, NULL), 0);
+    assert_true(t->rep->body.cluster_info_rep.leader_endpoint[0] != '\0');
+    assert_int_equal(t->rep->body.cluster_info_rep.leader_epoch, 7);
 
     atomic_store(&until, 1); /* the elector stepped down */
     assert_int_equal(tk_begin(t, TK_INST, "r2", 0), kvtier_StatusCode_STATUS_NOT_LEADER);
@@ -162,9 +166,13 @@ static void test_scheduler_past_its_lease_is_no_leader(void **state)
     /* sticky: a bound written later (a new lease of this process) does not revive it */
     atomic_store(&until, zclock_mono() + 600000);
     assert_int_equal(tk_prefix(t, keys, 2), -kvtier_StatusCode_STATUS_NOT_LEADER);
-    /* what it says about itself still answers */
+    /* what it says about itself still answers, naming no leader (discovery then
+     * takes another coordinator's answer, not this NOT_LEADER one) */
     tk_req(t, kvtier_Envelope_cluster_info_req_tag);
     assert_int_equal(tk_call(t, NULL), 0);
+    assert_string_equal(t->rep->body.cluster_info_rep.leader_endpoint, "");
+    assert_int_equal(t->rep->body.cluster_info_rep.leader_epoch, 0);
+    assert_int_equal(t->rep->body.cluster_info_rep.total_tiers, 1);
     tier_actor_stats_t s = t_stats(&tier);
     assert_int_equal(s.headers_put, headers);
     assert_int_equal(s.slots_deleted, 0);
