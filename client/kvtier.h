@@ -163,6 +163,10 @@ typedef struct kvt_options {
 /* What a handle remembers to carry over to a new leader (see "Failover"). */
 #define KVT_RECOVER_INSTANCES 16  /* registered instance specs */
 #define KVT_RECOVER_REQUESTS 1024 /* open requests (begun, not ended) */
+/* A remembered request with no call naming it (begin, lookup, prepare, complete)
+ * for this long and no window open is not carried over: the scheduler's
+ * request_idle (default 4 x 30 s leases = 120 s) has ended it by then. */
+#define KVT_RECOVER_IDLE_MS 120000u
 
 /* Finds the leader and returns a handle, or NULL with a message in err. With
  * coordinators, every listed endpoint is asked ClusterInfo at once and the first
