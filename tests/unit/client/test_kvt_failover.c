@@ -406,6 +406,49 @@ static void recovery_lost_old_tokens_still_refused(void **state)
     assert_int_equal(kvt_request_end(e->c, T_INST, "r7", &info), 0);
 }
 
+/* Two fresh handles prepare on one request (review finding 2): their job_ids
+ * differ (each handle counts from its own random base, not from 1), so the
+ * second prepare is not taken for a resend of the first: the first handle's
+ * window stays open, its pins held, its bytes load and its complete works. */
+static void job_ids_differ_across_handles(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t keys[T_N];
+    t_keys(keys, 8);
+    kvt_request_t r = {.instance_id = T_INST, .request_id = "r8"};
+    assert_int_equal(kvt_request_begin(e->c, &r), 0);
+    t_put(e, "r8", keys);
+    char list[300], err[512];
+    snprintf(list, sizeof list, "%s,%s", e->ep_a, e->ep_b);
+    kvt_client_t *h[2];
+    for (int i = 0; i < 2; i++) {
+        kvt_options_t o = {.coordinators = list, .timeout_ms = 1000, .name = "fo-h"};
+        h[i] = kvt_connect(&o, err, sizeof err);
+        if (!h[i])
+            fail_msg("handle %d: %s", i, err);
+    }
+    kvt_token_t *tok = NULL, *tok2 = NULL;
+    assert_int_equal(kvt_prepare_get(h[0], T_INST, "r8", keys, T_N, &tok), 0);
+    assert_int_equal(t_stat(e->c, "pinned"), T_N);
+    /* the other handle's first prepare: not a resend of the first handle's */
+    assert_int_equal(kvt_prepare_get(h[1], T_INST, "r8", keys, T_N, &tok2), -KVT_INVALID_ARGUMENT);
+    assert_null(tok2);
+    assert_int_equal(t_stat(e->c, "pinned"), T_N);
+    uint64_t job = 11;
+    assert_int_equal(kvt_submit_get(h[0], job, tok, (void *const *)e->dst, T_BLOCK), 0);
+    kvt_job_result_t res;
+    assert_int_equal(kvt_wait(h[0], &job, 1, 10000, &res), 0);
+    assert_int_equal(res.status, 0);
+    for (int i = 0; i < T_N; i++)
+        assert_memory_equal(e->dst[i], e->src[i], T_BLOCK);
+    assert_int_equal(kvt_complete_get(h[0], &tok, NULL), 0);
+    assert_int_equal(t_stat(e->c, "pinned"), 0);
+    kvt_close(&h[0]);
+    kvt_close(&h[1]);
+    kvt_request_end_info_t info;
+    assert_int_equal(kvt_request_end(e->c, T_INST, "r8", &info), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +456,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(new_leader_on_the_same_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(lost_replies_are_sent_again, setup, teardown),
         cmocka_unit_test_setup_teardown(recovery_lost_old_tokens_still_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(job_ids_differ_across_handles, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
