@@ -294,11 +294,12 @@ static void s_reply_epoch(kvt_client_t *c, uint64_t epoch, int code)
 }
 
 /* Is the leader known now not the one last told what this handle holds (another
- * epoch, another endpoint, or an epoch not known yet)? Then it is told. */
+ * epoch, or another endpoint: a redirect, whose epoch s_recover asks)? Then it is
+ * told. Not before kvt_connect returns: nothing is held yet. */
 static bool s_need_recover(const kvt_client_t *c)
 {
-    return c->leader_epoch == 0 || c->leader_epoch != c->recovered_epoch ||
-           strcmp(c->leader, c->recovered_leader) != 0;
+    return c->connected &&
+           (c->leader_epoch != c->recovered_epoch || strcmp(c->leader, c->recovered_leader) != 0);
 }
 
 /* Points the meta DEALER at `endpoint` (a fresh socket: requests queued for an
@@ -856,6 +857,7 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
     /* nothing is held yet: this leader needs no telling */
     c->recovered_epoch = c->leader_epoch;
     snprintf(c->recovered_leader, sizeof c->recovered_leader, "%s", c->leader);
+    c->connected = true;
     /* job_ids unique across handles (PROTOCOL.md §8.1): a random base, never 0 */
     if (getrandom(&c->prepare_seq, sizeof c->prepare_seq, GRND_NONBLOCK) !=
         (ssize_t)sizeof c->prepare_seq)

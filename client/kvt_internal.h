@@ -128,6 +128,7 @@ struct kvt_client {
      * leader / leader_epoch differ from it, until a recovery gets through */
     char recovered_leader[BUS_ENDPOINT_MAX];
     uint64_t recovered_epoch;
+    bool connected;       /* kvt_connect found the leader: from then on, new ones are told */
     uint64_t prepare_seq; /* the last job_id; from a random base (unique across handles) */
     uint64_t round_trips; /* meta-plane requests sent (kvt_meta_round_trips) */
 
