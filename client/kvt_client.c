@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "bus_log.h"
@@ -243,6 +245,63 @@ static int s_remaining_ms(int64_t deadline)
     return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
+/* A call's wait: `timeout`, cut to what is left before `deadline` (at least 1 ms). */
+static uint32_t s_call_timeout(uint32_t timeout, int64_t deadline)
+{
+    uint32_t left = (uint32_t)s_remaining_ms(deadline);
+    uint32_t t = left < timeout ? left : timeout;
+    return t ? t : 1;
+}
+
+/* Marks the live tokens of another leader than the one known now: the window of
+ * each went with that leader (its complete and its jobs end ABORTED). */
+static void s_tokens_stale(kvt_client_t *c)
+{
+    for (struct kvt_token *t = c->live_tokens; t; t = t->next)
+        if (t->leader_epoch != 0 && t->leader_epoch != c->leader_epoch)
+            t->stale = true;
+}
+
+/* Learns the epoch of the leader a reply, a redirect or discovery showed (0: not
+ * shown). Another epoch than the one known marks the live tokens of the earlier
+ * leader stale at once, whether or not that new leader is told what this handle
+ * holds (s_recover): a submit on one is refused from then on (review finding 1). */
+static void s_learn_epoch(kvt_client_t *c, uint64_t epoch)
+{
+    if (epoch == 0 || epoch == c->leader_epoch)
+        return;
+    c->leader_epoch = epoch;
+    s_tokens_stale(c);
+}
+
+/* A scheduler of `epoch` answered NOT_LEADER (its lease ran out): its windows are
+ * gone with it, though it says nothing of the leader now. */
+static void s_epoch_gone(kvt_client_t *c, uint64_t epoch)
+{
+    for (struct kvt_token *t = c->live_tokens; t; t = t->next)
+        if (epoch != 0 && t->leader_epoch == epoch)
+            t->stale = true;
+}
+
+/* Learns from a reply's leader epoch (`code` its status): another leader's, or a
+ * deposed one's NOT_LEADER. */
+static void s_reply_epoch(kvt_client_t *c, uint64_t epoch, int code)
+{
+    if (code == kvtier_StatusCode_STATUS_NOT_LEADER)
+        s_epoch_gone(c, epoch);
+    else
+        s_learn_epoch(c, epoch);
+}
+
+/* Is the leader known now not the one last told what this handle holds (another
+ * epoch, or another endpoint: a redirect, whose epoch s_recover asks)? Then it is
+ * told. Not before kvt_connect returns: nothing is held yet. */
+static bool s_need_recover(const kvt_client_t *c)
+{
+    return c->connected &&
+           (c->leader_epoch != c->recovered_epoch || strcmp(c->leader, c->recovered_leader) != 0);
+}
+
 /* Points the meta DEALER at `endpoint` (a fresh socket: requests queued for an
  * old leader are dropped with it). */
 static int s_connect_meta(kvt_client_t *c, const char *what, const char *endpoint, uint64_t epoch)
@@ -261,7 +320,10 @@ static int s_connect_meta(kvt_client_t *c, const char *what, const char *endpoin
     bus_client_destroy(&c->meta);
     c->meta = m;
     snprintf(c->leader, sizeof c->leader, "%s", endpoint);
-    c->leader_epoch = epoch;
+    if (epoch == 0) /* a redirect: the epoch is asked (s_recover) */
+        c->leader_epoch = 0;
+    else
+        s_learn_epoch(c, epoch);
     return 0;
 }
 
@@ -410,10 +472,12 @@ void kvti_remember_instance(kvt_client_t *c, const kvtier_InstanceSpec *spec)
             return;
         }
     if (c->n_insts == KVT_RECOVER_INSTANCES) {
-        bus_warn("client",
-                 "%s: instance %s is not carried over to a new leader: the handle "
-                 "remembers %d (KVT_RECOVER_INSTANCES)",
-                 c->name, spec->instance_id, KVT_RECOVER_INSTANCES);
+        if (!c->warned_insts)
+            bus_warn("client",
+                     "%s: instance %s is not carried over to a new leader: the handle "
+                     "remembers %d (KVT_RECOVER_INSTANCES); logged once per handle",
+                     c->name, spec->instance_id, KVT_RECOVER_INSTANCES);
+        c->warned_insts = true;
         return;
     }
     c->insts[c->n_insts++] = *spec;
@@ -428,15 +492,44 @@ static int s_find_request(const kvt_client_t *c, const char *inst, const char *r
     return -1;
 }
 
+/* Does a live token (an open window) name the request? Then it is not idle. */
+static bool s_request_has_window(const kvt_client_t *c, const kvti_open_req_t *r)
+{
+    for (const struct kvt_token *t = c->live_tokens; t; t = t->next)
+        if (strcmp(t->request_id, r->request_id) == 0 &&
+            strcmp(t->instance_id, r->instance_id) == 0)
+            return true;
+    return false;
+}
+
+void kvti_age_requests(kvt_client_t *c)
+{
+    int64_t now = zclock_mono();
+    for (uint32_t i = 0; i < c->n_open_reqs;) {
+        kvti_open_req_t *r = &c->open_reqs[i];
+        if (now - r->last_ms > (int64_t)KVT_RECOVER_IDLE_MS && !s_request_has_window(c, r)) {
+            bus_debug("client", "%s: request %s/%s idle for %" PRId64 " ms: not carried over",
+                      c->name, r->instance_id, r->request_id, now - r->last_ms);
+            *r = c->open_reqs[--c->n_open_reqs];
+            continue;
+        }
+        i++;
+    }
+}
+
 void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char *request_id,
                            uint64_t ttl_ms, uint32_t total_blocks)
 {
     int i = s_find_request(c, instance_id, request_id);
+    if (i < 0 && c->n_open_reqs == KVT_RECOVER_REQUESTS)
+        kvti_age_requests(c); /* room from requests the scheduler has ended by now */
     if (i < 0 && c->n_open_reqs == KVT_RECOVER_REQUESTS) {
-        bus_warn("client",
-                 "%s: request %s is not carried over to a new leader: %d are open "
-                 "(KVT_RECOVER_REQUESTS)",
-                 c->name, request_id, KVT_RECOVER_REQUESTS);
+        if (!c->warned_reqs)
+            bus_warn("client",
+                     "%s: request %s is not carried over to a new leader: %d are open "
+                     "(KVT_RECOVER_REQUESTS); logged once per handle",
+                     c->name, request_id, KVT_RECOVER_REQUESTS);
+        c->warned_reqs = true;
         return;
     }
     kvti_open_req_t *r = &c->open_reqs[i < 0 ? c->n_open_reqs++ : (uint32_t)i];
@@ -444,6 +537,14 @@ void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char 
     snprintf(r->request_id, sizeof r->request_id, "%s", request_id);
     r->ttl_ms = ttl_ms;
     r->total_blocks = total_blocks;
+    r->last_ms = zclock_mono();
+}
+
+void kvti_touch_request(kvt_client_t *c, const char *instance_id, const char *request_id)
+{
+    int i = request_id && request_id[0] ? s_find_request(c, instance_id, request_id) : -1;
+    if (i >= 0)
+        c->open_reqs[i].last_ms = zclock_mono();
 }
 
 void kvti_forget_request(kvt_client_t *c, const char *instance_id, const char *request_id)
@@ -461,8 +562,8 @@ static int s_recovery_call(kvt_client_t *c, uint32_t timeout, kvtier_Status *st)
     c->rrep->which_body = 0;
     c->round_trips++;
     int rc = bus_client_call(c->meta, c->rreq, NULL, NULL, 0, timeout, c->rrep, NULL, NULL, st);
-    if (c->rrep->corr_id != 0 && c->rrep->leader_epoch != 0)
-        c->leader_epoch = c->rrep->leader_epoch;
+    if (c->rrep->corr_id != 0)
+        s_reply_epoch(c, c->rrep->leader_epoch, rc < 0 ? (int)st->code : 0);
     return rc < 0 ? (int)st->code : 0;
 }
 
@@ -471,28 +572,39 @@ static bool s_transient(kvtier_StatusCode code)
     return code == kvtier_StatusCode_STATUS_UNAVAILABLE || code == kvtier_StatusCode_STATUS_TIMEOUT;
 }
 
-/* Marks the live tokens of another leader than the one known now: the window of
- * each went with that leader (its complete and its jobs end ABORTED). */
-static void s_tokens_stale(kvt_client_t *c)
-{
-    for (struct kvt_token *t = c->live_tokens; t; t = t->next)
-        if (t->leader_epoch != 0 && t->leader_epoch != c->leader_epoch)
-            t->stale = true;
-}
-
 /* Tells the leader now connected what this handle holds: its instances registered
- * again, its open requests begun again. 0, or -code of a call that got no answer
- * or a NOT_LEADER (the caller finds the leader again); a refusal (a spec in
- * CONFLICT, a request in ALREADY_EXISTS) is logged and skipped. */
-static int s_recover(kvt_client_t *c, uint32_t timeout)
+ * again, its open requests begun again (not those aged out: kvti_age_requests).
+ * Every call waits at most `timeout`, and nothing is sent past `deadline` (the
+ * caller's failover bound). 0 once that leader, of a known epoch, was told all;
+ * or -code of a call that got no answer, a NOT_LEADER, a deadline passed or a
+ * leader that changed meanwhile (the caller finds the leader again; the next
+ * call at it tells it again: s_need_recover). A refusal (a spec in CONFLICT, a
+ * request in ALREADY_EXISTS) is logged and skipped. */
+static int s_recover(kvt_client_t *c, uint32_t timeout, int64_t deadline)
 {
     uint32_t regs = 0, begun = 0;
+    kvtier_Status st = {0};
+    int code = 0;
+    if (c->leader_epoch == 0) { /* reached by a redirect: ask which leader this is */
+        if (s_remaining_ms(deadline) == 0)
+            return -kvtier_StatusCode_STATUS_TIMEOUT;
+        bus_env_init(c->rreq, kvtier_Envelope_cluster_info_req_tag, c->name);
+        code = s_recovery_call(c, s_call_timeout(timeout, deadline), &st);
+        if (code == 0 && c->rrep->which_body == kvtier_Envelope_cluster_info_rep_tag)
+            s_learn_epoch(c, c->rrep->body.cluster_info_rep.leader_epoch);
+        else if (s_transient((kvtier_StatusCode)code) ||
+                 code == kvtier_StatusCode_STATUS_NOT_LEADER)
+            return -code;
+    }
+    uint64_t epoch = c->leader_epoch; /* the leader being told */
+    kvti_age_requests(c);
     for (uint32_t i = 0; i < c->n_insts; i++) {
+        if (s_remaining_ms(deadline) == 0)
+            return -kvtier_StatusCode_STATUS_TIMEOUT;
         bus_env_init(c->rreq, kvtier_Envelope_register_instance_req_tag, c->name);
         c->rreq->body.register_instance_req.has_spec = true;
         c->rreq->body.register_instance_req.spec = c->insts[i];
-        kvtier_Status st = {0};
-        int code = s_recovery_call(c, timeout, &st);
+        code = s_recovery_call(c, s_call_timeout(timeout, deadline), &st);
         if (code == 0) {
             regs++;
             continue;
@@ -503,6 +615,8 @@ static int s_recover(kvt_client_t *c, uint32_t timeout)
                  c->insts[i].instance_id, c->leader, bus_status_name(code), st.message);
     }
     for (uint32_t i = 0; i < c->n_open_reqs; i++) {
+        if (s_remaining_ms(deadline) == 0)
+            return -kvtier_StatusCode_STATUS_TIMEOUT;
         const kvti_open_req_t *r = &c->open_reqs[i];
         bus_env_init(c->rreq, kvtier_Envelope_request_begin_req_tag, c->name);
         kvtier_RequestBeginRequest *b = &c->rreq->body.request_begin_req;
@@ -511,8 +625,7 @@ static int s_recover(kvt_client_t *c, uint32_t timeout)
         snprintf(b->ctx.request_id, sizeof b->ctx.request_id, "%s", r->request_id);
         b->ctx.ttl_ms = r->ttl_ms;
         b->ctx.total_blocks = r->total_blocks;
-        kvtier_Status st = {0};
-        int code = s_recovery_call(c, timeout, &st);
+        code = s_recovery_call(c, s_call_timeout(timeout, deadline), &st);
         if (code == 0) {
             begun++;
             continue;
@@ -522,25 +635,19 @@ static int s_recover(kvt_client_t *c, uint32_t timeout)
         bus_warn("client", "%s: request %s/%s not begun again at leader %s: %s: %s", c->name,
                  r->instance_id, r->request_id, c->leader, bus_status_name(code), st.message);
     }
-    if (c->leader_epoch == 0) { /* reached by a redirect and nothing to tell: ask */
-        bus_env_init(c->rreq, kvtier_Envelope_cluster_info_req_tag, c->name);
-        kvtier_Status st = {0};
-        int code = s_recovery_call(c, timeout, &st);
-        if (code == 0 && c->rrep->which_body == kvtier_Envelope_cluster_info_rep_tag &&
-            c->rrep->body.cluster_info_rep.leader_epoch)
-            c->leader_epoch = c->rrep->body.cluster_info_rep.leader_epoch;
-        else if (s_transient((kvtier_StatusCode)code) ||
-                 code == kvtier_StatusCode_STATUS_NOT_LEADER)
-            return -code;
-    }
-    if (c->leader_epoch != 0) /* tokens of an unknown leader are left to their complete */
-        s_tokens_stale(c);
+    if (c->leader_epoch != epoch) /* another leader answered meanwhile: tell that one */
+        return -kvtier_StatusCode_STATUS_UNAVAILABLE;
+    /* an epoch still unknown (a leader that does not say) is asked again next time;
+     * tokens of an unknown leader are left to their complete */
+    c->recovered_epoch = epoch;
+    snprintf(c->recovered_leader, sizeof c->recovered_leader, "%s", c->leader);
     c->recoveries++;
     c->settle_until = zclock_mono() + c->failover_ms;
-    bus_info("client",
-             "%s: leader %s (epoch %" PRIu64 "): %u instances registered and %u requests "
-             "begun again",
-             c->name, c->leader, c->leader_epoch, regs, begun);
+    if (regs + begun > 0)
+        bus_info("client",
+                 "%s: leader %s (epoch %" PRIu64 "): %u instances registered and %u requests "
+                 "begun again",
+                 c->name, c->leader, c->leader_epoch, regs, begun);
     return 0;
 }
 
@@ -560,18 +667,6 @@ static bool s_forgotten(const kvt_client_t *c, const char *msg)
 {
     return (c->n_insts > 0 && strstr(msg, "is not registered")) ||
            (c->n_open_reqs > 0 && strstr(msg, "is not open"));
-}
-
-/* Learns the epoch of the leader that answered; true when it is not the one known
- * (a new leader: it knows nothing of this handle's instances and requests). */
-static bool s_saw_epoch(kvt_client_t *c, bool replied)
-{
-    uint64_t e = replied ? c->rep->leader_epoch : 0;
-    if (e == 0)
-        return false;
-    bool moved = c->leader_epoch != 0 && e != c->leader_epoch;
-    c->leader_epoch = e;
-    return moved;
 }
 
 typedef struct {
@@ -595,9 +690,6 @@ static int s_left(const s_failover_t *f)
 static int s_find_leader(kvt_client_t *c, const char *what, s_failover_t *f, const char *named)
 {
     for (int round = 0;; round++) {
-        uint64_t before = c->leader_epoch;
-        char was[BUS_ENDPOINT_MAX];
-        snprintf(was, sizeof was, "%s", c->leader);
         int drc;
         if (round == 0 && named && named[0] && strcmp(named, c->leader) != 0) {
             drc = s_connect_meta(c, what, named, 0);
@@ -608,12 +700,10 @@ static int s_find_leader(kvt_client_t *c, const char *what, s_failover_t *f, con
             int64_t d = now + (int64_t)f->timeout;
             drc = s_left(f) == 0 ? -1 : s_discover(c, what, d < f->give_up ? d : f->give_up);
         }
-        if (drc == 0) {
-            bool other =
-                c->leader_epoch == 0 || c->leader_epoch != before || strcmp(was, c->leader) != 0;
-            if (!other || s_recover(c, f->timeout) == 0)
-                return 0;
-        }
+        /* a leader not told yet (recovery failed last round, or another one) is
+         * told now; a recovery that fails is tried again next round */
+        if (drc == 0 && (!s_need_recover(c) || s_recover(c, f->timeout, f->give_up) == 0))
+            return 0;
         if (s_left(f) == 0)
             return -1;
     }
@@ -637,9 +727,19 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool retry, bus_arrays_t *
         /* A leader that answered UNAVAILABLE ("tier recovering, retry shortly") is
          * still the leader: only a missing reply sends us looking for another. */
         bool replied = c->rep->corr_id != 0;
-        bool moved = s_saw_epoch(c, replied);
-        if (moved) /* a new leader on the same endpoint: tell it first */
-            (void)s_recover(c, c->timeout_ms);
+        /* a reply of another leader (a new one on the same endpoint, or one not told
+         * yet because its recovery failed): the old tokens are stale now, and it is
+         * told what this handle holds, within failover_ms */
+        bool moved = false;
+        if (replied && c->rep->leader_epoch != 0) {
+            int code = rc < 0 ? (int)st.code : 0;
+            s_reply_epoch(c, c->rep->leader_epoch, code);
+            if (code != kvtier_StatusCode_STATUS_NOT_LEADER && s_need_recover(c)) {
+                moved = true;
+                int64_t d = f.give_up ? f.give_up : zclock_mono() + c->failover_ms;
+                (void)s_recover(c, c->timeout_ms, d);
+            }
+        }
         if (rc == 0) {
             kvti_clear_error(c);
             return 0;
@@ -673,14 +773,14 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool retry, bus_arrays_t *
         }
         if (forgot) { /* the leader answered: tell it, send again at once */
             f.told = true;
-            if (!moved)
-                (void)s_recover(c, c->timeout_ms);
+            if (!moved || s_need_recover(c)) /* not told just now, or that failed */
+                (void)s_recover(c, c->timeout_ms, f.give_up);
             continue;
         }
         if (lost && !retry) {
             int64_t deadline = zclock_mono() + c->timeout_ms;
-            if (s_discover(c, what, deadline) == 0)
-                (void)s_recover(c, c->timeout_ms);
+            if (s_discover(c, what, deadline) == 0 && s_need_recover(c))
+                (void)s_recover(c, c->timeout_ms, f.give_up);
             return kvti_fail(c, (int)code, what,
                              "%s (not retried: the request may have been applied; reconnected "
                              "to leader %s)",
@@ -753,7 +853,15 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
     if (rc < 0)
         return rc;
     if (c->rep->which_body == kvtier_Envelope_cluster_info_rep_tag)
-        c->leader_epoch = c->rep->body.cluster_info_rep.leader_epoch;
+        s_learn_epoch(c, c->rep->body.cluster_info_rep.leader_epoch);
+    /* nothing is held yet: this leader needs no telling */
+    c->recovered_epoch = c->leader_epoch;
+    snprintf(c->recovered_leader, sizeof c->recovered_leader, "%s", c->leader);
+    c->connected = true;
+    /* job_ids unique across handles (PROTOCOL.md §8.1): a random base, never 0 */
+    if (getrandom(&c->prepare_seq, sizeof c->prepare_seq, GRND_NONBLOCK) !=
+        (ssize_t)sizeof c->prepare_seq)
+        c->prepare_seq = (uint64_t)zclock_usecs() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
     return 0;
 }
 

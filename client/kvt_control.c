@@ -331,6 +331,7 @@ int kvt_lookup(kvt_client_t *c, const char *instance_id, const char *request_id,
     rc = kvti_meta_call(c, W, true, &req_arr, &rep_arr);
     if (rc < 0)
         return rc;
+    kvti_touch_request(c, instance_id, request_id);
     /* Keys past the ones the scheduler examined (a prefix stops at its first miss)
      * are misses. */
     for (uint32_t i = rep_arr.mask.n; i < n; i++)
@@ -574,7 +575,9 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
     t->kind = kind;
     snprintf(t->instance_id, sizeof t->instance_id, "%s", instance_id);
     snprintf(t->request_id, sizeof t->request_id, "%s", request_id);
-    t->prepare_id = ++c->prepare_seq;
+    if (++c->prepare_seq == 0) /* job_id 0 is "none" on the wire */
+        ++c->prepare_seq;
+    t->prepare_id = c->prepare_seq;
 
     bus_env_init(c->req, w->prep_tag, c->name);
     /* The four prepare bodies begin alike (a put's and a get+put's own fields follow
@@ -647,6 +650,7 @@ static int s_prepare(kvt_client_t *c, bus_token_kind_t kind, const char *instanc
         kvti_token_release(c, t);
         return rc;
     }
+    kvti_touch_request(c, instance_id, request_id);
     *tok = t;
     return 0;
 }
@@ -661,7 +665,8 @@ static int s_aborted(kvt_client_t *c, struct kvt_token *t, kvt_token_t **tokp, c
     return kvti_fail(c, KVT_ABORTED, what,
                      "token %" PRIu64 " was minted by the leader of epoch %" PRIu64
                      ", which is gone (leader now %s, epoch %" PRIu64
-                     "): nothing of its window was applied; prepare again",
+                     "): nothing of its window is applied at this leader (a complete whose "
+                     "reply was lost may have committed at the old one); prepare again",
                      id, epoch, c->leader, c->leader_epoch);
 }
 
@@ -701,6 +706,7 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
             break;
         zclock_sleep(pause);
     }
+    kvti_touch_request(c, t->instance_id, t->request_id);
     if (rc == -KVT_BUSY)
         return rc; /* the window is still held: complete again later (the token is kept) */
     kvti_token_release(c, t);
@@ -808,6 +814,7 @@ int kvt_complete(kvt_client_t *c, kvt_token_t **tokp, const bool *get_success,
     if (put_success)
         memcpy(t->ok + t->n_get, put_success, (size_t)(t->n - t->n_get) * sizeof *t->ok);
     int rc = s_send_complete(c, t, t->ok, W);
+    kvti_touch_request(c, t->instance_id, t->request_id);
     if (rc == 0 && info && c->rep->which_body == kvtier_Envelope_complete_rep_tag)
         *info = (kvt_complete_info_t){.released = c->rep->body.complete_rep.released,
                                       .committed = c->rep->body.complete_rep.committed,

@@ -49,7 +49,7 @@ struct kvt_token {
     uint64_t lease_ms;
     int64_t minted_ms;     /* zclock_mono() when the prepare's reply arrived */
     uint64_t leader_epoch; /* of the leader that answered the prepare (0: unknown) */
-    bool stale;            /* that leader is gone (kvti_recover): the window with it */
+    bool stale;            /* that leader is gone (another epoch seen): the window with it */
     uint32_t n;            /* keys covered */
     uint32_t cap;          /* keys the arrays hold */
     kvt_key_t *keys;
@@ -88,6 +88,7 @@ typedef struct {
     char request_id[KVT_ID_MAX + 1];
     uint64_t ttl_ms;
     uint32_t total_blocks;
+    int64_t last_ms; /* zclock_mono() of its begin or last call (KVT_RECOVER_IDLE_MS) */
 } kvti_open_req_t;
 
 /* Back-off between rounds of finding a leader (jittered: half fixed, half random). */
@@ -122,8 +123,13 @@ struct kvt_client {
     coord_etcd_t *etcd;                /* discovery through etcd, or NULL */
     bus_client_t *meta;                /* DEALER to the leader's meta endpoint */
     char leader[BUS_ENDPOINT_MAX];
-    uint64_t leader_epoch;
-    uint64_t prepare_seq;
+    uint64_t leader_epoch; /* the latest any reply, redirect or discovery showed (0: unknown) */
+    /* the leader last told what this handle holds (s_recover): told again whenever
+     * leader / leader_epoch differ from it, until a recovery gets through */
+    char recovered_leader[BUS_ENDPOINT_MAX];
+    uint64_t recovered_epoch;
+    bool connected;       /* kvt_connect found the leader: from then on, new ones are told */
+    uint64_t prepare_seq; /* the last job_id; from a random base (unique across handles) */
     uint64_t round_trips; /* meta-plane requests sent (kvt_meta_round_trips) */
 
     /* what a new leader is told again (kvti_recover), bounded (kvtier.h) */
@@ -131,9 +137,10 @@ struct kvt_client {
     uint32_t n_insts;
     kvti_open_req_t *open_reqs; /* KVT_RECOVER_REQUESTS */
     uint32_t n_open_reqs;
-    uint64_t recoveries;          /* new leaders told */
-    int64_t settle_until;         /* failover_ms after the last one: its UNAVAILABLE waited out */
-    kvtier_Envelope *rreq, *rrep; /* recovery's calls: c->req is kept to send again */
+    bool warned_insts, warned_reqs; /* a bound above was hit and logged (once) */
+    uint64_t recoveries;            /* new leaders told */
+    int64_t settle_until;           /* failover_ms after the last one: its UNAVAILABLE waited out */
+    kvtier_Envelope *rreq, *rrep;   /* recovery's calls: c->req is kept to send again */
 
     kvtier_Envelope *req; /* scratch envelopes (16 KiB each), one call at a time */
     kvtier_Envelope *rep;
@@ -179,12 +186,16 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_array
                    bus_arrays_t *rep_arr);
 
 /* What a new leader must be told again (kvt_client.c): an instance registered, a
- * request begun or ended. Past the bounds of kvtier.h a spec or request is not
- * remembered (logged once per handle). */
+ * request begun, touched (a window or lookup call naming it) or ended. Past the
+ * bounds of kvtier.h a spec or request is not remembered (logged once per handle,
+ * for each of the two bounds). age: drops the requests with no call for
+ * KVT_RECOVER_IDLE_MS and no live token (the scheduler ended them by now). */
 void kvti_remember_instance(kvt_client_t *c, const kvtier_InstanceSpec *spec);
 void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char *request_id,
                            uint64_t ttl_ms, uint32_t total_blocks);
 void kvti_forget_request(kvt_client_t *c, const char *instance_id, const char *request_id);
+void kvti_touch_request(kvt_client_t *c, const char *instance_id, const char *request_id);
+void kvti_age_requests(kvt_client_t *c);
 
 /* The token that owns t's window (t itself, or the get+put token of a half). */
 static inline const struct kvt_token *kvti_token_root(const struct kvt_token *t)

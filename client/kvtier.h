@@ -33,15 +33,21 @@
  * one it knew, a redirect, a rediscovery, or NOT_FOUND for an instance or request
  * it holds) it first registers again the instances it registered (at most
  * KVT_RECOVER_INSTANCES) and begins again its open requests (at most
- * KVT_RECOVER_REQUESTS; ones begun past that bound are not carried over and their
- * calls end NOT_FOUND), then sends the call again. PERMISSION_DENIED, OVERLOADED,
- * INVALID_ARGUMENT (and every other status a server answered) are never retried.
- * A token minted by the earlier leader is gone with it: the engine's next call on
- * it ends with -KVT_ABORTED — the complete (which releases the token; nothing of
- * the window applied: prepare again), a job still moving its bytes (kvt_wait /
- * kvt_get_finished report it failed, all its keys failed; its completion is still
- * reported exactly once), or a submit (refused: its slots may be another's now;
- * then complete it) — never wrong bytes.
+ * KVT_RECOVER_REQUESTS; ones begun past that bound, or with no call naming them
+ * for KVT_RECOVER_IDLE_MS and no window open, are not carried over and their calls
+ * end NOT_FOUND), then sends the call again; that telling sends nothing past the
+ * call's failover_ms, and when a reply of it is lost it is done again at the next
+ * call. PERMISSION_DENIED, OVERLOADED, INVALID_ARGUMENT (and every other status a
+ * server answered) are never retried.
+ * A token minted by the earlier leader is gone with it, from the moment any reply,
+ * redirect or discovery shows another leader epoch (whether or not that leader was
+ * told anything yet): the engine's next call on it ends with -KVT_ABORTED — the
+ * complete (which releases the token; nothing of the window is applied at the new
+ * leader: prepare again; a complete whose reply was lost may have committed at the
+ * old one), a job still moving its bytes (kvt_wait / kvt_get_finished report it
+ * failed, all its keys failed; its completion is still reported exactly once), or a
+ * submit (refused: its slots may be another's now; then complete it) — never wrong
+ * bytes.
  * BUSY (a full head tier is demoting its coldest blocks to the next tier to make
  * room; nothing was reserved) is retried by prepare_put itself, backing off
  * 1 .. 32 ms, until timeout_ms has passed; then it returns -KVT_BUSY (so a
@@ -163,6 +169,10 @@ typedef struct kvt_options {
 /* What a handle remembers to carry over to a new leader (see "Failover"). */
 #define KVT_RECOVER_INSTANCES 16  /* registered instance specs */
 #define KVT_RECOVER_REQUESTS 1024 /* open requests (begun, not ended) */
+/* A remembered request with no call naming it (begin, lookup, prepare, complete)
+ * for this long and no window open is not carried over: the scheduler's
+ * request_idle (default 4 x 30 s leases = 120 s) has ended it by then. */
+#define KVT_RECOVER_IDLE_MS 120000u
 
 /* Finds the leader and returns a handle, or NULL with a message in err. With
  * coordinators, every listed endpoint is asked ClusterInfo at once and the first

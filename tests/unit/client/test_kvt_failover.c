@@ -316,12 +316,147 @@ static void lost_replies_are_sent_again(void **state)
     assert_int_equal(kvt_request_end(e->c, T_INST, "r3", &info), 0);
 }
 
+/* A seed whose 1-in-2 stream lets the first hit through and fires on the second. */
+static uint64_t t_seed_pass_then_drop(void)
+{
+    for (uint64_t s = 1; s < 10000; s++) {
+        bus_fault_rule_t r = {.action = BUS_FAULT_DROP, .one_in = 2, .seed = s};
+        char err[200];
+        assert_int_equal(bus_fault_set(BUS_FAULT_SERVER_REPLY, &r, err, sizeof err), 0);
+        bus_fault_hit_t h;
+        bool a = bus_fault_fire(BUS_FAULT_SERVER_REPLY, &h);
+        bool b = bus_fault_fire(BUS_FAULT_SERVER_REPLY, &h);
+        bus_fault_clear(BUS_FAULT_N_POINTS);
+        if (!a && b)
+            return s;
+    }
+    fail_msg("no seed lets one hit through and drops the next");
+    return 0;
+}
+
+/* A new leader on the same endpoint whose reply shows its epoch, then the reply
+ * to the handle's first recovery call (registering the instance again) is lost
+ * (review finding 1): the old leader's put token is refused by submit at once
+ * (ABORTED: its slots may be another's now), whether or not the recovery got
+ * through, and the handle's next call tells the new leader again (another handle
+ * sees the instance registered there). */
+static void recovery_lost_old_tokens_still_refused(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t keys[T_N];
+    t_keys(keys, 7);
+    kvt_request_t r = {.instance_id = T_INST, .request_id = "r7"};
+    assert_int_equal(kvt_request_begin(e->c, &r), 0);
+    kvt_token_t *old = NULL;
+    assert_int_equal(kvt_prepare_put(e->c, T_INST, "r7", keys, T_N, &old), 0);
+
+    zactor_destroy(&e->sched);
+    e->sched = t_sched(e, e->ep_a, 3);
+    /* a second handle, holding nothing: it waits out the new leader's tier
+     * inventory read (so no tier reply is in flight when faults are armed) */
+    char list[300], err[512];
+    snprintf(list, sizeof list, "%s,%s", e->ep_a, e->ep_b);
+    kvt_options_t o = {.coordinators = list, .timeout_ms = 1000, .name = "fo-probe"};
+    kvt_client_t *probe = kvt_connect(&o, err, sizeof err);
+    if (!probe)
+        fail_msg("probe connect: %s", err);
+    kvt_cluster_info_t ci;
+    for (int i = 0; i < 500; i++) {
+        if (kvt_cluster_info(probe, &ci) == 0 && ci.n_tiers == 1 && ci.tiers[0].up)
+            break;
+        zclock_sleep(10);
+    }
+    assert_int_equal(ci.leader_epoch, 3);
+
+    bus_fault_enable();
+    bus_fault_rule_t rule = {
+        .action = BUS_FAULT_DROP, .one_in = 2, .seed = t_seed_pass_then_drop()};
+    char ferr[200];
+    assert_int_equal(bus_fault_set(BUS_FAULT_SERVER_REPLY, &rule, ferr, sizeof ferr), 0);
+    /* the reply passes (epoch 3); the register's, sent to tell the new leader, is lost */
+    int rc = kvt_cluster_info(e->c, &ci);
+    bus_fault_state_t fs;
+    bus_fault_show(BUS_FAULT_SERVER_REPLY, &fs);
+    bus_fault_clear(BUS_FAULT_N_POINTS);
+    assert_true(fs.injected >= 1);
+    (void)rc; /* the call itself may have got its answer before the recovery */
+
+    assert_int_equal(kvt_submit_put(e->c, 5, old, (const void *const *)e->src, T_BLOCK),
+                     -KVT_ABORTED);
+    assert_non_null(strstr(kvt_last_error(e->c), "epoch 1"));
+    assert_int_equal(kvt_complete_put(e->c, &old, NULL), -KVT_ABORTED);
+    assert_null(old);
+
+    /* the next call at the new leader tells it again, unasked */
+    assert_int_equal(kvt_cluster_info(e->c, &ci), 0);
+    assert_int_equal(ci.leader_epoch, 3);
+    kvt_lookup_result_t lr = {0};
+    rc = -1;
+    for (int i = 0; i < 500 && rc != 0; i++) /* UNAVAILABLE while the index rebuilds */
+        if ((rc = kvt_lookup(probe, T_INST, NULL, KVT_LOOKUP_PREFIX, 0, keys, T_N, &lr)) ==
+            -KVT_UNAVAILABLE)
+            zclock_sleep(10);
+        else
+            break;
+    if (rc != 0)
+        fail_msg("the instance is not registered at the new leader: %s", kvt_last_error(probe));
+    kvt_close(&probe);
+    t_put(e, "r7", keys);
+    kvt_request_end_info_t info;
+    assert_int_equal(kvt_request_end(e->c, T_INST, "r7", &info), 0);
+}
+
+/* Two fresh handles prepare on one request (review finding 2): their job_ids
+ * differ (each handle counts from its own random base, not from 1), so the
+ * second prepare is not taken for a resend of the first: the first handle's
+ * window stays open, its pins held, its bytes load and its complete works. */
+static void job_ids_differ_across_handles(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t keys[T_N];
+    t_keys(keys, 8);
+    kvt_request_t r = {.instance_id = T_INST, .request_id = "r8"};
+    assert_int_equal(kvt_request_begin(e->c, &r), 0);
+    t_put(e, "r8", keys);
+    char list[300], err[512];
+    snprintf(list, sizeof list, "%s,%s", e->ep_a, e->ep_b);
+    kvt_client_t *h[2];
+    for (int i = 0; i < 2; i++) {
+        kvt_options_t o = {.coordinators = list, .timeout_ms = 1000, .name = "fo-h"};
+        h[i] = kvt_connect(&o, err, sizeof err);
+        if (!h[i])
+            fail_msg("handle %d: %s", i, err);
+    }
+    kvt_token_t *tok = NULL, *tok2 = NULL;
+    assert_int_equal(kvt_prepare_get(h[0], T_INST, "r8", keys, T_N, &tok), 0);
+    assert_int_equal(t_stat(e->c, "pinned"), T_N);
+    /* the other handle's first prepare: not a resend of the first handle's */
+    assert_int_equal(kvt_prepare_get(h[1], T_INST, "r8", keys, T_N, &tok2), -KVT_INVALID_ARGUMENT);
+    assert_null(tok2);
+    assert_int_equal(t_stat(e->c, "pinned"), T_N);
+    uint64_t job = 11;
+    assert_int_equal(kvt_submit_get(h[0], job, tok, (void *const *)e->dst, T_BLOCK), 0);
+    kvt_job_result_t res;
+    assert_int_equal(kvt_wait(h[0], &job, 1, 10000, &res), 0);
+    assert_int_equal(res.status, 0);
+    for (int i = 0; i < T_N; i++)
+        assert_memory_equal(e->dst[i], e->src[i], T_BLOCK);
+    assert_int_equal(kvt_complete_get(h[0], &tok, NULL), 0);
+    assert_int_equal(t_stat(e->c, "pinned"), 0);
+    kvt_close(&h[0]);
+    kvt_close(&h[1]);
+    kvt_request_end_info_t info;
+    assert_int_equal(kvt_request_end(e->c, T_INST, "r8", &info), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(new_leader_found_and_told, setup, teardown),
         cmocka_unit_test_setup_teardown(new_leader_on_the_same_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(lost_replies_are_sent_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(recovery_lost_old_tokens_still_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(job_ids_differ_across_handles, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
