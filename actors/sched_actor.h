@@ -245,7 +245,8 @@ typedef struct {
     uint32_t n_acl;
     sched_acl_entry_t acl[SCHED_ACL_MAX];
     /* The instance registry (issue 9 §1, docs/OPERATIONS.md "etcd keys"): each
-     * instance registered (created, not an equal re-registration) has its spec,
+     * instance registered (created, or a preloaded one its client registers
+     * again; not an equal re-registration otherwise) has its spec,
      * a kvtier_InstanceSpec frame, pushed without waiting to this endpoint (the
      * coordinator's registry writer, coordinator/coord_registry.h); "" = none.
      * preload: the specs a new leader read from etcd, registered before it serves

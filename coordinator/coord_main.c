@@ -296,7 +296,8 @@ static void s_stop_sched(s_proc_t *p)
     zactor_destroy(&p->gc);
     zactor_destroy(&p->migrator);
     zactor_destroy(&p->sched);
-    zactor_destroy(&p->publisher); /* last: the scheduler's final batches are in */
+    coord_registry_end_term(p->registry); /* after the scheduler's last specs */
+    zactor_destroy(&p->publisher);        /* last: the scheduler's final batches are in */
 }
 
 /* The leader's publisher (DESIGN §13), before the scheduler: 0, or -1 (logged). */
