@@ -76,8 +76,9 @@ typedef struct {
     char metrics_addr[METRICS_HTTP_ADDR_MAX];
     bool leader;
     uint64_t epoch;
-    /* the elector's bound on our lease (coord_elector.h's safety rule), read by
-     * the scheduler before anything leader-only (sched_config_t.lease_until_ms) */
+    /* the elector's bound on our lease (coord_elector.h's safety rule), tagged
+     * with its term's epoch (sched_lease_word), read by the scheduler before
+     * anything leader-only (sched_config_t.lease_until_ms) */
     _Atomic int64_t lease_until;
     char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
     uint64_t leader_epoch;
