@@ -43,11 +43,21 @@ bool sched_lease_lapsed(sched_t *self)
         return true;
     if (!self->cfg.lease_until_ms)
         return false;
-    int64_t until = atomic_load(self->cfg.lease_until_ms), now = sched_now();
-    if (until == 0 || now <= until)
+    int64_t word = atomic_load(self->cfg.lease_until_ms), now = sched_now();
+    if (word == 0)
+        return false;
+    uint64_t mine = sched_lease_word_epoch(sched_lease_word(self->cfg.leader_epoch, 0));
+    int64_t until = sched_lease_word_until(word);
+    bool other_term = sched_lease_word_epoch(word) != mine;
+    if (!other_term && now <= until)
         return false;
     self->lapsed = true;
-    if (until == 1) /* coord_elector.c: it stepped down */
+    if (other_term) /* coord_elector.c: the bound is another term's (a later one of ours) */
+        bus_warn(S_LOG,
+                 "%s: leader epoch %" PRIu64 ": the elector's lease bound belongs to another "
+                 "term: no longer leader (no more tokens, NOT_LEADER to clients) until stopped",
+                 self->cfg.node_name, self->cfg.leader_epoch);
+    else if (until == SCHED_LEASE_STEPPED_DOWN) /* coord_elector.c: it stepped down */
         bus_warn(S_LOG,
                  "%s: leader epoch %" PRIu64 ": the elector stepped down: no longer leader (no "
                  "more tokens, NOT_LEADER to clients) until stopped",

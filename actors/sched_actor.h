@@ -64,6 +64,32 @@
 /* The call kinds in the order of their counters: names as in "lat.<call>.*". */
 extern const char *const sched_lat_call_names[SCHED_LAT_CALLS];
 
+/* The lease word (sched_config_t.lease_until_ms): bits 63..40 hold the low 24
+ * bits of the leader epoch the bound belongs to, bits 39..0 the bound (a
+ * zclock_mono ms: 2^40 ms is 34 years of uptime). One 64-bit word, so the
+ * elector changes epoch and bound together with one compare-and-swap. Two terms
+ * 2^24 etcd revisions apart share a tag: a scheduler is stopped on LOST long
+ * before that many revisions pass. */
+#define SCHED_LEASE_UNTIL_BITS 40
+#define SCHED_LEASE_UNTIL_MASK ((UINT64_C(1) << SCHED_LEASE_UNTIL_BITS) - 1)
+#define SCHED_LEASE_STEPPED_DOWN 1 /* the until of a term whose leader stepped down */
+
+static inline int64_t sched_lease_word(uint64_t epoch, int64_t until)
+{
+    uint64_t u = until < 0 ? 0 : (uint64_t)until & SCHED_LEASE_UNTIL_MASK;
+    return (int64_t)((epoch << SCHED_LEASE_UNTIL_BITS) | u);
+}
+
+static inline uint64_t sched_lease_word_epoch(int64_t word)
+{
+    return (uint64_t)word >> SCHED_LEASE_UNTIL_BITS;
+}
+
+static inline int64_t sched_lease_word_until(int64_t word)
+{
+    return (int64_t)((uint64_t)word & SCHED_LEASE_UNTIL_MASK);
+}
+
 typedef struct {
     uint32_t tier_id; /* 1 + index in the deployment's "tiers"; tiers[i].tier_id == i + 1 */
     char name[SCHED_NAME_MAX];
@@ -122,13 +148,16 @@ typedef struct {
     char vllm_event_endpoint[SCHED_ENDPOINT_MAX];
     char vllm_replay_endpoint[SCHED_ENDPOINT_MAX];
     uint64_t leader_epoch;
-    /* The leader's lease as the elector last confirmed it (coord_elector.h): a
-     * zclock_mono ms after which this scheduler is no leader any more, written by
-     * the elector, read here before anything leader-only is done. Past it the
-     * meta plane answers NOT_LEADER, the internal plane UNAVAILABLE, and no token
-     * is minted (the scheduler's own tier-plane requests go out without one and
-     * are refused at the tier). 0 in it: not set yet (a lease not confirmed
-     * yet counts as valid). NULL: no lease (tests, a scheduler without etcd). */
+    /* The leader's lease as the elector last confirmed it (coord_elector.h), one
+     * word tied to one term: sched_lease_word(epoch, until), until a zclock_mono
+     * ms after which this scheduler is no leader any more, written by the elector,
+     * read here before anything leader-only is done. A word of another epoch than
+     * leader_epoch, an until of 1 (that term's leader stepped down) or an until
+     * passed all lapse it: the meta plane answers NOT_LEADER, the internal plane
+     * UNAVAILABLE, and no token is minted (the scheduler's own tier-plane requests
+     * go out without one and are refused at the tier). 0 in it: not set yet (a
+     * lease not confirmed yet counts as valid). NULL: no lease (tests, a
+     * scheduler without etcd). */
     const _Atomic int64_t *lease_until_ms;
     /* The cluster secret (docs/SECURITY.md): when set, every token is sealed
      * (bus_token_mac.h, keyed for `cluster`) and the scheduler's own tier-plane
@@ -216,7 +245,8 @@ typedef struct {
     uint32_t n_acl;
     sched_acl_entry_t acl[SCHED_ACL_MAX];
     /* The instance registry (issue 9 §1, docs/OPERATIONS.md "etcd keys"): each
-     * instance registered (created, not an equal re-registration) has its spec,
+     * instance registered (created, or a preloaded one its client registers
+     * again; not an equal re-registration otherwise) has its spec,
      * a kvtier_InstanceSpec frame, pushed without waiting to this endpoint (the
      * coordinator's registry writer, coordinator/coord_registry.h); "" = none.
      * preload: the specs a new leader read from etcd, registered before it serves

@@ -330,11 +330,12 @@ int sched_index_preload(sched_t *self, const kvtier_InstanceSpec *specs, uint32_
             continue;
         }
         if (s_spec_check(self, s, why, sizeof why) < 0 ||
-            !s_instance_add(self, s, &code, why, sizeof why)) {
+            !(in = s_instance_add(self, s, &code, why, sizeof why))) {
             bus_warn("sched", "registry: instance %.64s not registered (%s): %s", s->instance_id,
                      bus_status_name((int)code), why);
             continue;
         }
+        in->preloaded = true;
         added++;
     }
     if (n)
@@ -366,6 +367,10 @@ void sched_on_register(sched_t *self, sched_call_t *call)
                               s->instance_id, in->spec.model, in->spec.tokens_per_block,
                               in->spec.bytes_per_block);
             return;
+        }
+        if (in->preloaded) { /* its client is back: the registry keeps its record fresh */
+            in->preloaded = false;
+            s_registry_push(self, s);
         }
         sched_reply_begin(self, call, kvtier_Envelope_register_instance_rep_tag);
         sched_reply(self, call);

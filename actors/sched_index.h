@@ -25,6 +25,10 @@ typedef struct {
     bool trim_on;
     uint64_t trim_keep;
     uint64_t trim_removed; /* blocks marked DELETING by trims */
+    /* registered from the etcd registry (sched_index_preload), its client not back
+     * yet: its first registration hands the spec to the registry writer, which
+     * then keeps its record fresh (coord_registry.h) */
+    bool preloaded;
 } sched_instance_t;
 
 /* The index (sched_t.index): the registered instances, by id. */

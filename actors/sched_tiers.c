@@ -359,9 +359,16 @@ void sched_tiers_flush(sched_t *self)
 static void s_fence_done(void *arg, bus_reply_t *r)
 {
     sched_tier_t *t = arg;
+    /* Best effort, not retried; the tier is served anyway (docs/SECURITY.md rule
+     * 5): one the tier refuses for its token (an older epoch, another secret)
+     * means it refuses every token this leader mints too; one lost in transit
+     * leaves it unfenced until this leader's first token verifies there.
+     * Counted in tier_errors. */
     if (r->status.code != kvtier_StatusCode_STATUS_OK) {
         t->self->g.tier_errors++;
-        bus_warn(S_LOG, "tier %s: raising the leader fence (epoch %" PRIu64 ") failed: %s",
+        bus_warn(S_LOG,
+                 "tier %s: raising the leader fence (epoch %" PRIu64 ") failed: %s (not retried: "
+                 "the tier is fenced when this leader's first token verifies there)",
                  t->cfg.name, t->self->cfg.leader_epoch, r->status.message);
     }
 }

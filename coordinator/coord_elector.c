@@ -29,6 +29,7 @@
 #include "coord_config.h"
 #include "coord_etcd.h"
 #include "coord_proc.h"
+#include "sched_actor.h"
 
 #define S_COMP "elector"
 #define S_VALUE_MAX 1024 /* bytes of the leader key's value we accept */
@@ -117,6 +118,8 @@ typedef struct {
     _Atomic int64_t last_ok_sent; /* when the last confirmed keepalive (or the grant) was
                                      sent; read by the actor's step-down timer */
     _Atomic int64_t *until;       /* cfg.lease_until_ms (NULL: none) */
+    _Atomic uint64_t term;        /* the epoch this lease leads (its bound is
+                                     published), 0 while it leads none */
 } s_keepalive_t;
 
 /* The safety rule's bound (coord_elector.h): 3/4 of the TTL after a confirmed send. */
@@ -125,11 +128,28 @@ static int64_t s_until(int64_t sent, int64_t ttl_ms)
     return sent + ttl_ms - ttl_ms / 4;
 }
 
+int coord_lease_word_extend(_Atomic int64_t *word, uint64_t epoch, int64_t until)
+{
+    int64_t tag = sched_lease_word(epoch, 0), old = atomic_load(word);
+    for (;;) {
+        if (old == 0 || sched_lease_word_epoch(old) != sched_lease_word_epoch(tag) ||
+            sched_lease_word_until(old) <= SCHED_LEASE_STEPPED_DOWN)
+            return -ESTALE; /* no term, another term, or stepped down: never revived */
+        if (sched_lease_word_until(old) >= until)
+            return 0;
+        if (atomic_compare_exchange_weak(word, &old, sched_lease_word(epoch, until)))
+            return 0;
+    }
+}
+
+/* A keepalive etcd confirmed: moves the bound on, only for the term this lease
+ * still leads (a keepalive landing while the lease is dropped changes nothing). */
 static void s_ka_confirmed(s_keepalive_t *ka, int64_t sent)
 {
     atomic_store(&ka->last_ok_sent, sent);
-    if (ka->until)
-        atomic_store(ka->until, s_until(sent, ka->ttl_ms));
+    uint64_t term = atomic_load(&ka->term);
+    if (ka->until && term)
+        (void)coord_lease_word_extend(ka->until, term, s_until(sent, ka->ttl_ms));
 }
 
 /* Waits until deadline (monotonic ms) or stop; returns true when stopping. */
@@ -283,7 +303,8 @@ static int s_ka_start(self_t *self, int64_t grant_sent)
     ka->stop = false;
     ka->lease = self->lease;
     ka->ttl_ms = self->lease_ttl_ms;
-    s_ka_confirmed(ka, grant_sent);
+    atomic_store(&ka->term, 0); /* a new lease leads nothing yet: publishes nothing */
+    atomic_store(&ka->last_ok_sent, grant_sent);
     if (pthread_create(&ka->thread, NULL, s_ka_thread, ka) != 0) {
         zsock_destroy(&ka->push);
         return -EAGAIN;
@@ -346,8 +367,9 @@ static void s_lose_leadership(self_t *self)
 {
     if (!self->leader)
         return;
-    if (self->ka.until) /* the scheduler stops granting now, before it reads LOST */
-        atomic_store(self->ka.until, 1);
+    atomic_store(&self->ka.term, 0); /* before the marker: no keepalive extends it after */
+    if (self->ka.until)              /* the scheduler stops granting now, before it reads LOST */
+        atomic_store(self->ka.until, sched_lease_word(self->epoch, SCHED_LEASE_STEPPED_DOWN));
     self->leader = false;
     s_report(self, COORD_ELECTOR_LOST, self->epoch, "", self->name);
     self->epoch = 0;
@@ -422,6 +444,13 @@ static void s_become_leader(self_t *self, uint64_t epoch)
     self->leader = true;
     self->epoch = epoch;
     self->follower_reported = false;
+    /* This term's bound, from the lease's last confirmed keepalive; from now on
+     * the keepalive thread moves it on (for this epoch only). */
+    if (self->ka.until)
+        atomic_store(self->ka.until,
+                     sched_lease_word(
+                         epoch, s_until(atomic_load(&self->ka.last_ok_sent), self->lease_ttl_ms)));
+    atomic_store(&self->ka.term, epoch);
     s_report(self, COORD_ELECTOR_LEADER, epoch, self->endpoint, self->name);
 }
 
@@ -607,6 +636,9 @@ static void s_actor(zsock_t *pipe, void *arg)
         zloop_start(self->loop);
     }
     s_watch_stop(self);
+    if (self->leader && self->ka.until) /* the lease is revoked next: the term ends here */
+        atomic_store(self->ka.until, sched_lease_word(self->epoch, SCHED_LEASE_STEPPED_DOWN));
+    atomic_store(&self->ka.term, 0);
     s_drop_lease(self); /* also stops the keepalive */
     if (self->leader)
         bus_info(S_COMP, "%s: resigned (epoch %" PRIu64 ")", self->name, self->epoch);

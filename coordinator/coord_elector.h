@@ -23,7 +23,14 @@
  * wait for etcd to say the lease is gone. It then revokes that lease (best
  * effort) and campaigns anew with a fresh one after a hold-off. The same bound
  * is published in lease_until_ms for the scheduler, which stops granting the
- * moment it passes, before the LOST event has even been read.
+ * moment it passes, before the LOST event has even been read. The published
+ * word is tied to one term (sched_lease_word: the epoch's low 24 bits with the
+ * bound): it is written when a term begins, moved on by a confirmed keepalive
+ * only while the word is still that term's and not stepped down (one
+ * compare-and-swap), and set to "stepped down" (until 1) for that epoch on LOST
+ * or when the actor ends. A keepalive landing late, a new lease taken by the
+ * re-campaign, or a later term never revives it; a scheduler of another epoch
+ * than the word's counts it as lapsed.
  * Every grant logs the TTL etcd granted (etcd raises a short one to its minimum,
  * 3/2 of its election timeout rounded up to a second: docs/OPERATIONS.md).
  *
@@ -53,11 +60,18 @@ typedef struct {
     int64_t lease_ttl_s;  /* >= 1 (etcd may raise it to its minimum) */
     int etcd_timeout_ms;  /* one etcd call of the campaign loop; 0: 2000 */
     int retry_ms;         /* first backoff after an etcd failure, doubled up to 2 s; 0: 100 */
-    /* Where the elector publishes, while it holds a lease, the zclock_mono ms
-     * past which it is no leader (the safety rule's bound; sched_config_t's
-     * lease_until_ms reads it); NULL: not published. Outlives the actor. */
+    /* Where the elector publishes, while it leads, the lease word: its epoch and
+     * the zclock_mono ms past which it is no leader (the safety rule's bound;
+     * sched_config_t's lease_until_ms reads it); NULL: not published. Outlives
+     * the actor. */
     _Atomic int64_t *lease_until_ms;
 } coord_elector_config_t;
+
+/* Moves the lease word (sched_lease_word) on to `until` for `epoch`, only while
+ * it is that epoch's, not stepped down and earlier (compare-and-swap): 0, or
+ * -ESTALE when the word belongs to no term, another term, or stepped down (it is
+ * then left as it is). The keepalive thread's only write. */
+int coord_lease_word_extend(_Atomic int64_t *word, uint64_t epoch, int64_t until);
 
 typedef enum {
     COORD_ELECTOR_LEADER = 1,

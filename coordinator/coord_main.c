@@ -77,8 +77,9 @@ typedef struct {
     char metrics_addr[METRICS_HTTP_ADDR_MAX];
     bool leader;
     uint64_t epoch;
-    /* the elector's bound on our lease (coord_elector.h's safety rule), read by
-     * the scheduler before anything leader-only (sched_config_t.lease_until_ms) */
+    /* the elector's bound on our lease (coord_elector.h's safety rule), tagged
+     * with its term's epoch (sched_lease_word), read by the scheduler before
+     * anything leader-only (sched_config_t.lease_until_ms) */
     _Atomic int64_t lease_until;
     char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
     uint64_t leader_epoch;
@@ -297,7 +298,8 @@ static void s_stop_sched(s_proc_t *p)
     zactor_destroy(&p->gc);
     zactor_destroy(&p->migrator);
     zactor_destroy(&p->sched);
-    zactor_destroy(&p->publisher); /* last: the scheduler's final batches are in */
+    coord_registry_end_term(p->registry); /* after the scheduler's last specs */
+    zactor_destroy(&p->publisher);        /* last: the scheduler's final batches are in */
 }
 
 /* The leader's publisher (DESIGN §13), before the scheduler: 0, or -1 (logged). */

@@ -328,6 +328,44 @@ static void test_preloaded_instances_are_served_at_once(void **state)
     tk_env_stop(&e);
 }
 
+static void s_with_preload_and_registry(sched_config_t *cfg)
+{
+    s_with_preload(cfg);
+    s_with_registry(cfg);
+}
+
+/* Review finding 5: a preloaded instance whose client registers it again has its
+ * spec handed to the registry writer once (which then keeps its record fresh);
+ * one whose client never comes back is not handed on, so its record ages out. */
+static void test_preloaded_instance_back_is_handed_to_the_registry(void **state)
+{
+    (void)state;
+    snprintf(s_registry_ep, sizeof s_registry_ep, "inproc://test-registry-pre-%d", (int)getpid());
+    zsock_t *pull = zsock_new_pull(s_registry_ep);
+    assert_non_null(pull);
+    for (int i = 0; i < 3; i++) {
+        s_preload[i] = (kvtier_InstanceSpec)kvtier_InstanceSpec_init_zero;
+        snprintf(s_preload[i].instance_id, sizeof s_preload[i].instance_id, "pre-%d", i);
+        snprintf(s_preload[i].model, sizeof s_preload[i].model, "llama-3-8b");
+        snprintf(s_preload[i].dtype, sizeof s_preload[i].dtype, "bf16");
+        s_preload[i].tokens_per_block = 16;
+        s_preload[i].bytes_per_block = 2048;
+    }
+    tk_env_t e;
+    tk_env_start(&e, 16, s_with_preload_and_registry); /* registers TK_INST: created */
+    kvtier_InstanceSpec got;
+    assert_int_equal(s_pulled(pull, 5000, &got), 1);
+    assert_string_equal(got.instance_id, TK_INST);
+    assert_int_equal(tk_register(e.t, "pre-0", 2048), 0); /* equal, preloaded: handed on */
+    assert_int_equal(s_pulled(pull, 5000, &got), 1);
+    assert_string_equal(got.instance_id, "pre-0");
+    assert_int_equal(tk_register(e.t, "pre-0", 2048), 0); /* again: nothing */
+    assert_int_equal(tk_register(e.t, TK_INST, 4096), 0);
+    assert_int_equal(s_pulled(pull, 300, &got), 0);
+    tk_env_stop(&e);
+    zsock_destroy(&pull);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_foreign_epoch_is_aborted),
         cmocka_unit_test(test_complete_resend_while_completing_is_unavailable),
         cmocka_unit_test(test_registry_written_at_registration_only),
+        cmocka_unit_test(test_preloaded_instance_back_is_handed_to_the_registry),
         cmocka_unit_test(test_preloaded_instances_are_served_at_once),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -147,7 +147,7 @@ static void test_scheduler_past_its_lease_is_no_leader(void **state)
     tk_t *t = tk_new(cfg);
     tk_tier_up(t, 1, tier.ep, tier.epoch, CAP, SLOT);
     assert_int_equal(tk_register(t, TK_INST, SLOT), 0);
-    atomic_store(&until, zclock_mono() + 600000); /* confirmed: valid */
+    atomic_store(&until, sched_lease_word(7, zclock_mono() + 600000)); /* confirmed: valid */
     assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
     assert_int_equal(tk_put(t, "r1", 0, 2), 0);
     uint64_t headers = t_stats(&tier).headers_put;
@@ -156,7 +156,7 @@ static void test_scheduler_past_its_lease_is_no_leader(void **state)
     assert_true(t->rep->body.cluster_info_rep.leader_endpoint[0] != '\0');
     assert_int_equal(t->rep->body.cluster_info_rep.leader_epoch, 7);
 
-    atomic_store(&until, 1); /* the elector stepped down */
+    atomic_store(&until, sched_lease_word(7, SCHED_LEASE_STEPPED_DOWN)); /* it stepped down */
     assert_int_equal(tk_begin(t, TK_INST, "r2", 0), kvtier_StatusCode_STATUS_NOT_LEADER);
     assert_non_null(strstr(t->msg, "no longer the leader"));
     uint8_t keys[2][16];
@@ -164,7 +164,7 @@ static void test_scheduler_past_its_lease_is_no_leader(void **state)
     assert_int_equal(tk_prepare_put(t, "r1", keys, 2), kvtier_StatusCode_STATUS_NOT_LEADER);
     assert_int_equal(tk_remove(t, keys, 2), kvtier_StatusCode_STATUS_NOT_LEADER);
     /* sticky: a bound written later (a new lease of this process) does not revive it */
-    atomic_store(&until, zclock_mono() + 600000);
+    atomic_store(&until, sched_lease_word(7, zclock_mono() + 600000));
     assert_int_equal(tk_prefix(t, keys, 2), -kvtier_StatusCode_STATUS_NOT_LEADER);
     /* what it says about itself still answers, naming no leader (discovery then
      * takes another coordinator's answer, not this NOT_LEADER one) */
@@ -181,11 +181,39 @@ static void test_scheduler_past_its_lease_is_no_leader(void **state)
     zactor_destroy(&tier.ta);
 }
 
+/* Review finding 4: the lease word is tied to one term. A scheduler of epoch 7
+ * whose word carries another epoch's bound (a later term of the same
+ * coordinator, or a keepalive of a new lease) is no leader, however far in the
+ * future that bound lies. */
+static void test_scheduler_of_another_term_is_no_leader(void **state)
+{
+    (void)state;
+    t_tier_t tier;
+    t_tier_start(&tier);
+    sched_config_t *cfg = calloc(1, sizeof *cfg);
+    assert_non_null(cfg);
+    _Atomic int64_t until = sched_lease_word(7, zclock_mono() + 600000);
+    t_config(cfg, 7, &until);
+    tk_t *t = tk_new(cfg);
+    tk_tier_up(t, 1, tier.ep, tier.epoch, CAP, SLOT);
+    assert_int_equal(tk_register(t, TK_INST, SLOT), 0);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    atomic_store(&until, sched_lease_word(9, zclock_mono() + 600000)); /* term 9's bound */
+    assert_int_equal(tk_begin(t, TK_INST, "r2", 0), kvtier_StatusCode_STATUS_NOT_LEADER);
+    assert_non_null(strstr(t->msg, "no longer the leader"));
+    atomic_store(&until, sched_lease_word(7, zclock_mono() + 600000)); /* sticky */
+    assert_int_equal(tk_begin(t, TK_INST, "r3", 0), kvtier_StatusCode_STATUS_NOT_LEADER);
+    tk_destroy(&t);
+    free(cfg);
+    zactor_destroy(&tier.ta);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_leader_fences_the_deposed_one),
         cmocka_unit_test(test_scheduler_past_its_lease_is_no_leader),
+        cmocka_unit_test(test_scheduler_of_another_term_is_no_leader),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();

@@ -23,6 +23,7 @@
 #include "coord_etcd.h"
 #include "coord_standby.h"
 #include "etcd_fixture.h"
+#include "sched_actor.h"
 
 #define WAIT_MS 20000 /* upper bound of every wait; never a timing assertion */
 #define TTL_S 2
@@ -311,18 +312,53 @@ static void test_leader_publishes_its_lease_bound_and_steps_down(void **state)
     zactor_t *a = coord_elector_new(&cfg);
     assert_non_null(a);
     coord_elector_event_t ea = s_until(a, COORD_ELECTOR_LEADER);
-    int64_t bound = atomic_load(&until);
+    int64_t word = atomic_load(&until);
+    int64_t bound = sched_lease_word_until(word);
+    assert_int_equal(sched_lease_word_epoch(word),
+                     sched_lease_word_epoch(sched_lease_word(ea.epoch, 0)));
     assert_true(bound > 1);
     assert_true(bound <= s_now_ms() + 1000 * 3 / 4);
     assert_int_equal(etcd_fixture_pause(g_etcd), 0);
     coord_elector_event_t la = s_until(a, COORD_ELECTOR_LOST);
     assert_int_equal(la.epoch, ea.epoch);
-    assert_int_equal(atomic_load(&until), 1);
+    assert_int_equal(atomic_load(&until), sched_lease_word(ea.epoch, SCHED_LEASE_STEPPED_DOWN));
+    /* the marker stays for the whole hold-off and re-campaign: no keepalive of a
+     * new lease revives the old term's bound */
     assert_int_equal(etcd_fixture_resume(g_etcd), 0);
     coord_elector_event_t again = s_until(a, COORD_ELECTOR_LEADER);
     assert_true(again.epoch > ea.epoch);
-    assert_true(atomic_load(&until) > 1); /* a new lease, a new bound */
+    word = atomic_load(&until); /* a new term, a new bound, tagged with it */
+    assert_int_equal(sched_lease_word_epoch(word),
+                     sched_lease_word_epoch(sched_lease_word(again.epoch, 0)));
+    assert_true(sched_lease_word_until(word) > 1);
     coord_elector_destroy(&a);
+    /* the actor's end revokes the lease: the term ends with it */
+    assert_int_equal(atomic_load(&until), sched_lease_word(again.epoch, SCHED_LEASE_STEPPED_DOWN));
+}
+
+/* Review finding 4: the keepalive's write (coord_lease_word_extend) moves a live
+ * term's bound on and nothing else: a stepped-down marker, another term's word
+ * or an empty word stay as they are, whatever comes late. */
+static void test_lease_word_is_tied_to_one_term(void **state)
+{
+    (void)state;
+    _Atomic int64_t w = 0;
+    assert_int_equal(coord_lease_word_extend(&w, 5, 1000), -ESTALE);
+    assert_int_equal(atomic_load(&w), 0);
+    atomic_store(&w, sched_lease_word(5, 1000));
+    assert_int_equal(coord_lease_word_extend(&w, 5, 2000), 0);
+    assert_int_equal(atomic_load(&w), sched_lease_word(5, 2000));
+    assert_int_equal(coord_lease_word_extend(&w, 5, 1500), 0); /* never backwards */
+    assert_int_equal(atomic_load(&w), sched_lease_word(5, 2000));
+    assert_int_equal(coord_lease_word_extend(&w, 6, 3000), -ESTALE); /* another term */
+    assert_int_equal(atomic_load(&w), sched_lease_word(5, 2000));
+    atomic_store(&w, sched_lease_word(5, SCHED_LEASE_STEPPED_DOWN));
+    assert_int_equal(coord_lease_word_extend(&w, 5, 9000), -ESTALE); /* a late keepalive */
+    assert_int_equal(atomic_load(&w), sched_lease_word(5, SCHED_LEASE_STEPPED_DOWN));
+    /* a high epoch and a large mono time keep their bits apart */
+    int64_t big = sched_lease_word(UINT64_C(0xABCDEF12345), (INT64_C(1) << 39) + 7);
+    assert_int_equal(sched_lease_word_epoch(big), UINT64_C(0xABCDEF12345) & 0xFFFFFF);
+    assert_int_equal(sched_lease_word_until(big), (INT64_C(1) << 39) + 7);
 }
 
 /* Issue 3 §1 / wave-2: a standby answers NOT_LEADER with the endpoint the
@@ -404,6 +440,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leader_value_codec),
         cmocka_unit_test(test_failed_start_is_null),
+        cmocka_unit_test(test_lease_word_is_tied_to_one_term),
         cmocka_unit_test_setup_teardown(test_two_electors_exactly_one_leader, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_revoked_leader_lease_hands_over_with_higher_epoch,
                                         s_setup, s_teardown),
