@@ -523,6 +523,17 @@ static bool s_completing(const sched_t *self, const sched_request_t *q, int kind
     return false;
 }
 
+/* The open request a complete or CopyPrefetch names, or NULL after replying:
+ * ABORTED when its token is another leader's (s_foreign_epoch), else as s_req_get. */
+static sched_request_t *s_req_of_token(sched_t *self, sched_call_t *call, uint64_t epoch,
+                                       uint64_t token_id, const char *inst_id, const char *req_id,
+                                       const char *what, sched_instance_t **in_out)
+{
+    if (s_foreign_epoch(self, call, epoch, token_id, what))
+        return NULL;
+    return s_req_get(self, call, inst_id, req_id, in_out);
+}
+
 static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, sched_request_t *q,
                                              int kind, uint64_t token_id)
 {
@@ -746,9 +757,8 @@ void sched_on_complete_get(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompleteGetRequest *r = &call->req.env.body.complete_get_req;
     sched_instance_t *in;
-    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete_get"))
-        return;
-    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_of_token(self, call, r->leader_epoch, r->token_id, r->instance_id,
+                                        r->request_id, "complete_get", &in);
     if (!q)
         return;
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_GET, r->token_id);
@@ -1413,9 +1423,8 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompletePutRequest *r = &call->req.env.body.complete_put_req;
     sched_instance_t *in;
-    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete_put"))
-        return;
-    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_of_token(self, call, r->leader_epoch, r->token_id, r->instance_id,
+                                        r->request_id, "complete_put", &in);
     if (!q)
         return;
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PUT, r->token_id);
@@ -1670,9 +1679,8 @@ void sched_on_complete(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompleteRequest *r = &call->req.env.body.complete_req;
     sched_instance_t *in;
-    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete"))
-        return;
-    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_of_token(self, call, r->leader_epoch, r->token_id, r->instance_id,
+                                        r->request_id, "complete", &in);
     if (!q)
         return;
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_GETPUT, r->token_id);
@@ -1837,9 +1845,8 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
 {
     const kvtier_CompletePrefetchRequest *r = &call->req.env.body.complete_prefetch_req;
     sched_instance_t *in;
-    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "complete_prefetch"))
-        return;
-    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_of_token(self, call, r->leader_epoch, r->token_id, r->instance_id,
+                                        r->request_id, "complete_prefetch", &in);
     if (!q || s_copying(self, call, q, r->token_id, "complete_prefetch"))
         return;
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
@@ -2131,9 +2138,8 @@ void sched_on_copy_prefetch(sched_t *self, sched_call_t *call)
 {
     const kvtier_CopyPrefetchRequest *r = &call->req.env.body.copy_prefetch_req;
     sched_instance_t *in;
-    if (s_foreign_epoch(self, call, r->leader_epoch, r->token_id, "CopyPrefetch"))
-        return;
-    sched_request_t *q = s_req_get(self, call, r->instance_id, r->request_id, &in);
+    sched_request_t *q = s_req_of_token(self, call, r->leader_epoch, r->token_id, r->instance_id,
+                                        r->request_id, "CopyPrefetch", &in);
     if (!q || s_copying(self, call, q, r->token_id, "CopyPrefetch"))
         return;
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
