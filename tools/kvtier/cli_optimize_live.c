@@ -357,7 +357,9 @@ static int s_loop(s_live_t *l, zsock_t *sub)
     int64_t start = zclock_mono(), next = start + (int64_t)l->a->every_ms;
     int64_t until = l->a->for_ms ? start + (int64_t)l->a->for_ms : INT64_MAX;
     uint64_t last = 0;
-    while (!s_stop && zclock_mono() < until) {
+    /* zsys_interrupted too: a SIGTERM that came while czmq's own handler was in
+     * (between a connect and our handlers going back in) lands there, not in s_stop */
+    while (!s_stop && !zsys_interrupted && zclock_mono() < until) {
         if (zpoller_wait(poller, 200)) {
             zmsg_t *m = zmsg_recv(sub);
             bus_keys_t keys = {.keys = pool, .cap = S_MAX_KEYS};
