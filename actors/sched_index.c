@@ -184,7 +184,8 @@ static bool s_spec_equal(const kvtier_InstanceSpec *a, const kvtier_InstanceSpec
 {
     if (strcmp(a->model, b->model) || strcmp(a->dtype, b->dtype) ||
         a->tokens_per_block != b->tokens_per_block || a->bytes_per_block != b->bytes_per_block ||
-        a->segment_bytes_count != b->segment_bytes_count)
+        a->segment_bytes_count != b->segment_bytes_count ||
+        (a->segments > 1 ? a->segments : 1) != (b->segments > 1 ? b->segments : 1))
         return false;
     for (pb_size_t i = 0; i < a->segment_bytes_count; i++)
         if (a->segment_bytes[i] != b->segment_bytes[i])
@@ -235,6 +236,22 @@ static int s_spec_check(sched_t *self, const kvtier_InstanceSpec *s, char *why, 
                  "instance %s: bytes_per_block %" PRIu64 " exceeds the slot "
                  "size of tier %s (%" PRIu64 " bytes)",
                  s->instance_id, s->bytes_per_block, t->cfg.name, t->cfg.slot_size);
+        return -1;
+    }
+    if (s->segments > BUS_MAX_BLOCK_SEGMENTS) {
+        snprintf(why, len, "instance %s: segments %u is above the maximum %u", s->instance_id,
+                 s->segments, BUS_MAX_BLOCK_SEGMENTS);
+        return -1;
+    }
+    if (s->segments > 1 && s->segment_bytes_count > 0) {
+        snprintf(why, len, "instance %s: give segments (equal parts) or segment_bytes, not both",
+                 s->instance_id);
+        return -1;
+    }
+    if (s->segments > 1 && s->bytes_per_block % s->segments != 0) {
+        snprintf(why, len,
+                 "instance %s: bytes_per_block %" PRIu64 " is not a multiple of segments %u",
+                 s->instance_id, s->bytes_per_block, s->segments);
         return -1;
     }
     if (s->segment_bytes_count > 0) {

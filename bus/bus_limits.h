@@ -40,6 +40,10 @@
 /* Instance ids (every instance_id field has the same bound, meta.options). */
 #define BUS_INSTANCE_ID_MAX BUS_FIELD_SIZE(kvtier_InstanceSpec, instance_id)
 #define BUS_CLUSTER_MAX BUS_FIELD_SIZE(kvtier_ClusterInfoReply, cluster)
+/* Equal segments of a block (InstanceSpec.segments: layers x K/V), the layer-wise
+ * submits of kvtier.h (KVT_MAX_SEGMENTS keeps a copy). A uint32 on the wire: the bound
+ * is this project's, not nanopb's. */
+#define BUS_MAX_BLOCK_SEGMENTS 4096u
 
 /* Stats: counters per StatsReply (one page) and bytes of a counter name. */
 #define BUS_STATS_PAGE_MAX BUS_FIELD_COUNT(kvtier_StatsReply, counters)

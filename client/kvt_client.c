@@ -483,6 +483,17 @@ void kvti_remember_instance(kvt_client_t *c, const kvtier_InstanceSpec *spec)
     c->insts[c->n_insts++] = *spec;
 }
 
+uint32_t kvti_instance_segments(const kvt_client_t *c, const char *instance_id,
+                                uint64_t *bytes_per_block)
+{
+    for (uint32_t i = 0; i < c->n_insts; i++)
+        if (strcmp(c->insts[i].instance_id, instance_id) == 0) {
+            *bytes_per_block = c->insts[i].bytes_per_block;
+            return c->insts[i].segments > 1 ? c->insts[i].segments : 1;
+        }
+    return 0;
+}
+
 static int s_find_request(const kvt_client_t *c, const char *inst, const char *req)
 {
     for (uint32_t i = 0; i < c->n_open_reqs; i++)

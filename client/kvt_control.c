@@ -44,8 +44,27 @@ _Static_assert(S_HAS_ROOM(kvt_cluster_info_t, cluster, BUS_CLUSTER_MAX) &&
 
 /* ---- token pool ------------------------------------------------------------ */
 
+void kvti_segs_free(kvti_segs_t **sp)
+{
+    if (!sp || !*sp)
+        return;
+    kvti_segs_t *s = *sp;
+    free(s->failed);
+    free(s->hash);
+    free(s->stage);
+    free(s->staged);
+    free(s->fetching);
+    free(s);
+    *sp = NULL;
+}
+
 static void s_token_free(struct kvt_token *t)
 {
+    kvti_segs_free(&t->segs);
+    if (t->halves) {
+        kvti_segs_free(&t->halves[0].segs);
+        kvti_segs_free(&t->halves[1].segs);
+    }
     free(t->keys);
     free(t->ok);
     free(t->checksums);
@@ -106,6 +125,8 @@ struct kvt_token *kvti_token_acquire(kvt_client_t *c, uint32_t cap)
     t->n_get = 0;
     t->parent = NULL;
     t->payload_len = 0;
+    if (t->segs)
+        t->segs->segments = 0;
     t->prev = NULL;
     t->next = c->live_tokens;
     if (c->live_tokens)
@@ -221,8 +242,15 @@ int kvt_register_instance(kvt_client_t *c, const kvt_instance_t *spec)
     snprintf(s->instance_id, sizeof s->instance_id, "%s", spec->instance_id);
     snprintf(s->model, sizeof s->model, "%s", spec->model ? spec->model : "");
     snprintf(s->dtype, sizeof s->dtype, "%s", spec->dtype ? spec->dtype : "");
+    if (spec->segments > KVT_MAX_SEGMENTS ||
+        (spec->segments > 1 && spec->bytes_per_block % spec->segments != 0))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "segments %u: want at most %u, and a divisor of bytes_per_block %llu",
+                         spec->segments, KVT_MAX_SEGMENTS,
+                         (unsigned long long)spec->bytes_per_block);
     s->tokens_per_block = spec->tokens_per_block;
     s->bytes_per_block = spec->bytes_per_block;
+    s->segments = spec->segments > 1 ? spec->segments : 0;
     rc = kvti_meta_call(c, W, true, NULL, NULL);
     if (rc == 0) /* a new leader is told again (kvtier.h "Failover") */
         kvti_remember_instance(c, &c->req->body.register_instance_req.spec);
@@ -431,6 +459,9 @@ static void s_half_init(struct kvt_token *t, int h)
 {
     struct kvt_token *v = &t->halves[h];
     uint32_t off = h == 0 ? 0 : t->n_get;
+    kvti_segs_t *segs = v->segs; /* the half's own, kept with it in the pool */
+    if (segs)
+        segs->segments = 0;
     *v = (struct kvt_token){.owner = t->owner,
                             .live = true,
                             .kind = h == 0 ? BUS_TOKEN_GET : BUS_TOKEN_PUT,
@@ -447,7 +478,8 @@ static void s_half_init(struct kvt_token *t, int h)
                             .payload_len = t->payload_len,
                             .payload_cap = t->payload_cap,
                             .view = t->view,
-                            .parent = t};
+                            .parent = t,
+                            .segs = segs};
     v->cap = v->n;
     memcpy(v->instance_id, t->instance_id, sizeof v->instance_id);
     memcpy(v->request_id, t->request_id, sizeof v->request_id);
@@ -670,6 +702,23 @@ static int s_aborted(kvt_client_t *c, struct kvt_token *t, kvt_token_t **tokp, c
                      id, epoch, c->leader, c->leader_epoch);
 }
 
+/* A layer-wise put stopped before its last segment has no key to commit: success
+ * flags saying otherwise would commit part of a block. 0, or -INVALID_ARGUMENT. */
+static int s_layers_unfinished(kvt_client_t *c, const struct kvt_token *t, const bool *success,
+                               const char *what)
+{
+    const kvti_segs_t *g = t->segs;
+    if (!success || !g || !g->segments || g->next == g->segments)
+        return 0;
+    for (uint32_t i = 0; i < t->n; i++)
+        if (success[i])
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                             "key %u: its layer-wise put stopped at segment %u of %u, so it "
+                             "cannot commit: give false (or NULL) for it (the token is kept)",
+                             i, g->next, g->segments);
+    return 0;
+}
+
 static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp,
                       const bool *success)
 {
@@ -695,6 +744,8 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
                          "kvt_get_finished or kvt_wait first (the token is kept)");
     if (t->stale)
         return s_aborted(c, t, tokp, w->complete);
+    if (s_layers_unfinished(c, t, success, w->complete) < 0)
+        return -KVT_INVALID_ARGUMENT;
     /* BUSY: the scheduler still copies the prefetch window (its CopyPrefetch job
      * gave up first): nothing was concluded, so the complete is sent again
      * (1, 2, 4 .. 32 ms) within timeout_ms; still BUSY, the token is kept. */
@@ -808,6 +859,8 @@ int kvt_complete(kvt_client_t *c, kvt_token_t **tokp, const bool *get_success,
                          t->halves[0].jobs > 0 ? "get" : "put");
     if (t->stale)
         return s_aborted(c, t, tokp, W);
+    if (s_layers_unfinished(c, &t->halves[1], put_success, W) < 0)
+        return -KVT_INVALID_ARGUMENT;
     /* the halves' flags are t's (views): given ones replace the recorded ones */
     if (get_success)
         memcpy(t->ok, get_success, (size_t)t->n_get * sizeof *t->ok);

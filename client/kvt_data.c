@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_STATIC_LINKING_ONLY /* sizeof(XXH3_state_t): per-key states of layer-wise puts */
+#include <xxhash.h>
+
 #include "kvt_internal.h"
 #include "kvt_transport.h"
 
@@ -67,8 +70,10 @@ void kvti_data_destroy(struct kvt_data **dp)
     struct kvt_data *d = *dp;
     for (int x = KVTI_N_TRANSPORTS - 1; x >= 0; x--) /* frames first, as before */
         kvti_transports[x]->close(&d->xs[x]);
-    for (uint32_t i = 0; d->jobs && i < d->cap; i++)
+    for (uint32_t i = 0; d->jobs && i < d->cap; i++) {
         free(d->jobs[i].bufs);
+        free(d->jobs[i].seg_ptrs);
+    }
     free(d->jobs);
     free(d);
     *dp = NULL;
@@ -100,6 +105,29 @@ void kvti_job_error(kvti_job_t *j, int code, const char *fmt, ...)
     va_end(ap);
 }
 
+/* What a layer-wise job leaves on its token: a get's fetched blocks are scattered
+ * from the stage and kept there; a key that failed stays failed. */
+static void s_segs_finish(kvti_job_t *j)
+{
+    kvti_segs_t *g = j->tok->segs;
+    for (uint32_t i = 0; i < j->tok->n; i++) {
+        if (j->seg_fetch && g->fetching[i]) {
+            g->fetching[i] = false;
+            if (j->tok->ok[i] && !g->failed[i]) {
+                const uint8_t *blk = g->stage + (size_t)i * g->seg_bytes * g->segments;
+                for (uint32_t s = 0; s < j->seg_count; s++)
+                    memcpy(j->seg_ptrs[(size_t)i * j->seg_count + s],
+                           blk + (size_t)(j->seg_first + s) * g->seg_bytes, g->seg_bytes);
+                g->staged[i] = true;
+            }
+        }
+        if (g->failed[i])
+            j->tok->ok[i] = false;
+        else if (!j->tok->ok[i])
+            g->failed[i] = true;
+    }
+}
+
 static void s_finish(struct kvt_data *d, kvti_job_t *j)
 {
     const struct kvt_token *root = kvti_token_root(j->tok);
@@ -111,11 +139,17 @@ static void s_finish(struct kvt_data *d, kvti_job_t *j)
                        ", which is gone: all keys failed; complete the token and prepare again",
                        root->token_id, root->leader_epoch);
     }
+    if (j->seg_count > 0)
+        s_segs_finish(j);
     j->finished = true;
     j->n_keys = j->tok->n;
     j->n_failed = 0;
     for (uint32_t i = 0; i < j->tok->n; i++)
         j->n_failed += !j->tok->ok[i];
+    /* a put's key is written with its last segment: a complete before that fails it */
+    if (j->seg_count > 0 && j->kind == BUS_TOKEN_PUT &&
+        j->seg_first + j->seg_count < j->tok->segs->segments)
+        memset(j->tok->ok, 0, (size_t)j->tok->n * sizeof *j->tok->ok);
     if (j->n_failed > 0 && j->status == 0) /* every failing path records one; guard */
         kvti_job_error(j, KVT_INTERNAL, "%u keys failed without a status", j->n_failed);
     j->tok->jobs--;
@@ -236,6 +270,59 @@ static void s_choose(struct kvt_data *d, kvti_job_t *j)
     }
 }
 
+/* A layer-wise job's keys of tiers whose transport moves whole blocks (mine): a
+ * put gathers their segments into the stage and lets the transport send the
+ * blocks with the last segment; a get scatters from the stage what it holds, or
+ * has the transport fetch the blocks into it first (s_segs_finish scatters).
+ * True when the transport has to run now. */
+static bool s_stage(kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
+{
+    struct kvt_token *tok = j->tok;
+    kvti_segs_t *g = tok->segs;
+    uint64_t block = g->seg_bytes * g->segments;
+    bool last = j->seg_first + j->seg_count == g->segments;
+    bool all_staged = true;
+    for (uint32_t i = 0; i < tok->n; i++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&tok->view, i, &e);
+        if (!mine[e.tier] || g->failed[i])
+            continue;
+        uint8_t *blk = g->stage + (size_t)i * block;
+        if (j->kind == BUS_TOKEN_PUT) {
+            for (uint32_t s = 0; s < j->seg_count; s++)
+                memcpy(blk + (size_t)(j->seg_first + s) * g->seg_bytes,
+                       j->seg_ptrs[(size_t)i * j->seg_count + s], g->seg_bytes);
+            tok->ok[i] = !last; /* staged; with the last segment the transport sends it */
+        } else if (!g->staged[i]) {
+            all_staged = false;
+        }
+    }
+    if (j->kind == BUS_TOKEN_PUT)
+        return last;
+    if (all_staged) {
+        for (uint32_t i = 0; i < tok->n; i++) {
+            bus_token_entry_t e;
+            bus_token_entry_at(&tok->view, i, &e);
+            if (!mine[e.tier] || g->failed[i])
+                continue;
+            const uint8_t *blk = g->stage + (size_t)i * block;
+            for (uint32_t s = 0; s < j->seg_count; s++)
+                memcpy(j->seg_ptrs[(size_t)i * j->seg_count + s],
+                       blk + (size_t)(j->seg_first + s) * g->seg_bytes, g->seg_bytes);
+            tok->ok[i] = true;
+        }
+        return false;
+    }
+    for (uint32_t i = 0; i < tok->n; i++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&tok->view, i, &e);
+        if (mine[e.tier])
+            g->fetching[i] = true;
+    }
+    j->seg_fetch = true;
+    return true;
+}
+
 /* Hands each transport the keys of its tiers, in table order. The job holds one
  * part of its own until all have started, so none finishes it early. */
 static void s_start(struct kvt_data *d, kvti_job_t *j)
@@ -247,14 +334,134 @@ static void s_start(struct kvt_data *d, kvti_job_t *j)
         bool any = false;
         for (uint32_t t = 0; t < v->n_tiers; t++)
             any |= mine[t] = j->via[t] == kvti_transports[x];
+        if (any && j->seg_count > 0 && !kvti_transports[x]->segments && !s_stage(j, mine))
+            continue;
         if (any)
             kvti_transport_move_op(kvti_transports[x], j->kind)(d->xs[x], j, mine);
     }
     kvti_job_part_done(j);
 }
 
+/* A layer-wise submit's range (kvt_submit_*_segments). */
+typedef struct {
+    uint32_t first, count;
+    void *const *ptrs;
+} s_layer_t;
+
+static int s_bools(bool **p, uint32_t n)
+{
+    bool *q = realloc(*p, (size_t)n * sizeof *q);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+/* The token's layer-wise state for an instance of `segments` parts of seg_bytes. */
+static int s_segs_ready(struct kvt_token *tok, uint32_t segments, uint64_t seg_bytes)
+{
+    if (!tok->segs && !(tok->segs = calloc(1, sizeof *tok->segs)))
+        return -1;
+    kvti_segs_t *g = tok->segs;
+    if (g->cap < tok->n) {
+        size_t hs = sizeof(XXH3_state_t);
+        void *h = aligned_alloc(64, ((size_t)tok->n * hs + 63) & ~(size_t)63);
+        if (!h || s_bools(&g->failed, tok->n) < 0 || s_bools(&g->staged, tok->n) < 0 ||
+            s_bools(&g->fetching, tok->n) < 0) {
+            free(h);
+            return -1;
+        }
+        free(g->hash);
+        g->hash = h;
+        g->hash_size = hs;
+        g->cap = tok->n;
+    }
+    if (g->segments == 0) { /* first layer-wise job since the token was handed out */
+        g->segments = segments;
+        g->seg_bytes = seg_bytes;
+        g->next = 0;
+        memset(g->failed, 0, (size_t)tok->n * sizeof *g->failed);
+        memset(g->staged, 0, (size_t)tok->n * sizeof *g->staged);
+        memset(g->fetching, 0, (size_t)tok->n * sizeof *g->fetching);
+    }
+    return 0;
+}
+
+/* Checks a layer-wise range against the instance as this handle registered it;
+ * *len gets the block size. */
+static int s_layer_check(kvt_client_t *c, const char *what, struct kvt_token *tok,
+                         const s_layer_t *lw, size_t *len)
+{
+    uint64_t bpb = 0;
+    uint32_t segs = kvti_instance_segments(c, tok->instance_id, &bpb);
+    if (segs == 0)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "instance %s is not registered on this handle (or beyond the %d it "
+                         "remembers): register it here (the same spec again is OK) before "
+                         "layer-wise submits",
+                         tok->instance_id, KVT_RECOVER_INSTANCES);
+    if (segs == 1)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "instance %s has blocks of one segment (segments 0 or 1 in its spec): "
+                         "use kvt_submit_get / kvt_submit_put",
+                         tok->instance_id);
+    if (lw->count == 0 || lw->first >= segs || lw->count > segs - lw->first)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "segments [%u, %u + %u) are not a non-empty range of the instance's "
+                         "%u",
+                         lw->first, lw->first, lw->count, segs);
+    if (tok->n > 0 && !lw->ptrs)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "ptrs is NULL");
+    for (uint64_t k = 0; k < (uint64_t)tok->n * lw->count; k++)
+        if (!lw->ptrs[k])
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                             "ptrs[%" PRIu64 "] (key %" PRIu64 ", segment %" PRIu64 ") is NULL",
+                             k, k / lw->count, lw->first + k % lw->count);
+    const kvti_segs_t *g = tok->segs;
+    bool used = g && g->segments;
+    if (tok->kind == BUS_TOKEN_PUT && lw->first != (used ? g->next : 0))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "a put's segments go in order: this token's next job starts at "
+                         "segment %u, not %u",
+                         used ? g->next : 0, lw->first);
+    if (s_segs_ready(tok, segs, bpb / segs) < 0)
+        return kvti_fail(c, KVT_INTERNAL, what, "out of memory for the token's layer-wise state");
+    *len = (size_t)bpb;
+    return 0;
+}
+
+/* A layer-wise job over a transport that moves whole blocks stages them (kvtier.h
+ * KVT_SEGMENT_STAGING_MAX): the stage, and the job's bufs pointing into it. */
+static int s_layer_stage(kvt_client_t *c, const char *what, kvti_job_t *j)
+{
+    bool need = false;
+    for (uint32_t t = 0; t < j->tok->view.n_tiers; t++)
+        need |= j->via[t] && !j->via[t]->segments;
+    if (!need)
+        return 0;
+    kvti_segs_t *g = j->tok->segs;
+    uint64_t want = (uint64_t)j->tok->n * j->len;
+    if (want > KVT_SEGMENT_STAGING_MAX)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "layer-wise over frames stages whole blocks: %u keys of %zu bytes "
+                         "need %" PRIu64 " bytes, above KVT_SEGMENT_STAGING_MAX (%llu): put "
+                         "fewer keys in one token",
+                         j->tok->n, j->len, want, (unsigned long long)KVT_SEGMENT_STAGING_MAX);
+    if (g->stage_cap < want) {
+        uint8_t *p = realloc(g->stage, want);
+        if (!p)
+            return kvti_fail(c, KVT_INTERNAL, what, "out of memory for a %" PRIu64 "-byte stage",
+                             want);
+        g->stage = p;
+        g->stage_cap = want;
+    }
+    for (uint32_t i = 0; i < j->tok->n; i++)
+        j->bufs[i] = g->stage + (size_t)i * j->len;
+    return 0;
+}
+
 static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt_token_t *tok,
-                    void *const *bufs, size_t len)
+                    void *const *bufs, size_t len, const s_layer_t *lw)
 {
     const char *what = kind == BUS_TOKEN_GET   ? "submit_get"
                        : kind == BUS_TOKEN_PUT ? "submit_put"
@@ -290,7 +497,7 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
                          "the token is %" PRId64 " ms old and its lease is %" PRIu64
                          " ms: complete it and prepare again",
                          age, tok->lease_ms);
-    if (kind != BUS_TOKEN_PREFETCH && tok->n > 0 && !bufs)
+    if (!lw && kind != BUS_TOKEN_PREFETCH && tok->n > 0 && !bufs)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "bufs is NULL");
     if (s_find(d, job_id))
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
@@ -300,14 +507,20 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
                          "%u jobs in flight (max_in_flight): collect completions with "
                          "kvt_get_finished or kvt_wait first",
                          d->cap);
-    int rc = s_check_entries(c, what, tok, bufs, len);
+    int rc = lw ? s_layer_check(c, what, tok, lw, &len) : 0;
+    if (rc < 0)
+        return rc;
+    /* a layer-wise job's entries are checked with stand-ins for whole-block buffers */
+    rc = s_check_entries(c, what, tok, lw ? lw->ptrs : bufs, len);
     if (rc < 0)
         return rc;
     kvti_job_t *j = NULL;
     for (uint32_t i = 0; i < d->cap && !j; i++)
         if (!d->jobs[i].used)
             j = &d->jobs[i];
-    if (s_reserve(d, j, tok->n) < 0)
+    if (s_reserve(d, j, tok->n) < 0 ||
+        (lw && kvti_grow((void **)&j->seg_ptrs, &j->seg_ptrs_cap, tok->n * lw->count,
+                         sizeof *j->seg_ptrs) < 0))
         return kvti_fail(c, KVT_INTERNAL, what, "out of memory for a job of %u keys", tok->n);
     j->used = true;
     j->finished = false;
@@ -320,14 +533,24 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     j->open = 0;
     j->fin_prev = j->fin_next = -1;
     j->deadline = zclock_mono() + c->timeout_ms;
-    if (bufs && kind != BUS_TOKEN_PREFETCH)
+    j->seg_first = lw ? lw->first : 0;
+    j->seg_count = lw ? lw->count : 0;
+    j->seg_fetch = false;
+    if (lw)
+        memcpy(j->seg_ptrs, lw->ptrs, (size_t)tok->n * lw->count * sizeof *lw->ptrs);
+    else if (bufs && kind != BUS_TOKEN_PREFETCH)
         memcpy(j->bufs, bufs, (size_t)tok->n * sizeof *bufs);
+    j->seq = ++d->submits;
+    s_choose(d, j);
+    if (lw && (rc = s_layer_stage(c, what, j)) < 0) {
+        j->used = false; /* nothing moved, nothing counted */
+        return rc;
+    }
+    if (lw && kind == BUS_TOKEN_PUT)
+        tok->segs->next = lw->first + lw->count;
     d->used++;
     tok->jobs++;
     memset(tok->ok, 0, (size_t)tok->n * sizeof *tok->ok);
-
-    j->seq = ++d->submits;
-    s_choose(d, j);
     s_start(d, j);
     kvti_clear_error(c);
     return 0;
@@ -336,19 +559,33 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
 int kvt_submit_get(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, void *const *bufs,
                    size_t len)
 {
-    return s_submit(c, BUS_TOKEN_GET, job_id, tok, bufs, len);
+    return s_submit(c, BUS_TOKEN_GET, job_id, tok, bufs, len, NULL);
 }
 
 int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const void *const *bufs,
                    size_t len)
 {
     /* Put buffers are only read; the job table keeps one pointer type for both. */
-    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, (void *const *)(uintptr_t)bufs, len);
+    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, (void *const *)(uintptr_t)bufs, len, NULL);
 }
 
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok)
 {
-    return s_submit(c, BUS_TOKEN_PREFETCH, job_id, tok, NULL, 0);
+    return s_submit(c, BUS_TOKEN_PREFETCH, job_id, tok, NULL, 0, NULL);
+}
+
+int kvt_submit_get_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                            uint32_t count, void *const *ptrs)
+{
+    s_layer_t lw = {first, count, ptrs};
+    return s_submit(c, BUS_TOKEN_GET, job_id, tok, NULL, 0, &lw);
+}
+
+int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                            uint32_t count, const void *const *ptrs)
+{
+    s_layer_t lw = {first, count, (void *const *)(uintptr_t)ptrs};
+    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, NULL, 0, &lw);
 }
 
 /* ---- completions -------------------------------------------------------------------- */

@@ -34,6 +34,25 @@ _Static_assert(BUS_FIELD_SIZE(kvtier_RequestContext, request_id) == BUS_INSTANCE
 
 struct kvt_data;
 
+_Static_assert(KVT_MAX_SEGMENTS == BUS_MAX_BLOCK_SEGMENTS, "kvtier.h keeps bus_limits.h's bound");
+
+/* A token's layer-wise state (kvt_submit_*_segments, kvt_data.c), allocated on its
+ * first layer-wise job and kept with the token in the pool; segments == 0 means
+ * unused since the token was handed out. Arrays hold cap keys. */
+typedef struct kvti_segs {
+    uint32_t segments; /* the instance's, fixed at the token's first layer-wise job */
+    uint64_t seg_bytes;
+    uint32_t next; /* put: the segment the next job starts at */
+    uint32_t cap;
+    bool *failed; /* per key: failed in an earlier job of the token, not moved again */
+    void *hash;   /* put over shm: per key an XXH3 state (kvt_transport_shm.c) */
+    size_t hash_size;
+    uint8_t *stage; /* keys over frames: n x block bytes (kvtier.h staging rule) */
+    uint64_t stage_cap;
+    bool *staged;     /* get over frames: the key's block is in stage */
+    bool *fetching;   /* get over frames: the running job fetches the key's block */
+} kvti_segs_t;
+
 /* A prepared window: the keys, the decoded payload and the per-key outcome the
  * data role records (complete(…, NULL) sends it). Pooled per handle: arrays grow
  * to the largest token seen and are reused. */
@@ -65,6 +84,7 @@ struct kvt_token {
     uint32_t n_get;
     struct kvt_token *halves; /* [2], or NULL until a get+put token used this one */
     struct kvt_token *parent; /* a half: the token it belongs to */
+    kvti_segs_t *segs;        /* layer-wise state, or NULL until a layer-wise job */
 };
 
 /* Has the token's lease lapsed, as far as a transfer may rely on it? The scheduler
@@ -208,6 +228,10 @@ static inline const struct kvt_token *kvti_token_root(const struct kvt_token *t)
 struct kvt_token *kvti_token_acquire(kvt_client_t *c, uint32_t cap);
 void kvti_token_release(kvt_client_t *c, struct kvt_token *tok);
 void kvti_tokens_free_all(kvt_client_t *c);
+void kvti_segs_free(kvti_segs_t **segs);
+/* The segments of instance_id as this handle registered it (0: not registered here). */
+uint32_t kvti_instance_segments(const kvt_client_t *c, const char *instance_id,
+                                uint64_t *bytes_per_block);
 
 /* Data role (kvt_data.c). */
 struct kvt_data *kvti_data_new(kvt_client_t *c);

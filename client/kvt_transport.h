@@ -33,6 +33,16 @@ typedef struct kvti_job {
     void **bufs;
     uint32_t bufs_cap;
     size_t len;
+    /* Layer-wise (kvt_submit_*_segments): segments [seg_first, seg_first +
+     * seg_count) of each key, key i's segment seg_first + s at seg_ptrs[i * seg_count
+     * + s], tok->segs->seg_bytes each. seg_count 0: whole blocks (bufs). A transport
+     * with `segments` moves the ranges itself and skips keys kvti_job_skips names;
+     * for the others kvt_data.c stages whole blocks in tok->segs->stage and hands
+     * them bufs into it. */
+    uint32_t seg_first, seg_count;
+    void **seg_ptrs;
+    uint32_t seg_ptrs_cap;
+    bool seg_fetch; /* a layer-wise get that fetches whole blocks into the stage */
     /* per token tier: the transport chosen at submit and what its attach gave */
     const kvti_transport_t *via[BUS_TOKEN_MAX_TIERS];
     void *at[BUS_TOKEN_MAX_TIERS];
@@ -51,6 +61,8 @@ typedef void (*kvti_move_fn)(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_
 /* A transport. NULL ops are optional; the dispatcher (kvt_data.c) checks them. */
 struct kvti_transport {
     const char *name;
+    /* put / get move a layer-wise job's segment ranges themselves (see kvti_job_t) */
+    bool segments;
     /* The transport's state for one handle (jobs: the handle's job table of cap
      * slots, for the transport's per-job records), or NULL when out of memory. */
     void *(*open)(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap);
@@ -91,6 +103,12 @@ kvti_move_fn kvti_transport_move_op(const kvti_transport_t *x, bus_token_kind_t 
  * transport's state for the handle, in table order. */
 int kvti_transport_choose(void *const xs[KVTI_N_TRANSPORTS], kvt_client_t *c, const kvti_job_t *j,
                           const bus_token_tier_t *t, void **at);
+
+/* A layer-wise job leaves key i alone: it failed in an earlier job of the token. */
+static inline bool kvti_job_skips(const kvti_job_t *j, uint32_t i)
+{
+    return j->seg_count > 0 && j->tok->segs->failed[i];
+}
 
 /* Records the first failure of a job (its status and message). */
 void kvti_job_error(kvti_job_t *j, int code, const char *fmt, ...)

@@ -178,10 +178,9 @@ static void *s_slot(s_attach_t *a, uint64_t slot)
  * lapsed, for instance while this process was stopped): nothing more was written. */
 #define S_HOLD_CHUNK (256u << 10)
 
-static int s_copy_hash(s_shm_t *s, tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst,
-                       const void *src, size_t size, uint64_t *sum)
+static int s_copy_update(tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst,
+                         const void *src, size_t size, XXH3_state_t *hash)
 {
-    XXH3_64bits_reset(s->hash);
     for (size_t off = 0; off < size; off += S_HASH_PIECE) {
         if (off && off % S_HOLD_CHUNK == 0) {
             tier_seg_release(seg, slot, me);
@@ -190,9 +189,18 @@ static int s_copy_hash(s_shm_t *s, tier_seg_t *seg, uint64_t slot, uint64_t me, 
         }
         size_t n = size - off < S_HASH_PIECE ? size - off : S_HASH_PIECE;
         memcpy((uint8_t *)dst + off, (const uint8_t *)src + off, n);
-        XXH3_64bits_update(s->hash, (const uint8_t *)src + off, n);
+        XXH3_64bits_update(hash, (const uint8_t *)src + off, n);
     }
     tier_seg_release(seg, slot, me);
+    return 0;
+}
+
+static int s_copy_hash(s_shm_t *s, tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst,
+                       const void *src, size_t size, uint64_t *sum)
+{
+    XXH3_64bits_reset(s->hash);
+    if (s_copy_update(seg, slot, me, dst, src, size, s->hash) < 0)
+        return -ESTALE;
     *sum = XXH3_64bits_digest(s->hash);
     return 0;
 }
@@ -200,18 +208,13 @@ static int s_copy_hash(s_shm_t *s, tier_seg_t *seg, uint64_t slot, uint64_t me, 
 /* How long a put waits for another writer in the middle of a chunk of its slot. */
 #define S_CLAIM_WAIT_MS 100u
 
-static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
-                     const bus_token_entry_t *e)
+/* Claims the slot of a put's key and marks it WRITING, the writer word left BUSY
+ * for the first chunk: 0, or -1 with the job's error recorded. */
+static int s_claim(kvti_job_t *j, s_attach_t *a, const bus_token_entry_t *e, uint64_t me)
 {
     tier_seg_t *seg = a->seg;
     const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
     tier_slot_header_t h = {.state = TIER_SLOT_WRITING};
-    void *dst = s_slot(a, e->slot);
-    if (!dst || e->size > tier_seg_slot_size(seg)) {
-        kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 " (%u bytes) outside segment %s",
-                       t->tier_id, e->slot, e->size, t->shm);
-        return -1;
-    }
     if (kvti_token_lapsed(j->tok, NULL)) { /* before claiming: a lapsed put takes nothing */
         kvti_job_error(j, KVT_EXPIRED,
                        "tier %u: slot %" PRIu64 ": this put's lease lapsed before its copy "
@@ -219,7 +222,6 @@ static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
                        t->tier_id, e->slot);
         return -1;
     }
-    uint64_t me = tier_seg_writer_id(j->tok->view.meta.issuer, j->tok->view.meta.token_id);
     uint32_t holder = 0;
     int rc = tier_seg_claim(seg, e->slot, me, S_CLAIM_WAIT_MS, &holder);
     if (rc == -EBUSY) {
@@ -247,6 +249,36 @@ static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
                        t->tier_id, e->slot, strerror(-rc));
         return -1;
     }
+    return 0;
+}
+
+/* The slot's bytes for a key of j: NULL with the job's error when outside the segment. */
+static uint8_t *s_dst(kvti_job_t *j, s_attach_t *a, const bus_token_entry_t *e)
+{
+    const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
+    uint8_t *dst = s_slot(a, e->slot);
+    if (!dst || e->size > tier_seg_slot_size(a->seg)) {
+        kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 " (%u bytes) outside segment %s",
+                       t->tier_id, e->slot, e->size, t->shm);
+        return NULL;
+    }
+    return dst;
+}
+
+static uint64_t s_writer(const kvti_job_t *j)
+{
+    return tier_seg_writer_id(j->tok->view.meta.issuer, j->tok->view.meta.token_id);
+}
+
+static int s_put_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
+                     const bus_token_entry_t *e)
+{
+    tier_seg_t *seg = a->seg;
+    const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
+    uint64_t me = s_writer(j);
+    uint8_t *dst = s_dst(j, a, e);
+    if (!dst || s_claim(j, a, e, me) < 0)
+        return -1;
     if (s_copy_hash(s, seg, e->slot, me, dst, j->bufs[i], e->size, &j->tok->checksums[i]) < 0) {
         kvti_job_error(j, KVT_EXPIRED,
                        "tier %u: slot %" PRIu64 " was given to another writer during the copy "
@@ -317,13 +349,115 @@ static int s_get_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_e
     return 0;
 }
 
+/* A layer-wise put of key i: the job starting at segment 0 claims the slot and
+ * marks it WRITING, each later one holds the writer word again (lost: another
+ * writer has the slot, this put's lease lapsed); the key's checksum runs on in its
+ * per-key state across the jobs and is final with the last segment. */
+static int s_put_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_entry_t *e)
+{
+    kvti_segs_t *g = j->tok->segs;
+    const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
+    XXH3_state_t *hash = (XXH3_state_t *)((uint8_t *)g->hash + (size_t)i * g->hash_size);
+    uint64_t me = s_writer(j);
+    uint8_t *dst = s_dst(j, a, e);
+    if (!dst)
+        return -1;
+    bool held = false;
+    if (j->seg_first == 0) {
+        if (s_claim(j, a, e, me) < 0)
+            return -1;
+        XXH3_64bits_reset(hash);
+        held = true;
+    } else if (kvti_token_lapsed(j->tok, NULL)) {
+        kvti_job_error(j, KVT_EXPIRED,
+                       "tier %u: slot %" PRIu64 ": this put's lease lapsed before segment %u: "
+                       "the block is not kept",
+                       t->tier_id, e->slot, j->seg_first);
+        return -1;
+    }
+    for (uint32_t s = 0; s < j->seg_count; s++) {
+        uint64_t off = (uint64_t)(j->seg_first + s) * g->seg_bytes;
+        if ((!held && tier_seg_hold(a->seg, e->slot, me) < 0) ||
+            s_copy_update(a->seg, e->slot, me, dst + off, j->seg_ptrs[(size_t)i * j->seg_count + s],
+                          g->seg_bytes, hash) < 0) {
+            kvti_job_error(j, KVT_EXPIRED,
+                           "tier %u: slot %" PRIu64 " was given to another writer before "
+                           "segment %u (this put's lease lapsed): the block is not kept",
+                           t->tier_id, e->slot, j->seg_first + s);
+            return -1;
+        }
+        held = false;
+    }
+    if (j->seg_first + j->seg_count == g->segments)
+        j->tok->checksums[i] = XXH3_64bits_digest(hash);
+    j->tok->ok[i] = true;
+    return 0;
+}
+
+/* A layer-wise get of key i: the header checked before and after, as s_get_one;
+ * where the tier asks readers to verify, the whole block is hashed in place first
+ * (a range cannot be checked against the block's checksum). */
+static int s_get_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_entry_t *e)
+{
+    kvti_segs_t *g = j->tok->segs;
+    tier_seg_t *seg = a->seg;
+    const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
+    const kvt_key_t *key = &j->tok->keys[i];
+    tier_slot_header_t h;
+    uint8_t *src = s_slot(a, e->slot);
+    if (!src || !s_header_matches(seg, e->slot, key, e->size, &h)) {
+        kvti_job_error(j, KVT_NOT_FOUND,
+                       "tier %u: slot %" PRIu64 " does not hold the token's block (state %u, "
+                       "size %" PRIu64 ", want %u)",
+                       t->tier_id, e->slot, src ? h.state : 0u, src ? h.size : 0, e->size);
+        return -1;
+    }
+    if (tier_seg_verify_reads(seg) && h.checksum) {
+        struct iovec v = {.iov_base = src, .iov_len = e->size};
+        uint64_t sum = tier_checksum(&v, 1);
+        if (sum != h.checksum) {
+            kvti_job_error(j, KVT_INTERNAL,
+                           "tier %u: slot %" PRIu64 " failed its checksum in shared memory "
+                           "(bytes %016" PRIx64 ", header %016" PRIx64 "): not delivered",
+                           t->tier_id, e->slot, sum, h.checksum);
+            return -1;
+        }
+    }
+    bool flipped = false;
+    for (uint32_t s = 0; s < j->seg_count; s++) {
+        uint8_t *dst = j->seg_ptrs[(size_t)i * j->seg_count + s];
+        memcpy(dst, src + (uint64_t)(j->seg_first + s) * g->seg_bytes, g->seg_bytes);
+        flipped |= s_fault_flip(dst, (uint32_t)g->seg_bytes);
+    }
+    if (flipped) { /* an injected flip in a range: treated as found, never delivered */
+        for (uint32_t s = 0; s < j->seg_count; s++)
+            memset(j->seg_ptrs[(size_t)i * j->seg_count + s], 0, g->seg_bytes);
+        kvti_job_error(j, KVT_INTERNAL,
+                       "tier %u: slot %" PRIu64 " failed its checksum in shared memory "
+                       "(injected fault): not delivered",
+                       t->tier_id, e->slot);
+        return -1;
+    }
+    if (!s_header_matches(seg, e->slot, key, e->size, &h)) {
+        kvti_job_error(j, KVT_CONFLICT, "tier %u: slot %" PRIu64 " changed while it was read",
+                       t->tier_id, e->slot);
+        return -1;
+    }
+    j->tok->ok[i] = true;
+    return 0;
+}
+
 /* Both kinds copy now, in key order: nothing is left open. */
 static void s_put(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
 {
     for (uint32_t i = 0; i < j->tok->n; i++) {
         bus_token_entry_t e;
         bus_token_entry_at(&j->tok->view, i, &e);
-        if (mine[e.tier])
+        if (!mine[e.tier] || kvti_job_skips(j, i))
+            continue;
+        if (j->seg_count)
+            (void)s_put_segs_one(j, j->at[e.tier], i, &e);
+        else
             (void)s_put_one(xs, j, j->at[e.tier], i, &e);
     }
 }
@@ -334,13 +468,18 @@ static void s_get(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
     for (uint32_t i = 0; i < j->tok->n; i++) {
         bus_token_entry_t e;
         bus_token_entry_at(&j->tok->view, i, &e);
-        if (mine[e.tier])
+        if (!mine[e.tier] || kvti_job_skips(j, i))
+            continue;
+        if (j->seg_count)
+            (void)s_get_segs_one(j, j->at[e.tier], i, &e);
+        else
             (void)s_get_one(j, j->at[e.tier], i, &e);
     }
 }
 
 const kvti_transport_t kvti_transport_shm = {
     .name = "shm",
+    .segments = true,
     .open = s_open,
     .close = s_close,
     .usable = s_usable,

@@ -198,7 +198,14 @@ typedef struct kvt_instance {
     const char *dtype;
     uint32_t tokens_per_block;
     uint64_t bytes_per_block;
+    /* A block made of equal segments (one per layer and K / V, say), bytes_per_block /
+     * segments bytes each, stored one after another; 0 or 1: one. At most
+     * KVT_MAX_SEGMENTS and a divisor of bytes_per_block (INVALID_ARGUMENT otherwise).
+     * kvt_submit_get_segments / kvt_submit_put_segments move ranges of them. */
+    uint32_t segments;
 } kvt_instance_t;
+
+#define KVT_MAX_SEGMENTS 4096u /* segments of a block (e.g. 2048 layers x K/V) */
 
 /* Registering an equal spec again is OK; a different spec under the same id is
  * -KVT_CONFLICT. */
@@ -448,6 +455,31 @@ int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const voi
  * the caller. The job finishes once they are copied; complete_prefetch then
  * commits the copied ones on the head. */
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok);
+
+/* Layer-wise moves, for an instance registered with segments > 1 (on this handle:
+ * a data-role process registers the same spec again, which is OK): segments
+ * [first, first + count) of every key of the token, ptrs[i * count + s] the
+ * buffer of key i's segment first + s, each bytes_per_block / segments bytes
+ * (scatter / gather over an engine's paged cache). Each call is one job, reported
+ * once like any other, so an engine waits for layer i while layer i + 1 moves.
+ * - Gets take any ranges, in any order, as often as wanted.
+ * - A put's calls cover the segments in order: each range starts where the last
+ *   one ended (a gap, an overlap or a restart is INVALID_ARGUMENT, nothing moved),
+ *   and a key is written (its checksum, over the whole block, computed) once its
+ *   last segment is: a complete before that fails the key. Until then its slot
+ *   holds a block that is not served.
+ * - A key that failed in one job of the token stays failed in its later jobs (it
+ *   is not moved again); complete(…, NULL) uses the last job's outcome.
+ * On a tier this process maps (shared memory) the segments are copied in place.
+ * Over frames whole blocks move: a put's segments gather in a staging buffer of
+ * the token (n x bytes_per_block, at most KVT_SEGMENT_STAGING_MAX: more is
+ * INVALID_ARGUMENT) and go when the last one is in; a get fetches the blocks once
+ * and serves every range from there. */
+#define KVT_SEGMENT_STAGING_MAX (256ull << 20)
+int kvt_submit_get_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                            uint32_t count, void *const *ptrs);
+int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                            uint32_t count, const void *const *ptrs);
 
 /* Collects up to cap finished jobs without waiting, oldest finished first. */
 int kvt_get_finished(kvt_client_t *c, kvt_job_result_t *out, uint32_t cap, uint32_t *n);

@@ -53,12 +53,13 @@ int coord_registry_json(const kvtier_InstanceSpec *s, int64_t written_ms, char *
     json_t *seg = json_array();
     for (pb_size_t i = 0; seg && i < s->segment_bytes_count; i++)
         json_array_append_new(seg, json_integer((json_int_t)s->segment_bytes[i]));
-    json_t *o = seg ? json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I}", "instance_id",
+    json_t *o = seg ? json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I}", "instance_id",
                                 s->instance_id, "model", s->model, "dtype", s->dtype,
                                 "tokens_per_block", (json_int_t)s->tokens_per_block,
                                 "bytes_per_block", (json_int_t)s->bytes_per_block, "segment_bytes",
-                                seg, "number", (json_int_t)tier_instance_hash(s->instance_id),
-                                "written_ms", (json_int_t)(written_ms > 0 ? written_ms : 0))
+                                seg, "segments", (json_int_t)s->segments, "number",
+                                (json_int_t)tier_instance_hash(s->instance_id), "written_ms",
+                                (json_int_t)(written_ms > 0 ? written_ms : 0))
                     : NULL;
     if (!o) {
         json_decref(seg);
@@ -141,6 +142,13 @@ int coord_registry_parse(const char *json, size_t len, const char *key_id, kvtie
         s->segment_bytes[i] = (uint64_t)json_integer_value(v);
     }
     s->segment_bytes_count = (pb_size_t)nseg;
+    /* optional (a record written before segments has none); 0: one part */
+    uint64_t nparts = 0;
+    json_t *parts = json_object_get(o, "segments");
+    if (parts && !(json_is_integer(parts) && json_integer_value(parts) == 0) &&
+        s_uint(o, "segments", BUS_MAX_BLOCK_SEGMENTS, &nparts, why, whylen) < 0)
+        goto out;
+    s->segments = (uint32_t)nparts;
     if (key_id && strcmp(key_id, s->instance_id) != 0) {
         snprintf(why, whylen, "its instance_id \"%s\" is not its key's", s->instance_id);
         goto out;

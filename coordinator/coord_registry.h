@@ -6,7 +6,7 @@
  * or registered again: an equal re-registration, never per request) to this
  * actor's input (sched_config_t.registry_output); the actor writes
  *   /kvtier/<cluster>/instances/<instance_id> = {"instance_id","model","dtype",
- *     "tokens_per_block","bytes_per_block","segment_bytes":[...],
+ *     "tokens_per_block","bytes_per_block","segment_bytes":[...],"segments",
  *     "number","written_ms"}
  * without a lease (it outlives the leader that wrote it; readable with etcdctl):
  * number is the instance's slot-header number (tier_instance_hash), written_ms the

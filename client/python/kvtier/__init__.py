@@ -70,7 +70,7 @@ class _Options(ctypes.Structure):
 class _Instance(ctypes.Structure):
     _fields_ = [("instance_id", ctypes.c_char_p), ("model", ctypes.c_char_p),
                 ("dtype", ctypes.c_char_p), ("tokens_per_block", ctypes.c_uint32),
-                ("bytes_per_block", ctypes.c_uint64)]
+                ("bytes_per_block", ctypes.c_uint64), ("segments", ctypes.c_uint32)]
 
 
 class _Request(ctypes.Structure):
@@ -141,6 +141,8 @@ _sigs = {
     "kvt_token_keys": (_KeyP, [_P]),
     "kvt_token_tier": (_u32, [_P, _u32]),
     "kvt_submit_get": (_int, [_P, _u64, _P, ctypes.POINTER(_P), _size]),
+    "kvt_submit_get_segments": (_int, [_P, _u64, _P, _u32, _u32, ctypes.POINTER(_P)]),
+    "kvt_submit_put_segments": (_int, [_P, _u64, _P, _u32, _u32, ctypes.POINTER(_P)]),
     "kvt_submit_put": (_int, [_P, _u64, _P, ctypes.POINTER(_P), _size]),
     "kvt_submit_prefetch": (_int, [_P, _u64, _P]),
     "kvt_get_finished": (_int, [_P, ctypes.POINTER(_JobResult), _u32, ctypes.POINTER(_u32)]),
@@ -255,14 +257,15 @@ class Token:
     (Client.prepare) has two halves, .get and .put: Tokens of kind "get" / "put"
     for submit_get / submit_put, valid until the token is completed."""
 
-    def __init__(self, client, handle, kind):
+    def __init__(self, client, handle, kind, instance=None):
         self._client, self._h, self.kind = client, ctypes.c_void_p(handle), kind
+        self.instance = instance  # the instance id it was prepared for
         self.hit_count = self.skipped = 0
         self._halves = []
         if kind == "get_put" and handle:
             for half, name in ((HALF_GET, "get"), (HALF_PUT, "put")):
                 h = _lib.kvt_token_half(self._h, half)
-                self._halves.append(Token(client, h, name))
+                self._halves.append(Token(client, h, name, instance))
 
     @property
     def get(self):
@@ -325,6 +328,7 @@ class Client:
             code = next((c for c in range(1, STATUS_MAX + 1) if ": %s:" % status_name(c) in msg), 8)
             raise KvtError(code, msg)
         self._jobs = {}  # job id -> buffers kept alive until the job is collected
+        self._seg_bytes = {}  # instance id -> bytes of one segment (layer-wise instances)
 
     def close(self):
         if getattr(self, "_h", None):
@@ -358,10 +362,14 @@ class Client:
     # ---- control role ----
 
     def register_instance(self, instance_id, tokens_per_block, bytes_per_block, model="",
-                          dtype=""):
+                          dtype="", segments=0):
+        """segments > 1: blocks of that many equal parts (layers x K/V), moved by
+        range with submit_get_segments / submit_put_segments."""
         spec = _Instance(_b(instance_id), _b(model), _b(dtype), tokens_per_block,
-                         bytes_per_block)
+                         bytes_per_block, segments)
         self._check(_lib.kvt_register_instance(self._h, ctypes.byref(spec)))
+        if segments > 1:
+            self._seg_bytes[instance_id] = bytes_per_block // segments
 
     def request_begin(self, instance_id, request_id, ttl_ms=0, total_blocks=0):
         req = _Request(_b(instance_id), _b(request_id), ttl_ms, total_blocks)
@@ -390,7 +398,7 @@ class Client:
         tok = ctypes.c_void_p()
         fn = getattr(_lib, "kvt_prepare_" + kind)
         self._check(fn(self._h, _b(instance_id), _b(request_id), arr, n, ctypes.byref(tok)))
-        return Token(self, tok.value, kind)
+        return Token(self, tok.value, kind, instance_id)
 
     def _complete(self, kind, token, success):
         if token._client is not self:
@@ -424,7 +432,7 @@ class Client:
         tok = ctypes.c_void_p()
         self._check(_lib.kvt_prepare_put_ex(self._h, _b(instance_id), _b(request_id), arr, n,
                                             ctypes.byref(meta), ctypes.byref(tok)))
-        return Token(self, tok.value, "put")
+        return Token(self, tok.value, "put", instance_id)
 
     def prepare_prefetch(self, instance_id, request_id, keys):
         return self._prepare("prefetch", instance_id, request_id, keys)
@@ -454,7 +462,7 @@ class Client:
         self._check(_lib.kvt_prepare(self._h, _b(instance_id), _b(request_id), arr, n,
                                      ctypes.byref(meta) if meta is not None else None,
                                      ctypes.byref(tok), ctypes.byref(info)))
-        t = Token(self, tok.value, "get_put")
+        t = Token(self, tok.value, "get_put", instance_id)
         t.hit_count, t.skipped = info.hit_count, info.skipped
         return t
 
@@ -572,6 +580,48 @@ class Client:
     def submit_put(self, job_id, token, buffers, length):
         """Writes one buffer per token key (any bytes-like object of `length` bytes)."""
         self._submit("put", job_id, token, buffers, length)
+
+    def _submit_segments(self, kind, job_id, token, first, buffers):
+        seg = self._seg_bytes.get(token.instance)
+        if seg is None:
+            raise ValueError("instance %r is not registered with segments on this client: "
+                             "register_instance(..., segments=N) first" % (token.instance,))
+        rows = [list(r) for r in buffers]
+        if len(rows) != token.count or not rows or any(len(r) != len(rows[0]) for r in rows):
+            raise ValueError("want %d keys x the same number of segments, got %s" %
+                             (token.count, [len(r) for r in rows]))
+        count = len(rows[0])
+        ptrs = (_P * max(token.count * count, 1))()
+        keep = []
+        for i, row in enumerate(rows):
+            for s, b in enumerate(row):
+                mv = memoryview(b)
+                if mv.nbytes != seg or not mv.contiguous:
+                    raise ValueError("key %d segment %d: %d bytes, want %d contiguous" %
+                                     (i, first + s, mv.nbytes, seg))
+                if mv.readonly:
+                    if kind == "get":
+                        raise ValueError("key %d segment %d is read-only; a get writes into "
+                                         "it" % (i, first + s))
+                    c = ctypes.c_char_p(mv.tobytes() if not isinstance(b, bytes) else b)
+                    ptrs[i * count + s] = ctypes.cast(c, _P)
+                else:
+                    c = (ctypes.c_char * seg).from_buffer(mv)
+                    ptrs[i * count + s] = ctypes.addressof(c)
+                keep.append(c)
+        fn = _lib.kvt_submit_get_segments if kind == "get" else _lib.kvt_submit_put_segments
+        self._check(fn(self._h, job_id, token._h, first, count, ptrs))
+        self._jobs[job_id] = keep
+
+    def submit_get_segments(self, job_id, token, first, buffers):
+        """Layer-wise get: buffers[i][s] (writable, one segment's bytes) receives key
+        i's segment first + s. Any ranges, any order."""
+        self._submit_segments("get", job_id, token, first, buffers)
+
+    def submit_put_segments(self, job_id, token, first, buffers):
+        """Layer-wise put: buffers[i][s] is key i's segment first + s; the calls of a
+        token cover its segments in order, and a key is written with its last one."""
+        self._submit_segments("put", job_id, token, first, buffers)
 
     def submit_prefetch(self, job_id, token):
         """The service copies the token's blocks up to the head tier (through its

@@ -53,6 +53,34 @@ static void test_register_instance_checks_spec(void **state)
     r->spec.tokens_per_block = 0;
     r->spec.bytes_per_block = 1000;
     assert_int_equal(tk_call(t, NULL), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    /* equal segments (issue 11 §2): a divisor of the block, at most 4096, not with
+     * segment_bytes; part of the spec (another count is CONFLICT) */
+    const struct {
+        uint64_t bpb;
+        uint32_t segments, seg_bytes_count;
+        kvtier_StatusCode want;
+        const char *msg;
+    } lw[] = {
+        {1000, 3, 0, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "not a multiple of segments 3"},
+        {4096, 8192, 0, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "above the maximum 4096"},
+        {1000, 2, 2, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "not both"},
+        {1000, 8, 0, kvtier_StatusCode_STATUS_OK, NULL},
+        {1000, 8, 0, kvtier_StatusCode_STATUS_OK, NULL}, /* the same again */
+        {1000, 4, 0, kvtier_StatusCode_STATUS_CONFLICT, NULL},
+    };
+    for (size_t k = 0; k < sizeof lw / sizeof lw[0]; k++) {
+        r = &tk_req(t, kvtier_Envelope_register_instance_req_tag)->body.register_instance_req;
+        r->has_spec = true;
+        snprintf(r->spec.instance_id, sizeof r->spec.instance_id, "layers");
+        r->spec.tokens_per_block = 16;
+        r->spec.bytes_per_block = lw[k].bpb;
+        r->spec.segments = lw[k].segments;
+        r->spec.segment_bytes_count = lw[k].seg_bytes_count;
+        r->spec.segment_bytes[0] = r->spec.segment_bytes[1] = 500;
+        assert_int_equal(tk_call(t, NULL), lw[k].want);
+        if (lw[k].msg && !strstr(t->msg, lw[k].msg))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", k, t->msg, lw[k].msg);
+    }
     assert_int_equal(tk_register(t, "second", 1024), 0);
     assert_true(t->rep->body.register_instance_rep.created);
     tk_env_stop(&e);

@@ -105,6 +105,31 @@ static void pushed_spec_is_written_and_loaded(void **state)
     zsock_destroy(&push);
 }
 
+/* A layer-wise spec's segments travel in the record; a record written before them
+ * (no "segments") is one part; a count above the bound is refused. */
+static void segments_round_trip(void **state)
+{
+    (void)state;
+    kvtier_InstanceSpec s = t_spec("inst-lw", 8192), out;
+    s.segments = 16;
+    char rec[COORD_REGISTRY_JSON_MAX], why[256];
+    assert_int_equal(coord_registry_json(&s, 1, rec, sizeof rec), 0);
+    assert_non_null(strstr(rec, "\"segments\":16"));
+    assert_int_equal(coord_registry_parse(rec, strlen(rec), "inst-lw", &out, NULL, why, sizeof why),
+                     0);
+    assert_int_equal(out.segments, 16);
+    const char *old = "{\"instance_id\":\"inst-lw\",\"tokens_per_block\":16,"
+                      "\"bytes_per_block\":8192}";
+    assert_int_equal(coord_registry_parse(old, strlen(old), "inst-lw", &out, NULL, why, sizeof why),
+                     0);
+    assert_int_equal(out.segments, 0);
+    const char *big = "{\"instance_id\":\"inst-lw\",\"tokens_per_block\":16,"
+                      "\"bytes_per_block\":8192,\"segments\":5000}";
+    assert_int_not_equal(
+        coord_registry_parse(big, strlen(big), "inst-lw", &out, NULL, why, sizeof why), 0);
+    assert_non_null(strstr(why, "segments"));
+}
+
 /* Bounded and checked: a malformed record (not JSON, a field missing, an id that
  * is not its key's) is skipped; past `max` the rest is skipped; good ones load. */
 static void load_skips_bad_and_excess_records(void **state)
@@ -383,6 +408,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(pushed_spec_is_written_and_loaded, setup, teardown),
         cmocka_unit_test_setup_teardown(load_skips_bad_and_excess_records, setup, teardown),
         cmocka_unit_test(record_format_round_trips),
+        cmocka_unit_test(segments_round_trip),
         cmocka_unit_test_setup_teardown(load_skips_and_deletes_stale_records, setup, teardown),
         cmocka_unit_test_setup_teardown(load_keeps_the_newest_past_max, setup, teardown),
         cmocka_unit_test_setup_teardown(load_refuses_a_number_collision, setup, teardown),
