@@ -59,6 +59,20 @@ class Errors(unittest.TestCase):
         self.assertEqual(cm.exception.code, 2)
         self.assertIn('host "a b": a host name is', str(cm.exception))
 
+    def test_each_status_has_its_exception_class(self):
+        for code in range(1, kvtier.STATUS_MAX + 1):
+            e = kvtier.KvtError(-code, "x")
+            self.assertIsInstance(e, kvtier.KvtError)
+            self.assertIs(type(e), kvtier._ERRORS[code])
+            self.assertEqual((e.code, e.status), (code, kvtier.status_name(code)))
+            self.assertTrue(type(e).__name__.lower().startswith(
+                e.status.replace("_", "").lower()), type(e).__name__)
+        self.assertEqual(len(set(kvtier._ERRORS.values())), kvtier.STATUS_MAX)
+        with self.assertRaises(kvtier.InvalidArgumentError):
+            kvtier.Client()
+        with self.assertRaises(kvtier.BusyError):
+            raise kvtier.KvtError(kvtier.BUSY, "busy")
+
     def test_bad_key_length_is_refused_before_the_call(self):
         with self.assertRaises(ValueError):
             kvtier._keys([b"short"])
@@ -76,7 +90,9 @@ class HeaderCopies(unittest.TestCase):
         with open(HEADER) as f:
             text = f.read()
         for py, c in (("KEY_BYTES", "KVT_KEY_BYTES"), ("MAX_KEYS", "KVT_MAX_KEYS"),
-                      ("MAX_TIERS", "KVT_MAX_TIERS"), ("STATS_PAGE", "KVT_STATS_PAGE")):
+                      ("MAX_TIERS", "KVT_MAX_TIERS"), ("STATS_PAGE", "KVT_STATS_PAGE"),
+                      ("TRIM_STATUS", "KVT_TRIM_STATUS"), ("TRIM_CANCEL", "KVT_TRIM_CANCEL"),
+                      ("MAX_SEGMENTS", "KVT_MAX_SEGMENTS")):
             m = re.search(r"#define %s (\d+)" % c, text)
             self.assertIsNotNone(m, c)
             self.assertEqual(getattr(kvtier, py), int(m.group(1)), py)
@@ -86,12 +102,15 @@ class HeaderCopies(unittest.TestCase):
 #include <stdio.h>
 #include "kvtier.h"
 int main(void) {
-    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d\\n", sizeof(kvt_cluster_info_t),
+    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu\\n",
+           sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
            sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
            offsetof(kvt_options_t, curve_server_key), sizeof(kvt_prepare_info_t),
            offsetof(kvt_prepare_info_t, skipped), sizeof(kvt_complete_info_t),
-           offsetof(kvt_complete_info_t, failed), (int)KVT_HALF_PUT);
+           offsetof(kvt_complete_info_t, failed), (int)KVT_HALF_PUT, sizeof(kvt_trim_info_t),
+           offsetof(kvt_trim_info_t, keep_blocks), sizeof(kvt_instance_t),
+           offsetof(kvt_instance_t, segments));
     return 0;
 }
 """
@@ -108,7 +127,9 @@ int main(void) {
                 ctypes.sizeof(kvtier._Stat), ctypes.sizeof(kvtier._Options),
                 kvtier._Options.curve_server_key.offset, ctypes.sizeof(kvtier._PrepareInfo),
                 kvtier._PrepareInfo.skipped.offset, ctypes.sizeof(kvtier._CompleteInfo),
-                kvtier._CompleteInfo.failed.offset, kvtier.HALF_PUT]
+                kvtier._CompleteInfo.failed.offset, kvtier.HALF_PUT,
+                ctypes.sizeof(kvtier._TrimInfo), kvtier._TrimInfo.keep_blocks.offset,
+                ctypes.sizeof(kvtier._Instance), kvtier._Instance.segments.offset]
         self.assertEqual(want, got)
 
 

@@ -53,13 +53,14 @@ def main():
 
     def load(page0, rid):
         c.request_begin(INSTANCE, rid)
-        tok = c.prepare_get(INSTANCE, rid, keys)
-        if tok.count != N:
-            fail("%d of %d keys pinned" % (tok.count, N))
-        for layer in reversed(range(LAYERS)):  # wait for layer l while l - 1 moves
-            rows = [[kv[2 * layer + h, page0 + i] for h in (0, 1)] for i in range(N)]
-            run(c.submit_get_segments, tok, 2 * layer, rows)
-        c.complete_get(tok)
+        with c.prepare_get(INSTANCE, rid, keys) as tok:  # completed on leaving the block
+            if tok.count != N:
+                fail("%d of %d keys pinned" % (tok.count, N))
+            for layer in reversed(range(LAYERS)):  # wait for layer l while l - 1 moves
+                rows = [[kv[2 * layer + h, page0 + i] for h in (0, 1)] for i in range(N)]
+                run(c.submit_get_segments, tok, 2 * layer, rows)
+        if tok.live:
+            fail("the token was not completed on leaving its with block")
         c.request_end(INSTANCE, rid)
         got = kv[:, page0:page0 + N, :]
         if not np.array_equal(got, want):
@@ -86,7 +87,7 @@ def main():
             run(c.submit_get_segments, tok, LAYERS * 2 - 1,
                 [[kv[0, 0], kv[1, 0]] for _ in range(N)])
             fail("a range past the block was accepted")
-        except kvtier.KvtError as e:
+        except kvtier.InvalidArgumentError as e:  # the status's own exception class
             if e.status != "INVALID_ARGUMENT" or "range" not in str(e):
                 fail("past the block: %s" % e)
         try:
@@ -97,6 +98,9 @@ def main():
                 fail("short buffer: %s" % e)
         c.complete_get(tok)
         c.request_end(INSTANCE, "lw-bad")
+        st = c.trim(INSTANCE, status_only=True)
+        if st["blocks"] != N or st["active"]:
+            fail("trim status: %r, want %d blocks and no trim" % (st, N))
     elif mode == "load":
         load(int(sys.argv[2]), "lw-load-%d" % os.getpid())
     else:

@@ -161,6 +161,15 @@ class _CompleteInfo(ctypes.Structure):
     _fields_ = [("released", _u32), ("committed", _u32), ("failed", _u32)]
 
 
+class _TrimInfo(ctypes.Structure):
+    _fields_ = [("blocks", _u64), ("active", ctypes.c_bool), ("keep_blocks", _u64)]
+
+
+TRIM_STATUS, TRIM_CANCEL = 1, 2  # kvtier.h KVT_TRIM_STATUS / KVT_TRIM_CANCEL
+MAX_SEGMENTS = 4096  # kvtier.h KVT_MAX_SEGMENTS: equal segments of a block
+_sigs["kvt_trim"] = (_int, [_P, ctypes.c_char_p, _u64, ctypes.c_uint, ctypes.POINTER(_TrimInfo)])
+
+
 HALF_GET, HALF_PUT = 0, 1  # kvtier.h kvt_half_t
 _sigs["kvt_prepare"] = (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _KeyP, _u32,
                                ctypes.POINTER(_PutMeta), ctypes.POINTER(_P),
@@ -197,12 +206,84 @@ def status_name(code):
 
 
 class KvtError(Exception):
-    """A failed call: .code is the positive status code, .status its name."""
+    """A failed call: .code is the positive status code, .status its name. Calls
+    raise the subclass of their status (NotFoundError, BusyError...), so callers can
+    catch one kind; every one is a KvtError. KvtError(code, msg) builds the
+    subclass of code."""
 
-    def __init__(self, code, message):
+    def __new__(cls, code=INTERNAL, message=""):
+        sub = _ERRORS.get(abs(code), KvtError) if cls is KvtError else cls
+        return Exception.__new__(sub)
+
+    def __init__(self, code=INTERNAL, message=""):
         super().__init__(message)
         self.code = abs(code)
         self.status = status_name(code)
+
+
+class NotFoundError(KvtError):
+    pass
+
+
+class InvalidArgumentError(KvtError):
+    pass
+
+
+class NotLeaderError(KvtError):
+    pass
+
+
+class NoSpaceError(KvtError):
+    pass
+
+
+class TimeoutError(KvtError):  # noqa: A001 (kvtier.TimeoutError, not the builtin)
+    pass
+
+
+class ConflictError(KvtError):
+    pass
+
+
+class UnavailableError(KvtError):
+    pass
+
+
+class InternalError(KvtError):
+    pass
+
+
+class ExpiredError(KvtError):
+    pass
+
+
+class AlreadyExistsError(KvtError):
+    pass
+
+
+class BusyError(KvtError):
+    pass
+
+
+class PermissionDeniedError(KvtError):
+    pass
+
+
+class OverloadedError(KvtError):
+    pass
+
+
+class AbortedError(KvtError):
+    pass
+
+
+# status code -> its exception class (one per code of kvt_status_t but OK)
+_ERRORS = {NOT_FOUND: NotFoundError, INVALID_ARGUMENT: InvalidArgumentError,
+           NOT_LEADER: NotLeaderError, NO_SPACE: NoSpaceError, TIMEOUT: TimeoutError,
+           CONFLICT: ConflictError, UNAVAILABLE: UnavailableError, INTERNAL: InternalError,
+           EXPIRED: ExpiredError, ALREADY_EXISTS: AlreadyExistsError, BUSY: BusyError,
+           PERMISSION_DENIED: PermissionDeniedError, OVERLOADED: OverloadedError,
+           ABORTED: AbortedError}
 
 
 def _b(s):
@@ -261,11 +342,13 @@ class Token:
         self._client, self._h, self.kind = client, ctypes.c_void_p(handle), kind
         self.instance = instance  # the instance id it was prepared for
         self.hit_count = self.skipped = 0
+        self._parent_half = False  # a half of a get+put token
         self._halves = []
         if kind == "get_put" and handle:
             for half, name in ((HALF_GET, "get"), (HALF_PUT, "put")):
                 h = _lib.kvt_token_half(self._h, half)
                 self._halves.append(Token(client, h, name, instance))
+                self._halves[-1]._parent_half = True
 
     @property
     def get(self):
@@ -295,6 +378,30 @@ class Token:
 
     def tier(self, i):
         return _lib.kvt_token_tier(self._h, i) if self._h else 0
+
+    @property
+    def live(self):
+        """Not completed yet (a half: its token not completed yet)."""
+        return bool(self._h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        """Completes the token if the block did not: with what its jobs recorded,
+        or with every key failed when the block raised (nothing half-written
+        commits). A half is completed through its token."""
+        if not self._h or self.kind in ("get", "put") and self._parent_half:
+            return False
+        fail = None if exc_type is None else False
+        if self.kind == "get_put":
+            g = None if fail is None else [False] * (self.get.count if self.get else 0)
+            p = None if fail is None else [False] * (self.put.count if self.put else 0)
+            self._client.complete(self, g, p)
+        else:
+            self._client._complete(self.kind, self,
+                                   None if fail is None else [False] * self.count)
+        return False
 
 
 class Client:
@@ -498,6 +605,17 @@ class Client:
 
     def complete_prefetch(self, token, success=None):
         self._complete("prefetch", token, success)
+
+    def trim(self, instance_id, keep_blocks=0, status_only=False, cancel=False):
+        """An operator's trim (kvt_trim): drop the instance's coldest blocks beyond
+        keep_blocks (0: all); status_only reports, cancel stops the one running.
+        Returns {"blocks", "active", "keep_blocks"}."""
+        info = _TrimInfo()
+        flags = (TRIM_STATUS if status_only else 0) | (TRIM_CANCEL if cancel else 0)
+        self._check(_lib.kvt_trim(self._h, _b(instance_id), keep_blocks, flags,
+                                  ctypes.byref(info)))
+        return {"blocks": info.blocks, "active": bool(info.active),
+                "keep_blocks": info.keep_blocks}
 
     def touch(self, instance_id, keys, ttl_ms):
         arr, n = _keys(keys)
