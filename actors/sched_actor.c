@@ -606,6 +606,14 @@ static void s_stat_global(sched_t *self, s_page_t *r)
         snprintf(name, sizeof name, "tier.%s.evictions", t->cfg.name);
         s_stat(r, name, ts.evictions);
     }
+    /* the router's work: requests begun on each branch (docs/SCHEDULER.md "Branches") */
+    _Static_assert(SCHED_NAME_MAX - 1 + sizeof "branch..requests" <= BUS_STAT_NAME_MAX,
+                   "per-branch counter names fit StatCounter.name uncut");
+    for (uint32_t i = 0; i < self->cfg.n_chains; i++) {
+        char name[BUS_STAT_NAME_MAX];
+        snprintf(name, sizeof name, "branch.%s.requests", self->cfg.chains[i].name);
+        s_stat(r, name, self->requests.begun[i]);
+    }
 }
 
 /* ---- latency of the meta-plane calls (SCHED_LAT_*) ---- */

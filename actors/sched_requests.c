@@ -237,6 +237,7 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
     /* the branch: a pure function of the facts, so a re-begin after a failover
      * (libkvtier's recovery) lands on the same one (sched_route.h) */
     q->chain = sched_route_select(&self->cfg, in->id, q->ttl_ms, q->total_blocks);
+    self->requests.begun[q->chain]++;
     q->last_ms = sched_now();
     for (int k = 0; k < SCHED_WIN_KINDS; k++)
         sched_window_init(&q->win[k]);

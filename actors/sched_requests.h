@@ -106,6 +106,7 @@ typedef struct {
     struct sched_client *clients;
     uint32_t n_clients; /* entries ever used (the table's high-water mark) */
     sched_map_t client_map;
+    uint64_t begun[SCHED_MAX_CHAINS]; /* requests begun per branch (stats branch.<name>.*) */
 } sched_requests_t;
 
 /* ---- sched_clients.c (issue 12 §3) ---- */

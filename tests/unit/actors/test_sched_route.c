@@ -294,6 +294,11 @@ static void test_each_ttl_branch_gets_its_requests(void **state)
         assert_int_equal(s_where(e.t, 100 * i), cases[i].chain + 1);
         assert_int_equal(s_where(e.t, 100 * i + 1), cases[i].chain + 1);
     }
+    /* stats count the requests begun per branch (a resend is not a new one) */
+    s_begin_on(e.t, &c, "day", 86400000, 0, 0);
+    assert_int_equal(tk_stat(e.t, "branch.long.requests"), 2);
+    assert_int_equal(tk_stat(e.t, "branch.mid.requests"), 2);
+    assert_int_equal(tk_stat(e.t, "branch.short.requests"), 2);
     s_stop(&e);
 }
 
