@@ -1,6 +1,7 @@
 /* coord_config.h — the deployment file (DESIGN.md §10) as plain structs: cluster
  * name, etcd endpoints and lease TTL, the coordinator's meta endpoint and bounds,
- * the tier table and the chains. Parsed with bus_config over embedded defaults,
+ * the tier table and the chains with their router (the flat "chains" list, or the
+ * nested "topology": coord_topology.h). Parsed with bus_config over embedded defaults,
  * validated as a whole (unique names, endpoints, known kinds and policies, chains
  * naming existing tiers, quotas); every error names the offending key path
  * ("tiers[1].capacity: expected a positive integer, got 0").

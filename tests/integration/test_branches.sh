@@ -9,6 +9,7 @@
 #    request's blocks land on that head, read back byte-exact (it_client checks).
 # 2. The scheduler's counters show each head holding exactly its branch's blocks.
 # 3. A topology with bounds out of order is refused at start, naming the key path.
+# (Before the start: `kvtier deployment` prints the route and the branches as read.)
 . "$(dirname "$0")/lib.sh"
 
 : "${KVTIER_LIB:?KVTIER_LIB must name libkvtier.so}"
@@ -30,6 +31,12 @@ it_client() {
 }
 field() { /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 counter() { it_client stats | field "$1"; }
+
+# the deployment as the processes read it (kvtier deployment's route / branch lines)
+"$KVTIER_BIN" deployment -c "$it_dir/deployment.json" | grep -E '^(route|branch) ' >"$it_dir/branches.txt"
+printf '%s\n' "route ttl" "branch long host0,host2 ttl>600000" "branch short host1,host2 ttl>0" \
+  "branch untimed host0,host2 fallback" | diff - "$it_dir/branches.txt" >&2 ||
+  it_fail "kvtier deployment describes the topology otherwise"
 
 it_start
 
