@@ -7,7 +7,8 @@
 # (no TTL). Both chains end on host2: branches share a tier when what follows agrees.
 # 1. Each branch gets its requests: request_begin names the branch, its head, and the
 #    request's blocks land on that head, read back byte-exact (it_client checks).
-# 2. The scheduler's counters show each head holding exactly its branch's blocks.
+# 2. The scheduler's counters show each head holding exactly its branch's blocks, and
+#    the requests begun per branch (branch.<name>.requests, kvtier_branch_requests_total).
 # 3. A topology with bounds out of order is refused at start, naming the key path.
 # (Before the start: `kvtier deployment` prints the route and the branches as read.)
 . "$(dirname "$0")/lib.sh"
@@ -61,6 +62,16 @@ branch untimed 0 untimed 1
 [ "$(counter tier.host0.used)" -eq $((2 * N)) ] || it_fail "host0 holds $(counter tier.host0.used) blocks, want $((2 * N))"
 [ "$(counter tier.host1.used)" -eq $((2 * N)) ] || it_fail "host1 holds $(counter tier.host1.used) blocks, want $((2 * N))"
 [ "$(counter tier.host2.used)" -eq 0 ] || it_fail "host2 holds blocks nobody demoted"
+[ "$(counter branch.short.requests)" -eq 2 ] || it_fail "branch.short.requests $(counter branch.short.requests), want 2"
+# ... and Prometheus sees the router's choices (refreshed every metrics.refresh)
+metrics=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["coordinator"]["metrics"])' "$it_dir/deployment.json")
+routed() {
+  curl -s "http://$metrics/metrics" >"$it_dir/metrics.txt" &&
+    grep -qx 'kvtier_branch_requests_total{branch="long"} 1' "$it_dir/metrics.txt" &&
+    grep -qx 'kvtier_branch_requests_total{branch="short"} 2' "$it_dir/metrics.txt" &&
+    grep -qx 'kvtier_branch_requests_total{branch="untimed"} 1' "$it_dir/metrics.txt"
+}
+it_wait_until 20 routed || it_fail "kvtier_branch_requests_total: $(grep branch "$it_dir/metrics.txt")"
 
 # ---- 3. bounds out of order are refused, naming the key path ------------------------------
 /usr/bin/python3 - "$it_dir/deployment.json" "$it_dir/bad.json" <<'EOF2'
