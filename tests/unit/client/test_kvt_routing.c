@@ -6,7 +6,8 @@
  * branch's tier and is read back byte-exact, by a request of the other branch
  * too (lookups and gets search every branch); after a leader change the handle
  * begins its request again and the new leader, with the same topology, routes
- * it to the same branch, so its next put lands on the same tier. */
+ * it to the same branch, so its next put lands on the same tier; a new leader
+ * configured otherwise routes it by its own rules (logged by the handle). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,8 +51,10 @@ static void t_free_endpoint(char *out, size_t len)
     snprintf(out, len, "tcp://127.0.0.1:%d", port);
 }
 
-/* The topology both leaders share: long (host0, ttl > 1 min), short (host1, fallback). */
-static zactor_t *t_sched(t_env_t *e, const char *ep, uint64_t epoch)
+/* The topology both leaders share: long (host0, ttl > 1 min), short (host1, fallback);
+ * swapped: the same chains with the bound on short and long the fallback (a leader
+ * configured otherwise). */
+static zactor_t *t_sched_as(t_env_t *e, const char *ep, uint64_t epoch, bool swapped)
 {
     sched_config_t sc;
     sched_config_defaults(&sc);
@@ -69,8 +72,8 @@ static zactor_t *t_sched(t_env_t *e, const char *ep, uint64_t epoch)
         sc.chains[i] = (sched_chain_config_t){.n_tiers = 1, .tier_ids = {i + 1}};
         snprintf(sc.chains[i].name, sizeof sc.chains[i].name, "%s", chains[i]);
     }
-    sc.chains[0].above = 60000;
-    sc.route = (sched_route_config_t){.kind = SCHED_ROUTE_TTL, .fallback = 1};
+    sc.chains[swapped ? 1 : 0].above = 60000;
+    sc.route = (sched_route_config_t){.kind = SCHED_ROUTE_TTL, .fallback = swapped ? 0 : 1};
     zactor_t *s = NULL;
     for (int i = 0; i < 100 && !s; i++) { /* the last one's port is released shortly */
         s = sched_actor_new(&sc);
@@ -93,6 +96,11 @@ static zactor_t *t_sched(t_env_t *e, const char *ep, uint64_t epoch)
         assert_int_equal(sched_actor_tier_change(s, true, &ti), 0);
     }
     return s;
+}
+
+static zactor_t *t_sched(t_env_t *e, const char *ep, uint64_t epoch)
+{
+    return t_sched_as(e, ep, epoch, false);
 }
 
 /* Both tiers up at the current leader (their inventories read). */
@@ -295,6 +303,29 @@ static void begun_again_on_the_same_branch(void **state)
     assert_int_equal(kvt_request_end(e->c, T_INST, "r", NULL), 0);
 }
 
+/* A new leader configured with another topology routes the request begun again
+ * by its own rules (libkvtier logs the change): the request's next put lands on
+ * the new branch, and what it put before is still read back from the old one. */
+static void begun_again_elsewhere_follows_the_new_leader(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t first[T_N], second[T_N];
+    t_keys(first, 5);
+    t_keys(second, 6);
+    t_begin(e, "r", T_HOUR, 0, "long");
+    t_put(e, "r", first, e->src[0]);
+
+    zactor_destroy(&e->sched);
+    e->sched = t_sched_as(e, e->ep_b, 2, true);
+    t_wait_tiers(e);
+    t_put(e, "r", second, e->src[1]); /* re-begun on the way: now on short */
+    t_on_tier(e, first, 1);
+    t_on_tier(e, second, 2);
+    t_get_exact(e, "r", first, e->src[0]);
+    t_get_exact(e, "r", second, e->src[1]);
+    assert_int_equal(kvt_request_end(e->c, T_INST, "r", NULL), 0);
+}
+
 /* Bad input: no request, and the info zeroed on failure. */
 static void bad_begin_zeroes_info(void **state)
 {
@@ -314,6 +345,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(put_lands_on_its_branch, setup, teardown),
         cmocka_unit_test_setup_teardown(begun_again_on_the_same_branch, setup, teardown),
+        cmocka_unit_test_setup_teardown(begun_again_elsewhere_follows_the_new_leader, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(bad_begin_zeroes_info, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
