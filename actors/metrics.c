@@ -306,6 +306,24 @@ static void s_tier_metrics(self_t *self, metrics_buf_t *b)
     }
 }
 
+/* Requests begun per branch, from the counters "branch.<name>.requests"
+ * (docs/SCHEDULER.md "Branches"). */
+static void s_branch_metrics(self_t *self, metrics_buf_t *b)
+{
+    metrics_expo_family(b, "kvtier_branch_requests_total", "counter",
+                        "requests begun on the branch (the router's choice)");
+    char name[BUS_STAT_NAME_MAX];
+    for (uint32_t i = 0; i < self->n_stats; i++) {
+        const char *n = self->stats[i].name;
+        size_t l = strlen(n);
+        if (strncmp(n, "branch.", 7) != 0 || l < 17 || strcmp(n + l - 9, ".requests") != 0)
+            continue;
+        snprintf(name, sizeof name, "%.*s", (int)(l - 16), n + 7);
+        metrics_label_t lb = {"branch", name};
+        metrics_expo_u64(b, "kvtier_branch_requests_total", &lb, 1, self->stats[i].v);
+    }
+}
+
 static void s_latency(self_t *self, metrics_buf_t *b)
 {
     static const uint32_t bounds_us[SCHED_LAT_BUCKETS] = SCHED_LAT_BOUNDS_US;
@@ -450,6 +468,7 @@ static void s_render_coordinator(self_t *self, metrics_buf_t *b)
     if (self->have_stats) {
         s_scalar_counters(self, b);
         s_tier_metrics(self, b);
+        s_branch_metrics(self, b);
         s_latency(self, b);
         s_instance_metrics(self, b);
     }

@@ -16,6 +16,7 @@
 #include "bus_log.h"
 #include "sched_acl.h"
 #include "sched_int.h"
+#include "sched_route.h"
 #include "tier_mem.h"
 #include "tier_policy.h"
 
@@ -204,6 +205,35 @@ static int s_check_tiers(const sched_config_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The tier after position j of chain ch (0: none, j is its last). */
+static uint32_t s_next_of(const sched_chain_config_t *ch, uint32_t j)
+{
+    return j + 1 < ch->n_tiers ? ch->tier_ids[j + 1] : 0;
+}
+
+/* Branches may share tiers, but a tier has one next tier (or none) in every
+ * chain naming it: demotion and reclaim act on a tier, not on the branch a
+ * block was written by, so two chains going on differently after a shared tier
+ * would be served by neither (docs/SCHEDULER.md "Branches"). */
+static int s_check_next_tiers(const sched_config_t *c, char *err, size_t errlen)
+{
+    for (uint32_t a = 0; a < c->n_chains; a++)
+        for (uint32_t j = 0; j < c->chains[a].n_tiers; j++)
+            for (uint32_t b = 0; b < a; b++)
+                for (uint32_t k = 0; k < c->chains[b].n_tiers; k++) {
+                    if (c->chains[b].tier_ids[k] != c->chains[a].tier_ids[j])
+                        continue;
+                    uint32_t na = s_next_of(&c->chains[a], j), nb = s_next_of(&c->chains[b], k);
+                    if (na != nb)
+                        return s_cfg_fail(err, errlen,
+                                          "scheduler: tier %u is followed by tier %u in chain "
+                                          "%u but by tier %u in chain %u (0: none): a tier has "
+                                          "one next tier in every chain naming it",
+                                          c->chains[a].tier_ids[j], na, a, nb, b);
+                }
+    return 0;
+}
+
 static int s_check_chains(const sched_config_t *c, char *err, size_t errlen)
 {
     if (c->n_chains < 1 || c->n_chains > SCHED_MAX_CHAINS)
@@ -230,7 +260,7 @@ static int s_check_chains(const sched_config_t *c, char *err, size_t errlen)
                                       ch->tier_ids[j]);
         }
     }
-    return 0;
+    return s_check_next_tiers(c, err, errlen);
 }
 
 static int s_check_quotas(const sched_config_t *c, char *err, size_t errlen)
@@ -280,6 +310,8 @@ int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen)
     int rc = s_check_tiers(&c, err, errlen);
     if (rc == 0)
         rc = s_check_chains(&c, err, errlen);
+    if (rc == 0)
+        rc = sched_route_check(&c, err, errlen);
     if (rc == 0)
         rc = s_check_quotas(&c, err, errlen);
     if (rc < 0)
@@ -573,6 +605,14 @@ static void s_stat_global(sched_t *self, s_page_t *r)
         s_stat(r, name, t->state == SCHED_TIER_UP);
         snprintf(name, sizeof name, "tier.%s.evictions", t->cfg.name);
         s_stat(r, name, ts.evictions);
+    }
+    /* the router's work: requests begun on each branch (docs/SCHEDULER.md "Branches") */
+    _Static_assert(SCHED_NAME_MAX - 1 + sizeof "branch..requests" <= BUS_STAT_NAME_MAX,
+                   "per-branch counter names fit StatCounter.name uncut");
+    for (uint32_t i = 0; i < self->cfg.n_chains; i++) {
+        char name[BUS_STAT_NAME_MAX];
+        snprintf(name, sizeof name, "branch.%s.requests", self->cfg.chains[i].name);
+        s_stat(r, name, self->requests.begun[i]);
     }
 }
 

@@ -127,7 +127,42 @@ typedef struct {
     uint32_t n_tiers;
     uint32_t tier_ids[SCHED_CHAIN_MAX_TIERS]; /* head first */
     uint32_t placement;                       /* sched_placement_t; 0: the default */
+    /* Routing by TTL or length (sched_route_config_t): this chain (a branch)
+     * takes the requests whose fact is above `above` (ttl_ms, or total_blocks)
+     * and that no branch before it took. Unused (0) on the fallback branch and
+     * without such a router. */
+    uint64_t above;
 } sched_chain_config_t;
+
+/* How a request is routed to a branch (one chain) at request_begin
+ * (actors/sched_route.h, docs/SCHEDULER.md "Branches"; UCM's StorePeer): a pure
+ * function of the request's facts (instance, ttl_ms, total_blocks), so a request
+ * begun again after a failover lands on the same branch. NONE: every request on
+ * chain 0 (the flat "chains" form). TTL / LENGTH: the first chain in order, the
+ * fallback skipped, whose `above` its ttl_ms / total_blocks exceeds, the bounds
+ * strictly decreasing; a request without the fact (0) or below every bound goes
+ * to the fallback. INSTANCE: the chain listing the request's instance in
+ * `instances`, others to the fallback. */
+typedef enum {
+    SCHED_ROUTE_NONE = 0,
+    SCHED_ROUTE_TTL = 1,
+    SCHED_ROUTE_LENGTH = 2,
+    SCHED_ROUTE_INSTANCE = 3,
+} sched_route_kind_t;
+
+#define SCHED_ROUTE_MAX_INSTANCES 64 /* instance entries of an INSTANCE router */
+
+typedef struct {
+    char instance[SCHED_INSTANCE_MAX];
+    uint32_t chain; /* index in chains[], not the fallback */
+} sched_route_instance_t;
+
+typedef struct {
+    uint32_t kind;     /* sched_route_kind_t */
+    uint32_t fallback; /* chain index: requests no other branch takes (any kind but NONE) */
+    uint32_t n_instances;
+    sched_route_instance_t instances[SCHED_ROUTE_MAX_INSTANCES]; /* INSTANCE only */
+} sched_route_config_t;
 
 /* One grant of per-instance isolation (docs/SECURITY.md "Isolation"): the CURVE
  * client key KEY may act on INSTANCE ("*": on every instance). */
@@ -169,8 +204,9 @@ typedef struct {
 
     uint32_t n_tiers;
     sched_tier_config_t tiers[SCHED_MAX_TIERS];
-    uint32_t n_chains; /* >= 1; requests are routed to chain 0 (branch 0) for now */
+    uint32_t n_chains; /* >= 1: the branches; route says which one a request uses */
     sched_chain_config_t chains[SCHED_MAX_CHAINS];
+    sched_route_config_t route; /* zero: every request on chain 0 */
 
     uint64_t pin_lease_ms;     /* an open get/prefetch window lapses after this (0: 30 s) */
     uint64_t write_grace_ms;   /* an open put window lapses after this (0: 30 s) */

@@ -23,6 +23,7 @@
 #include "bus_log.h"
 #include "sched_int.h"
 #include "sched_requests.h"
+#include "sched_route.h"
 #include "tier_mem.h"
 
 #define S_LOG "sched"
@@ -167,6 +168,8 @@ static void s_begin_reply(sched_t *self, sched_call_t *call, const sched_request
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_begin_rep_tag);
     rep->body.request_begin_rep.branch = q->chain;
     rep->body.request_begin_rep.head_tier_id = self->cfg.chains[q->chain].tier_ids[0];
+    sched_strcpy(rep->body.request_begin_rep.branch_name,
+                 sizeof rep->body.request_begin_rep.branch_name, self->cfg.chains[q->chain].name);
     sched_reply(self, call);
 }
 
@@ -231,7 +234,10 @@ void sched_on_begin(sched_t *self, sched_call_t *call)
     q->hash = s_req_hash(self, ii, q->id);
     q->ttl_ms = r->ctx.ttl_ms;
     q->total_blocks = r->ctx.total_blocks;
-    q->chain = 0; /* routing by TTL or length comes with several chains */
+    /* the branch: a pure function of the facts, so a re-begin after a failover
+     * (libkvtier's recovery) lands on the same one (sched_route.h) */
+    q->chain = sched_route_select(&self->cfg, in->id, q->ttl_ms, q->total_blocks);
+    self->requests.begun[q->chain]++;
     q->last_ms = sched_now();
     for (int k = 0; k < SCHED_WIN_KINDS; k++)
         sched_window_init(&q->win[k]);
@@ -784,6 +790,16 @@ void sched_on_complete_get(sched_t *self, sched_call_t *call)
 
 /* ---- put ---- */
 
+/* Is tier tier_id on chain `chain`? (A prefetch moves only its own branch's copy.) */
+static bool s_tier_in_chain(const sched_t *self, uint32_t chain, uint32_t tier_id)
+{
+    const sched_chain_config_t *ch = &self->cfg.chains[chain];
+    for (uint32_t j = 0; j < ch->n_tiers; j++)
+        if (ch->tier_ids[j] == tier_id)
+            return true;
+    return false;
+}
+
 /* Of keys [from, n), those already SERVING on a lower tier of the chain are
  * skipped like head-tier ones; the others are compacted to the front of
  * call->keys (pos: request index). */
@@ -1153,6 +1169,7 @@ static sched_put_op_t *s_op_take(sched_t *self, sched_call_t *call, const sched_
                            .tier = t->idx,
                            .gen = t->gen,
                            .prefetch = prefetch,
+                           .chain = q->chain,
                            .combined = kind == SCHED_WIN_GETPUT,
                            .entries = w->entries,
                            .req = (uint32_t)(q - self->requests.reqs),
@@ -1261,7 +1278,8 @@ static void sched_put_done(sched_put_op_t *op, const kvtier_Status *st, uint32_t
             if (!moving)
                 continue;
             moving = false;
-            if (live && sched_release_demoted(self, src, in->number, &key, e->slot, now)) {
+            if (live && s_tier_in_chain(self, op->chain, src->cfg.tier_id) &&
+                sched_release_demoted(self, src, in->number, &key, e->slot, now)) {
                 sched_ev_moved(self, in->number, src->cfg.tier_id, src->medium, t->cfg.tier_id,
                                t->medium, kvtier_MoveReason_MOVE_REASON_PROMOTED, &key, 1);
                 self->g.prefetch_moved++;

@@ -71,7 +71,9 @@ typedef struct sched_put_op {
     bool prefetch;        /* a complete_prefetch: entries also hold PIN entries (sources) */
     bool combined;        /* a complete (get+put window): the reply is a CompleteReply */
     uint32_t released;    /* ... with the pins its get part released */
-    bool exclusive;       /* ... of an exclusive chain: a committed key's source is freed */
+    bool exclusive;       /* ... of an exclusive chain: a committed key's source is freed
+                             when it lies on that chain (another branch's copy stays) */
+    uint32_t chain;       /* the request's branch */
     sched_header_cb_t cb; /* the tier's answer to its headers */
     sched_list_t entries;
     sched_putmeta_t meta; /* a put's parents and token ids, one record per entry */
@@ -104,6 +106,7 @@ typedef struct {
     struct sched_client *clients;
     uint32_t n_clients; /* entries ever used (the table's high-water mark) */
     sched_map_t client_map;
+    uint64_t begun[SCHED_MAX_CHAINS]; /* requests begun per branch (stats branch.<name>.*) */
 } sched_requests_t;
 
 /* ---- sched_clients.c (issue 12 §3) ---- */

@@ -529,7 +529,8 @@ void kvti_age_requests(kvt_client_t *c)
 }
 
 void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char *request_id,
-                           uint64_t ttl_ms, uint32_t total_blocks)
+                           uint64_t ttl_ms, uint32_t total_blocks, uint32_t branch,
+                           const char *branch_name)
 {
     int i = s_find_request(c, instance_id, request_id);
     if (i < 0 && c->n_open_reqs == KVT_RECOVER_REQUESTS)
@@ -548,6 +549,8 @@ void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char 
     snprintf(r->request_id, sizeof r->request_id, "%s", request_id);
     r->ttl_ms = ttl_ms;
     r->total_blocks = total_blocks;
+    r->branch = branch;
+    snprintf(r->branch_name, sizeof r->branch_name, "%s", branch_name);
     r->last_ms = zclock_mono();
 }
 
@@ -563,6 +566,23 @@ void kvti_forget_request(kvt_client_t *c, const char *instance_id, const char *r
     int i = s_find_request(c, instance_id, request_id);
     if (i >= 0)
         c->open_reqs[i] = c->open_reqs[--c->n_open_reqs];
+}
+
+/* A request begun again routed as before? The router is a pure function of the
+ * request's facts, so only leaders with different topologies disagree: its
+ * blocks so far are on the first branch, its next puts go to the second. */
+static void s_check_branch(kvt_client_t *c, const kvti_open_req_t *r)
+{
+    if (c->rrep->which_body != kvtier_Envelope_request_begin_rep_tag)
+        return;
+    const kvtier_RequestBeginReply *b = &c->rrep->body.request_begin_rep;
+    if (b->branch == r->branch && strcmp(b->branch_name, r->branch_name) == 0)
+        return;
+    bus_warn("client",
+             "%s: request %s/%s was on branch %u (%s) and leader %s puts it on branch %u (%s): "
+             "the coordinators' topologies differ",
+             c->name, r->instance_id, r->request_id, r->branch, r->branch_name, c->leader,
+             b->branch, b->branch_name);
 }
 
 /* One recovery call on c->rreq / c->rrep: its status code (0: OK). */
@@ -638,6 +658,7 @@ static int s_recover(kvt_client_t *c, uint32_t timeout, int64_t deadline)
         b->ctx.total_blocks = r->total_blocks;
         code = s_recovery_call(c, s_call_timeout(timeout, deadline), &st);
         if (code == 0) {
+            s_check_branch(c, r);
             begun++;
             continue;
         }

@@ -257,9 +257,14 @@ int kvt_register_instance(kvt_client_t *c, const kvt_instance_t *spec)
     return rc;
 }
 
-int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
+_Static_assert(KVT_BRANCH_NAME_MAX >= sizeof(((kvtier_RequestBeginReply *)0)->branch_name),
+               "a branch name fits kvt_request_begin_info_t");
+
+int kvt_request_begin_ex(kvt_client_t *c, const kvt_request_t *req, kvt_request_begin_info_t *info)
 {
     const char *W = "request_begin";
+    if (info)
+        memset(info, 0, sizeof *info);
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!req)
@@ -278,9 +283,23 @@ int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
     b->ctx.total_blocks = req->total_blocks;
     /* a resend of the same context answers OK (begun already) */
     rc = kvti_meta_call(c, W, true, NULL, NULL);
-    if (rc == 0)
-        kvti_remember_request(c, req->instance_id, req->request_id, req->ttl_ms, req->total_blocks);
-    return rc;
+    if (rc < 0)
+        return rc;
+    const kvtier_RequestBeginReply *r = &c->rep->body.request_begin_rep;
+    bool has = c->rep->which_body == kvtier_Envelope_request_begin_rep_tag;
+    kvti_remember_request(c, req->instance_id, req->request_id, req->ttl_ms, req->total_blocks,
+                          has ? r->branch : 0, has ? r->branch_name : "");
+    if (info && has) {
+        info->branch = r->branch;
+        info->head_tier_id = r->head_tier_id;
+        snprintf(info->branch_name, sizeof info->branch_name, "%s", r->branch_name);
+    }
+    return 0;
+}
+
+int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req)
+{
+    return kvt_request_begin_ex(c, req, NULL);
 }
 
 int kvt_request_end(kvt_client_t *c, const char *instance_id, const char *request_id,

@@ -108,6 +108,8 @@ typedef struct {
     char request_id[KVT_ID_MAX + 1];
     uint64_t ttl_ms;
     uint32_t total_blocks;
+    uint32_t branch;                       /* where the leader routed it: a new */
+    char branch_name[KVT_BRANCH_NAME_MAX]; /* leader routing it elsewhere is logged */
     int64_t last_ms; /* zclock_mono() of its begin or last call (KVT_RECOVER_IDLE_MS) */
 } kvti_open_req_t;
 
@@ -212,7 +214,8 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool idempotent, bus_array
  * KVT_RECOVER_IDLE_MS and no live token (the scheduler ended them by now). */
 void kvti_remember_instance(kvt_client_t *c, const kvtier_InstanceSpec *spec);
 void kvti_remember_request(kvt_client_t *c, const char *instance_id, const char *request_id,
-                           uint64_t ttl_ms, uint32_t total_blocks);
+                           uint64_t ttl_ms, uint32_t total_blocks, uint32_t branch,
+                           const char *branch_name);
 void kvti_forget_request(kvt_client_t *c, const char *instance_id, const char *request_id);
 void kvti_touch_request(kvt_client_t *c, const char *instance_id, const char *request_id);
 void kvti_age_requests(kvt_client_t *c);

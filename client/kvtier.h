@@ -218,7 +218,24 @@ typedef struct kvt_request {
     uint32_t total_blocks; /* predicted, 0: unknown */
 } kvt_request_t;
 
+/* What request_begin answered (docs/SCHEDULER.md "Branches"): the branch, one
+ * of the deployment's chains, the scheduler routed the request to by its facts
+ * (the deployment's "topology": by TTL, by predicted length or by instance;
+ * branch 0 without a router). Fixed for the request's life: its puts land on
+ * that branch's head and prefetches promote to it; lookups and gets search every
+ * branch's tiers, the request's first. A request begun again at a new leader
+ * (failover) lands on the same branch while the deployments agree. */
+#define KVT_BRANCH_NAME_MAX 32 /* bytes of a branch name, NUL included */
+typedef struct kvt_request_begin_info {
+    uint32_t branch;       /* index of the chain in the deployment */
+    uint32_t head_tier_id; /* where its puts land first */
+    char branch_name[KVT_BRANCH_NAME_MAX];
+} kvt_request_begin_info_t;
+
 int kvt_request_begin(kvt_client_t *c, const kvt_request_t *req);
+/* kvt_request_begin that also says where the request went (info NULL ok; zeroed
+ * on failure). */
+int kvt_request_begin_ex(kvt_client_t *c, const kvt_request_t *req, kvt_request_begin_info_t *info);
 
 typedef struct kvt_request_end_info {
     uint32_t closed_windows; /* windows the safety net closed */

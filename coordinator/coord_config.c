@@ -3,6 +3,7 @@
  * chains naming tiers) run after all sections are read. */
 #include "coord_config.h"
 #include "coord_curve.h"
+#include "coord_topology.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -806,54 +807,81 @@ static int s_read_tiers(const bus_config_node_t *root, coord_config_t *c, char *
     return rc;
 }
 
+int coord_config_get_name(const bus_config_node_t *node, const char *path, char *out, size_t outsz,
+                          char *err, size_t errlen)
+{
+    return s_get_name(node, path, out, outsz, err, errlen);
+}
+
+int coord_config_get_placement(const bus_config_node_t *node, const char *path, uint32_t *out,
+                               char *err, size_t errlen)
+{
+    char placement[16];
+    int rc = bus_config_opt_string(node, path, COORD_PLACEMENT_DEFAULT_NAME, placement,
+                                   sizeof placement, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (strcmp(placement, "exclusive") == 0)
+        *out = COORD_PLACEMENT_EXCLUSIVE;
+    else if (strcmp(placement, "inclusive") == 0)
+        *out = COORD_PLACEMENT_INCLUSIVE;
+    else
+        return bus_config_error(node, path, err, errlen,
+                                "unknown placement \"%s\": \"exclusive\" (a promoted block "
+                                "moves to the head) or \"inclusive\" (its lower copy stays)",
+                                placement);
+    return 0;
+}
+
+int coord_config_chain_tier(const bus_config_node_t *node, const char *path, coord_config_t *c,
+                            coord_chain_config_t *ch, char *err, size_t errlen)
+{
+    char name[COORD_TIER_NAME_MAX];
+    int rc = bus_config_get_string(node, path, name, sizeof name, err, errlen);
+    if (rc < 0)
+        return rc;
+    const coord_tier_config_t *t = coord_config_tier(c, name);
+    if (!t)
+        return bus_config_error(node, path, err, errlen, "no tier named \"%s\" in \"tiers\"",
+                                name);
+    for (uint32_t j = 0; j < ch->n_tiers; j++)
+        if (ch->tier_ids[j] == t->id)
+            return bus_config_error(node, path, err, errlen,
+                                    "tier \"%s\" appears twice in the chain", name);
+    if (ch->n_tiers == COORD_CHAIN_MAX_TIERS)
+        return bus_config_error(node, path, err, errlen, "more than %d tiers in a chain",
+                                COORD_CHAIN_MAX_TIERS);
+    ch->tier_ids[ch->n_tiers++] = t->id;
+    return 0;
+}
+
+int coord_config_chain_tiers(const bus_config_node_t *cn, const char *key, coord_config_t *c,
+                             coord_chain_config_t *ch, char *err, size_t errlen)
+{
+    bus_config_node_t arr;
+    size_t n = 0;
+    int rc = bus_config_get_array(cn, key, COORD_CHAIN_MAX_TIERS, &arr, &n, err, errlen);
+    if (rc == 0 && n == 0)
+        rc = bus_config_error(cn, key, err, errlen, "a chain names at least one tier");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char idx[24];
+        snprintf(idx, sizeof idx, "[%zu]", i);
+        rc = coord_config_chain_tier(&arr, idx, c, ch, err, errlen);
+    }
+    return rc;
+}
+
 static int s_read_chain(const bus_config_node_t *cn, coord_config_t *c, coord_chain_config_t *ch,
                         char *err, size_t errlen)
 {
     static const char *const keys[] = {"name", "tiers", "placement", NULL};
-    bus_config_node_t arr, el;
-    size_t n = 0;
-    char placement[16];
     int rc = bus_config_check_keys(cn, "", keys, err, errlen);
     if (rc == 0)
         rc = s_get_name(cn, "name", ch->name, sizeof ch->name, err, errlen);
     if (rc == 0)
-        rc = bus_config_opt_string(cn, "placement", COORD_PLACEMENT_DEFAULT_NAME, placement,
-                                   sizeof placement, err, errlen);
-    if (rc == 0) {
-        if (strcmp(placement, "exclusive") == 0)
-            ch->placement = COORD_PLACEMENT_EXCLUSIVE;
-        else if (strcmp(placement, "inclusive") == 0)
-            ch->placement = COORD_PLACEMENT_INCLUSIVE;
-        else
-            rc = bus_config_error(cn, "placement", err, errlen,
-                                  "unknown placement \"%s\": \"exclusive\" (a promoted block "
-                                  "moves to the head) or \"inclusive\" (its lower copy stays)",
-                                  placement);
-    }
+        rc = coord_config_get_placement(cn, "placement", &ch->placement, err, errlen);
     if (rc == 0)
-        rc = bus_config_get_array(cn, "tiers", COORD_CHAIN_MAX_TIERS, &arr, &n, err, errlen);
-    if (rc == 0 && n == 0)
-        rc = bus_config_error(cn, "tiers", err, errlen, "a chain names at least one tier");
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        char name[COORD_TIER_NAME_MAX];
-        char idx[24];
-        snprintf(idx, sizeof idx, "[%zu]", i);
-        rc = bus_config_array_elem(&arr, i, &el, err, errlen);
-        if (rc == 0)
-            rc = bus_config_get_string(&el, "", name, sizeof name, err, errlen);
-        if (rc < 0)
-            break;
-        const coord_tier_config_t *t = coord_config_tier(c, name);
-        if (!t)
-            return bus_config_error(&arr, idx, err, errlen, "no tier named \"%s\" in \"tiers\"",
-                                    name);
-        for (size_t j = 0; j < i; j++)
-            if (ch->tier_ids[j] == t->id)
-                return bus_config_error(&arr, idx, err, errlen,
-                                        "tier \"%s\" appears twice in the chain", name);
-        ch->tier_ids[i] = t->id;
-        ch->n_tiers = (uint32_t)i + 1;
-    }
+        rc = coord_config_chain_tiers(cn, "tiers", c, ch, err, errlen);
     return rc;
 }
 
@@ -879,6 +907,12 @@ static int s_read_chains(const bus_config_node_t *root, coord_config_t *c, char 
 {
     bus_config_node_t arr, cn;
     size_t n = 0;
+    if (bus_config_has(root, "topology") && bus_config_has(root, "chains"))
+        return bus_config_error(root, "topology", err, errlen,
+                                "the tiers' arrangement is given once: \"topology\" or the flat "
+                                "\"chains\", not both");
+    if (bus_config_has(root, "topology"))
+        return coord_topology_read(root, c, err, errlen);
     if (!bus_config_has(root, "chains"))
         return s_default_chain(c, root, err, errlen);
     int rc = bus_config_get_array(root, "chains", COORD_MAX_CHAINS, &arr, &n, err, errlen);
@@ -1234,7 +1268,7 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
     static const char *const keys[] = {"cluster",  "etcd",         "coordinator", "tiers",
                                        "chains",   "coordinators", "gc",          "reclaimer",
                                        "quotas",   "events",       "metrics",     "optimizer",
-                                       "security", "faults",       NULL};
+                                       "security", "faults",       "topology",    NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -1249,6 +1283,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_tiers(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_chains(root, c, err, errlen);
+    if (rc == 0)
+        rc = coord_topology_check_next(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_gc(root, c, err, errlen);
     if (rc == 0)

@@ -1,6 +1,7 @@
 /* coord_config.h — the deployment file (DESIGN.md §10) as plain structs: cluster
  * name, etcd endpoints and lease TTL, the coordinator's meta endpoint and bounds,
- * the tier table and the chains. Parsed with bus_config over embedded defaults,
+ * the tier table and the chains with their router (the flat "chains" list, or the
+ * nested "topology": coord_topology.h). Parsed with bus_config over embedded defaults,
  * validated as a whole (unique names, endpoints, known kinds and policies, chains
  * naming existing tiers, quotas); every error names the offending key path
  * ("tiers[1].capacity: expected a positive integer, got 0").
@@ -104,7 +105,27 @@ typedef struct {
     uint32_t n_tiers;
     uint32_t tier_ids[COORD_CHAIN_MAX_TIERS]; /* head first */
     uint32_t placement;                       /* coord_placement_t */
+    /* a branch of a "ttl" / "length" route (coord_topology.h): requests whose
+     * TTL (ms) / predicted total blocks is above this; 0 on the fallback */
+    uint64_t above;
 } coord_chain_config_t;
+
+/* How requests pick a chain (topology.route, coord_topology.h; the scheduler's
+ * sched_route_kind_t, same values). NONE: every request on chains[0] (the flat
+ * "chains" form, or a topology of one store or chain). */
+typedef enum {
+    COORD_ROUTE_NONE = 0,
+    COORD_ROUTE_TTL = 1,
+    COORD_ROUTE_LENGTH = 2,
+    COORD_ROUTE_INSTANCE = 3,
+} coord_route_t;
+
+#define COORD_ROUTE_MAX_INSTANCES 64 /* instances named by all branches of an instance route */
+
+typedef struct {
+    char instance[COORD_INSTANCE_MAX];
+    uint32_t chain; /* index in chains[] */
+} coord_route_instance_t;
 
 /* One entry of "quotas" (issue 4 §4, soft: the reclaimer enforces it). */
 typedef struct {
@@ -191,6 +212,12 @@ typedef struct {
     coord_tier_config_t tiers[COORD_MAX_TIERS];
     uint32_t n_chains;
     coord_chain_config_t chains[COORD_MAX_CHAINS];
+    /* the router over the chains (from "topology"; NONE with "chains") */
+    bool topology;           /* the file described the tiers' arrangement with "topology" */
+    uint32_t route;          /* coord_route_t */
+    uint32_t route_fallback; /* chain index of the fallback branch (not NONE) */
+    uint32_t n_route_instances;
+    coord_route_instance_t route_instances[COORD_ROUTE_MAX_INSTANCES];
 
     /* gc actor (DESIGN §6 "GC"): a round of `gc_page` locations every gc_interval_ms */
     uint64_t gc_interval_ms;      /* "gc.interval", default 1s */

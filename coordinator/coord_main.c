@@ -143,6 +143,12 @@ static int s_start_standby(s_proc_t *p)
 _Static_assert(COORD_MAX_QUOTAS <= SCHED_MAX_QUOTAS && COORD_INSTANCE_MAX <= SCHED_INSTANCE_MAX,
                "the deployment's quotas fit the scheduler's");
 
+_Static_assert((int)COORD_ROUTE_TTL == (int)SCHED_ROUTE_TTL &&
+                   (int)COORD_ROUTE_LENGTH == (int)SCHED_ROUTE_LENGTH &&
+                   (int)COORD_ROUTE_INSTANCE == (int)SCHED_ROUTE_INSTANCE &&
+                   COORD_ROUTE_MAX_INSTANCES <= SCHED_ROUTE_MAX_INSTANCES,
+               "the deployment's router is the scheduler's");
+
 static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
 {
     const coord_config_t *c = &p->cfg;
@@ -176,6 +182,15 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
         sc->chains[i].placement = c->chains[i].placement == COORD_PLACEMENT_INCLUSIVE
                                       ? SCHED_PLACEMENT_INCLUSIVE
                                       : SCHED_PLACEMENT_EXCLUSIVE;
+        sc->chains[i].above = c->chains[i].above;
+    }
+    sc->route.kind = c->route; /* coord_route_t and sched_route_kind_t share values */
+    sc->route.fallback = c->route == COORD_ROUTE_NONE ? 0 : c->route_fallback;
+    sc->route.n_instances = c->n_route_instances;
+    for (uint32_t i = 0; i < c->n_route_instances; i++) {
+        snprintf(sc->route.instances[i].instance, sizeof sc->route.instances[i].instance, "%s",
+                 c->route_instances[i].instance);
+        sc->route.instances[i].chain = c->route_instances[i].chain;
     }
     sc->pin_lease_ms = c->pin_lease_ms;
     sc->write_grace_ms = c->write_grace_ms;

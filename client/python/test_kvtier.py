@@ -102,7 +102,7 @@ class HeaderCopies(unittest.TestCase):
 #include <stdio.h>
 #include "kvtier.h"
 int main(void) {
-    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu\\n",
+    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu\\n",
            sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
            sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
@@ -110,7 +110,8 @@ int main(void) {
            offsetof(kvt_prepare_info_t, skipped), sizeof(kvt_complete_info_t),
            offsetof(kvt_complete_info_t, failed), (int)KVT_HALF_PUT, sizeof(kvt_trim_info_t),
            offsetof(kvt_trim_info_t, keep_blocks), sizeof(kvt_instance_t),
-           offsetof(kvt_instance_t, segments));
+           offsetof(kvt_instance_t, segments),
+           sizeof(kvt_request_begin_info_t), offsetof(kvt_request_begin_info_t, branch_name));
     return 0;
 }
 """
@@ -129,7 +130,8 @@ int main(void) {
                 kvtier._PrepareInfo.skipped.offset, ctypes.sizeof(kvtier._CompleteInfo),
                 kvtier._CompleteInfo.failed.offset, kvtier.HALF_PUT,
                 ctypes.sizeof(kvtier._TrimInfo), kvtier._TrimInfo.keep_blocks.offset,
-                ctypes.sizeof(kvtier._Instance), kvtier._Instance.segments.offset]
+                ctypes.sizeof(kvtier._Instance), kvtier._Instance.segments.offset,
+                ctypes.sizeof(kvtier._BeginInfo), kvtier._BeginInfo.branch_name.offset]
         self.assertEqual(want, got)
 
 

@@ -3,7 +3,8 @@
 (client/python/kvtier, ctypes over libkvtier: $KVTIER_LIB names the library).
 
 Used by test_client_killed.sh, test_prefetch_race.sh, test_quota.sh,
-test_fencing.sh, test_coordinators.sh and test_failover_client.sh; each
+test_fencing.sh, test_coordinators.sh, test_failover_client.sh and
+test_branches.sh; each
 subcommand is one client process against $IT_COORDINATORS (a list), else
 $KVTIER_COORDINATOR, as instance $IT_INSTANCE (default "it-client") of $IT_BLOCK
 bytes per block (64 KiB); IT_DISABLE_SHM=1: the frame path even on the tier's
@@ -32,6 +33,10 @@ Subcommands:
                             killed), then: each window's complete is ABORTED once, the
                             next prepare_get of the same request (not begun again by
                             hand) loads the keys byte-exact (exit 1 otherwise)
+  branch TAG FIRST N TTL_MS TOTAL
+                            one request with these facts (test_branches.sh): prints where
+                            request_begin routed it and, as JSON, the tier each key lives
+                            on after its put in that request, read back byte-exact in it
   writer ...                race test: stores sequences of blocks in a loop
   prefetcher ...            race test: lookup, prefetch, get and check, in a loop
 Exit status: 0 ok, 1 a check failed (message on stderr), 2 usage or setup error.
@@ -203,6 +208,34 @@ def cmd_verify(a):
     if err:
         fail("complete_get: %s" % err)
     print("%d keys %s/%d.. hit and load byte-exact" % (len(keys), a.tag, a.first))
+
+
+def cmd_branch(a):
+    cn = Conn("branch")
+    cn.seq += 1
+    rid = "branch-%s-%d" % (a.tag, cn.seq)
+    info = cn.c.request_begin(INSTANCE, rid, a.ttl_ms, a.total)
+    keys = keys_of(a.tag, a.first, a.n)
+    try:
+        tok = cn.c.prepare_put(INSTANCE, rid, keys)
+        written = tok.count
+        if tok.count:
+            r = cn.run_job(cn.c.submit_put, tok, [pattern(k) for k in tok.keys], BLOCK)
+            if not r.ok:
+                cn.c.complete_put(tok)
+                fail("submit_put: %r" % r)
+        cn.c.complete_put(tok)
+        _, _, tiers, _ = cn.lookup(keys)
+        tok = cn.c.prepare_get(INSTANCE, rid, keys)
+        bufs = [bytearray(BLOCK) for _ in range(tok.count)]
+        tkeys = tok.keys
+        r = cn.run_job(cn.c.submit_get, tok, bufs, BLOCK)
+        cn.c.complete_get(tok)
+        check_loaded(r, list(zip(tkeys, bufs, [0] * len(bufs))), keys)
+    finally:
+        cn.end(rid)
+    info.update({"written": written, "tiers": sorted(set(tiers))})
+    print(json.dumps(info, sort_keys=True))
 
 
 def cmd_miss(a):
@@ -553,6 +586,12 @@ def main():
     s.add_argument("nb", type=int)
     s.add_argument("ready")
     sub.add_parser("stats").add_argument("instance", nargs="?")
+    s = sub.add_parser("branch")
+    s.add_argument("tag")
+    s.add_argument("first", type=int)
+    s.add_argument("n", type=int)
+    s.add_argument("ttl_ms", type=int)
+    s.add_argument("total", type=int)
     for name in ("stale", "takeover", "failover"):
         s = sub.add_parser(name)
         s.add_argument("tag")
@@ -573,7 +612,7 @@ def main():
     a = p.parse_args()
     try:
         {"store": cmd_store, "put": cmd_put, "verify": cmd_verify, "miss": cmd_miss, "hold": cmd_hold,
-         "stats": cmd_stats, "stale": cmd_stale, "takeover": cmd_takeover,
+         "stats": cmd_stats, "branch": cmd_branch, "stale": cmd_stale, "takeover": cmd_takeover,
          "failover": cmd_failover, "writer": cmd_writer,
          "prefetcher": cmd_prefetcher}[a.cmd](a)
     except kvtier.KvtError as e:

@@ -95,7 +95,7 @@ EOF
 # for the coordinator and every tier (planes and metrics, unless given), host tiers' shm
 # names made unique (and removed at
 # cleanup), nvme tiers' files in the test dir ($it_dir/NAME.dat unless "path" is given),
-# one chain "default" of all tiers in file order unless "chains" is given. Keys given
+# one chain "default" of all tiers in file order unless "chains" or "topology" is given. Keys given
 # in the JSON (write_grace, watermarks, reclaimer, quotas...) are kept.
 it_write_deployment() {
   /usr/bin/python3 -c '
@@ -132,7 +132,8 @@ for t in d["tiers"]:
         t.setdefault("prefault", False)
     elif t.get("kind") == "nvme":
         t.setdefault("path", "%s/%s.dat" % (tdir, t["name"]))
-d.setdefault("chains", [{"name": "default", "tiers": [t["name"] for t in d["tiers"]]}])
+if "topology" not in d:
+    d.setdefault("chains", [{"name": "default", "tiers": [t["name"] for t in d["tiers"]]}])
 with open(dst, "w") as f:
     json.dump(d, f, indent=2)
 ' "$it_dir/deployment.json" "$it_name" "$it_dir" || it_fail "cannot write the deployment"

@@ -856,6 +856,38 @@ static int s_check_free(const coord_config_t *cfg, const char *host)
     return held;
 }
 
+/* The "route" and "branch" lines of kvtier deployment (docs/OPERATIONS.md "Branches"). */
+static void s_print_branches(const coord_config_t *cfg)
+{
+    static const char *const routes[] = {"none", "ttl", "length", "instance"};
+    printf("route %s\n", cfg->route < 4 ? routes[cfg->route] : "?");
+    for (uint32_t i = 0; i < cfg->n_chains; i++) {
+        const coord_chain_config_t *ch = &cfg->chains[i];
+        printf("branch %s ", ch->name);
+        for (uint32_t j = 0; j < ch->n_tiers; j++) {
+            const coord_tier_config_t *t = coord_config_tier_by_id(cfg, ch->tier_ids[j]);
+            printf("%s%s", j ? "," : "", t ? t->name : "?");
+        }
+        if (cfg->route == COORD_ROUTE_NONE)
+            printf(" %s\n", i == 0 ? "all" : "-");
+        else if (i == cfg->route_fallback)
+            printf(" fallback\n");
+        else if (cfg->route == COORD_ROUTE_TTL)
+            printf(" ttl>%llu\n", (unsigned long long)ch->above);
+        else if (cfg->route == COORD_ROUTE_LENGTH)
+            printf(" blocks>%llu\n", (unsigned long long)ch->above);
+        else {
+            const char *sep = " instances=";
+            for (uint32_t k = 0; k < cfg->n_route_instances; k++)
+                if (cfg->route_instances[k].chain == i) {
+                    printf("%s%s", sep, cfg->route_instances[k].instance);
+                    sep = ",";
+                }
+            printf("\n");
+        }
+    }
+}
+
 int cli_cmd_deployment(int argc, char **argv)
 {
     static const struct option longopts[] = {CLI_COMMON_LONGOPTS,
@@ -877,6 +909,10 @@ int cli_cmd_deployment(int argc, char **argv)
                 "    tier NAME KIND ENDPOINT SHM ADVERTISE HOST   (SHM \"-\" for tiers without\n"
                 "      one, ADVERTISE \"-\": the bound endpoint)\n"
                 "    hosts FIRST ETCD OPTIMIZER   (deploy/supervise --host; \"-\": one host)\n"
+                "    route none|ttl|length|instance   (how requests pick a branch)\n"
+                "    branch NAME TIERS WHEN   (one per chain, in order; TIERS head first,\n"
+                "      comma-separated; WHEN ttl>MS, blocks>N, instances=A,B, fallback;\n"
+                "      without a route: all on the first chain, - on the others)\n"
                 "    optimizer EVERY_S WINDOW CAPACITY HOST   (the live optimizer; absent when\n"
                 "      off)\n"
                 "    curve KEYS CLIENTS AUTO   (security.curve: directories, auto 0/1; absent "
@@ -919,6 +955,7 @@ int cli_cmd_deployment(int argc, char **argv)
     }
     printf("hosts %s %s %s\n", S_DASH(cfg->first_host), S_DASH(cfg->etcd_host),
            S_DASH(cfg->optimizer_host));
+    s_print_branches(cfg);
     if (cfg->optimizer_enabled && cfg->events_endpoint[0])
         printf("optimizer %llu %llu %llu %s\n",
                (unsigned long long)(cfg->optimizer_every_ms / 1000),

@@ -78,6 +78,11 @@ class _Request(ctypes.Structure):
                 ("ttl_ms", ctypes.c_uint64), ("total_blocks", ctypes.c_uint32)]
 
 
+class _BeginInfo(ctypes.Structure):
+    _fields_ = [("branch", ctypes.c_uint32), ("head_tier_id", ctypes.c_uint32),
+                ("branch_name", ctypes.c_char * 32)]
+
+
 class _EndInfo(ctypes.Structure):
     _fields_ = [("closed_windows", ctypes.c_uint32), ("released_pins", ctypes.c_uint32),
                 ("aborted_reservations", ctypes.c_uint32)]
@@ -127,6 +132,7 @@ _sigs = {
     "kvt_meta_round_trips": (_u64, [_P]),
     "kvt_register_instance": (_int, [_P, ctypes.POINTER(_Instance)]),
     "kvt_request_begin": (_int, [_P, ctypes.POINTER(_Request)]),
+    "kvt_request_begin_ex": (_int, [_P, ctypes.POINTER(_Request), ctypes.POINTER(_BeginInfo)]),
     "kvt_request_end": (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_EndInfo)]),
     "kvt_lookup": (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _int, _u32, _KeyP, _u32,
                           ctypes.POINTER(_LookupResult)]),
@@ -479,8 +485,13 @@ class Client:
             self._seg_bytes[instance_id] = bytes_per_block // segments
 
     def request_begin(self, instance_id, request_id, ttl_ms=0, total_blocks=0):
+        """Begins a request; returns where the scheduler routed it (fixed for its
+        life): {"branch": chain index, "branch_name": str, "head_tier_id": int}."""
         req = _Request(_b(instance_id), _b(request_id), ttl_ms, total_blocks)
-        self._check(_lib.kvt_request_begin(self._h, ctypes.byref(req)))
+        info = _BeginInfo()
+        self._check(_lib.kvt_request_begin_ex(self._h, ctypes.byref(req), ctypes.byref(info)))
+        return {"branch": info.branch, "branch_name": info.branch_name.decode(),
+                "head_tier_id": info.head_tier_id}
 
     def request_end(self, instance_id, request_id):
         info = _EndInfo()

@@ -217,7 +217,9 @@ static void test_stats_are_paged_and_report_their_total(void **state)
     assert_true(all.total > 7 && all.total <= BUS_STATS_PAGE_MAX);
     assert_int_equal(all.counters_count, all.total);
     assert_int_equal(all.next_offset, all.total);
-    assert_string_equal(all.counters[all.total - 1].name, "tier.host0.evictions");
+    assert_string_equal(all.counters[all.total - 2].name, "tier.host0.evictions");
+    assert_string_equal(all.counters[all.total - 1].name, "branch.default.requests");
+    assert_int_equal(all.counters[all.total - 1].value, 1);
     s_check_pages(t, "", &all, 7);
     s_check_pages(t, "", &all, 1);
     inst = *s_stats_page(t, TK_INST, 0, 0);
