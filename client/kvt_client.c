@@ -226,6 +226,15 @@ static int s_options(kvt_client_t *c, const kvt_options_t *o)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "max_in_flight %u is above the limit %u",
                          c->max_in_flight, BUS_CLIENT_MAX_IN_FLIGHT);
     c->disable_shm = o->disable_shm;
+    if (o->cuda_library && strlen(o->cuda_library) >= sizeof c->cuda_library)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "cuda_library is longer than %zu bytes",
+                         sizeof c->cuda_library - 1);
+    snprintf(c->cuda_library, sizeof c->cuda_library, "%s", o->cuda_library ? o->cuda_library : "");
+    c->device_staging = o->device_staging ? o->device_staging : KVT_DEFAULT_DEVICE_STAGING;
+    if (c->device_staging > KVT_MAX_DEVICE_STAGING)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "device_staging %" PRIu64 " bytes is above the limit %llu",
+                         c->device_staging, (unsigned long long)KVT_MAX_DEVICE_STAGING);
     const char *host = o->host && o->host[0] ? o->host : getenv("KVTIER_HOST");
     if (host && host[0] && !bus_host_name_ok(host))
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W,

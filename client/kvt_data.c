@@ -20,10 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define XXH_STATIC_LINKING_ONLY /* sizeof(XXH3_state_t): per-key states of layer-wise puts */
 #include <xxhash.h>
 
+#include "kvt_device.h"
 #include "kvt_internal.h"
 #include "kvt_transport.h"
 
@@ -71,9 +73,11 @@ void kvti_data_destroy(struct kvt_data **dp)
     for (int x = KVTI_N_TRANSPORTS - 1; x >= 0; x--) /* frames first, as before */
         kvti_transports[x]->close(&d->xs[x]);
     for (uint32_t i = 0; d->jobs && i < d->cap; i++) {
+        kvti_dev_release(d->c, &d->jobs[i]);
         free(d->jobs[i].bufs);
         free(d->jobs[i].seg_ptrs);
     }
+    kvti_dev_close(d->c);
     free(d->jobs);
     free(d);
     *dp = NULL;
@@ -130,17 +134,25 @@ static void s_segs_finish(kvti_job_t *j)
 
 static void s_finish(struct kvt_data *d, kvti_job_t *j)
 {
-    const struct kvt_token *root = kvti_token_root(j->tok);
-    if (root->stale) { /* its leader is gone: what it moved does not count (issue 9 §1) */
-        memset(j->tok->ok, 0, (size_t)j->tok->n * sizeof *j->tok->ok);
-        j->status = 0;
-        kvti_job_error(j, KVT_ABORTED,
-                       "token %" PRIu64 " was minted by the leader of epoch %" PRIu64
-                       ", which is gone: all keys failed; complete the token and prepare again",
-                       root->token_id, root->leader_epoch);
+    if (j->dev_phase != KVTI_DEV_H2D) { /* a device get's copy in: this was done before it */
+        const struct kvt_token *root = kvti_token_root(j->tok);
+        if (root->stale) { /* its leader is gone: what it moved does not count (issue 9 §1) */
+            memset(j->tok->ok, 0, (size_t)j->tok->n * sizeof *j->tok->ok);
+            j->status = 0;
+            kvti_job_error(j, KVT_ABORTED,
+                           "token %" PRIu64 " was minted by the leader of epoch %" PRIu64
+                           ", which is gone: all keys failed; complete the token and prepare "
+                           "again",
+                           root->token_id, root->leader_epoch);
+        }
+        if (j->seg_count > 0)
+            s_segs_finish(j);
+        /* a device get: the bytes are in the staging; it finishes once they are in
+         * the device (kvti_dev_pump) */
+        if (j->dev_phase == KVTI_DEV_HOST && j->kind == BUS_TOKEN_GET && kvti_dev_defer_get(j))
+            return;
     }
-    if (j->seg_count > 0)
-        s_segs_finish(j);
+    j->dev_phase = KVTI_DEV_NONE;
     j->finished = true;
     j->n_keys = j->tok->n;
     j->n_failed = 0;
@@ -197,11 +209,30 @@ static void s_collect(struct kvt_data *d, kvti_job_t *j, kvt_job_result_t *out)
 
 /* One round of every transport that completes jobs later; waits up to wait_ms
  * (0: none) for a reply when something is open. */
+static void s_start(struct kvt_data *d, kvti_job_t *j);
+
+static void s_dev_start(void *arg, kvti_job_t *j)
+{
+    s_start(arg, j);
+}
+
+static void s_dev_finish(void *arg, kvti_job_t *j)
+{
+    s_finish(arg, j);
+}
+
+/* Device jobs copying (kvt_device.c) are polled, not waited on: the wait is cut to
+ * a millisecond while one is, and a round that found only them sleeps a little. */
 static void s_pump(struct kvt_data *d, int wait_ms)
 {
+    uint32_t busy = d->c->dev ? kvti_dev_pump(d->jobs, d->cap, s_dev_start, s_dev_finish, d) : 0;
+    if (busy && wait_ms > 1)
+        wait_ms = 1;
     for (int x = 0; x < KVTI_N_TRANSPORTS; x++)
         if (kvti_transports[x]->progress)
             kvti_transports[x]->progress(d->xs[x], wait_ms);
+    if (busy && kvti_dev_pump(d->jobs, d->cap, s_dev_start, s_dev_finish, d) && wait_ms > 0)
+        (void)usleep(200);
 }
 
 /* ---- submit ------------------------------------------------------------------------- */
@@ -461,7 +492,7 @@ static int s_layer_stage(kvt_client_t *c, const char *what, kvti_job_t *j)
 }
 
 static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt_token_t *tok,
-                    void *const *bufs, size_t len, const s_layer_t *lw)
+                    void *const *bufs, size_t len, const s_layer_t *lw, const kvt_xfer_t *x)
 {
     const char *what = kind == BUS_TOKEN_GET   ? "submit_get"
                        : kind == BUS_TOKEN_PUT ? "submit_put"
@@ -469,6 +500,16 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     struct kvt_data *d = c->data;
+    if (x && x->mem != KVT_MEM_HOST && x->mem != KVT_MEM_CUDA)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "xfer.mem %d is neither KVT_MEM_HOST (0) nor KVT_MEM_CUDA (1)",
+                         (int)x->mem);
+    if (x && x->mem == KVT_MEM_HOST && (x->stream || x->wait_event || x->done_event))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                         "a stream or an event goes with device buffers (KVT_MEM_CUDA) only");
+    bool dev = x && x->mem == KVT_MEM_CUDA;
+    if (dev && kind == BUS_TOKEN_PREFETCH)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, what, "a prefetch moves no buffers");
     if (!tok || tok->owner != c || !tok->live)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
                          "no token, or the token belongs to another handle or was completed");
@@ -540,10 +581,20 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
         memcpy(j->seg_ptrs, lw->ptrs, (size_t)tok->n * lw->count * sizeof *lw->ptrs);
     else if (bufs && kind != BUS_TOKEN_PREFETCH)
         memcpy(j->bufs, bufs, (size_t)tok->n * sizeof *bufs);
+    j->dev_phase = KVTI_DEV_NONE;
+    if (dev && tok->n > 0 &&
+        (rc = kvti_dev_prepare(c, what, d->jobs, d->cap, j, x, lw ? lw->ptrs : bufs,
+                               lw ? (uint64_t)tok->n * lw->count : tok->n,
+                               lw ? tok->segs->seg_bytes : len)) < 0) {
+        j->used = false; /* nothing moved, nothing counted */
+        j->dev_phase = KVTI_DEV_NONE;
+        return rc;
+    }
     j->seq = ++d->submits;
     s_choose(d, j);
     if (lw && (rc = s_layer_stage(c, what, j)) < 0) {
         j->used = false; /* nothing moved, nothing counted */
+        j->dev_phase = KVTI_DEV_NONE;
         return rc;
     }
     if (lw && kind == BUS_TOKEN_PUT)
@@ -551,7 +602,15 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     d->used++;
     tok->jobs++;
     memset(tok->ok, 0, (size_t)tok->n * sizeof *tok->ok);
-    s_start(d, j);
+    if (j->dev_phase == KVTI_DEV_HOST && kind == BUS_TOKEN_PUT) {
+        /* the host part starts once the copy out of the device is done (s_pump) */
+        if (!kvti_dev_start_put(j)) {
+            j->open = 1; /* refused: the job finishes with every key failed */
+            kvti_job_part_done(j);
+        }
+    } else {
+        s_start(d, j);
+    }
     kvti_clear_error(c);
     return 0;
 }
@@ -559,33 +618,60 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
 int kvt_submit_get(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, void *const *bufs,
                    size_t len)
 {
-    return s_submit(c, BUS_TOKEN_GET, job_id, tok, bufs, len, NULL);
+    return s_submit(c, BUS_TOKEN_GET, job_id, tok, bufs, len, NULL, NULL);
 }
 
 int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const void *const *bufs,
                    size_t len)
 {
     /* Put buffers are only read; the job table keeps one pointer type for both. */
-    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, (void *const *)(uintptr_t)bufs, len, NULL);
+    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, (void *const *)(uintptr_t)bufs, len, NULL,
+                    NULL);
 }
 
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok)
 {
-    return s_submit(c, BUS_TOKEN_PREFETCH, job_id, tok, NULL, 0, NULL);
+    return s_submit(c, BUS_TOKEN_PREFETCH, job_id, tok, NULL, 0, NULL, NULL);
 }
 
 int kvt_submit_get_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
                             uint32_t count, void *const *ptrs)
 {
     s_layer_t lw = {first, count, ptrs};
-    return s_submit(c, BUS_TOKEN_GET, job_id, tok, NULL, 0, &lw);
+    return s_submit(c, BUS_TOKEN_GET, job_id, tok, NULL, 0, &lw, NULL);
 }
 
 int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
                             uint32_t count, const void *const *ptrs)
 {
     s_layer_t lw = {first, count, (void *const *)(uintptr_t)ptrs};
-    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, NULL, 0, &lw);
+    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, NULL, 0, &lw, NULL);
+}
+
+int kvt_submit_get_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, void *const *bufs,
+                      size_t len, const kvt_xfer_t *x)
+{
+    return s_submit(c, BUS_TOKEN_GET, job_id, tok, bufs, len, NULL, x);
+}
+
+int kvt_submit_put_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const void *const *bufs,
+                      size_t len, const kvt_xfer_t *x)
+{
+    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, (void *const *)(uintptr_t)bufs, len, NULL, x);
+}
+
+int kvt_submit_get_segments_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                               uint32_t count, void *const *ptrs, const kvt_xfer_t *x)
+{
+    s_layer_t lw = {first, count, ptrs};
+    return s_submit(c, BUS_TOKEN_GET, job_id, tok, NULL, 0, &lw, x);
+}
+
+int kvt_submit_put_segments_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                               uint32_t count, const void *const *ptrs, const kvt_xfer_t *x)
+{
+    s_layer_t lw = {first, count, (void *const *)(uintptr_t)ptrs};
+    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, NULL, 0, &lw, x);
 }
 
 /* ---- completions -------------------------------------------------------------------- */

@@ -122,6 +122,10 @@ typedef struct {
 
 struct kvt_client {
     /* options, copied */
+    char cuda_library[256]; /* kvt_options_t.cuda_library, "" for the defaults */
+    uint64_t device_staging;
+    struct kvti_dev *dev;   /* the CUDA runtime and staging of device jobs, or NULL
+                               until the first device submit (kvt_device.c) */
     char coordinators[KVT_MAX_COORDINATORS][BUS_ENDPOINT_MAX];
     uint32_t n_coordinators;
     char etcd_urls[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];

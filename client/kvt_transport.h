@@ -43,6 +43,17 @@ typedef struct kvti_job {
     void **seg_ptrs;
     uint32_t seg_ptrs_cap;
     bool seg_fetch; /* a layer-wise get that fetches whole blocks into the stage */
+    /* Device buffers (kvt_device.c): the caller's device pointers (n, or n x
+     * seg_count for a layer-wise job), while bufs / seg_ptrs point into the job
+     * slot's pinned staging; dev_phase says which copy runs (KVTI_DEV_*). */
+    uint8_t dev_phase;
+    struct kvti_dev *dev; /* the handle's runtime (kvt_device.c) */
+    void **dev_ptrs;
+    uint32_t dev_ptrs_cap;
+    uint8_t *dstage; /* pinned staging, kept by the slot across jobs */
+    uint64_t dstage_cap;
+    void *dstream, *dwait, *ddone; /* the caller's stream and events (NULL: none) */
+    void *devent;                  /* the slot's own event: its copies are done */
     /* per token tier: the transport chosen at submit and what its attach gave */
     const kvti_transport_t *via[BUS_TOKEN_MAX_TIERS];
     void *at[BUS_TOKEN_MAX_TIERS];

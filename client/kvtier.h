@@ -60,7 +60,8 @@
  * must be serialised by the caller). Use one handle per thread; handles are independent.
  * Tokens belong to the handle that prepared them.
  *
- * Buffers are host pointers in this version (device pointers need the gpu tier).
+ * Buffers are host pointers, or CUDA device pointers through the kvt_submit_*_ex
+ * calls ("Device buffers" below).
  */
 #ifndef KVTIER_H
 #define KVTIER_H
@@ -163,7 +164,17 @@ typedef struct kvt_options {
      * the leader went away (see "Failover" above); 0: KVT_DEFAULT_FAILOVER_MS. At
      * most one hour. */
     uint32_t failover_ms;
+    /* Device buffers ("Device buffers" below): the CUDA runtime this handle loads at
+     * its first device submit, a path or a soname (NULL: $KVT_CUDA_LIBRARY, else
+     * libcudart.so, libcudart.so.12, libcudart.so.11.0), and the pinned staging its
+     * device jobs may hold at once (0: KVT_DEFAULT_DEVICE_STAGING; at most
+     * KVT_MAX_DEVICE_STAGING). */
+    const char *cuda_library;
+    uint64_t device_staging;
 } kvt_options_t;
+
+#define KVT_DEFAULT_DEVICE_STAGING (256ull << 20)
+#define KVT_MAX_DEVICE_STAGING (16ull << 30)
 
 #define KVT_DEFAULT_FAILOVER_MS 15000u
 /* What a handle remembers to carry over to a new leader (see "Failover"). */
@@ -497,6 +508,49 @@ int kvt_submit_get_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, 
                             uint32_t count, void *const *ptrs);
 int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
                             uint32_t count, const void *const *ptrs);
+
+/* ---- Device buffers ----
+ * The _ex submits take where the buffers are (a kvt_xfer_t; NULL is host memory, as
+ * the calls above). With KVT_MEM_CUDA every pointer is CUDA device memory (checked:
+ * INVALID_ARGUMENT naming the first that is not, or when the CUDA runtime cannot be
+ * loaded — the message says what is missing). The copies between the device and the
+ * host go on `stream` (NULL: a non-blocking stream of the handle's own, made on the
+ * calling thread's current device at the first device submit) through pinned staging
+ * of the handle (at most kvt_options_t.device_staging bytes held by its jobs at once:
+ * a job needing more than is free is BUSY — collect jobs and submit again; more than
+ * the whole bound is INVALID_ARGUMENT), then move as host bytes by the same paths
+ * (shared memory or frames), checksums included:
+ * - a put: the copy out of the device starts after wait_event (the engine's event
+ *   that its kernels wrote the buffers; NULL: at once) and done_event is recorded
+ *   when it is done (the engine may then reuse its buffers); the bytes go to the
+ *   tier once it is, from a later kvt_get_finished / kvt_wait;
+ * - a get: the bytes come from the tier into the staging, and the copy into the
+ *   device starts after wait_event (the engine's event that the pages are free to
+ *   overwrite), then done_event is recorded (the engine's kernels wait for it).
+ * The job is reported (once) when its last copy is done: for a get, after the bytes
+ * are in device memory. A device job's keys that failed are not copied into the
+ * device. The handle's calls stay on one thread; the events are the caller's (the
+ * handle records and waits on them, never destroys them). */
+typedef enum kvt_mem {
+    KVT_MEM_HOST = 0,
+    KVT_MEM_CUDA = 1,
+} kvt_mem_t;
+
+typedef struct kvt_xfer {
+    kvt_mem_t mem;    /* where the job's buffers are */
+    void *stream;     /* cudaStream_t of the copies, or NULL */
+    void *wait_event; /* cudaEvent_t the copies wait for, or NULL */
+    void *done_event; /* cudaEvent_t recorded when they are done, or NULL */
+} kvt_xfer_t;
+
+int kvt_submit_get_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, void *const *bufs,
+                      size_t len, const kvt_xfer_t *x);
+int kvt_submit_put_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const void *const *bufs,
+                      size_t len, const kvt_xfer_t *x);
+int kvt_submit_get_segments_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                               uint32_t count, void *const *ptrs, const kvt_xfer_t *x);
+int kvt_submit_put_segments_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
+                               uint32_t count, const void *const *ptrs, const kvt_xfer_t *x);
 
 /* Collects up to cap finished jobs without waiting, oldest finished first. */
 int kvt_get_finished(kvt_client_t *c, kvt_job_result_t *out, uint32_t cap, uint32_t *n);

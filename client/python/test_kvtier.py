@@ -102,7 +102,8 @@ class HeaderCopies(unittest.TestCase):
 #include <stdio.h>
 #include "kvtier.h"
 int main(void) {
-    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu\\n",
+    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu "
+           "%zu %zu %zu %zu %d\\n",
            sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
            sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
@@ -111,7 +112,9 @@ int main(void) {
            offsetof(kvt_complete_info_t, failed), (int)KVT_HALF_PUT, sizeof(kvt_trim_info_t),
            offsetof(kvt_trim_info_t, keep_blocks), sizeof(kvt_instance_t),
            offsetof(kvt_instance_t, segments),
-           sizeof(kvt_request_begin_info_t), offsetof(kvt_request_begin_info_t, branch_name));
+           sizeof(kvt_request_begin_info_t), offsetof(kvt_request_begin_info_t, branch_name),
+           offsetof(kvt_options_t, cuda_library), offsetof(kvt_options_t, device_staging),
+           sizeof(kvt_xfer_t), offsetof(kvt_xfer_t, done_event), (int)KVT_MEM_CUDA);
     return 0;
 }
 """
@@ -131,7 +134,9 @@ int main(void) {
                 kvtier._CompleteInfo.failed.offset, kvtier.HALF_PUT,
                 ctypes.sizeof(kvtier._TrimInfo), kvtier._TrimInfo.keep_blocks.offset,
                 ctypes.sizeof(kvtier._Instance), kvtier._Instance.segments.offset,
-                ctypes.sizeof(kvtier._BeginInfo), kvtier._BeginInfo.branch_name.offset]
+                ctypes.sizeof(kvtier._BeginInfo), kvtier._BeginInfo.branch_name.offset,
+                kvtier._Options.cuda_library.offset, kvtier._Options.device_staging.offset,
+                ctypes.sizeof(kvtier._Xfer), kvtier._Xfer.done_event.offset, kvtier.MEM_CUDA]
         self.assertEqual(want, got)
 
 

@@ -19,7 +19,7 @@ __all__ = [
     "Client", "Token", "JobResult", "KvtError", "block_keys", "status_name", "HALF_GET",
     "HALF_PUT",
     "LOOKUP_PREFIX", "LOOKUP_REVERSE", "LOOKUP_PER_KEY", "KEY_BYTES", "MAX_KEYS",
-    "MAX_TIERS", "STATS_PAGE",
+    "MAX_TIERS", "STATS_PAGE", "MEM_HOST", "MEM_CUDA",
 ]
 
 # Copies of kvtier.h's KVT_KEY_BYTES, KVT_MAX_KEYS, KVT_MAX_TIERS, KVT_STATS_PAGE
@@ -64,7 +64,13 @@ class _Options(ctypes.Structure):
                 ("curve_cert", ctypes.c_char_p), ("curve_server_key", ctypes.c_char_p),
                 ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
                 ("etcd_key_file", ctypes.c_char_p),
-                ("host", ctypes.c_char_p), ("failover_ms", ctypes.c_uint32)]
+                ("host", ctypes.c_char_p), ("failover_ms", ctypes.c_uint32),
+                ("cuda_library", ctypes.c_char_p), ("device_staging", ctypes.c_uint64)]
+
+
+class _Xfer(ctypes.Structure):
+    _fields_ = [("mem", ctypes.c_int), ("stream", ctypes.c_void_p),
+                ("wait_event", ctypes.c_void_p), ("done_event", ctypes.c_void_p)]
 
 
 class _Instance(ctypes.Structure):
@@ -151,6 +157,14 @@ _sigs = {
     "kvt_submit_put_segments": (_int, [_P, _u64, _P, _u32, _u32, ctypes.POINTER(_P)]),
     "kvt_submit_put": (_int, [_P, _u64, _P, ctypes.POINTER(_P), _size]),
     "kvt_submit_prefetch": (_int, [_P, _u64, _P]),
+    "kvt_submit_get_ex": (_int, [_P, _u64, _P, ctypes.POINTER(_P), _size,
+                                 ctypes.POINTER(_Xfer)]),
+    "kvt_submit_put_ex": (_int, [_P, _u64, _P, ctypes.POINTER(_P), _size,
+                                 ctypes.POINTER(_Xfer)]),
+    "kvt_submit_get_segments_ex": (_int, [_P, _u64, _P, _u32, _u32, ctypes.POINTER(_P),
+                                          ctypes.POINTER(_Xfer)]),
+    "kvt_submit_put_segments_ex": (_int, [_P, _u64, _P, _u32, _u32, ctypes.POINTER(_P),
+                                          ctypes.POINTER(_Xfer)]),
     "kvt_get_finished": (_int, [_P, ctypes.POINTER(_JobResult), _u32, ctypes.POINTER(_u32)]),
     "kvt_wait": (_int, [_P, ctypes.POINTER(_u64), _u32, _int, ctypes.POINTER(_JobResult)]),
 }
@@ -323,6 +337,70 @@ def block_keys(tokens, tokens_per_block, parent=None):
     return [bytes(out[i].b) for i in range(rc)]
 
 
+MEM_HOST, MEM_CUDA = 0, 1  # kvtier.h kvt_mem_t
+
+
+def _is_device(b):
+    """A CUDA buffer: it exposes __cuda_array_interface__ (a torch CUDA tensor, a CuPy
+    or Numba array, or any object wrapping device memory)."""
+    return hasattr(b, "__cuda_array_interface__")
+
+
+def _device_addr(b, nbytes, what):
+    cai = b.__cuda_array_interface__
+    shape, typestr = tuple(cai.get("shape", ())), cai.get("typestr", "|u1")
+    itemsize = int(typestr[2:]) if len(typestr) > 2 and typestr[2:].isdigit() else 1
+    size = itemsize
+    for d in shape:
+        size *= d
+    strides = cai.get("strides")
+    if strides is not None:
+        want, step = [], itemsize
+        for d in reversed(shape):
+            want.insert(0, step)
+            step *= d
+        if tuple(strides) != tuple(want):
+            raise ValueError("%s: the device array is not contiguous (strides %s)" %
+                             (what, strides))
+    if size != nbytes:
+        raise ValueError("%s: %d bytes, want %d" % (what, size, nbytes))
+    ptr = cai["data"][0]
+    if not ptr:
+        raise ValueError("%s: a NULL device pointer" % what)
+    return ptr, b
+
+
+def _is_tensor(b):
+    return hasattr(b, "data_ptr") and hasattr(b, "is_contiguous") and hasattr(b, "numel")
+
+
+def _buffer_addr(b, nbytes, writes, what):
+    """The address of buffer b for a job, and the object to keep alive until the job
+    is collected. b: a bytes-like object (bytes, bytearray, memoryview, a numpy
+    array) or a CPU tensor (torch: contiguous, nbytes long; read in place, written
+    in place by a get). writes: the job writes into it (a get)."""
+    if _is_tensor(b):
+        dev = getattr(getattr(b, "device", None), "type", "cpu")
+        if dev != "cpu":
+            raise ValueError("%s: a %s tensor without __cuda_array_interface__" % (what, dev))
+        if not b.is_contiguous():
+            raise ValueError("%s: the tensor is not contiguous" % what)
+        size = b.numel() * b.element_size()
+        if size != nbytes:
+            raise ValueError("%s: %d bytes, want %d" % (what, size, nbytes))
+        return b.data_ptr(), b
+    mv = memoryview(b)
+    if mv.nbytes != nbytes or not mv.contiguous:
+        raise ValueError("%s: %d bytes, want %d contiguous" % (what, mv.nbytes, nbytes))
+    if mv.readonly:
+        if writes:
+            raise ValueError("%s is read-only; a get writes into it" % what)
+        c = ctypes.c_char_p(mv.tobytes() if not isinstance(b, bytes) else b)
+        return ctypes.cast(c, _P).value, c
+    c = (ctypes.c_char * nbytes).from_buffer(mv)
+    return ctypes.addressof(c), c
+
+
 class JobResult:
     __slots__ = ("job_id", "status", "n_keys", "n_failed")
 
@@ -416,7 +494,8 @@ class Client:
     def __init__(self, coordinators=None, etcd_endpoints=None, cluster=None, name=None,
                  timeout_ms=0, max_in_flight=0, disable_shm=False, curve_cert=None,
                  curve_server_key=None, etcd_ca_file=None, etcd_cert_file=None,
-                 etcd_key_file=None, host=None, failover_ms=0):
+                 etcd_key_file=None, host=None, failover_ms=0, cuda_library=None,
+                 device_staging=0):
         """host: this client's host name (a tier's shared memory only when the tier
         registered the same; default $KVTIER_HOST or the machine's). curve_cert / curve_server_key: this client's zcert file and the deployment's
         server public key (a file or its Z85 text), for a deployment with
@@ -425,7 +504,9 @@ class Client:
         deployment with etcd.tls); the certificate and key both or neither.
         failover_ms: how long a call keeps finding a new leader and sending itself
         again (0: 15 s, kvtier.h "Failover"); a window of a leader that is gone ends
-        with KvtError code ABORTED."""
+        with KvtError code ABORTED. cuda_library: the CUDA runtime device buffers
+        load (a path or soname; default $KVT_CUDA_LIBRARY, else libcudart.so...);
+        device_staging: bytes of pinned staging its device jobs may hold (0: 256 MiB)."""
         if isinstance(coordinators, (list, tuple)):
             coordinators = ",".join(coordinators)
         if isinstance(etcd_endpoints, (list, tuple)):
@@ -433,7 +514,8 @@ class Client:
         opts = _Options(_b(coordinators), _b(etcd_endpoints), _b(cluster), _b(name),
                         timeout_ms, max_in_flight, disable_shm, _b(curve_cert),
                         _b(curve_server_key), _b(etcd_ca_file), _b(etcd_cert_file),
-                        _b(etcd_key_file), _b(host), failover_ms)
+                        _b(etcd_key_file), _b(host), failover_ms, _b(cuda_library),
+                        device_staging)
         err = ctypes.create_string_buffer(512)
         self._h = ctypes.c_void_p(_lib.kvt_connect(ctypes.byref(opts), err, len(err)))
         if not self._h:
@@ -675,42 +757,62 @@ class Client:
 
     # ---- data role ----
 
-    def _submit(self, kind, job_id, token, buffers, length):
+    @staticmethod
+    def _xfer(bufs, stream, wait_event, done_event):
+        """The job's kvt_xfer_t: device buffers (all of them expose
+        __cuda_array_interface__) or host ones; None for plain host buffers."""
+        dev = [_is_device(b) for b in bufs]
+        if any(dev) and not all(dev):
+            raise ValueError("buffers %d and %d: one device, one host; a job's buffers are "
+                             "all of one kind" % (dev.index(True), dev.index(False)))
+        if not any(dev) and (stream or wait_event or done_event):
+            raise ValueError("stream / wait_event / done_event go with device buffers only")
+        if not any(dev):
+            return None
+        return _Xfer(MEM_CUDA, stream or None, wait_event or None, done_event or None)
+
+    def _submit(self, kind, job_id, token, buffers, length, stream=None, wait_event=None,
+                done_event=None):
         bufs = list(buffers)
         if len(bufs) != token.count:
             raise ValueError("%d buffers for %d token keys" % (len(bufs), token.count))
+        x = self._xfer(bufs, stream, wait_event, done_event)
         ptrs = (_P * max(len(bufs), 1))()
         keep = []
         for i, b in enumerate(bufs):
-            mv = memoryview(b)
-            if mv.nbytes != length or not mv.contiguous:
-                raise ValueError("buffer %d: %d bytes, want %d contiguous" % (i, mv.nbytes,
-                                                                             length))
-            if mv.readonly:
-                if kind == "get":
-                    raise ValueError("buffer %d is read-only; a get writes into it" % i)
-                c = ctypes.c_char_p(mv.tobytes() if not isinstance(b, bytes) else b)
-                keep.append(c)
-                ptrs[i] = ctypes.cast(c, _P)
+            if x is not None:
+                addr, c = _device_addr(b, length, "buffer %d" % i)
             else:
-                c = (ctypes.c_char * length).from_buffer(mv)
-                keep.append(c)
-                ptrs[i] = ctypes.addressof(c)
-        fn = _lib.kvt_submit_get if kind == "get" else _lib.kvt_submit_put
-        self._check(fn(self._h, job_id, token._h, ptrs, length))
+                addr, c = _buffer_addr(b, length, kind == "get", "buffer %d" % i)
+            ptrs[i] = addr
+            keep.append(c)
+        if x is not None:
+            fn = _lib.kvt_submit_get_ex if kind == "get" else _lib.kvt_submit_put_ex
+            self._check(fn(self._h, job_id, token._h, ptrs, length, ctypes.byref(x)))
+        else:
+            fn = _lib.kvt_submit_get if kind == "get" else _lib.kvt_submit_put
+            self._check(fn(self._h, job_id, token._h, ptrs, length))
         self._jobs[job_id] = keep
 
-    def submit_get(self, job_id, token, buffers, length):
-        """Reads the token's blocks into writable buffers (bytearray, memoryview...),
-        one per token key, each `length` bytes. Keep them until the job is collected
-        (the binding holds a reference)."""
-        self._submit("get", job_id, token, buffers, length)
+    def submit_get(self, job_id, token, buffers, length, stream=None, wait_event=None,
+                   done_event=None):
+        """Reads the token's blocks into writable buffers (bytearray, memoryview, numpy
+        arrays, CPU tensors), one per token key, each `length` bytes — or into device
+        memory: buffers exposing __cuda_array_interface__, with the copy into them
+        after wait_event and done_event recorded when it is done (cudaStream_t /
+        cudaEvent_t as ints; kvtier.h "Device buffers"). Keep them until the job is
+        collected (the binding holds a reference)."""
+        self._submit("get", job_id, token, buffers, length, stream, wait_event, done_event)
 
-    def submit_put(self, job_id, token, buffers, length):
-        """Writes one buffer per token key (any bytes-like object of `length` bytes)."""
-        self._submit("put", job_id, token, buffers, length)
+    def submit_put(self, job_id, token, buffers, length, stream=None, wait_event=None,
+                   done_event=None):
+        """Writes one buffer per token key (any bytes-like object of `length` bytes, a
+        CPU tensor, or device memory as for submit_get: the copy out of it starts
+        after wait_event)."""
+        self._submit("put", job_id, token, buffers, length, stream, wait_event, done_event)
 
-    def _submit_segments(self, kind, job_id, token, first, buffers):
+    def _submit_segments(self, kind, job_id, token, first, buffers, stream=None,
+                         wait_event=None, done_event=None):
         seg = self._seg_bytes.get(token.instance)
         if seg is None:
             raise ValueError("instance %r is not registered with segments on this client: "
@@ -720,37 +822,38 @@ class Client:
             raise ValueError("want %d keys x the same number of segments, got %s" %
                              (token.count, [len(r) for r in rows]))
         count = len(rows[0])
+        x = self._xfer([b for r in rows for b in r], stream, wait_event, done_event)
         ptrs = (_P * max(token.count * count, 1))()
         keep = []
         for i, row in enumerate(rows):
             for s, b in enumerate(row):
-                mv = memoryview(b)
-                if mv.nbytes != seg or not mv.contiguous:
-                    raise ValueError("key %d segment %d: %d bytes, want %d contiguous" %
-                                     (i, first + s, mv.nbytes, seg))
-                if mv.readonly:
-                    if kind == "get":
-                        raise ValueError("key %d segment %d is read-only; a get writes into "
-                                         "it" % (i, first + s))
-                    c = ctypes.c_char_p(mv.tobytes() if not isinstance(b, bytes) else b)
-                    ptrs[i * count + s] = ctypes.cast(c, _P)
-                else:
-                    c = (ctypes.c_char * seg).from_buffer(mv)
-                    ptrs[i * count + s] = ctypes.addressof(c)
+                what = "key %d segment %d" % (i, first + s)
+                addr, c = (_device_addr(b, seg, what) if x is not None else
+                           _buffer_addr(b, seg, kind == "get", what))
+                ptrs[i * count + s] = addr
                 keep.append(c)
-        fn = _lib.kvt_submit_get_segments if kind == "get" else _lib.kvt_submit_put_segments
-        self._check(fn(self._h, job_id, token._h, first, count, ptrs))
+        if x is not None:
+            fn = (_lib.kvt_submit_get_segments_ex if kind == "get" else
+                  _lib.kvt_submit_put_segments_ex)
+            self._check(fn(self._h, job_id, token._h, first, count, ptrs, ctypes.byref(x)))
+        else:
+            fn = _lib.kvt_submit_get_segments if kind == "get" else _lib.kvt_submit_put_segments
+            self._check(fn(self._h, job_id, token._h, first, count, ptrs))
         self._jobs[job_id] = keep
 
-    def submit_get_segments(self, job_id, token, first, buffers):
-        """Layer-wise get: buffers[i][s] (writable, one segment's bytes) receives key
-        i's segment first + s. Any ranges, any order."""
-        self._submit_segments("get", job_id, token, first, buffers)
+    def submit_get_segments(self, job_id, token, first, buffers, stream=None,
+                            wait_event=None, done_event=None):
+        """Layer-wise get: buffers[i][s] (writable, one segment's bytes; host or device
+        as for submit_get) receives key i's segment first + s. Any ranges, any order."""
+        self._submit_segments("get", job_id, token, first, buffers, stream, wait_event,
+                              done_event)
 
-    def submit_put_segments(self, job_id, token, first, buffers):
+    def submit_put_segments(self, job_id, token, first, buffers, stream=None,
+                            wait_event=None, done_event=None):
         """Layer-wise put: buffers[i][s] is key i's segment first + s; the calls of a
         token cover its segments in order, and a key is written with its last one."""
-        self._submit_segments("put", job_id, token, first, buffers)
+        self._submit_segments("put", job_id, token, first, buffers, stream, wait_event,
+                              done_event)
 
     def submit_prefetch(self, job_id, token):
         """The service copies the token's blocks up to the head tier (through its

@@ -1,0 +1,60 @@
+/* kvt_device.h — device buffers of the data role (kvtier.h "Device buffers"): the
+ * CUDA runtime a handle loads at its first device submit, the pinned staging of its
+ * job slots, and the copies between the caller's device memory and that staging on
+ * either side of a job's host move. Private to client/.
+ *
+ * A device job runs in phases (kvti_job_t.dev_phase):
+ *   put: D2H (the copy out of the device, after the caller's wait_event) -> HOST
+ *        (the transports move the staging as host bytes) -> finished;
+ *   get: HOST (into the staging) -> H2D (into the device, after wait_event) ->
+ *        finished.
+ * A phase's copies end in the slot's own event; kvti_dev_pump moves jobs on when
+ * their event is done. Nothing here blocks on the device. */
+#ifndef KVT_DEVICE_H
+#define KVT_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvt_transport.h"
+
+enum {
+    KVTI_DEV_NONE = 0, /* host buffers */
+    KVTI_DEV_D2H = 1,  /* a put's copy out of the device is running */
+    KVTI_DEV_HOST = 2, /* the host move is running (or about to) */
+    KVTI_DEV_H2D = 3,  /* a get's copy into the device is running */
+};
+
+/* Checks a device submit's pointers (n of piece bytes each: blocks, or a layer-wise
+ * job's segments), opens the runtime when this is the handle's first, gives the job
+ * slot its staging and points the job's host buffers into it (j->bufs for whole
+ * blocks, j->seg_ptrs for segments; jobs / cap: the handle's job table, whose idle
+ * slots give their staging back when the bound is reached). 0, or a negative status with the handle's error
+ * set; nothing is started. */
+int kvti_dev_prepare(kvt_client_t *c, const char *what, kvti_job_t *jobs, uint32_t cap,
+                     kvti_job_t *j, const kvt_xfer_t *x, void *const *ptrs, uint64_t n,
+                     uint64_t piece);
+
+/* A prepared device put: queues its copy out of the device (phase D2H). false when
+ * the runtime refused the copies: the job's error is recorded, nothing moved, and the
+ * caller starts the job's host part at once so that it finishes (every key failed). */
+bool kvti_dev_start_put(kvti_job_t *j);
+
+/* The host part of a device get ended (the job's open parts reached 0): queues the
+ * copy into the device of the keys that moved (phase H2D). true: the job finishes
+ * later (kvti_dev_pump); false: now (nothing to copy, or the copy was refused). */
+bool kvti_dev_defer_get(kvti_job_t *j);
+
+/* One round over the handle's device jobs: each whose event is done moves on —
+ * start(j) for a put whose copy out of the device is done, finish(j) for a get
+ * whose copy into it is. Returns how many device jobs are still copying. */
+typedef void (*kvti_dev_step_fn)(void *arg, kvti_job_t *j);
+uint32_t kvti_dev_pump(kvti_job_t *jobs, uint32_t cap, kvti_dev_step_fn start,
+                       kvti_dev_step_fn finish, void *arg);
+
+/* The slot's staging and event, when the handle closes. */
+void kvti_dev_release(kvt_client_t *c, kvti_job_t *j);
+/* The handle's runtime, after every slot was released. */
+void kvti_dev_close(kvt_client_t *c);
+
+#endif
