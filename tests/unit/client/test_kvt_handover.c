@@ -9,7 +9,10 @@
  * token carries; an imported token cannot be completed, only released; a worker
  * that dies leaves the window to the control side (complete: nothing committed);
  * bad bytes, another cluster's token, a result for another token or other keys
- * are INVALID_ARGUMENT, nothing applied; a token of an older leader is ABORTED. */
+ * are INVALID_ARGUMENT, nothing applied; a token of an older leader is ABORTED, at
+ * import and when a tier actor's leader fence refuses the worker's transfer. The
+ * tier actor and the scheduler share the cluster secret: every transfer the worker
+ * makes over frames is checked against the sealed token it imported. */
 #include <errno.h>
 #include <inttypes.h>
 #include <setjmp.h>
@@ -26,6 +29,7 @@
 
 #include "bus_host.h"
 #include "bus_token.h"
+#include "bus_token_mac.h"
 #include "kvt_export.h"
 #include "kvtier.h"
 #include "sched_actor.h"
@@ -41,7 +45,11 @@
 #define T_EPOCH 5u
 #define T_CLUSTER "tokx-e2e"
 
+static const uint8_t t_secret[BUS_SECRET_BYTES] = "handover-e2e-secret-of-32-bytes";
+
 typedef struct {
+    char tier_ep[128];
+    char shm[64];
     zactor_t *tier;
     zactor_t *sched;
     char sched_ep[256];
@@ -76,26 +84,15 @@ static int t_register(kvt_client_t *c, const char *id, uint32_t segments)
     return kvt_register_instance(c, &spec);
 }
 
-static int t_setup(void **state)
+/* A scheduler of `epoch` (sealing tokens with the secret), told the tier is up. */
+static zactor_t *t_sched(t_env_t *e, uint64_t epoch)
 {
-    t_env_t *e = calloc(1, sizeof *e);
-    char shm[64];
-    snprintf(shm, sizeof shm, "/kvtc-tokx-%d", (int)getpid());
-    tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
-    snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
-    snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
-    snprintf(tc.tier.path, sizeof tc.tier.path, "%s", shm);
-    tc.tier.capacity = T_CAP;
-    tc.tier.slot_size = T_BLOCK;
-    e->tier = tier_actor_new(&tc);
-    if (!e->tier)
-        return -1;
-    char tier_ep[128];
-    tier_actor_endpoint(e->tier, tier_ep, sizeof tier_ep);
     sched_config_t sc;
     sched_config_defaults(&sc);
     snprintf(sc.cluster, sizeof sc.cluster, T_CLUSTER);
-    sc.leader_epoch = T_EPOCH;
+    sc.leader_epoch = epoch;
+    sc.has_secret = true;
+    memcpy(sc.secret, t_secret, sizeof sc.secret);
     sc.n_tiers = 1;
     sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = T_CAP, .slot_size = T_BLOCK};
     snprintf(sc.tiers[0].name, sizeof sc.tiers[0].name, "host0");
@@ -104,23 +101,44 @@ static int t_setup(void **state)
     snprintf(sc.chains[0].name, sizeof sc.chains[0].name, "default");
     sc.chains[0].n_tiers = 1;
     sc.chains[0].tier_ids[0] = 1;
-    e->sched = sched_actor_new(&sc);
-    if (!e->sched)
-        return -1;
-    sched_actor_endpoint(e->sched, e->sched_ep, sizeof e->sched_ep);
+    zactor_t *sched = sched_actor_new(&sc);
+    if (!sched)
+        return NULL;
     kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
     ti.tier_id = 1;
     snprintf(ti.name, sizeof ti.name, "host0");
     ti.kind = kvtier_TierKind_TIER_KIND_HOST;
-    snprintf(ti.endpoint, sizeof ti.endpoint, "%s", tier_ep);
+    snprintf(ti.endpoint, sizeof ti.endpoint, "%s", e->tier_ep);
     bus_host_identity(NULL, ti.host, sizeof ti.host);
-    snprintf(ti.shm, sizeof ti.shm, "%s", shm);
+    snprintf(ti.shm, sizeof ti.shm, "%s", e->shm);
     ti.epoch = tier_actor_epoch(e->tier);
     ti.capacity_slots = T_CAP;
     ti.slot_bytes = T_BLOCK;
     ti.up = true;
-    if (sched_actor_tier_change(e->sched, true, &ti) != 0)
+    if (sched_actor_tier_change(sched, true, &ti) != 0)
+        zactor_destroy(&sched);
+    return sched;
+}
+
+static int t_setup(void **state)
+{
+    t_env_t *e = calloc(1, sizeof *e);
+    snprintf(e->shm, sizeof e->shm, "/kvtc-tokx-%d", (int)getpid());
+    tier_actor_config_t tc = {
+        .tier_id = 1, .endpoint = "tcp://127.0.0.1:*", .secret = t_secret, .cluster = T_CLUSTER};
+    snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
+    snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
+    snprintf(tc.tier.path, sizeof tc.tier.path, "%s", e->shm);
+    tc.tier.capacity = T_CAP;
+    tc.tier.slot_size = T_BLOCK;
+    e->tier = tier_actor_new(&tc);
+    if (!e->tier)
         return -1;
+    tier_actor_endpoint(e->tier, e->tier_ep, sizeof e->tier_ep);
+    e->sched = t_sched(e, T_EPOCH);
+    if (!e->sched)
+        return -1;
+    sched_actor_endpoint(e->sched, e->sched_ep, sizeof e->sched_ep);
     e->c = t_client(e, "control");
     e->w = t_client(e, "worker-here");
     if (!e->c || !e->w)
@@ -557,6 +575,63 @@ static void test_bad_input(void **state)
     assert_int_equal(kvt_request_end(e->c, T_INST, rid, NULL), 0);
 }
 
+/* Rule (kvtier.h "Failover"): a worker's transfer of a token of a leader that is
+ * gone ends ABORTED when the tier actor's leader fence refuses it, though the
+ * worker's handle never heard of the new leader. A scheduler of the next epoch
+ * raises the tier's fence; the worker imports the old leader's token (the old
+ * scheduler still answers, as a deposed one may) and its put over frames is
+ * refused by the tier: the job reports ABORTED, all keys failed, nothing written.
+ * Last in the group: the old scheduler's tokens are fenced from here on. */
+static void test_fenced_transfer_is_aborted(void **state)
+{
+    t_env_t *e = *state;
+    kvt_key_t keys[T_N];
+    char rid[32];
+    t_request(e, T_INST, 51, keys, rid, sizeof rid);
+    kvt_token_t *tok = NULL;
+    assert_int_equal(kvt_prepare_put(e->c, T_INST, rid, keys, T_N, &tok), 0);
+    size_t len = 0;
+    uint8_t *b = t_export(e->c, tok, &len);
+    zactor_t *next = t_sched(e, T_EPOCH + 1);
+    assert_non_null(next);
+    tier_actor_stats_t st = {0};
+    for (int i = 0; i < 1000 && st.leader_seen != T_EPOCH + 1; i++) {
+        assert_int_equal(tier_actor_stats(e->tier, &st), 0);
+        if (st.leader_seen != T_EPOCH + 1)
+            zclock_sleep(10);
+    }
+    assert_int_equal(st.leader_seen, T_EPOCH + 1);
+    char err[512];
+    kvt_options_t o = {.coordinators = e->sched_ep,
+                       .name = "worker-frames",
+                       .timeout_ms = 5000,
+                       .disable_shm = true};
+    kvt_client_t *wf = kvt_connect(&o, err, sizeof err);
+    assert_non_null(wf);
+    kvt_token_t *wt = NULL;
+    if (kvt_token_import(wf, b, len, &wt) != 0)
+        fail_msg("import at the old leader: %s", kvt_last_error(wf));
+    uint8_t *bufs[T_N];
+    for (uint32_t i = 0; i < T_N; i++)
+        bufs[i] = calloc(1, T_BLOCK);
+    uint64_t job = 51;
+    assert_int_equal(kvt_submit_put(wf, job, wt, (const void *const *)bufs, T_BLOCK), 0);
+    kvt_job_result_t r;
+    assert_int_equal(kvt_wait(wf, &job, 1, 10000, &r), 0);
+    assert_int_equal(r.status, -KVT_ABORTED);
+    assert_int_equal(r.n_failed, T_N);
+    assert_non_null(strstr(kvt_last_error(wf), "fenced"));
+    assert_int_equal(kvt_token_release(wf, &wt), 0);
+    kvt_close(&wf);
+    bool no[T_N] = {false};
+    (void)kvt_complete_put(e->c, &tok, no); /* the old leader's window: nothing to commit */
+    assert_null(tok);
+    for (uint32_t i = 0; i < T_N; i++)
+        free(bufs[i]);
+    free(b);
+    zactor_destroy(&next);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_layerwise_progress_travels_back),
         cmocka_unit_test(test_refused_release_and_dead_worker),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_fenced_transfer_is_aborted),
     };
     return cmocka_run_group_tests(tests, t_setup, t_teardown);
 }
