@@ -148,13 +148,11 @@ static int s_frame(const uint8_t *buf, size_t len, const char *magic, uint16_t v
         return -1;
     }
     if (s_get64(buf + len - S_SUM) != XXH3_64bits(buf, len - S_SUM)) {
-        s_err(err, errlen, "%s: the checksum does not match its bytes (altered, or cut off)",
-              what);
+        s_err(err, errlen, "%s: the checksum does not match its bytes (altered, or cut off)", what);
         return -1;
     }
     if (s_get32(buf + 8) != 0) {
-        s_err(err, errlen, "%s: flags 0x%x unknown to version %u", what, s_get32(buf + 8),
-              version);
+        s_err(err, errlen, "%s: flags 0x%x unknown to version %u", what, s_get32(buf + 8), version);
         return -1;
     }
     if (!s_kind_ok(s_get16(buf + 6))) {
@@ -172,8 +170,7 @@ static int s_frame(const uint8_t *buf, size_t len, const char *magic, uint16_t v
 int kvti_tokx_decode(const uint8_t *buf, size_t len, kvti_tokx_t *out, char *err, size_t errlen)
 {
     const char *W = "an exported token";
-    if (s_frame(buf, len, KVTI_TOKX_MAGIC, KVTI_TOKX_VERSION, KVTI_TOKX_HEADER, W, err, errlen) <
-        0)
+    if (s_frame(buf, len, KVTI_TOKX_MAGIC, KVTI_TOKX_VERSION, KVTI_TOKX_HEADER, W, err, errlen) < 0)
         return -1;
     memset(out, 0, sizeof *out);
     out->kind = s_get16(buf + 6);
@@ -193,8 +190,8 @@ int kvti_tokx_decode(const uint8_t *buf, size_t len, kvti_tokx_t *out, char *err
     }
     if (out->segments > KVT_MAX_SEGMENTS ||
         (out->segments > 1 && out->bytes_per_block % out->segments != 0)) {
-        s_err(err, errlen, "%s: %u segments of a %" PRIu64 "-byte block (at most %u, a divisor)",
-              W, out->segments, out->bytes_per_block, KVT_MAX_SEGMENTS);
+        s_err(err, errlen, "%s: %u segments of a %" PRIu64 "-byte block (at most %u, a divisor)", W,
+              out->segments, out->bytes_per_block, KVT_MAX_SEGMENTS);
         return -1;
     }
     size_t end = len - S_SUM, o = KVTI_TOKX_HEADER;
@@ -217,8 +214,8 @@ int kvti_tokx_decode(const uint8_t *buf, size_t len, kvti_tokx_t *out, char *err
     size_t keys = (size_t)out->n_keys * S_KEY;
     if (end - o != keys + out->payload_len) {
         s_err(err, errlen,
-              "%s: %zu bytes after its strings, %u keys and a %u-byte payload take %zu", W,
-              end - o, out->n_keys, out->payload_len, keys + out->payload_len);
+              "%s: %zu bytes after its strings, %u keys and a %u-byte payload take %zu", W, end - o,
+              out->n_keys, out->payload_len, keys + out->payload_len);
         return -1;
     }
     out->keys = buf + o;
@@ -276,8 +273,7 @@ int kvti_tokr_encode(const kvti_tokr_t *r, uint8_t *buf, size_t cap, size_t *len
 int kvti_tokr_decode(const uint8_t *buf, size_t len, kvti_tokr_t *out, char *err, size_t errlen)
 {
     const char *W = "an exported result";
-    if (s_frame(buf, len, KVTI_TOKR_MAGIC, KVTI_TOKR_VERSION, KVTI_TOKR_HEADER, W, err, errlen) <
-        0)
+    if (s_frame(buf, len, KVTI_TOKR_MAGIC, KVTI_TOKR_VERSION, KVTI_TOKR_HEADER, W, err, errlen) < 0)
         return -1;
     memset(out, 0, sizeof *out);
     out->kind = s_get16(buf + 6);

@@ -68,8 +68,7 @@ static int s_room(kvt_client_t *c, const char *what, int rc, const uint8_t *buf,
                      cap, need);
 }
 
-int kvt_token_export(kvt_client_t *c, const kvt_token_t *tok, uint8_t *buf, size_t cap,
-                     size_t *len)
+int kvt_token_export(kvt_client_t *c, const kvt_token_t *tok, uint8_t *buf, size_t cap, size_t *len)
 {
     const char *W = "token_export";
     if (!c)
@@ -99,7 +98,7 @@ int kvt_token_export(kvt_client_t *c, const kvt_token_t *tok, uint8_t *buf, size
                      .payload_len = tok->payload_len};
     int64_t age = 0;
     (void)kvti_token_lapsed(tok, &age);
-    x.remaining_ms = age < 0 ? tok->lease_ms
+    x.remaining_ms = age < 0                          ? tok->lease_ms
                      : (uint64_t)age >= tok->lease_ms ? 0
                                                       : tok->lease_ms - (uint64_t)age;
     x.segments = kvti_instance_segments(c, tok->instance_id, &x.bytes_per_block);
@@ -138,8 +137,7 @@ static int s_check_payload(kvt_client_t *c, const char *W, const kvti_tokx_t *x,
                          (int)v->kind, v->n_entries, x->kind, x->n_keys);
     if (!(v->meta.flags & BUS_TOKEN_F_EXPORTABLE))
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
-                         "the scheduler did not mark token %" PRIu64 " exportable",
-                         x->token_id);
+                         "the scheduler did not mark token %" PRIu64 " exportable", x->token_id);
     if (v->meta.token_id != x->token_id || v->meta.leader_epoch != x->leader_epoch)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
                          "the scheduler's token inside is token %" PRIu64 " of leader epoch "
@@ -152,8 +150,8 @@ static int s_check_payload(kvt_client_t *c, const char *W, const kvti_tokx_t *x,
 static int s_check_epoch(kvt_client_t *c, const char *W, const kvti_tokx_t *x)
 {
     if (x->leader_epoch == 0)
-        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
-                         "token %" PRIu64 " names no leader epoch", x->token_id);
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "token %" PRIu64 " names no leader epoch",
+                         x->token_id);
     if (x->leader_epoch > c->leader_epoch) { /* this handle may not have seen it yet */
         int rc = kvti_refresh_leader(c, W);
         if (rc < 0)
@@ -312,8 +310,8 @@ static int s_check_result(kvt_client_t *c, const char *W, const struct kvt_token
     for (uint32_t i = 0; t->kind != BUS_TOKEN_PUT && i < t->n; i++)
         if (kvti_tokr_checksum(r, i) != 0)
             return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
-                             "key %u: a checksum in the result of a %s token (only puts have)",
-                             i, t->kind == BUS_TOKEN_GET ? "get" : "prefetch");
+                             "key %u: a checksum in the result of a %s token (only puts have)", i,
+                             t->kind == BUS_TOKEN_GET ? "get" : "prefetch");
     if (r->segments) {
         uint64_t bpb = 0;
         uint32_t segs = kvti_instance_segments(c, t->instance_id, &bpb);

@@ -478,7 +478,8 @@ int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const voi
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok);
 
 /* Layer-wise moves, for an instance registered with segments > 1 (on this handle:
- * a data-role process registers the same spec again, which is OK): segments
+ * a data-role process registers the same spec again, which is OK; or on the handle
+ * that exported an imported token, which carries the segments): segments
  * [first, first + count) of every key of the token, ptrs[i * count + s] the
  * buffer of key i's segment first + s, each bytes_per_block / segments bytes
  * (scatter / gather over an engine's paged cache). Each call is one job, reported

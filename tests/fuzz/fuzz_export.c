@@ -53,8 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kvti_tokx_t x;
         if (kvti_tokx_decode(in, len, &x, err, sizeof err) < 0)
             return 0;
-        if (x.keys < in || x.payload < x.keys ||
-            x.payload + x.payload_len > in + len ||
+        if (x.keys < in || x.payload < x.keys || x.payload + x.payload_len > in + len ||
             (size_t)(x.payload - x.keys) != (size_t)x.n_keys * 16) {
             fprintf(stderr, "accepted token's keys or payload lie outside its bytes\n");
             abort();

@@ -49,8 +49,9 @@ static int s_wait(kvt_client_t *c, uint64_t job, uint32_t n)
     if (kvt_wait(c, &job, 1, 10000, &r) != 0)
         return s_fail(c, "wait");
     if (r.status != 0 || r.n_failed != 0 || r.n_keys != n) {
-        fprintf(stderr, "kvt_handover_worker: job %" PRIu64 ": status %d, %u of %u keys failed: %s\n",
-                job, r.status, r.n_failed, r.n_keys, kvt_last_error(c));
+        fprintf(stderr,
+                "kvt_handover_worker: job %" PRIu64 ": status %d, %u of %u keys failed: %s\n", job,
+                r.status, r.n_failed, r.n_keys, kvt_last_error(c));
         return 1;
     }
     /* reported exactly once: nothing more to collect */
@@ -64,8 +65,8 @@ static int s_wait(kvt_client_t *c, uint64_t job, uint32_t n)
 }
 
 /* Segment pointers of keys [0, n), segments [first, first + count), into blocks. */
-static void s_seg_ptrs(uint8_t **blocks, uint32_t n, uint32_t first, uint32_t count,
-                       uint64_t seg, void **ptrs)
+static void s_seg_ptrs(uint8_t **blocks, uint32_t n, uint32_t first, uint32_t count, uint64_t seg,
+                       void **ptrs)
 {
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t s = 0; s < count; s++)
@@ -104,9 +105,8 @@ int main(int argc, char **argv)
     for (uint32_t i = 0; i < n; i++) {
         blocks[i] = malloc(block);
         for (size_t j = 0; j < block; j++)
-            blocks[i][j] = strncmp(mode, "put", 3) == 0 || strcmp(mode, "die") == 0
-                               ? s_byte(seed, i, j)
-                               : 0;
+            blocks[i][j] =
+                strncmp(mode, "put", 3) == 0 || strcmp(mode, "die") == 0 ? s_byte(seed, i, j) : 0;
     }
     int rc = 0;
     uint64_t seg = segs ? block / segs : block;
@@ -164,8 +164,8 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < n && rc == 0; i++)
             for (size_t j = 0; j < block; j++)
                 if (blocks[i][j] != s_byte(seed, i, j)) {
-                    fprintf(stderr, "kvt_handover_worker: key %u byte %zu is %u, stored %u\n",
-                            i, j, blocks[i][j], s_byte(seed, i, j));
+                    fprintf(stderr, "kvt_handover_worker: key %u byte %zu is %u, stored %u\n", i, j,
+                            blocks[i][j], s_byte(seed, i, j));
                     rc = 1;
                     break;
                 }

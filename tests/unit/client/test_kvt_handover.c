@@ -204,8 +204,14 @@ static int t_worker(t_env_t *e, const char *mode, bool frames, uint32_t seed, ui
     snprintf(seed_s, sizeof seed_s, "%u", seed);
     snprintf(block_s, sizeof block_s, "%u", T_BLOCK);
     snprintf(segs_s, sizeof segs_s, "%u", segs);
-    char *argv[] = {KVT_HANDOVER_WORKER, e->sched_ep,         (char *)mode, frames ? "1" : "0",
-                    seed_s,              block_s,             segs_s,       NULL};
+    char *argv[] = {KVT_HANDOVER_WORKER,
+                    e->sched_ep,
+                    (char *)mode,
+                    frames ? "1" : "0",
+                    seed_s,
+                    block_s,
+                    segs_s,
+                    NULL};
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) { /* only async-signal-safe calls before exec (this process has threads) */
@@ -466,8 +472,8 @@ static void test_bad_input(void **state)
     uint8_t *b = t_export(e->c, tok, &len);
     uint8_t small[8];
     size_t need = 0;
-    t_expect(e->c, kvt_token_export(e->c, tok, small, sizeof small, &need),
-             -KVT_INVALID_ARGUMENT, "bytes of room");
+    t_expect(e->c, kvt_token_export(e->c, tok, small, sizeof small, &need), -KVT_INVALID_ARGUMENT,
+             "bytes of room");
     assert_int_equal(need, len);
 
     t_expect(e->w, kvt_token_import(e->w, b, len - 1, &wt), -KVT_INVALID_ARGUMENT, "checksum");
