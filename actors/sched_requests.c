@@ -657,8 +657,12 @@ static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t ki
         }
         call->tok[i].src_tier = map[st];
     }
-    int rc =
-        bus_token_encode(kind, meta, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
+    /* A client may hand a get, put or prefetch window's token to another process
+     * (kvt_token_export); a combined window's never leaves its handle. */
+    bus_token_meta_t m = *meta;
+    if (kind != BUS_TOKEN_GET_PUT)
+        m.flags |= BUS_TOKEN_F_EXPORTABLE;
+    int rc = bus_token_encode(kind, &m, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
     if (rc == 0 && self->seal) /* the tier actors open the tier plane only under the MAC */
         rc = bus_token_seal(&self->token_key, call->payload, call->payload_cap, len);
     return rc;

@@ -893,8 +893,11 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
     rc = kvti_meta_call(c, "kvt_connect", true, NULL, NULL);
     if (rc < 0)
         return rc;
-    if (c->rep->which_body == kvtier_Envelope_cluster_info_rep_tag)
+    if (c->rep->which_body == kvtier_Envelope_cluster_info_rep_tag) {
         s_learn_epoch(c, c->rep->body.cluster_info_rep.leader_epoch);
+        snprintf(c->leader_cluster, sizeof c->leader_cluster, "%s",
+                 c->rep->body.cluster_info_rep.cluster);
+    }
     /* nothing is held yet: this leader needs no telling */
     c->recovered_epoch = c->leader_epoch;
     snprintf(c->recovered_leader, sizeof c->recovered_leader, "%s", c->leader);
@@ -904,6 +907,18 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
         (ssize_t)sizeof c->prepare_seq)
         c->prepare_seq = (uint64_t)zclock_usecs() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
     return 0;
+}
+
+int kvti_refresh_leader(kvt_client_t *c, const char *what)
+{
+    bus_env_init(c->req, kvtier_Envelope_cluster_info_req_tag, c->name);
+    int rc = kvti_meta_call(c, what, true, NULL, NULL);
+    if (rc == 0 && c->rep->which_body == kvtier_Envelope_cluster_info_rep_tag) {
+        s_learn_epoch(c, c->rep->body.cluster_info_rep.leader_epoch);
+        snprintf(c->leader_cluster, sizeof c->leader_cluster, "%s",
+                 c->rep->body.cluster_info_rep.cluster);
+    }
+    return rc;
 }
 
 kvt_client_t *kvt_connect(const kvt_options_t *opts, char *err, size_t errlen)

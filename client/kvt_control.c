@@ -125,6 +125,9 @@ struct kvt_token *kvti_token_acquire(kvt_client_t *c, uint32_t cap)
     t->n_get = 0;
     t->parent = NULL;
     t->payload_len = 0;
+    t->imported = false;
+    t->x_segments = 0;
+    t->x_bpb = 0;
     if (t->segs)
         t->segs->segments = 0;
     t->prev = NULL;
@@ -754,6 +757,8 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
         return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete,
                          "the token is a half of a kvt_prepare token: complete that one with "
                          "kvt_complete (both halves at once)");
+    if (t->imported)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete, "%s", KVTI_IMPORTED_NO_COMPLETE);
     if (t->kind != kind)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, w->complete, "the token comes from %s",
                          s_windows[t->kind].prepare);
@@ -867,6 +872,8 @@ int kvt_complete(kvt_client_t *c, kvt_token_t **tokp, const bool *get_success,
     if (t->parent)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
                          "the token is a half: complete the token kvt_prepare returned");
+    if (t->imported) /* never: a combined token is not exported; kept for the rule */
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "%s", KVTI_IMPORTED_NO_COMPLETE);
     if (t->kind != BUS_TOKEN_GET_PUT)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
                          "the token comes from %s: complete it with kvt_complete_%s",

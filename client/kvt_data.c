@@ -418,6 +418,19 @@ static int s_segs_ready(struct kvt_token *tok, uint32_t segments, uint64_t seg_b
     return 0;
 }
 
+int kvti_segs_adopt(struct kvt_token *tok, uint32_t segments, uint64_t seg_bytes, uint32_t next,
+                    const bool *failed)
+{
+    if (tok->segs)
+        tok->segs->segments = 0; /* whatever ran here before is replaced */
+    if (s_segs_ready(tok, segments, seg_bytes) < 0)
+        return -1;
+    kvti_segs_t *g = tok->segs;
+    g->next = next;
+    memcpy(g->failed, failed, (size_t)tok->n * sizeof *g->failed);
+    return 0;
+}
+
 /* Checks a layer-wise range against the instance as this handle registered it;
  * *len gets the block size. */
 static int s_layer_check(kvt_client_t *c, const char *what, struct kvt_token *tok,
@@ -425,6 +438,11 @@ static int s_layer_check(kvt_client_t *c, const char *what, struct kvt_token *to
 {
     uint64_t bpb = 0;
     uint32_t segs = kvti_instance_segments(c, tok->instance_id, &bpb);
+    const struct kvt_token *root = kvti_token_root(tok);
+    if (segs == 0 && root->imported && root->x_segments) { /* as the exporter registered it */
+        segs = root->x_segments;
+        bpb = root->x_bpb;
+    }
     if (segs == 0)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
                          "instance %s is not registered on this handle (or beyond the %d it "

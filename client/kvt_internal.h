@@ -27,6 +27,10 @@
 #define KVT_TOKEN_KEEP 16                         /* completed tokens kept for reuse per handle */
 /* Longest token payload for n keys: header, a full tier table, n entries, MAC. */
 #define KVT_TOKEN_PAYLOAD_MAX(n) BUS_TOKEN_MAX_BYTES(BUS_TOKEN_MAX_TIERS, n)
+/* Why a complete refuses an imported token (kvt_control.c). */
+#define KVTI_IMPORTED_NO_COMPLETE                                                                  \
+    "the token was imported (kvt_token_import): the process that prepared it completes it; "      \
+    "send it the result (kvt_token_result_export) and free this copy with kvt_token_release"
 
 _Static_assert(BUS_FIELD_SIZE(kvtier_RequestContext, request_id) == BUS_INSTANCE_ID_MAX &&
                    BUS_FIELD_SIZE(kvtier_LookupRequest, request_id) == BUS_INSTANCE_ID_MAX,
@@ -85,6 +89,13 @@ struct kvt_token {
     struct kvt_token *halves; /* [2], or NULL until a get+put token used this one */
     struct kvt_token *parent; /* a half: the token it belongs to */
     kvti_segs_t *segs;        /* layer-wise state, or NULL until a layer-wise job */
+    /* Imported from another process (kvt_token_import): jobs run here, the window
+     * is completed by the exporter (kvt_token_result_import there); x_segments /
+     * x_bpb: the instance's segments and block size as the exporter knew them (0:
+     * unknown), for layer-wise jobs on a handle that did not register it. */
+    bool imported;
+    uint32_t x_segments;
+    uint64_t x_bpb;
 };
 
 /* Has the token's lease lapsed, as far as a transfer may rely on it? The scheduler
@@ -150,6 +161,7 @@ struct kvt_client {
     bus_client_t *meta;                /* DEALER to the leader's meta endpoint */
     char leader[BUS_ENDPOINT_MAX];
     uint64_t leader_epoch; /* the latest any reply, redirect or discovery showed (0: unknown) */
+    char leader_cluster[BUS_CLUSTER_MAX]; /* the cluster its ClusterInfo names (token export) */
     /* the leader last told what this handle holds (s_recover): told again whenever
      * leader / leader_epoch differ from it, until a recovery gets through */
     char recovered_leader[BUS_ENDPOINT_MAX];
@@ -242,6 +254,14 @@ uint32_t kvti_instance_segments(const kvt_client_t *c, const char *instance_id,
 
 /* Data role (kvt_data.c). */
 struct kvt_data *kvti_data_new(kvt_client_t *c);
+/* Gives tok the layer-wise state another process's jobs left (a token's result,
+ * kvt_token_result_import): segments of seg_bytes, a put's next segment, and per
+ * key whether it failed (failed: tok->n flags). 0, or -1 when out of memory
+ * (nothing changed). */
+int kvti_segs_adopt(struct kvt_token *tok, uint32_t segments, uint64_t seg_bytes, uint32_t next,
+                    const bool *failed);
+/* Asks the leader ClusterInfo (learning its epoch and cluster name). 0 or -code. */
+int kvti_refresh_leader(kvt_client_t *c, const char *what);
 void kvti_data_destroy(struct kvt_data **d);
 
 #endif

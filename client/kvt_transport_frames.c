@@ -182,6 +182,12 @@ static void s_chunk_fail(s_chunk_t *ch, int code, const char *msg)
 {
     kvti_job_t *j = ch->fj->job;
     const bus_token_tier_t *t = &j->tok->view.tiers[ch->tier];
+    /* An imported token's worker may make no meta call to learn of a new leader:
+     * the tier actor's leader fence ("... fenced: ...", tier_actor_auth.c) is how
+     * it hears that the window went with the old one (kvtier.h "Failover"). */
+    if (code == kvtier_StatusCode_STATUS_PERMISSION_DENIED && kvti_token_root(j->tok)->imported &&
+        strstr(msg, " fenced: "))
+        code = kvtier_StatusCode_STATUS_ABORTED;
     if (j->kind == BUS_TOKEN_PREFETCH)
         kvti_job_error(j, code, "%s of %u blocks at the scheduler (%s): %s: %s", s_op_name(j->kind),
                        ch->count, ch->fj->fs->c->leader, kvt_status_name(code), msg);

@@ -58,7 +58,11 @@
  *
  * Thread-safety: a kvt_client_t is used by one thread at a time (calls on one handle
  * must be serialised by the caller). Use one handle per thread; handles are independent.
- * Tokens belong to the handle that prepared them.
+ * A token is used on the handle that prepared it or imported it: a get, put or
+ * prefetch token may be exported as bytes (kvt_token_export) to another handle of
+ * the same cluster, in this process or another, which imports it to run its jobs;
+ * the window stays the preparing handle's, which completes it once the result came
+ * back (see "Tokens across processes" below).
  *
  * Buffers are host pointers, or CUDA device pointers through the kvt_submit_*_ex
  * calls ("Device buffers" below).
@@ -485,7 +489,8 @@ int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const voi
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok);
 
 /* Layer-wise moves, for an instance registered with segments > 1 (on this handle:
- * a data-role process registers the same spec again, which is OK): segments
+ * a data-role process registers the same spec again, which is OK; or on the handle
+ * that exported an imported token, which carries the segments): segments
  * [first, first + count) of every key of the token, ptrs[i * count + s] the
  * buffer of key i's segment first + s, each bytes_per_block / segments bytes
  * (scatter / gather over an engine's paged cache). Each call is one job, reported
@@ -551,6 +556,51 @@ int kvt_submit_get_segments_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *to
                                uint32_t count, void *const *ptrs, const kvt_xfer_t *x);
 int kvt_submit_put_segments_ex(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, uint32_t first,
                                uint32_t count, const void *const *ptrs, const kvt_xfer_t *x);
+
+/* ---- tokens across processes (issue 11 §3, docs/PROTOCOL.md "Token export") ----
+ * A control-role process prepares, a data-role process (its own handle, connected
+ * to the same cluster) moves the bytes:
+ *   control: kvt_prepare_put(..., &tok); kvt_token_export(c, tok, buf, cap, &len);
+ *   worker:  kvt_token_import(w, buf, len, &wt); kvt_submit_put(w, job, wt, ...);
+ *            kvt_wait(w, ...)  (each job reported once, in the process that ran it);
+ *            kvt_token_result_export(w, wt, rbuf, rcap, &rlen); kvt_token_release(w, &wt);
+ *   control: kvt_token_result_import(c, tok, rbuf, rlen); kvt_complete_put(c, &tok, NULL).
+ * An imported token takes every data-role call (submit_get / submit_put /
+ * submit_prefetch / submit_*_segments, frames or shared memory as for the worker's
+ * own tokens); it cannot be completed where it was imported (INVALID_ARGUMENT: send
+ * the result back) and is freed there by kvt_token_release. A get+put token and its
+ * halves are never exported. The exported lease keeps running: the worker's
+ * transfers respect what was left of it at export. A worker that dies leaves the
+ * window to lapse by its lease, as for a dead client (or the control side completes
+ * it with every key failed).
+ * Bad bytes (cut, altered, another magic or version, counts that disagree), a
+ * token of another cluster (the cluster name in the bytes vs the one the importing
+ * handle's leader names) and a result for another token or other keys are
+ * -KVT_INVALID_ARGUMENT with what is wrong; nothing is applied. A token of a leader
+ * that is gone (its leader epoch below the one the importing handle knows, or a
+ * tier actor's leader fence refusing its transfer) ends -KVT_ABORTED, as in
+ * "Failover" above; an epoch above the importing handle's leader even after asking
+ * it again is -KVT_UNAVAILABLE (that handle has not found the new leader yet).
+ *
+ * Both exports write into the caller's buffer: *len always gets the size the
+ * bytes take; buf NULL with cap 0 only asks for it (returns 0); a smaller cap is
+ * -KVT_INVALID_ARGUMENT. An export of a token with a job in flight is refused
+ * (INVALID_ARGUMENT), and so is a put token with layer-wise progress (its segments
+ * go in order, in one process). */
+int kvt_token_export(kvt_client_t *c, const kvt_token_t *tok, uint8_t *buf, size_t cap,
+                     size_t *len);
+/* A token of another handle as this handle's own for data-role calls. */
+int kvt_token_import(kvt_client_t *c, const uint8_t *bytes, size_t len, kvt_token_t **tok);
+/* What the token's jobs recorded (per key: moved or not, a put's checksums, the
+ * layer-wise progress) as bytes for the process that prepared it. */
+int kvt_token_result_export(kvt_client_t *c, const kvt_token_t *tok, uint8_t *buf, size_t cap,
+                            size_t *len);
+/* Applies a result to the token it was exported from (this handle prepared it):
+ * complete(..., NULL) then sends what the worker's jobs recorded. */
+int kvt_token_result_import(kvt_client_t *c, kvt_token_t *tok, const uint8_t *bytes, size_t len);
+/* Frees an imported token without completing it (*tok = NULL); refused for a
+ * token this handle prepared (complete it) or with a job in flight (kept). */
+int kvt_token_release(kvt_client_t *c, kvt_token_t **tok);
 
 /* Collects up to cap finished jobs without waiting, oldest finished first. */
 int kvt_get_finished(kvt_client_t *c, kvt_job_result_t *out, uint32_t cap, uint32_t *n);

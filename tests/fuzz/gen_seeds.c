@@ -17,6 +17,7 @@
 #include "bus_events.h"
 #include "bus_token.h"
 #include "bus_token_mac.h"
+#include "kvt_export.h"
 #include "tier.h"
 #include "tier_checksum.h"
 #include "tier_nvme.h"
@@ -144,6 +145,44 @@ static void s_tokens(void)
             exit(1);
         s_write("token", sealed[k], buf, len, NULL, 0);
     }
+}
+
+/* fuzz_export.c's seeds: byte 0 picks the decoder (bit 0: result) and asks for
+ * the checksum restamped (bit 1: a mutation keeps it right). */
+static void s_exports(void)
+{
+    static uint8_t payload[2048], buf[4096];
+    uint8_t keys[2 * 16];
+    for (size_t i = 0; i < sizeof keys; i++)
+        keys[i] = (uint8_t)(i * 5 + 3);
+    static const char *const names[] = {"", "get", "put", "prefetch"};
+    for (int k = BUS_TOKEN_GET; k <= BUS_TOKEN_PREFETCH; k++) {
+        kvti_tokx_t x = {.kind = (uint16_t)k, .n_keys = 2, .token_id = 42, .prepare_id = 7,
+                         .lease_ms = 30000, .remaining_ms = 29000, .leader_epoch = 1,
+                         .bytes_per_block = 4096, .segments = 8, .keys = keys,
+                         .payload = payload};
+        x.payload_len = (uint32_t)s_token((bus_token_kind_t)k, payload, sizeof payload);
+        snprintf(x.cluster, sizeof x.cluster, "fuzz");
+        snprintf(x.instance_id, sizeof x.instance_id, "llama");
+        snprintf(x.request_id, sizeof x.request_id, "r1");
+        size_t len = 0;
+        if (kvti_tokx_encode(&x, buf + 1, sizeof buf - 1, &len, NULL, 0) < 0)
+            exit(1);
+        buf[0] = 2;
+        char name[32];
+        snprintf(name, sizeof name, "token_%s", names[k]);
+        s_write("export", name, buf, len + 1, NULL, 0);
+    }
+    uint8_t outcome[2] = {KVTI_OUT_MOVED, KVTI_OUT_SEG_FAILED};
+    uint64_t sums[2] = {0x1234, 0};
+    kvti_tokr_t r = {.kind = BUS_TOKEN_PUT, .n_keys = 2, .token_id = 42, .prepare_id = 7,
+                     .segments = 8, .seg_next = 8, .seg_bytes = 512, .keys = keys,
+                     .outcome = outcome, .sums = sums};
+    size_t len = 0;
+    if (kvti_tokr_encode(&r, buf + 1, sizeof buf - 1, &len, NULL, 0) < 0)
+        exit(1);
+    buf[0] = 3;
+    s_write("export", "result_put", buf, len + 1, NULL, 0);
 }
 
 static void s_events(void)
@@ -278,6 +317,7 @@ int main(int argc, char **argv)
     mkdir(s_dir, 0755);
     s_envelopes();
     s_tokens();
+    s_exports();
     s_events();
     s_nvme();
     s_host();

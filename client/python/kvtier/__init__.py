@@ -14,6 +14,7 @@ A Client is used by one thread at a time, like the C handle.
 import ctypes
 import ctypes.util
 import os
+import struct
 
 __all__ = [
     "Client", "Token", "JobResult", "KvtError", "block_keys", "status_name", "HALF_GET",
@@ -167,6 +168,11 @@ _sigs = {
                                           ctypes.POINTER(_Xfer)]),
     "kvt_get_finished": (_int, [_P, ctypes.POINTER(_JobResult), _u32, ctypes.POINTER(_u32)]),
     "kvt_wait": (_int, [_P, ctypes.POINTER(_u64), _u32, _int, ctypes.POINTER(_JobResult)]),
+    "kvt_token_export": (_int, [_P, _P, _P, _size, ctypes.POINTER(_size)]),
+    "kvt_token_import": (_int, [_P, ctypes.c_char_p, _size, ctypes.POINTER(_P)]),
+    "kvt_token_result_export": (_int, [_P, _P, _P, _size, ctypes.POINTER(_size)]),
+    "kvt_token_result_import": (_int, [_P, _P, ctypes.c_char_p, _size]),
+    "kvt_token_release": (_int, [_P, ctypes.POINTER(_P)]),
 }
 class _PutMeta(ctypes.Structure):
     _fields_ = [("parent", _KeyP), ("token_ids", ctypes.POINTER(_u32)),
@@ -426,6 +432,8 @@ class Token:
         self._client, self._h, self.kind = client, ctypes.c_void_p(handle), kind
         self.instance = instance  # the instance id it was prepared for
         self.hit_count = self.skipped = 0
+        self.imported = False  # Client.import_token: jobs run here, released here
+        self._seg_bytes = None  # an imported token: one segment's bytes, as exported
         self._parent_half = False  # a half of a get+put token
         self._halves = []
         if kind == "get_put" and handle:
@@ -468,14 +476,52 @@ class Token:
         """Not completed yet (a half: its token not completed yet)."""
         return bool(self._h)
 
+    # ---- tokens across processes (kvtier.h "Tokens across processes") ----
+    def _bytes(self, fn):
+        c = self._client
+        need = _size()
+        c._check(fn(c._h, self._h, None, 0, ctypes.byref(need)))
+        buf = ctypes.create_string_buffer(max(need.value, 1))
+        n = _size()
+        c._check(fn(c._h, self._h, ctypes.cast(buf, _P), need.value, ctypes.byref(n)))
+        return buf.raw[:n.value]
+
+    def export(self):
+        """The token as bytes ("KVTX" v1) for another process's Client.import_token;
+        this token stays here and is completed here once its result came back."""
+        return self._bytes(_lib.kvt_token_export)
+
+    def export_result(self):
+        """What this (imported) token's jobs recorded, as bytes ("KVTR" v1) for the
+        process that prepared it (Token.import_result there)."""
+        return self._bytes(_lib.kvt_token_result_export)
+
+    def import_result(self, data):
+        """Applies a worker's export_result() to this token, which this process
+        prepared; complete it then (success None: the worker's outcome)."""
+        data = bytes(data)
+        c = self._client
+        c._check(_lib.kvt_token_result_import(c._h, self._h, data, len(data)))
+
+    def release(self):
+        """Frees an imported token without completing it (its window is the
+        exporter's to complete)."""
+        c = self._client
+        c._check(_lib.kvt_token_release(c._h, ctypes.byref(self._h)))
+        self._h = ctypes.c_void_p()
+
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, *exc):
         """Completes the token if the block did not: with what its jobs recorded,
         or with every key failed when the block raised (nothing half-written
-        commits). A half is completed through its token."""
+        commits). A half is completed through its token; an imported token is
+        released (the process that prepared it completes it)."""
         if not self._h or self.kind in ("get", "put") and self._parent_half:
+            return False
+        if self.imported:
+            self.release()
             return False
         fail = None if exc_type is None else False
         if self.kind == "get_put":
@@ -599,6 +645,24 @@ class Client:
         fn = getattr(_lib, "kvt_prepare_" + kind)
         self._check(fn(self._h, _b(instance_id), _b(request_id), arr, n, ctypes.byref(tok)))
         return Token(self, tok.value, kind, instance_id)
+
+    def import_token(self, data):
+        """A token another process exported (Token.export), for this client's
+        submit_* calls; release it (or leave a with block) when its result is out."""
+        data = bytes(data)
+        tok = ctypes.c_void_p()
+        self._check(_lib.kvt_token_import(self._h, data, len(data), ctypes.byref(tok)))
+        # the C call checked the bytes: kind at 6, block bytes at 56, segments at 64,
+        # then the u8-length strings cluster and instance_id from 72 (PROTOCOL.md)
+        kind, = struct.unpack_from("<H", data, 6)
+        bpb, segs = struct.unpack_from("<QI", data, 56)
+        o = 72 + 1 + data[72]
+        instance = data[o + 1:o + 1 + data[o]].decode(errors="replace")
+        t = Token(self, tok.value, {1: "get", 2: "put", 3: "prefetch"}[kind], instance)
+        t.imported = True
+        if segs > 1:
+            t._seg_bytes = bpb // segs
+        return t
 
     def _complete(self, kind, token, success):
         if token._client is not self:
@@ -813,7 +877,7 @@ class Client:
 
     def _submit_segments(self, kind, job_id, token, first, buffers, stream=None,
                          wait_event=None, done_event=None):
-        seg = self._seg_bytes.get(token.instance)
+        seg = self._seg_bytes.get(token.instance) or token._seg_bytes
         if seg is None:
             raise ValueError("instance %r is not registered with segments on this client: "
                              "register_instance(..., segments=N) first" % (token.instance,))

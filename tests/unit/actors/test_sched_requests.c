@@ -35,7 +35,8 @@ static void test_open_requests_are_bounded(void **state)
  * Token.token_id), one nonzero issuer per scheduler, the leader epoch it runs
  * under, the instance it was minted for, and an expiry of now + the lease on the
  * wall clock, less the tier actors' clock skew (5 s by default) when the lease is
- * longer than twice it, so that a tier refuses a late writer when the window lapses. */
+ * longer than twice it, so that a tier refuses a late writer when the window lapses.
+ * A get, put or prefetch token is flagged EXPORTABLE (kvt_token_export, issue 11 §3). */
 static void test_tokens_carry_their_metadata(void **state)
 {
     (void)state;
@@ -57,7 +58,7 @@ static void test_tokens_carry_their_metadata(void **state)
     assert_true(v.meta.issuer != 0);
     assert_int_equal(v.meta.leader_epoch, 7);
     assert_int_equal(v.meta.instance, sched_instance_number(TK_INST));
-    assert_int_equal(v.meta.flags, 0);
+    assert_int_equal(v.meta.flags, BUS_TOKEN_F_EXPORTABLE);
     uint64_t slack = put.lease_ms > 10000 ? 5000 : 0;
     assert_true(v.meta.expiry_ms >= before + put.lease_ms - slack);
     assert_true(v.meta.expiry_ms <= after + put.lease_ms - slack);
