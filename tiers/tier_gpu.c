@@ -122,7 +122,7 @@ static int s_open_device(s_gpu_t *g, const tier_config_t *cfg, char *err, size_t
     char why[512] = "";
     g->cu = tier_cuda_open(tier_config_get(cfg, "cuda_library"), key, why, sizeof why);
     if (!g->cu) {
-        snprintf(err, errlen, "gpu tier %s: %s", cfg->name, why);
+        snprintf(err, errlen, "%s", why);
         return -ENOENT;
     }
     int rc =
@@ -133,7 +133,7 @@ static int s_open_device(s_gpu_t *g, const tier_config_t *cfg, char *err, size_t
         rc = tier_cuda_device_identity(g->cu, g->device, g->uuid, g->device_name,
                                        sizeof g->device_name, why, sizeof why);
     if (rc < 0) {
-        snprintf(err, errlen, "gpu tier %s: %s", cfg->name, why);
+        snprintf(err, errlen, "%s", why);
         return rc;
     }
     tier_cuda_uuid_format(g->uuid, g->uuid_text, sizeof g->uuid_text);
@@ -160,13 +160,13 @@ static int s_open_memory(s_gpu_t *g, const tier_config_t *cfg, char *err, size_t
         rc = s_check(g, g->cu->event_create(&g->done[i], TIER_CUDA_EVENT_DISABLE_TIMING),
                      "cudaEventCreateWithFlags", why, sizeof why);
     if (rc < 0) {
-        snprintf(err, errlen, "gpu tier %s: %s", cfg->name, why);
+        snprintf(err, errlen, "%s", why);
         return rc;
     }
     g->staging = aligned_alloc(TIER_GPU_SLOT_ALIGN, g->half * S_HALVES);
     g->hdrs = calloc(g->capacity, sizeof *g->hdrs);
     if (!g->staging || !g->hdrs) {
-        snprintf(err, errlen, "gpu tier %s: out of host memory for staging and headers", cfg->name);
+        snprintf(err, errlen, "out of host memory for staging and headers");
         return -ENOMEM;
     }
     g->pinned = g->cu->host_register(g->staging, g->half * S_HALVES,
@@ -182,7 +182,7 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
 {
     s_gpu_t *g = calloc(1, sizeof *g);
     if (!g) {
-        snprintf(err, errlen, "gpu tier %s: out of memory", cfg->name);
+        snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     g->capacity = cfg->capacity;

@@ -294,7 +294,7 @@ static void test_missing_runtime_driver_device(void **state)
     cfg = s_cfg();
     setenv("KVT_FAKECUDA_NO_DRIVER", "1", 1);
     assert_null(tier_open(&cfg, err, sizeof err));
-    assert_non_null(strstr(err, "gpu tier gpu0"));
+    assert_non_null(strstr(err, "tier gpu0: no usable CUDA device"));
     assert_non_null(strstr(err, "cudaErrorInsufficientDriver"));
     assert_non_null(strstr(err, "is the NVIDIA driver loaded?"));
     unsetenv("KVT_FAKECUDA_NO_DRIVER");
