@@ -16,6 +16,14 @@ it_write_deployment <<JSON
  "chains": [{"name": "default", "tiers": ["host0"]}, {"name": "device", "tiers": ["gpu0"]}]}
 JSON
 
+# A device the options cannot name is refused with the key path, before anything starts.
+sed 's#"cuda_library": "libkvt-no-such-cudart.so.1"#"device": "second"#' "$it_dir/deployment.json" >"$it_dir/bad.json"
+rc=0
+"$KVTIER_BIN" deployment -c "$it_dir/bad.json" >"$it_dir/bad.txt" 2>&1 || rc=$?
+[ $rc -ne 0 ] || it_fail "a gpu tier with device \"second\" was accepted"
+grep -q 'tiers\[1\].device: "second" is neither a device index' "$it_dir/bad.txt" ||
+  it_fail "unexpected refusal: $(cat "$it_dir/bad.txt")"
+
 # deploy/supervise writes its ready marker only once every child runs, which gpu0
 # never does here: start it as it_start does and ask the coordinator directly.
 etcd_ports=$(it_free_ports 2 ,)
