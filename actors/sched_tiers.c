@@ -880,12 +880,28 @@ static bool s_info_ok(const sched_tier_t *t, const kvtier_TierInfo *in)
     return bad == NULL;
 }
 
+/* Bounded by the nanopb options, so the copies always fit. */
+_Static_assert(sizeof((sched_tier_t *)0)->cuda_ipc_handle ==
+                   sizeof((kvtier_TierInfo *)0)->cuda_ipc_handle.bytes,
+               "sched_tier_t.cuda_ipc_handle holds TierInfo.cuda_ipc_handle");
+_Static_assert(sizeof((sched_tier_t *)0)->gpu_uuid == sizeof((kvtier_TierInfo *)0)->gpu_uuid.bytes,
+               "sched_tier_t.gpu_uuid holds TierInfo.gpu_uuid");
+static void s_copy_device_access(sched_tier_t *t, const kvtier_TierInfo *in)
+{
+    t->cuda_ipc_handle_len = in->cuda_ipc_handle.size;
+    memcpy(t->cuda_ipc_handle, in->cuda_ipc_handle.bytes, in->cuda_ipc_handle.size);
+    t->gpu_uuid_len = in->gpu_uuid.size;
+    memcpy(t->gpu_uuid, in->gpu_uuid.bytes, in->gpu_uuid.size);
+    t->slot_stride = in->slot_stride;
+}
+
 static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
 {
     if (!s_info_ok(t, in))
         return;
     sched_strcpy(t->host, sizeof t->host, in->host);
     sched_strcpy(t->shm, sizeof t->shm, in->shm);
+    s_copy_device_access(t, in);
     bool same = t->state != SCHED_TIER_DOWN && t->epoch == in->epoch &&
                 strcmp(t->endpoint, in->endpoint) == 0 && t->cfg.capacity == in->capacity_slots &&
                 t->cfg.slot_size == in->slot_bytes;
@@ -990,6 +1006,11 @@ void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
     sched_strcpy(out->endpoint, sizeof out->endpoint, t->endpoint);
     sched_strcpy(out->host, sizeof out->host, t->host);
     sched_strcpy(out->shm, sizeof out->shm, t->shm);
+    out->cuda_ipc_handle.size = (pb_size_t)t->cuda_ipc_handle_len;
+    memcpy(out->cuda_ipc_handle.bytes, t->cuda_ipc_handle, t->cuda_ipc_handle_len);
+    out->gpu_uuid.size = (pb_size_t)t->gpu_uuid_len;
+    memcpy(out->gpu_uuid.bytes, t->gpu_uuid, t->gpu_uuid_len);
+    out->slot_stride = t->slot_stride;
     out->epoch = t->epoch;
     out->capacity_slots = t->cfg.capacity;
     out->slot_bytes = t->cfg.slot_size;

@@ -56,6 +56,12 @@ typedef struct sched_tier {
     char endpoint[SCHED_ENDPOINT_MAX];
     char shm[64];
     char host[64];
+    /* a gpu tier's device access as announced (TierInfo, schemas/common.proto) */
+    uint8_t cuda_ipc_handle[64];
+    uint32_t cuda_ipc_handle_len;
+    uint8_t gpu_uuid[16];
+    uint32_t gpu_uuid_len;
+    uint64_t slot_stride;
     uint16_t gen;    /* bumped whenever the engine is reset */
     uint32_t medium; /* kvtier_Medium of its kind (events) */
     tier_slots_t *slots;

@@ -352,6 +352,23 @@ int tier_actor_describe(zactor_t *actor, tier_desc_t *out)
     return bus_actor_ask_struct(actor, "DESCRIBE", out, sizeof *out);
 }
 
+void tier_actor_info_access(const tier_desc_t *d, kvtier_TierInfo *out)
+{
+    static const uint8_t zero[TIER_DESC_UUID_LEN];
+    out->cuda_ipc_handle.size = 0;
+    out->gpu_uuid.size = 0;
+    out->slot_stride = d->slot_stride;
+    if (d->access_kind == TIER_ACCESS_CUDA_IPC && d->handle_len &&
+        d->handle_len <= sizeof out->cuda_ipc_handle.bytes) {
+        memcpy(out->cuda_ipc_handle.bytes, d->handle, d->handle_len);
+        out->cuda_ipc_handle.size = (pb_size_t)d->handle_len;
+    }
+    if (memcmp(d->gpu_uuid, zero, sizeof zero) != 0) {
+        memcpy(out->gpu_uuid.bytes, d->gpu_uuid, sizeof d->gpu_uuid);
+        out->gpu_uuid.size = sizeof d->gpu_uuid;
+    }
+}
+
 int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out)
 {
     return bus_actor_stats(actor, out, sizeof *out);

@@ -235,6 +235,12 @@ uint64_t tier_actor_epoch(zactor_t *actor);
  * out. 0, or -1 when the actor does not answer. */
 int tier_actor_describe(zactor_t *actor, tier_desc_t *out);
 
+/* The device access of a description (a gpu tier's CUDA IPC handle, GPU UUID and
+ * slot stride) into the TierInfo a cluster announces (schemas/common.proto): left
+ * empty for other kinds. The shm name is filled by the callers, as before. */
+struct _kvtier_TierInfo;
+void tier_actor_info_access(const tier_desc_t *d, struct _kvtier_TierInfo *out);
+
 /* Counters (see tier_actor_stats_t). 0, or -1 when the actor does not answer. */
 int tier_actor_stats(zactor_t *actor, tier_actor_stats_t *out);
 

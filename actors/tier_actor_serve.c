@@ -972,6 +972,7 @@ static void s_tier_info(self_t *self, kvtier_TierInfo *ti)
     ti->used_slots = self->used_slots;
     if (self->desc.access_kind == TIER_ACCESS_SHM)
         snprintf(ti->shm, sizeof ti->shm, "%.*s", (int)sizeof ti->shm - 1, self->desc.access);
+    tier_actor_info_access(&self->desc, ti);
     ti->epoch = self->epoch;
     ti->up = true;
 }

@@ -152,6 +152,7 @@ static int s_build_record(s_proc_t *p)
                  t->advertise);
     if (d.access_kind == TIER_ACCESS_SHM)
         snprintf(info.shm, sizeof info.shm, "%.*s", (int)sizeof info.shm - 1, d.access);
+    tier_actor_info_access(&d, &info);
     snprintf(info.host, sizeof info.host, "%.*s", (int)sizeof info.host - 1, p->host);
     info.epoch = d.epoch;
     info.capacity_slots = t->capacity;

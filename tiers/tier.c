@@ -5,6 +5,7 @@
 #include "tier.h"
 
 #include "tier_checksum.h"
+#include "tier_gpu.h"
 #include "tier_host.h"
 #include "tier_nvme.h"
 #include "tier_remote.h"
@@ -30,6 +31,7 @@ static const struct {
 } s_builtin[] = {
     {&tier_host_ops, 1},
     {&tier_nvme_ops, 2},
+    {&tier_gpu_ops, 3},
     {&tier_remote_ops, 4},
 };
 

@@ -89,7 +89,14 @@ typedef struct tier_io {
 enum tier_access {
     TIER_ACCESS_NONE = 0, /* frames through the tier actor only */
     TIER_ACCESS_SHM = 1,  /* a POSIX shm segment (tiers/tier_seg.h) named by access */
+    /* device memory of one GPU (tiers/tier_gpu.h): a CUDA IPC handle of the arena in
+     * handle, the GPU's UUID in gpu_uuid (access: its text), slot i at
+     * i * slot_stride in the arena */
+    TIER_ACCESS_CUDA_IPC = 2,
 };
+
+#define TIER_DESC_HANDLE_MAX 64 /* a cudaIpcMemHandle_t */
+#define TIER_DESC_UUID_LEN 16
 
 typedef struct tier_desc {
     uint64_t epoch;               /* the incarnation: a new one means the bytes are gone */
@@ -107,6 +114,12 @@ typedef struct tier_desc {
      * (a put, tier_put_batch): nvme writes each block's bytes and header record
      * in one I/O. false: tier_put_batch writes, then commits. */
     bool write_commits;
+    /* TIER_ACCESS_CUDA_IPC only (zero otherwise). Valid for this epoch: a handle of
+     * an earlier incarnation names memory that is gone. */
+    uint32_t handle_len;
+    uint8_t handle[TIER_DESC_HANDLE_MAX];
+    uint8_t gpu_uuid[TIER_DESC_UUID_LEN];
+    uint64_t slot_stride; /* bytes between slot starts in the mapping */
 } tier_desc_t;
 
 struct tier;

@@ -1,0 +1,350 @@
+/* test_tier_gpu.c — the gpu tier backend (tiers/tier_gpu.h, issue 11 §1 and §6)
+ * through the ops table on the fake CUDA runtime: byte-exact round trips of blocks
+ * larger than the staging, headers and inventory, the CUDA IPC description opened
+ * from a second process onto the same bytes and invalidated by a new epoch, copies
+ * only through pinned staging, and the errors of a missing runtime, driver or
+ * device and of bad options. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <dlfcn.h>
+
+#include "fakecuda.h"
+#include "tier.h"
+#include "tier_cuda.h"
+#include "tier_gpu.h"
+
+#define SLOT_SIZE (200 * 1024 + 123) /* over three staging halves of 32 KiB, not aligned */
+#define CAPACITY 5
+
+static tier_config_t s_cfg(void)
+{
+    tier_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.name, sizeof cfg.name, "gpu0");
+    snprintf(cfg.kind, sizeof cfg.kind, "gpu");
+    cfg.capacity = CAPACITY;
+    cfg.slot_size = SLOT_SIZE;
+    assert_int_equal(tier_config_set(&cfg, "cuda_library", KVT_FAKECUDA_SO), 0);
+    assert_int_equal(tier_config_set(&cfg, "staging_bytes", "65536"), 0);
+    return cfg;
+}
+
+static tier_t *s_open(void)
+{
+    char err[512] = "";
+    tier_config_t cfg = s_cfg();
+    tier_t *t = tier_open(&cfg, err, sizeof err);
+    if (!t)
+        fail_msg("open: %s", err);
+    return t;
+}
+
+static uint64_t s_counter(const char *name)
+{
+    void *h = dlopen(KVT_FAKECUDA_SO, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    kvt_fakecuda_counter_fn fn = (kvt_fakecuda_counter_fn)dlsym(h, KVT_FAKECUDA_COUNTER);
+    assert_non_null(fn);
+    uint64_t v = fn(name);
+    dlclose(h);
+    return v;
+}
+
+static void s_fill(uint8_t *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(i * 131u + seed * 7u + (i >> 9));
+}
+
+static int s_setup(void **state)
+{
+    (void)state;
+    unsetenv("KVT_FAKECUDA_DEVICES");
+    unsetenv("KVT_FAKECUDA_NO_DRIVER");
+    unsetenv("KVT_FAKECUDA_NO_IPC");
+    unsetenv(TIER_CUDA_LIBRARY_ENV);
+    return 0;
+}
+
+/* `gpu` is a registered kind with the wire's number (schemas/common.proto). */
+static void test_registered(void **state)
+{
+    (void)state;
+    assert_ptr_equal(tier_find("gpu"), &tier_gpu_ops);
+    assert_int_equal(tier_kind_wire("gpu"), 3);
+    assert_string_equal(tier_kind_name(3), "gpu");
+}
+
+/* Blocks written in several iov segments read back byte-exact, whole and in
+ * pieces larger than the staging; only pinned memory met the copies. */
+static void test_round_trip(void **state)
+{
+    (void)state;
+    tier_t *t = s_open();
+    uint64_t unpinned = s_counter("unpinned_copies");
+    uint8_t *a = malloc(SLOT_SIZE), *b = calloc(1, SLOT_SIZE);
+    for (uint64_t slot = 0; slot < CAPACITY; slot++) {
+        size_t size = slot == 0 ? 1 : SLOT_SIZE - slot * 1000;
+        s_fill(a, size, (unsigned)slot);
+        struct iovec w[3] = {
+            {a, size / 3}, {a + size / 3, size / 3}, {a + 2 * (size / 3), size - 2 * (size / 3)}};
+        assert_int_equal(tier_write(t, slot, w, 3), 0);
+        tier_slot_header_t h;
+        assert_int_equal(tier_get_header(t, slot, &h), 0);
+        assert_int_equal(h.state, TIER_SLOT_WRITING); /* not served until committed */
+        assert_int_equal(h.size, size);
+    }
+    for (uint64_t slot = CAPACITY; slot-- > 0;) {
+        size_t size = slot == 0 ? 1 : SLOT_SIZE - slot * 1000;
+        s_fill(a, size, (unsigned)slot);
+        memset(b, 0, SLOT_SIZE);
+        struct iovec r[2] = {{b, size / 2}, {b + size / 2, size - size / 2}};
+        assert_int_equal(tier_read(t, slot, r, 2), 0);
+        assert_memory_equal(a, b, size);
+    }
+    /* a piece of a block from its start, as the dispatcher allows */
+    struct iovec part = {b, 10};
+    assert_int_equal(tier_read(t, 3, &part, 1), 0);
+    s_fill(a, 10, 3);
+    assert_memory_equal(a, b, 10);
+    struct iovec big = {a, SLOT_SIZE + 1};
+    assert_int_equal(tier_write(t, 0, &big, 1), -EMSGSIZE);
+    assert_int_equal(tier_write(t, CAPACITY, &part, 1), -ERANGE);
+    assert_int_equal(s_counter("unpinned_copies"), unpinned);
+    assert_int_equal(s_counter("pending"), 0);
+    free(a);
+    free(b);
+    tier_close(&t);
+    assert_null(t);
+    assert_int_equal(s_counter("allocations"), 0);
+    assert_int_equal(s_counter("registered"), 0);
+}
+
+static int s_count(void *arg, uint64_t slot, const tier_slot_header_t *h)
+{
+    (void)h;
+    uint64_t *mask = arg;
+    *mask |= 1ull << slot;
+    return 0;
+}
+
+/* Headers round-trip; inventory and probe report SERVING slots only. */
+static void test_headers_inventory(void **state)
+{
+    (void)state;
+    tier_t *t = s_open();
+    tier_slot_header_t h = {.state = TIER_SLOT_SERVING,
+                            .instance = 7,
+                            .size = 99,
+                            .checksum = 0x1234,
+                            .deadline_ms = 55};
+    memset(h.key.b, 0xab, sizeof h.key.b);
+    assert_int_equal(tier_put_header(t, 1, &h), 0);
+    assert_int_equal(tier_put_header(t, 4, &h), 0);
+    tier_slot_header_t w = {.state = TIER_SLOT_WRITING};
+    assert_int_equal(tier_put_header(t, 2, &w), 0);
+    tier_slot_header_t got;
+    assert_int_equal(tier_get_header(t, 4, &got), 0);
+    assert_memory_equal(&got, &h, sizeof h);
+    uint64_t mask = 0;
+    assert_int_equal(tier_inventory(t, s_count, &mask), 0);
+    assert_int_equal(mask, (1ull << 1) | (1ull << 4));
+    uint64_t slots[3] = {1, 2, 4};
+    bool present[3];
+    assert_int_equal(tier_probe(t, slots, 3, present), 0);
+    assert_true(present[0]);
+    assert_false(present[1]);
+    assert_true(present[2]);
+    tier_slot_header_t bad = {.state = TIER_SLOT_SERVING, .size = SLOT_SIZE + 1};
+    assert_int_equal(tier_put_header(t, 0, &bad), -EINVAL);
+    tier_close(&t);
+}
+
+/* describe gives the arena's CUDA IPC handle and the GPU's UUID: a second process
+ * opens it and finds slot i's bytes at i * slot_stride. A reopened tier has a new
+ * epoch and the old handle opens nothing. */
+static void test_describe_ipc(void **state)
+{
+    (void)state;
+    tier_t *t = s_open();
+    enum { N = 5000 };
+    uint8_t a[N];
+    s_fill(a, N, 42);
+    struct iovec w = {a, N};
+    assert_int_equal(tier_write(t, 2, &w, 1), 0);
+    tier_desc_t d;
+    tier_describe(t, &d);
+    assert_int_equal(d.access_kind, TIER_ACCESS_CUDA_IPC);
+    assert_int_equal(d.handle_len, TIER_CUDA_IPC_HANDLE_LEN);
+    assert_int_equal(d.slot_stride, 204800 + 4096); /* SLOT_SIZE rounded up to 4096 */
+    assert_int_not_equal(d.epoch, 0);
+    assert_non_null(strstr(d.detail, "pinned staging 64 KiB"));
+    char err[512];
+    tier_cuda_t *cu = tier_cuda_open(KVT_FAKECUDA_SO, NULL, err, sizeof err);
+    assert_non_null(cu);
+    uint8_t uuid[16];
+    assert_int_equal(tier_cuda_device_identity(cu, 0, uuid, NULL, 0, err, sizeof err), 0);
+    assert_memory_equal(d.gpu_uuid, uuid, 16);
+    char text[TIER_CUDA_UUID_STR_LEN];
+    tier_cuda_uuid_format(uuid, text, sizeof text);
+    assert_string_equal(d.access, text);
+    tier_cuda_ipc_handle_t h;
+    memcpy(&h, d.handle, sizeof h);
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *arena = NULL;
+        uint8_t got[N];
+        if (cu->ipc_open_mem_handle(&arena, h, TIER_CUDA_IPC_LAZY_PEER_ACCESS) != 0)
+            _exit(2);
+        if (cu->memcpy_sync(got, (char *)arena + 2 * d.slot_stride, N, TIER_CUDA_D2H) != 0)
+            _exit(3);
+        _exit(memcmp(got, a, N) == 0 ? 0 : 4);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    uint64_t old_epoch = d.epoch;
+    tier_close(&t);
+    t = s_open();
+    tier_describe(t, &d);
+    assert_int_not_equal(d.epoch, old_epoch);
+    pid = fork();
+    if (pid == 0) {
+        void *arena = NULL;
+        _exit(cu->ipc_open_mem_handle(&arena, h, 0) == TIER_CUDA_ERR_INVALID_RESOURCE_HANDLE ? 0
+                                                                                             : 1);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    tier_close(&t);
+    tier_cuda_close(&cu);
+}
+
+/* A runtime without IPC still serves frames; describe says there is no handle. */
+static void test_no_ipc(void **state)
+{
+    (void)state;
+    setenv("KVT_FAKECUDA_NO_IPC", "1", 1);
+    tier_t *t = s_open();
+    tier_desc_t d;
+    tier_describe(t, &d);
+    assert_int_equal(d.access_kind, TIER_ACCESS_NONE);
+    assert_int_equal(d.handle_len, 0);
+    assert_non_null(strstr(d.detail, "no CUDA IPC: cudaErrorNotSupported"));
+    uint8_t a[64] = {1, 2, 3}, b[64] = {0};
+    struct iovec w = {a, sizeof a}, r = {b, sizeof b};
+    assert_int_equal(tier_write(t, 0, &w, 1), 0);
+    assert_int_equal(tier_read(t, 0, &r, 1), 0);
+    assert_memory_equal(a, b, sizeof a);
+    tier_close(&t);
+    unsetenv("KVT_FAKECUDA_NO_IPC");
+}
+
+/* The device option takes an index or a UUID. */
+static void test_device_by_uuid(void **state)
+{
+    (void)state;
+    setenv("KVT_FAKECUDA_DEVICES", "3", 1);
+    char err[512] = "";
+    tier_cuda_t *cu = tier_cuda_open(KVT_FAKECUDA_SO, NULL, err, sizeof err);
+    uint8_t uuid[16];
+    assert_int_equal(tier_cuda_device_identity(cu, 2, uuid, NULL, 0, err, sizeof err), 0);
+    char text[TIER_CUDA_UUID_STR_LEN];
+    tier_cuda_uuid_format(uuid, text, sizeof text);
+    tier_config_t cfg = s_cfg();
+    assert_int_equal(tier_config_set(&cfg, "device", text), 0);
+    tier_t *t = tier_open(&cfg, err, sizeof err);
+    assert_non_null(t);
+    tier_desc_t d;
+    tier_describe(t, &d);
+    assert_memory_equal(d.gpu_uuid, uuid, 16);
+    assert_non_null(strstr(d.detail, "device 2"));
+    tier_close(&t);
+    assert_int_equal(tier_config_set(&cfg, "device", "3"), 0);
+    assert_null(tier_open(&cfg, err, sizeof err));
+    assert_non_null(strstr(err, "device 3: no such CUDA device (3 found, 0..2)"));
+    tier_cuda_close(&cu);
+    unsetenv("KVT_FAKECUDA_DEVICES");
+}
+
+/* What is missing is named: the runtime (and how to point at one), the driver,
+ * a device. */
+static void test_missing_runtime_driver_device(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    tier_config_t cfg = s_cfg();
+    assert_int_equal(tier_config_set(&cfg, "cuda_library", "libcudart-missing.so.9"), 0);
+    assert_null(tier_open(&cfg, err, sizeof err));
+    assert_non_null(strstr(err, "libcudart-missing.so.9"));
+    assert_non_null(strstr(err, "tiers.gpu0.cuda_library"));
+    assert_non_null(strstr(err, "KVT_CUDA_LIBRARY"));
+    cfg = s_cfg();
+    setenv("KVT_FAKECUDA_NO_DRIVER", "1", 1);
+    assert_null(tier_open(&cfg, err, sizeof err));
+    assert_non_null(strstr(err, "tier gpu0: no usable CUDA device"));
+    assert_non_null(strstr(err, "cudaErrorInsufficientDriver"));
+    assert_non_null(strstr(err, "is the NVIDIA driver loaded?"));
+    unsetenv("KVT_FAKECUDA_NO_DRIVER");
+    setenv("KVT_FAKECUDA_DEVICES", "0", 1);
+    assert_null(tier_open(&cfg, err, sizeof err));
+    assert_non_null(strstr(err, "cudaErrorNoDevice"));
+    unsetenv("KVT_FAKECUDA_DEVICES");
+    assert_int_equal(s_counter("allocations"), 0);
+}
+
+/* Options are checked before anything is opened, with the key in the message. */
+static void test_bad_options(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    tier_config_t cfg = s_cfg();
+    assert_int_equal(tier_config_set(&cfg, "device", "gpu-one"), 0);
+    assert_int_equal(tier_configure(&cfg, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "device: \"gpu-one\" is neither a device index"));
+    cfg = s_cfg();
+    assert_int_equal(tier_config_set(&cfg, "staging_bytes", "4096"), 0);
+    assert_int_equal(tier_configure(&cfg, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "staging_bytes"));
+    cfg = s_cfg();
+    assert_int_equal(tier_config_set(&cfg, "cuda_library", "/nonexistent/libcudart.so"), 0);
+    assert_int_equal(tier_configure(&cfg, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "cuda_library: /nonexistent/libcudart.so"));
+    cfg = s_cfg();
+    assert_int_equal(tier_config_set(&cfg, "shm", "/x"), 0);
+    assert_true(tier_configure(&cfg, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "shm"));
+}
+
+int main(void)
+{
+    /* held for the whole run, so the fake's counters outlive each tier's handle */
+    void *fake = dlopen(KVT_FAKECUDA_SO, RTLD_NOW | RTLD_LOCAL);
+    if (!fake) {
+        fprintf(stderr, "%s\n", dlerror());
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_registered, s_setup),
+        cmocka_unit_test_setup(test_round_trip, s_setup),
+        cmocka_unit_test_setup(test_headers_inventory, s_setup),
+        cmocka_unit_test_setup(test_describe_ipc, s_setup),
+        cmocka_unit_test_setup(test_no_ipc, s_setup),
+        cmocka_unit_test_setup(test_device_by_uuid, s_setup),
+        cmocka_unit_test_setup(test_missing_runtime_driver_device, s_setup),
+        cmocka_unit_test_setup(test_bad_options, s_setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
