@@ -1052,6 +1052,35 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
     return 0;
 }
 
+int kvti_tier_access(kvt_client_t *c, uint32_t tier_id, kvti_tier_access_t *out)
+{
+    const char *W = "cluster_info";
+    memset(out, 0, sizeof *out);
+    bus_env_init(c->req, kvtier_Envelope_cluster_info_req_tag, c->name);
+    int rc = kvti_meta_call(c, W, true, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    if (c->rep->which_body != kvtier_Envelope_cluster_info_rep_tag)
+        return kvti_fail(c, KVT_INTERNAL, W, "reply without a body");
+    const kvtier_ClusterInfoReply *r = &c->rep->body.cluster_info_rep;
+    for (pb_size_t i = 0; i < r->tiers_count; i++) {
+        const kvtier_TierInfo *ti = &r->tiers[i];
+        if (ti->tier_id != tier_id)
+            continue;
+        out->epoch = ti->epoch;
+        snprintf(out->host, sizeof out->host, "%s", ti->host);
+        if (ti->cuda_ipc_handle.size == sizeof out->ipc_handle) {
+            memcpy(out->ipc_handle, ti->cuda_ipc_handle.bytes, sizeof out->ipc_handle);
+            out->ipc_handle_len = sizeof out->ipc_handle;
+        }
+        if (ti->gpu_uuid.size == sizeof out->gpu_uuid)
+            memcpy(out->gpu_uuid, ti->gpu_uuid.bytes, sizeof out->gpu_uuid);
+        out->slot_stride = ti->slot_stride;
+        return 0;
+    }
+    return kvti_fail(c, KVT_NOT_FOUND, W, "the leader lists no tier %u", tier_id);
+}
+
 /* Asks for counters [offset, offset + want) (at least one, at most a page); the
  * reply is in c->rep. */
 static int s_stats_call(kvt_client_t *c, const char *instance_id, uint32_t offset, uint32_t want)

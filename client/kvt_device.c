@@ -119,6 +119,11 @@ static int s_stage(kvt_client_t *c, struct kvti_dev *d, const char *what, kvti_j
     return 0;
 }
 
+static int s_bools(bool **p, uint32_t *cap, uint32_t n)
+{
+    return kvti_grow((void **)p, cap, n ? n : 1, sizeof **p);
+}
+
 int kvti_dev_prepare(kvt_client_t *c, const char *what, kvti_job_t *jobs, uint32_t cap,
                      kvti_job_t *j, const kvt_xfer_t *x, void *const *ptrs, uint64_t n,
                      uint64_t piece)
@@ -153,6 +158,10 @@ int kvti_dev_prepare(kvt_client_t *c, const char *what, kvti_job_t *jobs, uint32
                              s_cuerr(d, e, b, sizeof b));
         }
     }
+    if (s_bools(&j->ddirect, &j->ddirect_cap, j->tok->n) < 0)
+        return kvti_fail(c, KVT_INTERNAL, what, "out of memory for a device job");
+    memset(j->ddirect, 0, (size_t)j->tok->n * sizeof *j->ddirect);
+    j->dwaited = false;
     memcpy(j->dev_ptrs, ptrs, n * sizeof *ptrs);
     void **host = j->seg_count ? j->seg_ptrs : j->bufs;
     for (uint64_t k = 0; k < n; k++)
@@ -222,12 +231,13 @@ bool kvti_dev_defer_get(kvti_job_t *j)
     uint64_t piece;
     uint32_t per_key;
     (void)s_pieces(j, &piece, &per_key);
-    int e = j->dwait ? d->cu->stream_wait_event(s, j->dwait, 0) : 0;
+    int e = j->dwait && !j->dwaited ? d->cu->stream_wait_event(s, j->dwait, 0) : 0;
     if (e != 0)
         return s_refused(d, j, e, "waiting for wait_event");
+    j->dwaited = j->dwait != NULL;
     for (uint32_t i = 0; i < j->tok->n; i++) {
-        if (!j->tok->ok[i])
-            continue; /* a failed key's pages are left as they were */
+        if (!j->tok->ok[i] || j->ddirect[i])
+            continue; /* failed (its pages are left as they were), or in device memory */
         for (uint32_t p = 0; p < per_key; p++) {
             uint64_t k = (uint64_t)i * per_key + p;
             if ((e = d->cu->memcpy_async(j->dev_ptrs[k], j->dstage + k * piece, piece,
@@ -241,6 +251,51 @@ bool kvti_dev_defer_get(kvti_job_t *j)
         return s_refused(d, j, e, "recording its event");
     j->dev_phase = KVTI_DEV_H2D;
     return true;
+}
+
+int kvti_dev_d2d(kvti_job_t *j, void *dst, const void *src, uint64_t n)
+{
+    struct kvti_dev *d = j->dev;
+    tier_cuda_stream_t s = s_stream(d, j);
+    if (j->dwait && !j->dwaited) {
+        int e = d->cu->stream_wait_event(s, j->dwait, 0);
+        if (e != 0)
+            return e;
+        j->dwaited = true;
+    }
+    return d->cu->memcpy_async(dst, src, n, TIER_CUDA_D2D, s);
+}
+
+int kvti_dev_buffer_uuid(const kvti_job_t *j, uint8_t uuid[16])
+{
+    struct kvti_dev *d = j->dev;
+    tier_cuda_ptr_attr_t a = {0};
+    if (!d || !j->dev_ptrs || d->cu->pointer_get_attributes(&a, j->dev_ptrs[0]) != 0)
+        return -1;
+    char err[128];
+    return tier_cuda_device_identity(d->cu, a.device, uuid, NULL, 0, err, sizeof err) < 0 ? -1 : 0;
+}
+
+int kvti_dev_ipc_open(kvt_client_t *c, const uint8_t handle[64], void **base)
+{
+    tier_cuda_ipc_handle_t h;
+    memcpy(h.reserved, handle, sizeof h.reserved);
+    return c->dev->cu->ipc_open_mem_handle(base, h, TIER_CUDA_IPC_LAZY_PEER_ACCESS);
+}
+
+void kvti_dev_ipc_close(kvt_client_t *c, void *base)
+{
+    if (c->dev && base)
+        (void)c->dev->cu->ipc_close_mem_handle(base);
+}
+
+const char *kvti_dev_strerror(kvt_client_t *c, int rc, char *buf, size_t len)
+{
+    if (!c->dev) {
+        snprintf(buf, len, "CUDA error %d", rc);
+        return buf;
+    }
+    return s_cuerr(c->dev, rc, buf, len);
 }
 
 uint32_t kvti_dev_pump(kvti_job_t *jobs, uint32_t cap, kvti_dev_step_fn start,
@@ -290,6 +345,9 @@ void kvti_dev_release(kvt_client_t *c, kvti_job_t *j)
     free(j->dev_ptrs);
     j->dev_ptrs = NULL;
     j->dev_ptrs_cap = 0;
+    free(j->ddirect);
+    j->ddirect = NULL;
+    j->ddirect_cap = 0;
 }
 
 void kvti_dev_close(kvt_client_t *c)

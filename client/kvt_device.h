@@ -14,6 +14,7 @@
 #define KVT_DEVICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvt_transport.h"
@@ -51,6 +52,20 @@ bool kvti_dev_defer_get(kvti_job_t *j);
 typedef void (*kvti_dev_step_fn)(void *arg, kvti_job_t *j);
 uint32_t kvti_dev_pump(kvti_job_t *jobs, uint32_t cap, kvti_dev_step_fn start,
                        kvti_dev_step_fn finish, void *arg);
+
+/* For transports that copy straight into device memory (kvt_transport_cuda.c): a
+ * device-to-device copy on the job's stream, after its wait_event (the first copy
+ * of the job queues the wait); the key is then left out of the copy from the
+ * staging (mark it in j->ddirect). A cudaError_t (0: queued). */
+int kvti_dev_d2d(kvti_job_t *j, void *dst, const void *src, uint64_t n);
+/* The 16-byte UUID of the GPU the job's device buffers are on. 0 or -1. */
+int kvti_dev_buffer_uuid(const kvti_job_t *j, uint8_t uuid[16]);
+/* Maps another process's device allocation (cudaIpcOpenMemHandle) / unmaps it. A
+ * cudaError_t; the runtime must be open (a device job was prepared). */
+int kvti_dev_ipc_open(kvt_client_t *c, const uint8_t handle[64], void **base);
+void kvti_dev_ipc_close(kvt_client_t *c, void *base);
+/* A cudaError_t as text (the runtime's string and number). */
+const char *kvti_dev_strerror(kvt_client_t *c, int rc, char *buf, size_t len);
 
 /* The slot's staging and event, when the handle closes. */
 void kvti_dev_release(kvt_client_t *c, kvti_job_t *j);

@@ -113,6 +113,21 @@ static inline bool kvti_token_lapsed(const struct kvt_token *tok, int64_t *age_m
     return age > (int64_t)tok->lease_ms - margin;
 }
 
+/* A tier's same-host device access as ClusterInfo announces it (a gpu tier's CUDA
+ * IPC handle, GPU UUID and slot stride; kvt_transport_cuda.c). */
+typedef struct {
+    uint64_t epoch;
+    char host[64];
+    uint8_t ipc_handle[64];
+    uint32_t ipc_handle_len; /* 0: the tier gives none (frames only) */
+    uint8_t gpu_uuid[16];
+    uint64_t slot_stride;
+} kvti_tier_access_t;
+
+/* Asks the leader (ClusterInfo) for tier tier_id's access. 0, -KVT_NOT_FOUND when
+ * the leader lists no such tier, or the call's status (the handle's error set). */
+int kvti_tier_access(kvt_client_t *c, uint32_t tier_id, kvti_tier_access_t *out);
+
 /* An open request, as begun: begun again at a new leader (kvti_recover). */
 typedef struct {
     char instance_id[KVT_ID_MAX + 1];

@@ -3,8 +3,8 @@
  * only: adding one (gpu ipc, remote) is a line in kvti_transports. */
 #include "kvt_transport.h"
 
-const kvti_transport_t *const kvti_transports[KVTI_N_TRANSPORTS] = {&kvti_transport_shm,
-                                                                    &kvti_transport_frames};
+const kvti_transport_t *const kvti_transports[KVTI_N_TRANSPORTS] = {
+    &kvti_transport_cuda, &kvti_transport_shm, &kvti_transport_frames};
 
 kvti_move_fn kvti_transport_move_op(const kvti_transport_t *x, bus_token_kind_t kind)
 {

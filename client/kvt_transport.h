@@ -54,6 +54,9 @@ typedef struct kvti_job {
     uint64_t dstage_cap;
     void *dstream, *dwait, *ddone; /* the caller's stream and events (NULL: none) */
     void *devent;                  /* the slot's own event: its copies are done */
+    bool *ddirect;     /* per key: a transport copied it straight into device memory */
+    uint32_t ddirect_cap;
+    bool dwaited;      /* the job's stream waits for dwait already */
     /* per token tier: the transport chosen at submit and what its attach gave */
     const kvti_transport_t *via[BUS_TOKEN_MAX_TIERS];
     void *at[BUS_TOKEN_MAX_TIERS];
@@ -97,12 +100,13 @@ struct kvti_transport {
     void (*progress)(void *xs, int wait_ms);
 };
 
+extern const kvti_transport_t kvti_transport_cuda;
 extern const kvti_transport_t kvti_transport_shm;
 extern const kvti_transport_t kvti_transport_frames;
 
 /* The registry (kvt_transport.c): every transport, in preference order; the last
  * one moves every kind and needs neither usable nor attach, so every tier has one. */
-#define KVTI_N_TRANSPORTS 2
+#define KVTI_N_TRANSPORTS 3
 extern const kvti_transport_t *const kvti_transports[KVTI_N_TRANSPORTS];
 
 /* The transport's op for a job kind (NULL: it does not move that kind). */

@@ -532,6 +532,11 @@ int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, 
  * - a get: the bytes come from the tier into the staging, and the copy into the
  *   device starts after wait_event (the engine's event that the pages are free to
  *   overwrite), then done_event is recorded (the engine's kernels wait for it).
+ * A get from a gpu tier on this host whose GPU is the buffers' maps the tier's arena
+ * (its CUDA IPC handle, from ClusterInfo, once per tier epoch) and copies device to
+ * device on the stream instead, after wait_event; a tier without IPC, on another GPU
+ * or host (or with disable_shm) goes through the staging. Puts to a gpu tier go
+ * through its tier actor.
  * The job is reported (once) when its last copy is done: for a get, after the bytes
  * are in device memory. A device job's keys that failed are not copied into the
  * device. The handle's calls stay on one thread; the events are the caller's (the

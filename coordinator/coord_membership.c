@@ -38,6 +38,17 @@
 
 /* ---- tier record codec ----------------------------------------------------- */
 
+static const char *s_hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+    return out;
+}
+
 int coord_tier_value_encode(const kvtier_TierInfo *t, char *buf, size_t cap, size_t *len)
 {
     return coord_tier_value_encode_metrics(t, NULL, buf, cap, len);
@@ -61,6 +72,17 @@ int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metric
         return -ENOMEM;
     if (metrics && metrics[0]) /* issue 10: a field older readers ignore */
         json_object_set_new(v, "metrics", json_string(metrics));
+    /* issue 11: a gpu tier's device access (hex), fields older readers ignore */
+    char hex[2 * sizeof t->cuda_ipc_handle.bytes + 1];
+    if (t->cuda_ipc_handle.size)
+        json_object_set_new(v, "cuda_ipc_handle",
+                            json_string(s_hex(t->cuda_ipc_handle.bytes, t->cuda_ipc_handle.size,
+                                              hex)));
+    if (t->gpu_uuid.size)
+        json_object_set_new(v, "gpu_uuid",
+                            json_string(s_hex(t->gpu_uuid.bytes, t->gpu_uuid.size, hex)));
+    if (t->slot_stride)
+        json_object_set_new(v, "slot_stride", json_integer((json_int_t)(t->slot_stride & INT64_MAX)));
     size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
     int rc = n == 0 ? -ENOMEM : n > cap ? -ENOBUFS : 0;
     if (len)
@@ -118,6 +140,28 @@ static int s_uint(const json_t *o, const char *field, uint64_t min, uint64_t max
         (uint64_t)json_integer_value(v) > max)
         return s_bad(err, errlen, "\"%s\" is not an integer in range", field);
     *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+/* An optional field of exactly n bytes as 2n hex digits (absent: size 0). */
+static int s_hex_field(const json_t *o, const char *field, uint8_t *out, size_t n,
+                       pb_size_t *size, char *err, size_t errlen)
+{
+    *size = 0;
+    const json_t *v = json_object_get(o, field);
+    if (!v)
+        return 0;
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    if (!s || json_string_length(v) != 2 * n)
+        return s_bad(err, errlen, "\"%s\" is not the hex of its bytes", field);
+    for (size_t i = 0; i < 2 * n; i++) {
+        char ch = s[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0)
+            return s_bad(err, errlen, "\"%s\" is not the hex of its bytes", field);
+        out[i / 2] = (uint8_t)(i % 2 ? out[i / 2] | d : d << 4);
+    }
+    *size = (pb_size_t)n;
     return 0;
 }
 
@@ -181,6 +225,15 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
         rc = s_uint(v, "capacity", 1, INT64_MAX, &out->capacity_slots, err, errlen);
     if (rc == 0)
         rc = s_uint(v, "slot_size", 1, INT64_MAX, &out->slot_bytes, err, errlen);
+    if (rc == 0)
+        rc = s_hex_field(v, "cuda_ipc_handle", out->cuda_ipc_handle.bytes,
+                         sizeof out->cuda_ipc_handle.bytes, &out->cuda_ipc_handle.size, err,
+                         errlen);
+    if (rc == 0)
+        rc = s_hex_field(v, "gpu_uuid", out->gpu_uuid.bytes, sizeof out->gpu_uuid.bytes,
+                         &out->gpu_uuid.size, err, errlen);
+    if (rc == 0 && json_object_get(v, "slot_stride"))
+        rc = s_uint(v, "slot_stride", 1, INT64_MAX, &out->slot_stride, err, errlen);
     json_decref(v);
     if (rc < 0)
         *out = (kvtier_TierInfo)kvtier_TierInfo_init_zero;

@@ -3,8 +3,11 @@ with the suite's fake CUDA runtime ($KVT_FAKECUDA_SO: host memory behind device
 pointers, loaded by the same dlopen as libcudart): device memory wrapped in an object
 exposing __cuda_array_interface__ (as a torch CUDA tensor or a CuPy array does) is
 stored and loaded whole and layer by layer, on shared memory and as frames, with an
-engine stream and events; mixed host and device buffers are refused. Exit 0 on
-success, 1 with a message.
+engine stream and events; mixed host and device buffers are refused. With
+IT_EXPECT_IPC=1 (a deployment whose head tier is a gpu tier in another process) the
+shared-memory client's gets must have gone device to device through the tier's CUDA
+IPC handle (the fake counts the mappings it opened), the frames client's not.
+Exit 0 on success, 1 with a message.
 """
 import ctypes
 import os
@@ -21,6 +24,8 @@ cuda.cudaStreamCreateWithFlags.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctyp
 cuda.cudaEventCreateWithFlags.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
 cuda.cudaEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 cuda.cudaEventQuery.argtypes = [ctypes.c_void_p]
+cuda.kvt_fakecuda_counter.argtypes = [ctypes.c_char_p]
+cuda.kvt_fakecuda_counter.restype = ctypes.c_uint64
 H2D, D2H = 1, 2
 SEGS, SEG, N = 8, 1024, 4
 BLOCK = SEGS * SEG
@@ -111,11 +116,17 @@ def run(c, instance, salt, keys):
 def main():
     coord = os.environ["KVTIER_COORDINATOR"]
     keys = kvtier.block_keys(range(64 * 16), 16)
+    ipc = os.environ.get("IT_EXPECT_IPC") == "1"
     with kvtier.Client(coordinators=coord, name="it-device", cuda_library=FAKE) as c:
         run(c, "it-device-shm", 1, keys[:N])
+        opened = cuda.kvt_fakecuda_counter(b"ipc_opened")
+        if ipc and opened < 1:
+            fail("the gets did not map the gpu tier's arena (CUDA IPC): %d mappings" % opened)
     with kvtier.Client(coordinators=coord, name="it-device-frames", cuda_library=FAKE,
                        disable_shm=True) as c:
         run(c, "it-device-frames", 2, keys[N:2 * N])
+        if cuda.kvt_fakecuda_counter(b"ipc_opened") != 0:
+            fail("a frames-only client mapped a tier (it closed its first handle's)")
     print("it_device: device blocks stored and loaded exact (shm, frames, layer-wise)")
 
 

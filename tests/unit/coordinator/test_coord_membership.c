@@ -175,6 +175,22 @@ static void test_tier_record_codec(void **state)
     assert_int_equal(coord_tier_value_metrics(buf, len, m, sizeof m), 0);
     assert_string_equal(m, "127.0.0.1:7791");
     assert_int_equal(coord_tier_value_metrics("{\"metrics\":7}", 13, m, sizeof m), -ENOENT);
+    /* issue 11: a gpu tier's device access (IPC handle, GPU UUID, stride) rides along */
+    kvtier_TierInfo g = s_tier("gpu0", 4, 99);
+    g.cuda_ipc_handle.size = sizeof g.cuda_ipc_handle.bytes;
+    for (size_t i = 0; i < sizeof g.cuda_ipc_handle.bytes; i++)
+        g.cuda_ipc_handle.bytes[i] = (uint8_t)(i * 37 + 1);
+    g.gpu_uuid.size = sizeof g.gpu_uuid.bytes;
+    memset(g.gpu_uuid.bytes, 0xa5, sizeof g.gpu_uuid.bytes);
+    g.slot_stride = 69632;
+    assert_int_equal(coord_tier_value_encode(&g, buf, sizeof buf, &len), 0);
+    assert_int_equal(coord_tier_value_decode(buf, len, &back, err, sizeof err), 0);
+    assert_int_equal(back.cuda_ipc_handle.size, sizeof g.cuda_ipc_handle.bytes);
+    assert_memory_equal(back.cuda_ipc_handle.bytes, g.cuda_ipc_handle.bytes,
+                        sizeof g.cuda_ipc_handle.bytes);
+    assert_int_equal(back.gpu_uuid.size, 16);
+    assert_memory_equal(back.gpu_uuid.bytes, g.gpu_uuid.bytes, 16);
+    assert_int_equal(back.slot_stride, 69632);
     assert_int_equal(coord_tier_value_encode(&t, buf, 10, &len), -ENOBUFS);
     t.kind = kvtier_TierKind_TIER_KIND_UNSPECIFIED;
     assert_int_equal(coord_tier_value_encode(&t, buf, sizeof buf, &len), -EINVAL);
@@ -202,6 +218,13 @@ static void test_tier_record_codec(void **state)
          "\"host\":\"h\",\"epoch\":\"1\",\"capacity\":1}",
          "slot_size"},
         {"{\"name\":\"0123456789012345678901234567890123456789\"}", "name"},
+        {"{\"name\":\"n\",\"kind\":\"host\",\"tier_id\":1,\"endpoint\":\"e\",\"shm\":\"\","
+         "\"host\":\"h\",\"epoch\":\"1\",\"capacity\":1,\"slot_size\":1,\"gpu_uuid\":\"0g\"}",
+         "gpu_uuid"},
+        {"{\"name\":\"n\",\"kind\":\"host\",\"tier_id\":1,\"endpoint\":\"e\",\"shm\":\"\","
+         "\"host\":\"h\",\"epoch\":\"1\",\"capacity\":1,\"slot_size\":1,"
+         "\"cuda_ipc_handle\":\"00\"}",
+         "cuda_ipc_handle"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
