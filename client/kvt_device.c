@@ -253,7 +253,7 @@ bool kvti_dev_defer_get(kvti_job_t *j)
     return true;
 }
 
-int kvti_dev_d2d(kvti_job_t *j, void *dst, const void *src, uint64_t n)
+static int s_direct(kvti_job_t *j, void *dst, const void *src, uint64_t n, int kind)
 {
     struct kvti_dev *d = j->dev;
     tier_cuda_stream_t s = s_stream(d, j);
@@ -263,7 +263,28 @@ int kvti_dev_d2d(kvti_job_t *j, void *dst, const void *src, uint64_t n)
             return e;
         j->dwaited = true;
     }
-    return d->cu->memcpy_async(dst, src, n, TIER_CUDA_D2D, s);
+    return d->cu->memcpy_async(dst, src, n, kind, s);
+}
+
+int kvti_dev_d2d(kvti_job_t *j, void *dst, const void *src, uint64_t n)
+{
+    return s_direct(j, dst, src, n, TIER_CUDA_D2D);
+}
+
+int kvti_dev_h2d(kvti_job_t *j, void *dst, const void *src, uint64_t n)
+{
+    return s_direct(j, dst, src, n, TIER_CUDA_H2D);
+}
+
+int kvti_dev_host_register(kvt_client_t *c, void *p, size_t n)
+{
+    return c->dev ? c->dev->cu->host_register(p, n, TIER_CUDA_HOST_REGISTER_PORTABLE) : -1;
+}
+
+void kvti_dev_host_unregister(kvt_client_t *c, void *p)
+{
+    if (c->dev && p)
+        (void)c->dev->cu->host_unregister(p);
 }
 
 int kvti_dev_buffer_uuid(const kvti_job_t *j, uint8_t uuid[16])

@@ -58,6 +58,13 @@ uint32_t kvti_dev_pump(kvti_job_t *jobs, uint32_t cap, kvti_dev_step_fn start,
  * of the job queues the wait); the key is then left out of the copy from the
  * staging (mark it in j->ddirect). A cudaError_t (0: queued). */
 int kvti_dev_d2d(kvti_job_t *j, void *dst, const void *src, uint64_t n);
+/* The same from host memory the device can reach (a registered mapping), kind H2D. */
+int kvti_dev_h2d(kvti_job_t *j, void *dst, const void *src, uint64_t n);
+/* Registers a mapping of this process (the host tier's segment) with the runtime so
+ * that device copies reach it directly (cudaHostRegister) / unregisters it. A
+ * cudaError_t, or -1 without a runtime open. */
+int kvti_dev_host_register(kvt_client_t *c, void *p, size_t n);
+void kvti_dev_host_unregister(kvt_client_t *c, void *p);
 /* The 16-byte UUID of the GPU the job's device buffers are on. 0 or -1. */
 int kvti_dev_buffer_uuid(const kvti_job_t *j, uint8_t uuid[16]);
 /* Maps another process's device allocation (cudaIpcOpenMemHandle) / unmaps it. A

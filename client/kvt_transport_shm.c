@@ -20,6 +20,7 @@
 
 #include "bus_fault.h"
 #include "bus_log.h"
+#include "kvt_device.h"
 #include "kvt_transport.h"
 #include "tier_checksum.h"
 #include "tier_seg.h"
@@ -38,6 +39,10 @@ typedef struct {
     tier_seg_t *seg;
     uint8_t *mapped; /* bit per slot: its pages are in this process's page tables */
     uint64_t used;   /* job->seq when last used (eviction: least recent) */
+    /* device gets (kvt_device.h): the slots registered with the CUDA runtime, so a
+     * slot's bytes go straight into device memory; tried once per attachment */
+    void *dev_reg;
+    bool dev_tried;
 } s_attach_t;
 
 typedef struct {
@@ -63,13 +68,22 @@ static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
     return s;
 }
 
+/* Detaches an entry's segment, unregistered first. */
+static void s_detach(s_shm_t *s, s_attach_t *a)
+{
+    kvti_dev_host_unregister(s->c, a->dev_reg);
+    a->dev_reg = NULL;
+    a->dev_tried = false;
+    tier_seg_detach(&a->seg);
+}
+
 static void s_close(void **xs)
 {
     if (!xs || !*xs)
         return;
     s_shm_t *s = *xs;
     for (uint32_t i = 0; i < s->n_att; i++) {
-        tier_seg_detach(&s->att[i].seg);
+        s_detach(s, &s->att[i]);
         free(s->att[i].mapped);
     }
     XXH3_freeState(s->hash);
@@ -121,7 +135,7 @@ static void *s_attach(void *xs, const kvti_job_t *j, const bus_token_tier_t *t)
         for (uint32_t i = 1; i < s->n_att; i++)
             if (s->att[i].used < a->used)
                 a = &s->att[i];
-        tier_seg_detach(&a->seg);
+        s_detach(s, a);
         free(a->mapped);
     }
     if (strcmp(a->shm, t->shm) != 0) {
@@ -130,7 +144,7 @@ static void *s_attach(void *xs, const kvti_job_t *j, const bus_token_tier_t *t)
     }
     a->used = j->seq;
     /* A new epoch: the segment may have been replaced under the same name. */
-    tier_seg_detach(&a->seg);
+    s_detach(s, a);
     free(a->mapped);
     a->mapped = NULL;
     a->epoch = t->epoch;
@@ -310,7 +324,46 @@ static bool s_header_matches(tier_seg_t *seg, uint64_t slot, const kvt_key_t *ke
            memcmp(h->key.b, key->b, KVT_KEY_BYTES) == 0 && h->size == size;
 }
 
-static int s_get_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_entry_t *e)
+/* A device get copies a slot straight into device memory when the segment's slots
+ * are registered with the runtime (tried once per attachment; a tier that asks
+ * readers to verify what they copy goes through the staging, where the copy is
+ * hashed). true: the copy is queued (or refused: the job's error recorded). */
+static bool s_dev_direct(s_shm_t *s, kvti_job_t *j, s_attach_t *a)
+{
+    if (j->dev_phase == KVTI_DEV_NONE || tier_seg_verify_reads(a->seg))
+        return false;
+    if (!a->dev_tried) {
+        a->dev_tried = true;
+        uint64_t cap = tier_seg_capacity(a->seg);
+        uint8_t *first = tier_seg_slot(a->seg, 0);
+        uint8_t *last = cap ? tier_seg_slot(a->seg, cap - 1) : NULL;
+        size_t len = last ? (size_t)(last - first) + tier_seg_slot_size(a->seg) : 0;
+        if (len && kvti_dev_host_register(s->c, first, len) == 0)
+            a->dev_reg = first;
+        else
+            bus_debug("client", "%s: segment %s: not registered with the CUDA runtime: device "
+                      "gets go through the staging", s->c->name, a->shm);
+    }
+    return a->dev_reg != NULL;
+}
+
+static int s_dev_copy(s_shm_t *s, kvti_job_t *j, uint32_t i, void *dst, const void *src,
+                      uint64_t n, const bus_token_entry_t *e)
+{
+    int rc = kvti_dev_h2d(j, dst, src, n);
+    if (rc != 0) {
+        char b[128];
+        kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 ": copy into the device "
+                       "refused: %s", j->tok->view.tiers[e->tier].tier_id, e->slot,
+                       kvti_dev_strerror(s->c, rc, b, sizeof b));
+        return -1;
+    }
+    j->ddirect[i] = true;
+    return 0;
+}
+
+static int s_get_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
+                     const bus_token_entry_t *e)
 {
     tier_seg_t *seg = a->seg;
     const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
@@ -323,6 +376,13 @@ static int s_get_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_e
                        "size %" PRIu64 ", want %u)",
                        t->tier_id, e->slot, src ? h.state : 0u, src ? h.size : 0, e->size);
         return -1;
+    }
+    if (s_dev_direct(s, j, a)) {
+        /* queued on the job's stream; the pin keeps the slot until the job is done */
+        if (s_dev_copy(s, j, i, j->dev_ptrs[i], src, e->size, e) < 0)
+            return -1;
+        j->tok->ok[i] = true;
+        return 0;
     }
     memcpy(j->bufs[i], src, e->size);
     if (s_fault_flip(j->bufs[i], e->size) || tier_seg_verify_reads(seg)) {
@@ -397,7 +457,8 @@ static int s_put_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_to
 /* A layer-wise get of key i: the header checked before and after, as s_get_one;
  * where the tier asks readers to verify, the whole block is hashed in place first
  * (a range cannot be checked against the block's checksum). */
-static int s_get_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_token_entry_t *e)
+static int s_get_segs_one(s_shm_t *s, kvti_job_t *j, s_attach_t *a, uint32_t i,
+                          const bus_token_entry_t *e)
 {
     kvti_segs_t *g = j->tok->segs;
     tier_seg_t *seg = a->seg;
@@ -423,15 +484,23 @@ static int s_get_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_to
             return -1;
         }
     }
+    if (s_dev_direct(s, j, a)) {
+        for (uint32_t k = 0; k < j->seg_count; k++)
+            if (s_dev_copy(s, j, i, j->dev_ptrs[(size_t)i * j->seg_count + k],
+                           src + (uint64_t)(j->seg_first + k) * g->seg_bytes, g->seg_bytes, e) < 0)
+                return -1;
+        j->tok->ok[i] = true;
+        return 0;
+    }
     bool flipped = false;
-    for (uint32_t s = 0; s < j->seg_count; s++) {
-        uint8_t *dst = j->seg_ptrs[(size_t)i * j->seg_count + s];
-        memcpy(dst, src + (uint64_t)(j->seg_first + s) * g->seg_bytes, g->seg_bytes);
+    for (uint32_t k = 0; k < j->seg_count; k++) {
+        uint8_t *dst = j->seg_ptrs[(size_t)i * j->seg_count + k];
+        memcpy(dst, src + (uint64_t)(j->seg_first + k) * g->seg_bytes, g->seg_bytes);
         flipped |= s_fault_flip(dst, (uint32_t)g->seg_bytes);
     }
     if (flipped) { /* an injected flip in a range: treated as found, never delivered */
-        for (uint32_t s = 0; s < j->seg_count; s++)
-            memset(j->seg_ptrs[(size_t)i * j->seg_count + s], 0, g->seg_bytes);
+        for (uint32_t k = 0; k < j->seg_count; k++)
+            memset(j->seg_ptrs[(size_t)i * j->seg_count + k], 0, g->seg_bytes);
         kvti_job_error(j, KVT_INTERNAL,
                        "tier %u: slot %" PRIu64 " failed its checksum in shared memory "
                        "(injected fault): not delivered",
@@ -464,16 +533,15 @@ static void s_put(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
 
 static void s_get(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
 {
-    (void)xs;
     for (uint32_t i = 0; i < j->tok->n; i++) {
         bus_token_entry_t e;
         bus_token_entry_at(&j->tok->view, i, &e);
         if (!mine[e.tier] || kvti_job_skips(j, i))
             continue;
         if (j->seg_count)
-            (void)s_get_segs_one(j, j->at[e.tier], i, &e);
+            (void)s_get_segs_one(xs, j, j->at[e.tier], i, &e);
         else
-            (void)s_get_one(j, j->at[e.tier], i, &e);
+            (void)s_get_one(xs, j, j->at[e.tier], i, &e);
     }
 }
 
