@@ -535,8 +535,9 @@ int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, 
  * A get from a gpu tier on this host whose GPU is the buffers' maps the tier's arena
  * (its CUDA IPC handle, from ClusterInfo, once per tier epoch) and copies device to
  * device on the stream instead, after wait_event; a tier without IPC, on another GPU
- * or host (or with disable_shm) goes through the staging. Puts to a gpu tier go
- * through its tier actor.
+ * or host (or with disable_shm) goes through the staging. A get from the host tier's
+ * segment copies straight from the slots (the handle registers the segment with the
+ * runtime) unless the tier asks readers to verify. Puts go through the staging.
  * The job is reported (once) when its last copy is done: for a get, after the bytes
  * are in device memory. A device job's keys that failed are not copied into the
  * device. The handle's calls stay on one thread; the events are the caller's (the
