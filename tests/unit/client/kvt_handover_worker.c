@@ -97,6 +97,16 @@ int main(int argc, char **argv)
     kvt_token_t *tok = NULL;
     if (!bytes || kvt_token_import(c, bytes, len, &tok) != 0)
         return s_fail(c, "import");
+    free(bytes);
+    if (strcmp(mode, "refuse") == 0) {
+        if (kvt_complete_put(c, &tok, NULL) != -KVT_INVALID_ARGUMENT || !tok ||
+            !strstr(kvt_last_error(c), "imported"))
+            return s_fail(c, "complete of an imported token was not refused");
+        if (kvt_token_release(c, &tok) != 0 || tok)
+            return s_fail(c, "release");
+        kvt_close(&c);
+        return 0;
+    }
     uint32_t n = kvt_token_count(tok);
     /* the instance's block layout, as an engine's worker knows its own KV cache */
     size_t block = (size_t)strtoul(argv[5], NULL, 10);
@@ -111,15 +121,6 @@ int main(int argc, char **argv)
     int rc = 0;
     uint64_t seg = segs ? block / segs : block;
     void **ptrs = calloc((size_t)(n ? n : 1) * segs, sizeof *ptrs);
-    if (strcmp(mode, "refuse") == 0) {
-        if (kvt_complete_put(c, &tok, NULL) != -KVT_INVALID_ARGUMENT || !tok ||
-            !strstr(kvt_last_error(c), "imported"))
-            return s_fail(c, "complete of an imported token was not refused");
-        if (kvt_token_release(c, &tok) != 0 || tok)
-            return s_fail(c, "release");
-        kvt_close(&c);
-        return 0;
-    }
     if (strcmp(mode, "die") == 0) {
         if (kvt_submit_put(c, 1, tok, (const void *const *)blocks, block) != 0)
             return s_fail(c, "submit_put");
@@ -190,7 +191,6 @@ int main(int argc, char **argv)
     free(blocks);
     free(ptrs);
     free(out);
-    free(bytes);
     kvt_close(&c);
     return 0;
 }
