@@ -464,8 +464,8 @@ static int s_layer_check(kvt_client_t *c, const char *what, struct kvt_token *to
     for (uint64_t k = 0; k < (uint64_t)tok->n * lw->count; k++)
         if (!lw->ptrs[k])
             return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
-                             "ptrs[%" PRIu64 "] (key %" PRIu64 ", segment %" PRIu64 ") is NULL",
-                             k, k / lw->count, lw->first + k % lw->count);
+                             "ptrs[%" PRIu64 "] (key %" PRIu64 ", segment %" PRIu64 ") is NULL", k,
+                             k / lw->count, lw->first + k % lw->count);
     const kvti_segs_t *g = tok->segs;
     bool used = g && g->segments;
     if (tok->kind == BUS_TOKEN_PUT && lw->first != (used ? g->next : 0))
@@ -600,6 +600,12 @@ static int s_submit(kvt_client_t *c, bus_token_kind_t kind, uint64_t job_id, kvt
     else if (bufs && kind != BUS_TOKEN_PREFETCH)
         memcpy(j->bufs, bufs, (size_t)tok->n * sizeof *bufs);
     j->dev_phase = KVTI_DEV_NONE;
+    if (!dev && c->dev && tok->n > 0 && kind != BUS_TOKEN_PREFETCH &&
+        (rc = kvti_dev_check_host(c, what, lw ? lw->ptrs : bufs,
+                                  lw ? (uint64_t)tok->n * lw->count : tok->n)) < 0) {
+        j->used = false; /* nothing moved, nothing counted */
+        return rc;
+    }
     if (dev && tok->n > 0 &&
         (rc = kvti_dev_prepare(c, what, d->jobs, d->cap, j, x, lw ? lw->ptrs : bufs,
                                lw ? (uint64_t)tok->n * lw->count : tok->n,
@@ -643,8 +649,7 @@ int kvt_submit_put(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, const voi
                    size_t len)
 {
     /* Put buffers are only read; the job table keeps one pointer type for both. */
-    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, (void *const *)(uintptr_t)bufs, len, NULL,
-                    NULL);
+    return s_submit(c, BUS_TOKEN_PUT, job_id, tok, (void *const *)(uintptr_t)bufs, len, NULL, NULL);
 }
 
 int kvt_submit_prefetch(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok)

@@ -110,8 +110,10 @@ static int s_stage(kvt_client_t *c, struct kvti_dev *d, const char *what, kvti_j
     if (e != 0 && !d->unpinned_logged) {
         char b[256];
         d->unpinned_logged = true;
-        bus_info("client", "%s: device staging is not pinned (cudaHostRegister: %s): copies "
-                 "run at pageable speed", c->name, s_cuerr(d, e, b, sizeof b));
+        bus_info("client",
+                 "%s: device staging is not pinned (cudaHostRegister: %s): copies "
+                 "run at pageable speed",
+                 c->name, s_cuerr(d, e, b, sizeof b));
     }
     j->dstage = p;
     j->dstage_cap = size;
@@ -142,9 +144,9 @@ int kvti_dev_prepare(kvt_client_t *c, const char *what, kvti_job_t *jobs, uint32
                              "KVT_MEM_CUDA takes device pointers only; host memory goes "
                              "with KVT_MEM_HOST",
                              k, ptrs[k],
-                             e ? s_cuerr(d, e, b, sizeof b)
-                               : a.type == TIER_CUDA_MEM_HOST ? "pinned host memory"
-                                                              : "host memory");
+                             e                              ? s_cuerr(d, e, b, sizeof b)
+                             : a.type == TIER_CUDA_MEM_HOST ? "pinned host memory"
+                                                            : "host memory");
     }
     if (kvti_grow((void **)&j->dev_ptrs, &j->dev_ptrs_cap, (uint32_t)n, sizeof *j->dev_ptrs) < 0)
         return kvti_fail(c, KVT_INTERNAL, what, "out of memory for a device job");
@@ -171,6 +173,20 @@ int kvti_dev_prepare(kvt_client_t *c, const char *what, kvti_job_t *jobs, uint32
     j->dwait = x->wait_event;
     j->ddone = x->done_event;
     j->dev_phase = KVTI_DEV_HOST;
+    return 0;
+}
+
+int kvti_dev_check_host(kvt_client_t *c, const char *what, void *const *ptrs, uint64_t n)
+{
+    struct kvti_dev *d = c->dev;
+    for (uint64_t k = 0; d && k < n; k++) {
+        tier_cuda_ptr_attr_t a = {0};
+        if (d->cu->pointer_get_attributes(&a, ptrs[k]) == 0 && a.type == TIER_CUDA_MEM_DEVICE)
+            return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
+                             "buffer %" PRIu64 " (%p) is CUDA device memory: pass it with "
+                             "kvt_xfer_t.mem = KVT_MEM_CUDA (kvt_submit_*_ex)",
+                             k, ptrs[k]);
+    }
     return 0;
 }
 
@@ -213,8 +229,8 @@ bool kvti_dev_start_put(kvti_job_t *j)
     if (e != 0)
         return s_refused(d, j, e, "waiting for wait_event");
     for (uint64_t k = 0; k < n; k++)
-        if ((e = d->cu->memcpy_async(j->dstage + k * piece, j->dev_ptrs[k], piece,
-                                     TIER_CUDA_D2H, s)) != 0)
+        if ((e = d->cu->memcpy_async(j->dstage + k * piece, j->dev_ptrs[k], piece, TIER_CUDA_D2H,
+                                     s)) != 0)
             return s_refused(d, j, e, "device to host");
     if (j->ddone && (e = d->cu->event_record(j->ddone, s)) != 0)
         return s_refused(d, j, e, "recording done_event");

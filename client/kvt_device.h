@@ -30,11 +30,16 @@ enum {
  * job's segments), opens the runtime when this is the handle's first, gives the job
  * slot its staging and points the job's host buffers into it (j->bufs for whole
  * blocks, j->seg_ptrs for segments; jobs / cap: the handle's job table, whose idle
- * slots give their staging back when the bound is reached). 0, or a negative status with the handle's error
- * set; nothing is started. */
+ * slots give their staging back when the bound is reached). 0, or a negative status with the
+ * handle's error set; nothing is started. */
 int kvti_dev_prepare(kvt_client_t *c, const char *what, kvti_job_t *jobs, uint32_t cap,
                      kvti_job_t *j, const kvt_xfer_t *x, void *const *ptrs, uint64_t n,
                      uint64_t piece);
+
+/* Host buffers on a handle whose runtime is open (it moved device buffers before):
+ * refuses device pointers passed as host memory (a host copy of them would fault).
+ * 0, or -KVT_INVALID_ARGUMENT with the handle's error set; 0 without a runtime. */
+int kvti_dev_check_host(kvt_client_t *c, const char *what, void *const *ptrs, uint64_t n);
 
 /* A prepared device put: queues its copy out of the device (phase D2H). false when
  * the runtime refused the copies: the job's error is recorded, nothing moved, and the

@@ -119,8 +119,9 @@ static void *c_attach(void *xs, const kvti_job_t *j, const bus_token_tier_t *tt)
         snprintf(why, sizeof why, "%s", kvt_last_error(c));
         kvti_clear_error(c);
     } else if (a.epoch != tt->epoch || !a.ipc_handle_len) {
-        snprintf(why, sizeof why, "%s", a.ipc_handle_len ? "the tier restarted since the token"
-                                                          : "the tier announces no CUDA IPC handle");
+        snprintf(why, sizeof why, "%s",
+                 a.ipc_handle_len ? "the tier restarted since the token"
+                                  : "the tier announces no CUDA IPC handle");
     } else if (kvti_dev_buffer_uuid(j, mine) < 0 || memcmp(mine, a.gpu_uuid, sizeof mine) != 0) {
         snprintf(why, sizeof why, "the buffers are on another GPU than the tier");
     } else {
@@ -163,10 +164,9 @@ static void c_get(void *xs, kvti_job_t *j, const bool mine[BUS_TOKEN_MAX_TIERS])
         }
         if (rc != 0) {
             char b[128];
-            kvti_job_error(j, KVT_INTERNAL,
-                           "tier %u: slot %" PRIu64 ": device to device copy refused: %s",
-                           j->tok->view.tiers[e.tier].tier_id, e.slot,
-                           kvti_dev_strerror(c, rc, b, sizeof b));
+            kvti_job_error(
+                j, KVT_INTERNAL, "tier %u: slot %" PRIu64 ": device to device copy refused: %s",
+                j->tok->view.tiers[e.tier].tier_id, e.slot, kvti_dev_strerror(c, rc, b, sizeof b));
             continue;
         }
         j->tok->ok[i] = true;

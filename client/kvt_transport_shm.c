@@ -192,8 +192,8 @@ static void *s_slot(s_attach_t *a, uint64_t slot)
  * lapsed, for instance while this process was stopped): nothing more was written. */
 #define S_HOLD_CHUNK (256u << 10)
 
-static int s_copy_update(tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst,
-                         const void *src, size_t size, XXH3_state_t *hash)
+static int s_copy_update(tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst, const void *src,
+                         size_t size, XXH3_state_t *hash)
 {
     for (size_t off = 0; off < size; off += S_HASH_PIECE) {
         if (off && off % S_HOLD_CHUNK == 0) {
@@ -341,20 +341,24 @@ static bool s_dev_direct(s_shm_t *s, kvti_job_t *j, s_attach_t *a)
         if (len && kvti_dev_host_register(s->c, first, len) == 0)
             a->dev_reg = first;
         else
-            bus_debug("client", "%s: segment %s: not registered with the CUDA runtime: device "
-                      "gets go through the staging", s->c->name, a->shm);
+            bus_debug("client",
+                      "%s: segment %s: not registered with the CUDA runtime: device "
+                      "gets go through the staging",
+                      s->c->name, a->shm);
     }
     return a->dev_reg != NULL;
 }
 
-static int s_dev_copy(s_shm_t *s, kvti_job_t *j, uint32_t i, void *dst, const void *src,
-                      uint64_t n, const bus_token_entry_t *e)
+static int s_dev_copy(s_shm_t *s, kvti_job_t *j, uint32_t i, void *dst, const void *src, uint64_t n,
+                      const bus_token_entry_t *e)
 {
     int rc = kvti_dev_h2d(j, dst, src, n);
     if (rc != 0) {
         char b[128];
-        kvti_job_error(j, KVT_INTERNAL, "tier %u: slot %" PRIu64 ": copy into the device "
-                       "refused: %s", j->tok->view.tiers[e->tier].tier_id, e->slot,
+        kvti_job_error(j, KVT_INTERNAL,
+                       "tier %u: slot %" PRIu64 ": copy into the device "
+                       "refused: %s",
+                       j->tok->view.tiers[e->tier].tier_id, e->slot,
                        kvti_dev_strerror(s->c, rc, b, sizeof b));
         return -1;
     }

@@ -539,7 +539,8 @@ int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, 
  * segment copies straight from the slots (the handle registers the segment with the
  * runtime) unless the tier asks readers to verify. Puts go through the staging.
  * The job is reported (once) when its last copy is done: for a get, after the bytes
- * are in device memory. A device job's keys that failed are not copied into the
+ * are in device memory. Once a handle has loaded the runtime, its host submits check
+ * their pointers too: device memory passed as host memory is INVALID_ARGUMENT. A device job's keys that failed are not copied into the
  * device. The handle's calls stay on one thread; the events are the caller's (the
  * handle records and waits on them, never destroys them). */
 typedef enum kvt_mem {

@@ -75,14 +75,15 @@ int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metric
     /* issue 11: a gpu tier's device access (hex), fields older readers ignore */
     char hex[2 * sizeof t->cuda_ipc_handle.bytes + 1];
     if (t->cuda_ipc_handle.size)
-        json_object_set_new(v, "cuda_ipc_handle",
-                            json_string(s_hex(t->cuda_ipc_handle.bytes, t->cuda_ipc_handle.size,
-                                              hex)));
+        json_object_set_new(
+            v, "cuda_ipc_handle",
+            json_string(s_hex(t->cuda_ipc_handle.bytes, t->cuda_ipc_handle.size, hex)));
     if (t->gpu_uuid.size)
         json_object_set_new(v, "gpu_uuid",
                             json_string(s_hex(t->gpu_uuid.bytes, t->gpu_uuid.size, hex)));
     if (t->slot_stride)
-        json_object_set_new(v, "slot_stride", json_integer((json_int_t)(t->slot_stride & INT64_MAX)));
+        json_object_set_new(v, "slot_stride",
+                            json_integer((json_int_t)(t->slot_stride & INT64_MAX)));
     size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
     int rc = n == 0 ? -ENOMEM : n > cap ? -ENOBUFS : 0;
     if (len)
@@ -144,8 +145,8 @@ static int s_uint(const json_t *o, const char *field, uint64_t min, uint64_t max
 }
 
 /* An optional field of exactly n bytes as 2n hex digits (absent: size 0). */
-static int s_hex_field(const json_t *o, const char *field, uint8_t *out, size_t n,
-                       pb_size_t *size, char *err, size_t errlen)
+static int s_hex_field(const json_t *o, const char *field, uint8_t *out, size_t n, pb_size_t *size,
+                       char *err, size_t errlen)
 {
     *size = 0;
     const json_t *v = json_object_get(o, field);
@@ -226,9 +227,9 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
     if (rc == 0)
         rc = s_uint(v, "slot_size", 1, INT64_MAX, &out->slot_bytes, err, errlen);
     if (rc == 0)
-        rc = s_hex_field(v, "cuda_ipc_handle", out->cuda_ipc_handle.bytes,
-                         sizeof out->cuda_ipc_handle.bytes, &out->cuda_ipc_handle.size, err,
-                         errlen);
+        rc =
+            s_hex_field(v, "cuda_ipc_handle", out->cuda_ipc_handle.bytes,
+                        sizeof out->cuda_ipc_handle.bytes, &out->cuda_ipc_handle.size, err, errlen);
     if (rc == 0)
         rc = s_hex_field(v, "gpu_uuid", out->gpu_uuid.bytes, sizeof out->gpu_uuid.bytes,
                          &out->gpu_uuid.size, err, errlen);

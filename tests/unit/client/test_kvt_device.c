@@ -6,7 +6,7 @@
  * device blocks go through pinned staging and come back exact, on shared memory and
  * on frames; a put's copy does not start before the engine's wait_event, and a get's
  * done_event is recorded after the bytes are in device memory; layer-wise segments
- * of device pages; bad input (host pointers as device ones, an unknown kind, a
+ * of device pages; bad input (host pointers as device ones and the reverse, an unknown kind, a
  * stream with host buffers, a runtime that does not load, a job above the staging
  * bound) is INVALID_ARGUMENT with a message, the token kept and nothing stored
  * damaged. */
@@ -93,13 +93,13 @@ static int t_register(kvt_client_t *c)
     return kvt_register_instance(c, &spec);
 }
 
-#define T_SYM(field, name)                                                                        \
-    do {                                                                                          \
-        *(void **)&e->cu.field = dlsym(e->cu.dl, name);                                           \
-        if (!e->cu.field) {                                                                       \
-            fprintf(stderr, "fake runtime: %s missing\n", name);                                  \
-            return -1;                                                                            \
-        }                                                                                         \
+#define T_SYM(field, name)                                                                         \
+    do {                                                                                           \
+        *(void **)&e->cu.field = dlsym(e->cu.dl, name);                                            \
+        if (!e->cu.field) {                                                                        \
+            fprintf(stderr, "fake runtime: %s missing\n", name);                                   \
+            return -1;                                                                             \
+        }                                                                                          \
     } while (0)
 
 static int t_cuda(t_env_t *e)
@@ -331,7 +331,7 @@ static void test_device_event_order(void **state)
     kvt_job_result_t r;
     assert_int_equal(kvt_wait(c, &job, 1, 200, &r), -KVT_TIMEOUT);
     assert_int_equal(e->cu.counter("copies"), copies); /* not one byte copied yet */
-    assert_int_equal(e->cu.event_query(done), 600);      /* cudaErrorNotReady */
+    assert_int_equal(e->cu.event_query(done), 600);    /* cudaErrorNotReady */
     uint32_t hits = 99;
     kvt_lookup_result_t lr = {0};
     assert_int_equal(kvt_lookup(c, T_INST, NULL, KVT_LOOKUP_PREFIX, 0, keys, T_KEYS, &lr), 0);
@@ -434,6 +434,10 @@ static void test_device_bad_input(void **state)
         kvt_submit_put_ex(c, job, tok, (const void *const *)e->hsrc, T_BLOCK, &host_stream),
         -KVT_INVALID_ARGUMENT);
     assert_non_null(strstr(kvt_last_error(c), "KVT_MEM_CUDA"));
+    /* device buffers passed as host memory, on a handle whose runtime is open */
+    assert_int_equal(kvt_submit_put(c, job, tok, (const void *const *)e->dsrc, T_BLOCK),
+                     -KVT_INVALID_ARGUMENT);
+    assert_non_null(strstr(kvt_last_error(c), "is CUDA device memory"));
     /* the token is intact: a host put on it goes through */
     assert_int_equal(kvt_submit_put(c, job, tok, (const void *const *)e->hsrc, T_BLOCK), 0);
     assert_int_equal(t_wait(c, job).status, 0);
