@@ -208,6 +208,7 @@ static int s_options(kvt_client_t *c, const kvt_options_t *o)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
                          "cluster '%.64s' must be 1..63 characters of [A-Za-z0-9._-]", cluster);
     snprintf(c->cluster, sizeof c->cluster, "%s", cluster);
+    c->cluster_given = o->cluster && o->cluster[0];
     const char *name = o->name && o->name[0] ? o->name : "client";
     if (strlen(name) >= sizeof c->name)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "name is longer than %zu bytes",
@@ -342,6 +343,8 @@ typedef struct {
     char leader[BUS_ENDPOINT_MAX];
     uint64_t epoch;
     char msg[300];
+    const char *want_cluster; /* NULL: any */
+    bool wrong_cluster;       /* it answered for another cluster */
 } s_probe_t;
 
 static void s_probe_done(void *arg, bus_reply_t *r)
@@ -355,6 +358,13 @@ static void s_probe_done(void *arg, bus_reply_t *r)
     if (r->status.code == kvtier_StatusCode_STATUS_OK &&
         r->env->which_body == kvtier_Envelope_cluster_info_rep_tag) {
         const kvtier_ClusterInfoReply *ci = &r->env->body.cluster_info_rep;
+        if (p->want_cluster && ci->cluster[0] && strcmp(ci->cluster, p->want_cluster) != 0) {
+            /* another deployment on this endpoint: never its leader */
+            snprintf(p->msg, sizeof p->msg, "serves cluster '%s', not '%s'", ci->cluster,
+                     p->want_cluster);
+            p->wrong_cluster = true;
+            return;
+        }
         snprintf(p->leader, sizeof p->leader, "%s", ci->leader_endpoint);
         p->epoch = ci->leader_epoch;
         if (!p->leader[0])
@@ -371,6 +381,8 @@ static int s_discover_static(kvt_client_t *c, const char *what, int64_t deadline
     s_probe_t pr[KVT_MAX_COORDINATORS];
     memset(pr, 0, sizeof pr);
     uint32_t n = c->n_coordinators;
+    for (uint32_t i = 0; i < n; i++)
+        pr[i].want_cluster = c->cluster_given ? c->cluster : NULL;
     bus_client_config_t cfg = {.name = c->name, .max_in_flight = 1, .curve = kvti_curve(c)};
     for (uint32_t i = 0; i < n; i++) {
         cl[i] = bus_client_new(c->coordinators[i], &cfg);
@@ -420,6 +432,11 @@ static int s_discover_static(kvt_client_t *c, const char *what, int64_t deadline
         char sum[KVT_ERR_MAX] = "";
         size_t off = 0;
         kvtier_StatusCode code = kvtier_StatusCode_STATUS_UNAVAILABLE;
+        uint32_t wrong = 0;
+        for (uint32_t i = 0; i < n; i++)
+            wrong += pr[i].wrong_cluster;
+        if (wrong == n) /* every one is another deployment's: an argument to fix */
+            code = kvtier_StatusCode_STATUS_INVALID_ARGUMENT;
         for (uint32_t i = 0; i < n && off < sizeof sum; i++) {
             if (pr[i].code == kvtier_StatusCode_STATUS_TIMEOUT)
                 code = kvtier_StatusCode_STATUS_TIMEOUT;
@@ -898,6 +915,13 @@ static int s_open(kvt_client_t *c, const kvt_options_t *opts)
         snprintf(c->leader_cluster, sizeof c->leader_cluster, "%s",
                  c->rep->body.cluster_info_rep.cluster);
     }
+    /* Two deployments on one host must not serve each other's clients (issue 12):
+     * a handle told its cluster refuses a leader of another. */
+    if (c->cluster_given && c->leader_cluster[0] && strcmp(c->leader_cluster, c->cluster) != 0)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, "kvt_connect",
+                         "the leader at %s serves cluster '%s', not '%s' "
+                         "(kvt_options_t.cluster): another deployment on these endpoints?",
+                         c->leader, c->leader_cluster, c->cluster);
     /* nothing is held yet: this leader needs no telling */
     c->recovered_epoch = c->leader_epoch;
     snprintf(c->recovered_leader, sizeof c->recovered_leader, "%s", c->leader);

@@ -177,6 +177,7 @@ struct kvt_client {
     char leader[BUS_ENDPOINT_MAX];
     uint64_t leader_epoch; /* the latest any reply, redirect or discovery showed (0: unknown) */
     char leader_cluster[BUS_CLUSTER_MAX]; /* the cluster its ClusterInfo names (token export) */
+    bool cluster_given; /* kvt_options_t.cluster was set: a leader of another is refused */
     /* the leader last told what this handle holds (s_recover): told again whenever
      * leader / leader_epoch differ from it, until a recovery gets through */
     char recovered_leader[BUS_ENDPOINT_MAX];

@@ -135,7 +135,9 @@ int kvt_block_keys(const uint32_t *tokens, size_t n_tokens, uint32_t tokens_per_
 typedef struct kvt_options {
     const char *coordinators;   /* comma-separated meta endpoints ("tcp://h:7700,..."), or NULL */
     const char *etcd_endpoints; /* comma-separated etcd URLs, used when coordinators is NULL */
-    const char *cluster;        /* cluster name in etcd (default "kvtier") */
+    const char *cluster;        /* cluster name in etcd (default "kvtier"); when set, a
+                                   coordinator of another cluster is never taken for the
+                                   leader (kvt_connect: INVALID_ARGUMENT naming both) */
     const char *name;           /* this client's name in logs (default "client") */
     uint32_t timeout_ms;        /* per call (default 5000) */
     uint32_t max_in_flight;     /* data-plane requests in flight per handle (default 64) */

@@ -13,7 +13,7 @@ it_cli put --key "$(printf 'c3%030x' $$)" --pattern >/dev/null || it_fail "put"
 # issue 12: readiness never accepts another deployment's coordinator at its endpoint
 it_cli status --check --cluster "other-$it_name" >/dev/null 2>"$it_dir/check.err" &&
   it_fail "status --check accepted a coordinator of another cluster"
-grep -q "belongs to cluster \"$it_name\", not \"other-$it_name\"" "$it_dir/check.err" ||
+grep -q "serves cluster '$it_name', not 'other-$it_name'" "$it_dir/check.err" ||
   it_fail "status --check did not name the clusters: $(cat "$it_dir/check.err")"
 it_cli status --check --cluster "$it_name" >/dev/null || it_fail "status --check of its own cluster"
 # issue 12 §8: a CLI error names the argument and what was expected

@@ -271,21 +271,21 @@ static void connect_discovers_leader_through_etcd(void **state)
     char ea[128], err[512];
     fc_endpoint(a, ea, sizeof ea);
     kvt_options_t o = {
-        .etcd_endpoints = etcd_fixture_url(f), .cluster = "ctest", .timeout_ms = 2000};
+        .etcd_endpoints = etcd_fixture_url(f), .cluster = "test", .timeout_ms = 2000};
     assert_null(kvt_connect(&o, err, sizeof err));
     assert_non_null(strstr(err, "UNAVAILABLE"));
-    assert_non_null(strstr(err, "/kvtier/ctest/leader"));
+    assert_non_null(strstr(err, "/kvtier/test/leader"));
 
     const char *url = etcd_fixture_url(f);
     coord_etcd_config_t ecfg = {.endpoints = &url, .n_endpoints = 1};
     coord_etcd_t *e = coord_etcd_new(&ecfg);
     assert_non_null(e);
-    assert_int_equal(coord_etcd_put(e, "/kvtier/ctest/leader", "{nope", 5, 0, NULL), 0);
+    assert_int_equal(coord_etcd_put(e, "/kvtier/test/leader", "{nope", 5, 0, NULL), 0);
     assert_null(kvt_connect(&o, err, sizeof err));
     assert_non_null(strstr(err, "is not {"));
     char val[256];
     int n = snprintf(val, sizeof val, "{\"name\":\"c1\",\"endpoint\":\"%s\",\"epoch\":5}", ea);
-    assert_int_equal(coord_etcd_put(e, "/kvtier/ctest/leader", val, (size_t)n, 0, NULL), 0);
+    assert_int_equal(coord_etcd_put(e, "/kvtier/test/leader", val, (size_t)n, 0, NULL), 0);
     kvt_client_t *c = kvt_connect(&o, err, sizeof err);
     assert_non_null(c);
     kvt_cluster_info_t ci;

@@ -460,6 +460,27 @@ static void job_ids_differ_across_handles(void **state)
     assert_int_equal(kvt_request_end(e->c, T_INST, "r8", &info), 0);
 }
 
+/* issue 12: a handle told its cluster never takes another deployment's leader for
+ * its own: connecting to a coordinator of cluster "fo" as cluster "other" is
+ * INVALID_ARGUMENT naming both; as "fo", or without a cluster, it connects. */
+static void another_clusters_leader_is_refused(void **state)
+{
+    t_env_t *e = *state;
+    char err[512];
+    kvt_options_t o = {.coordinators = e->ep_a, .timeout_ms = 1000, .cluster = "other",
+                       .name = "fo-other", .failover_ms = 1000};
+    kvt_client_t *h = kvt_connect(&o, err, sizeof err);
+    assert_null(h);
+    assert_non_null(strstr(err, "INVALID_ARGUMENT"));
+    assert_non_null(strstr(err, "'fo'"));
+    assert_non_null(strstr(err, "'other'"));
+    o.cluster = "fo";
+    h = kvt_connect(&o, err, sizeof err);
+    if (!h)
+        fail_msg("as cluster fo: %s", err);
+    kvt_close(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +489,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(lost_replies_are_sent_again, setup, teardown),
         cmocka_unit_test_setup_teardown(recovery_lost_old_tokens_still_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(job_ids_differ_across_handles, setup, teardown),
+        cmocka_unit_test_setup_teardown(another_clusters_leader_is_refused, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
