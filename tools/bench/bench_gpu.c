@@ -188,16 +188,24 @@ static int s_child(const s_args_t *a)
     }
     uint64_t stride = a->block; /* the bench's slot size is a multiple of 4096 */
     double raw = s_raw(cu, s, other, mine, a->block, n, TIER_CUDA_D2D, a->rounds, true, true);
-    double in = s_raw(cu, s, arena, mine, stride, n, TIER_CUDA_D2D, a->rounds, true, true);
-    s_fig("D2D client -> tier arena (IPC mapping)", in, raw);
     double out = s_raw(cu, s, mine, arena, stride, n, TIER_CUDA_D2D, a->rounds, true, true);
     s_fig("D2D tier arena -> client (IPC mapping)", out, raw);
+    /* the parent's tier_write pass left 0xa5 in every slot: the mapping shows it */
+    unsigned char check[4096];
+    bool same =
+        cu->memcpy_sync(check, (char *)mine + (n - 1) * stride, sizeof check, TIER_CUDA_D2H) == 0;
+    for (size_t i = 0; same && i < sizeof check; i++)
+        same = check[i] == 0xa5;
+    printf("CUDA IPC bytes: %s\n", same ? "the tier's slot bytes, as written (checked)"
+                                        : "WRONG: the mapping does not show the tier's bytes");
+    double in = s_raw(cu, s, arena, mine, stride, n, TIER_CUDA_D2D, a->rounds, true, true);
+    s_fig("D2D client -> tier arena (IPC mapping)", in, raw);
     cu->stream_destroy(s);
     cu->free_device(mine);
     cu->free_device(other);
     cu->ipc_close_mem_handle(arena);
     tier_cuda_close(&cu);
-    return 0;
+    return same ? 0 : 1;
 }
 
 static void s_run_child(const s_args_t *a, const tier_desc_t *d, int dev)
