@@ -4,6 +4,7 @@
  * open. */
 #include "tier_gpu.h"
 
+#include "tier_checksum.h"
 #include "tier_cuda.h"
 #include "tier_seg_int.h"
 
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 
 #define S_HALVES 2
+#define S_NONE UINT64_MAX
 
 typedef struct {
     tier_cuda_t *cu;
@@ -26,6 +28,9 @@ typedef struct {
     uint64_t stride;
     uint64_t capacity, slot_size;
     tier_slot_header_t *hdrs;
+    /* per slot: the checksum and size of the bytes last written through write (the
+     * arena is not host-readable, so they are hashed on the way in); S_NONE: none */
+    uint64_t *sums, *written;
     char *staging; /* host, registered when pinned */
     size_t half;   /* bytes per staging half */
     bool pinned;
@@ -110,6 +115,8 @@ static void s_release(s_gpu_t *g)
     }
     free(g->staging);
     free(g->hdrs);
+    free(g->sums);
+    free(g->written);
     tier_cuda_close(&g->cu);
     free(g);
 }
@@ -165,10 +172,14 @@ static int s_open_memory(s_gpu_t *g, const tier_config_t *cfg, char *err, size_t
     }
     g->staging = aligned_alloc(TIER_GPU_SLOT_ALIGN, g->half * S_HALVES);
     g->hdrs = calloc(g->capacity, sizeof *g->hdrs);
-    if (!g->staging || !g->hdrs) {
+    g->sums = calloc(g->capacity, sizeof *g->sums);
+    g->written = malloc(g->capacity * sizeof *g->written);
+    if (!g->staging || !g->hdrs || !g->sums || !g->written) {
         snprintf(err, errlen, "out of host memory for staging and headers");
         return -ENOMEM;
     }
+    for (uint64_t i = 0; i < g->capacity; i++)
+        g->written[i] = S_NONE;
     g->pinned = g->cu->host_register(g->staging, g->half * S_HALVES,
                                      TIER_CUDA_HOST_REGISTER_PORTABLE) == TIER_CUDA_SUCCESS;
     int irc = g->cu->ipc_get_mem_handle(&g->ipc, g->arena);
@@ -323,7 +334,13 @@ static int s_write(tier_t *t, uint64_t slot, const struct iovec *iov, int n)
         return rc;
     /* the slot stops being served before its bytes change (tier.h) */
     g->hdrs[slot] = (tier_slot_header_t){.state = TIER_SLOT_WRITING, .size = size};
-    return s_h2d(g, g->arena + slot * g->stride, iov, n, size);
+    g->written[slot] = S_NONE;
+    rc = s_h2d(g, g->arena + slot * g->stride, iov, n, size);
+    if (rc == 0) {
+        g->sums[slot] = tier_checksum(iov, n);
+        g->written[slot] = size;
+    }
+    return rc;
 }
 
 static int s_read(tier_t *t, uint64_t slot, struct iovec *iov, int n)
@@ -336,12 +353,32 @@ static int s_read(tier_t *t, uint64_t slot, struct iovec *iov, int n)
     return rc < 0 ? rc : s_d2h(g, g->arena + slot * g->stride, iov, n, size);
 }
 
+/* An unmapped backend checks SERVING headers itself (tier.h): checksum 0 takes the
+ * checksum of the bytes written through write (-ENODATA when none were, -EINVAL when
+ * their size is not the header's); a given one must match them (-EBADMSG). A block
+ * written into the arena by a same-GPU client (IPC, no write here) keeps the
+ * checksum its writer gives, provided the slot's header went through a state other
+ * than SERVING since the last write here (which forgets that write's record). */
 static int s_put_header(tier_t *t, uint64_t slot, const tier_slot_header_t *h)
 {
     s_gpu_t *g = t->priv;
     if (h->size > g->slot_size || h->state > TIER_SLOT_DELETING)
         return -EINVAL;
-    g->hdrs[slot] = *h;
+    tier_slot_header_t n = *h;
+    if (n.state == TIER_SLOT_SERVING) {
+        bool known = g->written[slot] != S_NONE;
+        if (known && g->written[slot] != n.size)
+            return -EINVAL;
+        if (n.checksum == 0 && !known)
+            return -ENODATA;
+        if (n.checksum == 0)
+            n.checksum = g->sums[slot];
+        else if (known && n.checksum != g->sums[slot])
+            return -EBADMSG;
+    } else {
+        g->written[slot] = S_NONE;
+    }
+    g->hdrs[slot] = n;
     return 0;
 }
 

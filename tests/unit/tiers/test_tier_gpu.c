@@ -25,6 +25,7 @@
 
 #include "fakecuda.h"
 #include "tier.h"
+#include "tier_checksum.h"
 #include "tier_cuda.h"
 #include "tier_gpu.h"
 
@@ -194,6 +195,39 @@ static void test_headers_inventory(void **state)
     assert_true(present[2]);
     tier_slot_header_t bad = {.state = TIER_SLOT_SERVING, .size = SLOT_SIZE + 1};
     assert_int_equal(tier_put_header(t, 0, &bad), -EINVAL);
+    tier_close(&t);
+}
+
+/* The arena is not host-readable, so the backend checks SERVING headers itself
+ * (tier.h): checksum 0 takes the checksum of the bytes written, a wrong one or a
+ * wrong size is refused, a slot never written has none to take; after a clear, a
+ * block written by other means (a same-GPU client) keeps its writer's checksum. */
+static void test_checksums_of_written_bytes(void **state)
+{
+    (void)state;
+    tier_t *t = s_open();
+    uint8_t a[3000];
+    s_fill(a, sizeof a, 9);
+    struct iovec w[2] = {{a, 1000}, {a + 1000, 2000}};
+    assert_int_equal(tier_write(t, 1, w, 2), 0);
+    tier_slot_header_t h = {.state = TIER_SLOT_SERVING, .size = sizeof a};
+    tier_slot_header_t bad = h;
+    bad.checksum = 42;
+    assert_int_equal(tier_put_header(t, 1, &bad), -EBADMSG);
+    bad = h;
+    bad.size = 2999;
+    assert_int_equal(tier_put_header(t, 1, &bad), -EINVAL);
+    assert_int_equal(tier_put_header(t, 1, &h), 0);
+    tier_slot_header_t got;
+    assert_int_equal(tier_get_header(t, 1, &got), 0);
+    assert_int_equal(got.checksum, tier_checksum(w, 2));
+    assert_int_equal(tier_put_header(t, 2, &h), -ENODATA);
+    tier_slot_header_t empty = {.state = TIER_SLOT_EMPTY};
+    assert_int_equal(tier_put_header(t, 1, &empty), 0);
+    tier_slot_header_t other = {.state = TIER_SLOT_SERVING, .size = 10, .checksum = 77};
+    assert_int_equal(tier_put_header(t, 1, &other), 0);
+    assert_int_equal(tier_get_header(t, 1, &got), 0);
+    assert_int_equal(got.checksum, 77);
     tier_close(&t);
 }
 
@@ -384,6 +418,7 @@ int main(void)
         cmocka_unit_test_setup(test_registered, s_setup),
         cmocka_unit_test_setup(test_round_trip, s_setup),
         cmocka_unit_test_setup(test_headers_inventory, s_setup),
+        cmocka_unit_test_setup(test_checksums_of_written_bytes, s_setup),
         cmocka_unit_test_setup(test_describe_ipc, s_setup),
         cmocka_unit_test_setup(test_no_ipc, s_setup),
         cmocka_unit_test_setup(test_device_by_uuid, s_setup),
