@@ -7,6 +7,8 @@
  *        frames), through the tier's pinned staging  vs  cudaMemcpyAsync from a
  *        registered buffer into device memory, one stream;
  *   D2H  tier_read  vs  cudaMemcpyAsync into a registered buffer;
+ *   and both again from / into registered memory, which the tier copies directly
+ *   (no staging): what a registered host-tier segment or pinned frames would give;
  *   D2D  a second process (this executable again: CUDA contexts do not survive
  *        fork) opens the arena's IPC handle from describe and copies between it and
  *        its own allocation  vs  the same copy between two of its own allocations.
@@ -326,6 +328,10 @@ static int s_measure(const s_args_t *a, tier_cuda_t *cu, int dev)
           s_tier_pass(t, host, a->block, n, true, a->rounds), raw_h2d);
     s_fig("D2H tier_read (pinned staging -> frames)",
           s_tier_pass(t, host, a->block, n, false, a->rounds), raw_d2h);
+    s_fig("H2D tier_write from registered memory",
+          s_tier_pass(t, pinned, a->block, n, true, a->rounds), raw_h2d);
+    s_fig("D2H tier_read into registered memory",
+          s_tier_pass(t, pinned, a->block, n, false, a->rounds), raw_d2h);
     s_shm(cu, s, devbuf, a, n, raw_h2d);
     if (d.access_kind == TIER_ACCESS_CUDA_IPC)
         s_run_child(a, &d, dev);

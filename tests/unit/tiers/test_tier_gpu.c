@@ -199,36 +199,92 @@ static void test_headers_inventory(void **state)
 }
 
 /* The arena is not host-readable, so the backend checks SERVING headers itself
- * (tier.h): checksum 0 takes the checksum of the bytes written, a wrong one or a
- * wrong size is refused, a slot never written has none to take; after a clear, a
- * block written by other means (a same-GPU client) keeps its writer's checksum. */
+ * (tier.h): checksum 0 takes the checksum of the bytes written (read back), a wrong
+ * size is refused, a slot never written has none to take; a given checksum is kept
+ * (as the host tier does) unless verify_put checks it; after a clear, a block
+ * written by other means (a same-GPU client) keeps its writer's checksum. */
 static void test_checksums_of_written_bytes(void **state)
 {
     (void)state;
+    for (int verify = 0; verify < 2; verify++) {
+        char err[512] = "";
+        tier_config_t cfg = s_cfg();
+        assert_int_equal(tier_config_set(&cfg, "verify_put", verify ? "true" : "false"), 0);
+        tier_t *t = tier_open(&cfg, err, sizeof err);
+        assert_non_null(t);
+        uint8_t *a = malloc(150000); /* over two staging halves */
+        s_fill(a, 150000, 9);
+        struct iovec w[2] = {{a, 1000}, {a + 1000, 149000}};
+        assert_int_equal(tier_write(t, 1, w, 2), 0);
+        tier_slot_header_t h = {.state = TIER_SLOT_SERVING, .size = 150000};
+        tier_slot_header_t bad = h;
+        bad.checksum = 42;
+        assert_int_equal(tier_put_header(t, 1, &bad), verify ? -EBADMSG : 0);
+        bad = h;
+        bad.size = 149999;
+        assert_int_equal(tier_put_header(t, 1, &bad), -EINVAL);
+        assert_int_equal(tier_put_header(t, 1, &h), 0);
+        tier_slot_header_t got;
+        assert_int_equal(tier_get_header(t, 1, &got), 0);
+        assert_int_equal(got.checksum, tier_checksum(w, 2));
+        h.checksum = got.checksum;
+        assert_int_equal(tier_put_header(t, 1, &h), 0); /* the right one passes either way */
+        h.checksum = 0;
+        assert_int_equal(tier_put_header(t, 2, &h), -ENODATA);
+        tier_slot_header_t empty = {.state = TIER_SLOT_EMPTY};
+        assert_int_equal(tier_put_header(t, 1, &empty), 0);
+        tier_slot_header_t other = {.state = TIER_SLOT_SERVING, .size = 10, .checksum = 77};
+        assert_int_equal(tier_put_header(t, 1, &other), 0);
+        assert_int_equal(tier_get_header(t, 1, &got), 0);
+        assert_int_equal(got.checksum, 77);
+        free(a);
+        tier_close(&t);
+    }
+}
+
+static void s_counter_of(void *arg, const char *name, uint64_t value)
+{
+    if (strcmp(name, "direct_copies") == 0)
+        *(uint64_t *)arg = value;
+}
+
+/* Host memory the caller registered (a host tier's segment, pinned frames) goes
+ * straight to and from the arena, without the staging, and byte-exact. */
+static void test_registered_buffers_skip_staging(void **state)
+{
+    (void)state;
     tier_t *t = s_open();
-    uint8_t a[3000];
-    s_fill(a, sizeof a, 9);
-    struct iovec w[2] = {{a, 1000}, {a + 1000, 2000}};
-    assert_int_equal(tier_write(t, 1, w, 2), 0);
-    tier_slot_header_t h = {.state = TIER_SLOT_SERVING, .size = sizeof a};
-    tier_slot_header_t bad = h;
-    bad.checksum = 42;
-    assert_int_equal(tier_put_header(t, 1, &bad), -EBADMSG);
-    bad = h;
-    bad.size = 2999;
-    assert_int_equal(tier_put_header(t, 1, &bad), -EINVAL);
-    assert_int_equal(tier_put_header(t, 1, &h), 0);
-    tier_slot_header_t got;
-    assert_int_equal(tier_get_header(t, 1, &got), 0);
-    assert_int_equal(got.checksum, tier_checksum(w, 2));
-    assert_int_equal(tier_put_header(t, 2, &h), -ENODATA);
-    tier_slot_header_t empty = {.state = TIER_SLOT_EMPTY};
-    assert_int_equal(tier_put_header(t, 1, &empty), 0);
-    tier_slot_header_t other = {.state = TIER_SLOT_SERVING, .size = 10, .checksum = 77};
-    assert_int_equal(tier_put_header(t, 1, &other), 0);
-    assert_int_equal(tier_get_header(t, 1, &got), 0);
-    assert_int_equal(got.checksum, 77);
+    char err[512];
+    tier_cuda_t *cu = tier_cuda_open(s_lib(), NULL, err, sizeof err);
+    assert_non_null(cu);
+    size_t len = SLOT_SIZE;
+    uint8_t *a = malloc(len), *b = calloc(1, len);
+    s_fill(a, len, 77);
+    assert_int_equal(cu->host_register(a, len, 0), 0);
+    assert_int_equal(cu->host_register(b, len, 0), 0);
+    struct iovec w[2] = {{a, 4096}, {a + 4096, len - 4096}};
+    assert_int_equal(tier_write(t, 4, w, 2), 0);
+    struct iovec r = {b, len};
+    assert_int_equal(tier_read(t, 4, &r, 1), 0);
+    assert_memory_equal(a, b, len);
+    uint64_t direct = 0;
+    tier_counters(t, s_counter_of, &direct);
+    assert_int_equal(direct, 2);
+    /* a pageable buffer still goes through the staging */
+    uint8_t *c = calloc(1, len);
+    struct iovec rc = {c, len};
+    assert_int_equal(tier_read(t, 4, &rc, 1), 0);
+    assert_memory_equal(a, c, len);
+    tier_counters(t, s_counter_of, &direct);
+    assert_int_equal(direct, 2);
+    assert_int_equal(s_counter("unpinned_copies", 0), 0);
+    cu->host_unregister(a);
+    cu->host_unregister(b);
+    free(a);
+    free(b);
+    free(c);
     tier_close(&t);
+    tier_cuda_close(&cu);
 }
 
 /* describe gives the arena's CUDA IPC handle and the GPU's UUID: a second process
@@ -419,6 +475,7 @@ int main(void)
         cmocka_unit_test_setup(test_round_trip, s_setup),
         cmocka_unit_test_setup(test_headers_inventory, s_setup),
         cmocka_unit_test_setup(test_checksums_of_written_bytes, s_setup),
+        cmocka_unit_test_setup(test_registered_buffers_skip_staging, s_setup),
         cmocka_unit_test_setup(test_describe_ipc, s_setup),
         cmocka_unit_test_setup(test_no_ipc, s_setup),
         cmocka_unit_test_setup(test_device_by_uuid, s_setup),
