@@ -14,7 +14,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #define S_HALVES 2
+#define S_NONE UINT64_MAX
 
 typedef struct {
     tier_cuda_t *cu;
@@ -26,8 +30,11 @@ typedef struct {
     uint64_t stride;
     uint64_t capacity, slot_size;
     tier_slot_header_t *hdrs;
-    char *staging; /* host, registered when pinned */
-    size_t half;   /* bytes per staging half */
+    /* per slot: the size of the bytes last written through write; S_NONE: none */
+    uint64_t *written;
+    bool verify_put; /* given checksums are checked against the bytes (read back) */
+    char *staging;   /* host, registered when pinned */
+    size_t half;     /* bytes per staging half */
     bool pinned;
     tier_cuda_stream_t stream;
     tier_cuda_event_t done[S_HALVES]; /* the last copy through each half */
@@ -36,15 +43,20 @@ typedef struct {
     bool ipc_ok;
     char ipc_why[128]; /* why there is no IPC handle */
     uint64_t bytes_h2d, bytes_d2h, cuda_errors;
+    uint64_t direct_copies; /* ops whose host side was registered: no staging */
 } s_gpu_t;
 
-static const char *const s_option_keys[] = {"device", "cuda_library", "staging_bytes", NULL};
+static const char *const s_option_keys[] = {"device", "cuda_library", "staging_bytes", "verify_put",
+                                            NULL};
 
 static int s_configure(tier_config_t *cfg, char *err, size_t errlen)
 {
     uint64_t staging;
+    bool verify;
     int rc = tier_option_u64(cfg, "staging_bytes", TIER_GPU_STAGING_MIN, TIER_GPU_STAGING_MAX,
                              TIER_GPU_STAGING_DEFAULT, &staging, err, errlen);
+    if (rc == 0)
+        rc = tier_option_bool(cfg, "verify_put", false, &verify, err, errlen);
     if (rc < 0)
         return rc;
     const char *dev = tier_config_get(cfg, "device");
@@ -110,6 +122,7 @@ static void s_release(s_gpu_t *g)
     }
     free(g->staging);
     free(g->hdrs);
+    free(g->written);
     tier_cuda_close(&g->cu);
     free(g);
 }
@@ -165,10 +178,13 @@ static int s_open_memory(s_gpu_t *g, const tier_config_t *cfg, char *err, size_t
     }
     g->staging = aligned_alloc(TIER_GPU_SLOT_ALIGN, g->half * S_HALVES);
     g->hdrs = calloc(g->capacity, sizeof *g->hdrs);
-    if (!g->staging || !g->hdrs) {
+    g->written = malloc(g->capacity * sizeof *g->written);
+    if (!g->staging || !g->hdrs || !g->written) {
         snprintf(err, errlen, "out of host memory for staging and headers");
         return -ENOMEM;
     }
+    for (uint64_t i = 0; i < g->capacity; i++)
+        g->written[i] = S_NONE;
     g->pinned = g->cu->host_register(g->staging, g->half * S_HALVES,
                                      TIER_CUDA_HOST_REGISTER_PORTABLE) == TIER_CUDA_SUCCESS;
     int irc = g->cu->ipc_get_mem_handle(&g->ipc, g->arena);
@@ -187,6 +203,7 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
     }
     g->capacity = cfg->capacity;
     g->slot_size = cfg->slot_size;
+    (void)tier_option_bool(cfg, "verify_put", false, &g->verify_put, err, errlen);
     g->stride =
         (cfg->slot_size + TIER_GPU_SLOT_ALIGN - 1) / TIER_GPU_SLOT_ALIGN * TIER_GPU_SLOT_ALIGN;
     int rc = s_open_device(g, cfg, err, errlen);
@@ -312,6 +329,47 @@ static uint64_t s_iov_total(const struct iovec *iov, int n)
     return size;
 }
 
+/* Whether every segment starts in host memory the runtime has registered (a host
+ * tier's segment a caller registered, pinned frames): such bytes go straight
+ * between them and the arena, without the staging. */
+static bool s_registered(s_gpu_t *g, const struct iovec *iov, int n)
+{
+    for (int i = 0; i < n; i++) {
+        tier_cuda_ptr_attr_t a;
+        if (iov[i].iov_len && (g->cu->pointer_get_attributes(&a, iov[i].iov_base) != 0 ||
+                               a.type != TIER_CUDA_MEM_HOST))
+            return false;
+    }
+    return true;
+}
+
+/* The direct copies: one cudaMemcpyAsync per segment on the tier's stream, then one
+ * synchronisation. */
+static int s_direct(s_gpu_t *g, char *dev, const struct iovec *iov, int n, bool h2d)
+{
+    int rc = 0;
+    uint64_t off = 0;
+    for (int i = 0; i < n && rc == 0; off += iov[i].iov_len, i++)
+        if (iov[i].iov_len)
+            rc = s_check(g,
+                         h2d ? g->cu->memcpy_async(dev + off, iov[i].iov_base, iov[i].iov_len,
+                                                   TIER_CUDA_H2D, g->stream)
+                             : g->cu->memcpy_async(iov[i].iov_base, dev + off, iov[i].iov_len,
+                                                   TIER_CUDA_D2H, g->stream),
+                         h2d ? "cudaMemcpyAsync H2D" : "cudaMemcpyAsync D2H", NULL, 0);
+    int src = s_check(g, g->cu->stream_synchronize(g->stream), "cudaStreamSynchronize", NULL, 0);
+    rc = rc < 0 ? rc : src;
+    if (rc == 0) {
+        uint64_t total = s_iov_total(iov, n);
+        if (h2d)
+            g->bytes_h2d += total;
+        else
+            g->bytes_d2h += total;
+        g->direct_copies++;
+    }
+    return rc;
+}
+
 static int s_write(tier_t *t, uint64_t slot, const struct iovec *iov, int n)
 {
     s_gpu_t *g = t->priv;
@@ -323,7 +381,12 @@ static int s_write(tier_t *t, uint64_t slot, const struct iovec *iov, int n)
         return rc;
     /* the slot stops being served before its bytes change (tier.h) */
     g->hdrs[slot] = (tier_slot_header_t){.state = TIER_SLOT_WRITING, .size = size};
-    return s_h2d(g, g->arena + slot * g->stride, iov, n, size);
+    g->written[slot] = S_NONE;
+    char *dev = g->arena + slot * g->stride;
+    rc = s_registered(g, iov, n) ? s_direct(g, dev, iov, n, true) : s_h2d(g, dev, iov, n, size);
+    if (rc == 0)
+        g->written[slot] = size;
+    return rc;
 }
 
 static int s_read(tier_t *t, uint64_t slot, struct iovec *iov, int n)
@@ -333,15 +396,67 @@ static int s_read(tier_t *t, uint64_t slot, struct iovec *iov, int n)
     if (size > g->slot_size)
         return -EMSGSIZE;
     int rc = s_bind(g);
-    return rc < 0 ? rc : s_d2h(g, g->arena + slot * g->stride, iov, n, size);
+    if (rc < 0)
+        return rc;
+    char *dev = g->arena + slot * g->stride;
+    return s_registered(g, iov, n) ? s_direct(g, dev, iov, n, false) : s_d2h(g, dev, iov, n, size);
 }
 
+/* The checksum of a slot's first size bytes, read back through the staging: the
+ * arena is not host-readable, and hashing every write on its way in would cost
+ * the write path a pass over the bytes that most puts (which bring their
+ * checksum) never need. */
+static int s_device_checksum(s_gpu_t *g, uint64_t slot, uint64_t size, uint64_t *sum)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    const char *src = g->arena + slot * g->stride;
+    int rc = s_bind(g);
+    for (uint64_t off = 0; rc == 0 && off < size; off += g->half) {
+        size_t n = size - off < g->half ? (size_t)(size - off) : g->half;
+        rc = s_check(g, g->cu->memcpy_async(g->staging, src + off, n, TIER_CUDA_D2H, g->stream),
+                     "cudaMemcpyAsync D2H", NULL, 0);
+        if (rc == 0)
+            rc = s_check(g, g->cu->stream_synchronize(g->stream), "cudaStreamSynchronize", NULL, 0);
+        if (rc == 0)
+            XXH3_64bits_update(&st, g->staging, n);
+    }
+    *sum = XXH3_64bits_digest(&st);
+    return rc;
+}
+
+/* An unmapped backend checks SERVING headers itself (tier.h): checksum 0 takes the
+ * checksum of the bytes written through write, read back (-ENODATA when none were,
+ * -EINVAL when their size is not the header's); a given one is kept as the host
+ * tier keeps it, and checked against the bytes (-EBADMSG) with verify_put. A block
+ * written into the arena by a same-GPU client (IPC, no write here) keeps the
+ * checksum its writer gives, provided the slot's header went through a state other
+ * than SERVING since the last write here (which forgets that write's record). */
 static int s_put_header(tier_t *t, uint64_t slot, const tier_slot_header_t *h)
 {
     s_gpu_t *g = t->priv;
     if (h->size > g->slot_size || h->state > TIER_SLOT_DELETING)
         return -EINVAL;
-    g->hdrs[slot] = *h;
+    tier_slot_header_t n = *h;
+    if (n.state == TIER_SLOT_SERVING) {
+        bool known = g->written[slot] != S_NONE;
+        if (known && g->written[slot] != n.size)
+            return -EINVAL;
+        if (n.checksum == 0 && !known)
+            return -ENODATA;
+        if (n.checksum == 0 || (known && g->verify_put)) {
+            uint64_t sum;
+            int rc = s_device_checksum(g, slot, n.size, &sum);
+            if (rc < 0)
+                return rc;
+            if (n.checksum && n.checksum != sum)
+                return -EBADMSG;
+            n.checksum = sum;
+        }
+    } else {
+        g->written[slot] = S_NONE;
+    }
+    g->hdrs[slot] = n;
     return 0;
 }
 
@@ -404,6 +519,7 @@ static void s_counters(tier_t *t, tier_counter_fn fn, void *arg)
     fn(arg, "bytes_written", g->bytes_h2d);
     fn(arg, "bytes_read", g->bytes_d2h);
     fn(arg, "cuda_errors", g->cuda_errors);
+    fn(arg, "direct_copies", g->direct_copies);
     fn(arg, "staging_pinned", g->pinned ? 1 : 0);
 }
 

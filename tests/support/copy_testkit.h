@@ -57,7 +57,9 @@ static inline size_t ck_size(uint32_t seed)
     return 1000u + (seed * 2654435761u) % (CK_SLOT - 1000u);
 }
 
-/* A config for kind "host" or "nvme"; dir holds nvme files; seq makes names unique. */
+/* A config for kind "host", "nvme" or "gpu" (on the fake CUDA runtime: the test
+ * defines KVT_FAKECUDA_SO, or $KVT_FAKECUDA_SO names it); dir holds nvme files; seq
+ * makes names unique. */
 static inline tier_actor_config_t ck_cfg(const char *kind, uint32_t tier_id, const char *dir,
                                          int seq)
 {
@@ -67,9 +69,17 @@ static inline tier_actor_config_t ck_cfg(const char *kind, uint32_t tier_id, con
     snprintf(c.tier.kind, sizeof c.tier.kind, "%s", kind);
     c.tier.capacity = CK_CAP;
     c.tier.slot_size = CK_SLOT;
-    if (strcmp(kind, "host") == 0)
+    if (strcmp(kind, "host") == 0) {
         snprintf(c.tier.path, sizeof c.tier.path, "/kvt-ck-%d-%d", (int)getpid(), seq);
-    else {
+    } else if (strcmp(kind, "gpu") == 0) {
+        const char *fake = getenv("KVT_FAKECUDA_SO");
+#ifdef KVT_FAKECUDA_SO
+        if (!fake || !fake[0])
+            fake = KVT_FAKECUDA_SO;
+#endif
+        (void)tier_config_set(&c.tier, "cuda_library", fake ? fake : "");
+        (void)tier_config_set(&c.tier, "staging_bytes", "65536");
+    } else {
         snprintf(c.tier.path, sizeof c.tier.path, "%s/nvme-%d.dat", dir, seq);
         (void)tier_config_set(&c.tier, "queue_depth", "8");
     }

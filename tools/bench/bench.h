@@ -19,6 +19,7 @@ int bench_token(int argc, char **argv);
 int bench_request(int argc, char **argv);
 int bench_rebuild(int argc, char **argv);
 int bench_index(int argc, char **argv);
+int bench_gpu(int argc, char **argv);
 
 /* GB/s of one sequential O_DIRECT pass (io_uring at depth qd, no checksum, no
  * headers) over DIR/kvt-bench-raw.dat of `total` bytes in `block` I/Os; fresh

@@ -23,6 +23,7 @@ static const struct {
     {"token", bench_token, "tier-plane token seal/open cost vs a ReadSlots round trip"},
     {"request", bench_request, "an engine request in two meta round trips vs five"},
     {"rebuild", bench_rebuild, "index rebuild from tier inventories vs 128-entry pages"},
+    {"gpu", bench_gpu, "gpu tier H2D/D2H/D2D GB/s vs raw cudaMemcpyAsync, pinned"},
     {"index", bench_index, "scheduler RSS per slot and meta calls at 10M slots vs 64k"},
 };
 #define S_NPARTS (sizeof s_parts / sizeof s_parts[0])

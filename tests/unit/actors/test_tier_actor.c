@@ -75,6 +75,9 @@ static tier_actor_config_t s_cfg(const char *kind)
     else if (strcmp(kind, "nvme") == 0) {
         snprintf(c.tier.path, sizeof c.tier.path, "%s/nvme-%d.dat", s_dir, seq);
         (void)tier_config_set(&c.tier, "queue_depth", "8");
+    } else if (strcmp(kind, "gpu") == 0) { /* on the fake CUDA runtime (tests/CMakeLists.txt) */
+        (void)tier_config_set(&c.tier, "cuda_library", KVT_FAKECUDA_SO);
+        (void)tier_config_set(&c.tier, "staging_bytes", "65536");
     }
     c.tier_id = 3;
     c.endpoint = "tcp://127.0.0.1:*";
@@ -1495,15 +1498,17 @@ static void test_inventory_bad_pages_are_refused(void **state)
 
 /* The rules that are not about a medium run on each tier kind of their row, the
  * kind being the test's state: host (POSIX shm), nvme (O_DIRECT file, io_uring)
- * and fake (tests/support/tier_fake.c), which has no batch, inventory, probe,
- * describe or slot_data op, so on it the actor runs through tier.c's fallbacks.
+ * fake (tests/support/tier_fake.c), which has no batch, inventory, probe,
+ * describe or slot_data op, so on it the actor runs through tier.c's fallbacks, and
+ * gpu (device memory on the fake CUDA runtime, no slot_data: bytes through staging).
  * ON_KIND is cmocka_unit_test_prestate with the kind in the test's name. */
 #define ON_KIND(f, kind)                                                                           \
     {                                                                                              \
         .name = #f "/" kind, .test_func = f, .initial_state = (void *)kind                         \
     }
-#define ON_EVERY_KIND(f) ON_KIND(f, "host"), ON_KIND(f, "nvme"), ON_KIND(f, "fake")
-#define ON_HOST_AND_FAKE(f) ON_KIND(f, "host"), ON_KIND(f, "fake")
+#define ON_EVERY_KIND(f)                                                                           \
+    ON_KIND(f, "host"), ON_KIND(f, "nvme"), ON_KIND(f, "fake"), ON_KIND(f, "gpu")
+#define ON_HOST_FAKE_GPU(f) ON_KIND(f, "host"), ON_KIND(f, "fake"), ON_KIND(f, "gpu")
 
 int main(void)
 {
@@ -1512,20 +1517,20 @@ int main(void)
         ON_EVERY_KIND(test_multi_segment_block_is_one_slot),
         ON_EVERY_KIND(test_inventory_lists_exactly_the_committed_blocks),
         ON_EVERY_KIND(test_inventory_records_in_windows),
-        ON_HOST_AND_FAKE(test_inventory_bad_pages_are_refused),
+        ON_HOST_FAKE_GPU(test_inventory_bad_pages_are_refused),
         ON_EVERY_KIND(test_write_marks_slot_writing_until_new_header),
-        ON_HOST_AND_FAKE(test_probe_reports_serving_blocks_with_matching_key),
+        ON_HOST_FAKE_GPU(test_probe_reports_serving_blocks_with_matching_key),
         ON_EVERY_KIND(test_delete_empties_slots_matching_key),
         ON_EVERY_KIND(test_put_header_rewrite_changes_only_matching_headers),
         ON_EVERY_KIND(test_bad_input_gets_status_and_leaves_blocks_intact),
-        ON_HOST_AND_FAKE(test_requests_over_bounds_are_refused_whole),
-        ON_HOST_AND_FAKE(test_epoch_fence_refuses_requests_for_another_incarnation),
+        ON_HOST_FAKE_GPU(test_requests_over_bounds_are_refused_whole),
+        ON_HOST_FAKE_GPU(test_epoch_fence_refuses_requests_for_another_incarnation),
         cmocka_unit_test(test_nvme_checksum_failure_is_an_error_never_wrong_bytes),
         cmocka_unit_test(test_nvme_put_header_requires_matching_written_bytes),
         cmocka_unit_test(test_nvme_blocks_survive_restart_with_new_epoch),
         cmocka_unit_test(test_host_verify_put_refuses_checksum_mismatch),
         cmocka_unit_test(test_host_delete_repairs_header_left_mid_write),
-        ON_HOST_AND_FAKE(test_instance_hash_collision_is_a_conflict),
+        ON_HOST_FAKE_GPU(test_instance_hash_collision_is_a_conflict),
         cmocka_unit_test(test_pipe_endpoint_epoch_and_stats),
         cmocka_unit_test(test_serves_over_inproc_and_ipc),
         cmocka_unit_test(test_bad_config_fails_cleanly),

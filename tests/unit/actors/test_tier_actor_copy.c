@@ -443,6 +443,11 @@ static int s_teardown(void **state)
 /* The round trip's directions: demotion and promotion. */
 static const direction_t s_host_to_nvme = {"host", "nvme"};
 static const direction_t s_nvme_to_host = {"nvme", "host"};
+/* issue 11 §1: a gpu tier's demotion to host and nvme, and promotion back */
+static const direction_t s_gpu_to_host = {"gpu", "host"};
+static const direction_t s_host_to_gpu = {"host", "gpu"};
+static const direction_t s_gpu_to_nvme = {"gpu", "nvme"};
+static const direction_t s_nvme_to_gpu = {"nvme", "gpu"};
 
 /* A test run in direction s_<d> (the test's state), named after it. */
 #define IN_DIRECTION(f, d)                                                                         \
@@ -455,6 +460,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         IN_DIRECTION(test_copy_is_byte_exact_with_headers, host_to_nvme),
         IN_DIRECTION(test_copy_is_byte_exact_with_headers, nvme_to_host),
+        IN_DIRECTION(test_copy_is_byte_exact_with_headers, gpu_to_host),
+        IN_DIRECTION(test_copy_is_byte_exact_with_headers, host_to_gpu),
+        IN_DIRECTION(test_copy_is_byte_exact_with_headers, gpu_to_nvme),
+        IN_DIRECTION(test_copy_is_byte_exact_with_headers, nvme_to_gpu),
         cmocka_unit_test(test_copy_wrong_expected_key_fails_that_slot_only),
         cmocka_unit_test(test_copy_to_dead_destination_times_out_and_source_serves),
         cmocka_unit_test(test_copy_bad_requests_are_invalid_argument),

@@ -22,12 +22,20 @@
 #include "fakecuda.h"
 #include "tier_cuda.h"
 
+/* The fake runtime: where the build put it, or $KVT_FAKECUDA_SO (binaries carried to
+ * another machine, tests/device/run). */
+static const char *s_fake_so(void)
+{
+    const char *e = getenv("KVT_FAKECUDA_SO");
+    return e && e[0] ? e : KVT_FAKECUDA_SO;
+}
+
 static char s_log_path[128];
 
 static tier_cuda_t *s_fake(void)
 {
     char err[512] = "";
-    tier_cuda_t *cu = tier_cuda_open(KVT_FAKECUDA_SO, "tiers.gpu0.cuda_library", err, sizeof err);
+    tier_cuda_t *cu = tier_cuda_open(s_fake_so(), "tiers.gpu0.cuda_library", err, sizeof err);
     if (!cu)
         fail_msg("fake runtime: %s", err);
     return cu;
@@ -116,10 +124,10 @@ static void test_env_and_config_order(void **state)
 {
     (void)state;
     char err[512] = "";
-    setenv(TIER_CUDA_LIBRARY_ENV, KVT_FAKECUDA_SO, 1);
+    setenv(TIER_CUDA_LIBRARY_ENV, s_fake_so(), 1);
     tier_cuda_t *cu = tier_cuda_open(NULL, NULL, err, sizeof err);
     assert_non_null(cu);
-    assert_string_equal(cu->path, KVT_FAKECUDA_SO);
+    assert_string_equal(cu->path, s_fake_so());
     tier_cuda_close(&cu);
     assert_null(cu);
     cu = tier_cuda_open("/nonexistent/cudart.so", NULL, err, sizeof err);
