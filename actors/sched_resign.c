@@ -145,8 +145,9 @@ static void s_push_resign(sched_t *self)
         return;
     zsock_t *push = zsock_new_push(ep);
     if (!push) {
-        bus_error(S_LOG, "%s: cannot reach the elector at %s to hand over: it stops leading "
-                         "and its lease lapses by itself",
+        bus_error(S_LOG,
+                  "%s: cannot reach the elector at %s to hand over: it stops leading "
+                  "and its lease lapses by itself",
                   self->cfg.node_name, ep);
         return;
     }

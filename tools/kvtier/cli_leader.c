@@ -40,8 +40,8 @@ static int s_resign(cli_common_t *o, const s_args_t *a)
     printf("resign: %s (epoch %" PRIu64 ") handed over after %" PRIu64
            " ms: %u windows open at the start, %u finished, %u left to lapse; %u standbys "
            "registered\n",
-           r.old_leader[0] ? r.old_leader : "the leader", r.old_epoch, r.waited_ms,
-           r.windows_open, r.windows_finished, r.windows_lapsed, r.standbys);
+           r.old_leader[0] ? r.old_leader : "the leader", r.old_epoch, r.waited_ms, r.windows_open,
+           r.windows_finished, r.windows_lapsed, r.standbys);
     int status = CLI_EXIT_OK;
     if (r.new_epoch) {
         printf("leader: %s at %s (epoch %" PRIu64 "); %s is a standby now\n",
