@@ -10,12 +10,12 @@
 
 /* A `kvtier leader resign` in progress (sched_resign.c). */
 typedef struct {
-    bool on;                /* waiting for the windows open at the request */
-    bool handed;            /* handed over: this scheduler leads no more */
-    int64_t started_ms;     /* sched_now() at the request */
-    int64_t until_ms;       /* ... plus its wait */
-    uint32_t windows_open;  /* open at the request */
-    zframe_t *rid;          /* the caller, answered at the hand-over */
+    bool on;               /* waiting for the windows open at the request */
+    bool handed;           /* handed over: this scheduler leads no more */
+    int64_t started_ms;    /* sched_now() at the request */
+    int64_t until_ms;      /* ... plus its wait */
+    uint32_t windows_open; /* open at the request */
+    zframe_t *rid;         /* the caller, answered at the hand-over */
     uint64_t corr_id;
     bus_server_t *srv;
 } sched_resign_t;

@@ -419,15 +419,15 @@ int kvt_trim(kvt_client_t *c, const char *instance_id, uint64_t keep_blocks, uns
 #define KVT_RESIGN_WAIT_DEFAULT_S 10u
 #define KVT_RESIGN_WAIT_MAX_S 300u
 typedef struct kvt_resign_info {
-    char old_leader[64];        /* the coordinator that resigned */
-    uint64_t old_epoch;         /* its epoch */
-    uint32_t windows_open;      /* windows open when it began */
-    uint32_t windows_finished;  /* ... closed before the hand-over */
-    uint32_t windows_lapsed;    /* ... still open at the bound: left to lapse */
-    uint32_t standbys;          /* other coordinators registered at the hand-over */
-    uint64_t waited_ms;         /* from the request to the hand-over */
-    char new_leader[64];        /* the coordinator that took over; "" when none answered
-                                   within failover_ms */
+    char old_leader[64];       /* the coordinator that resigned */
+    uint64_t old_epoch;        /* its epoch */
+    uint32_t windows_open;     /* windows open when it began */
+    uint32_t windows_finished; /* ... closed before the hand-over */
+    uint32_t windows_lapsed;   /* ... still open at the bound: left to lapse */
+    uint32_t standbys;         /* other coordinators registered at the hand-over */
+    uint64_t waited_ms;        /* from the request to the hand-over */
+    char new_leader[64];       /* the coordinator that took over; "" when none answered
+                                  within failover_ms */
     char new_leader_endpoint[256];
     uint64_t new_epoch; /* 0: not seen */
 } kvt_resign_info_t;

@@ -316,7 +316,8 @@ int cli_cmd_status(int argc, char **argv)
         goto out;
     }
     printf("cluster      %s\n", ci->cluster);
-    printf("leader       %s (epoch %llu)%s\n", ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
+    printf("leader       %s (epoch %llu)%s\n",
+           ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
            (unsigned long long)ci->leader_epoch,
            ci->resigning ? ", resigning: handing over to a standby (kvtier leader resign)" : "");
     s_print_coordinators(&o, ci);
