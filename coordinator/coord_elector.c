@@ -484,7 +484,10 @@ static void s_on_resign(self_t *self, uint64_t epoch, const char *who)
     s_lose_leadership(self);
     self->holdoff_until = zclock_mono() + ttl;
     s_drop_lease(self);
-    s_campaign(self); /* schedules itself past the hold-off */
+    /* registered again at once under a fresh lease (a standby the next leader
+     * counts), campaigning only past the hold-off */
+    (void)s_take_lease(self);
+    s_campaign(self); /* follows the new leader meanwhile; campaigns past the hold-off */
 }
 
 /* --- campaign --- */
@@ -547,9 +550,25 @@ static void s_hold_off(self_t *self)
     self->holdoff_until = zclock_mono() + hold;
 }
 
+/* During a hand-over's hold-off (a lease held, no campaign): the leader of the
+ * moment is read and followed, so that this standby redirects to it at once. */
+static void s_follow_current(self_t *self)
+{
+    char cur[S_VALUE_MAX];
+    size_t len = 0;
+    coord_etcd_meta_t meta = {0};
+    int rc = coord_etcd_get(self->etcd, self->leader_key, cur, sizeof cur, &len, &meta);
+    if (rc == 0 && meta.lease != self->lease)
+        s_follow(self, (const uint8_t *)cur, len, (uint64_t)meta.create_revision);
+    if (!self->watch) /* it runs on across a hand-over; else from now on */
+        s_watch_start(self, rc == 0 ? meta.mod_revision + 1 : 0);
+}
+
 static int s_campaign(self_t *self)
 {
     if (zclock_mono() < self->holdoff_until) {
+        if (self->lease)
+            s_follow_current(self);
         s_schedule_retry(self);
         return -1;
     }
