@@ -40,6 +40,8 @@ Subcommands:
                             commit at the old leader), then stores and reads keys in a
                             loop until the file STOP, and reads every key back; prints
                             JSON: keys, the leader epochs its calls saw, errors by status
+  leader-resign WAIT        Client.leader_resign(wait_s=WAIT): prints the outcome as JSON,
+                            or the refusal's status and message (exit 0 either way)
   branch TAG FIRST N TTL_MS TOTAL
                             one request with these facts (test_branches.sh): prints where
                             request_begin routed it and, as JSON, the tier each key lives
@@ -642,6 +644,15 @@ def cmd_resign(a):
     print(json.dumps({"keys": len(stored), "epochs": epochs, "errors": seen}, sort_keys=True))
 
 
+def cmd_leader_resign(a):
+    coord = os.environ.get("IT_COORDINATORS") or os.environ.get("KVTIER_COORDINATOR")
+    c = kvtier.Client(coordinators=coord, name="resigner", timeout_ms=5000)
+    try:
+        print(json.dumps(c.leader_resign(wait_s=a.wait), sort_keys=True))
+    except kvtier.KvtError as e:
+        print(json.dumps({"refused": status_of(e), "message": str(e)}, sort_keys=True))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -662,6 +673,7 @@ def main():
     s.add_argument("ready")
     s.add_argument("go")
     s.add_argument("stop")
+    sub.add_parser("leader-resign").add_argument("wait", type=int)
     s = sub.add_parser("branch")
     s.add_argument("tag")
     s.add_argument("first", type=int)
@@ -690,6 +702,7 @@ def main():
         {"store": cmd_store, "put": cmd_put, "verify": cmd_verify, "miss": cmd_miss, "hold": cmd_hold,
          "stats": cmd_stats, "branch": cmd_branch, "stale": cmd_stale, "takeover": cmd_takeover,
          "failover": cmd_failover, "writer": cmd_writer, "resign": cmd_resign,
+         "leader-resign": cmd_leader_resign,
          "prefetcher": cmd_prefetcher}[a.cmd](a)
     except kvtier.KvtError as e:
         fail("%s: %s (%s)" % (a.cmd, e, status_of(e)))

@@ -7,8 +7,9 @@
 # calls reach it without an error of any kind and every block (the held window's
 # too) reads back byte-exact; the old leader stays up, as a standby. Then, the
 # supervisor held and the standby stopped, a resign with no standby is refused
-# (exit 1, CONFLICT, "no standby") and the leader is unchanged. Bad --wait and
-# usage are refused with exit 2.
+# (exit 1, CONFLICT, "no standby"; the Python binding's ConflictError) and the
+# leader is unchanged; once the supervisor restarted it, Client.leader_resign hands
+# the leadership back. Bad --wait and usage are refused with exit 2.
 . "$(dirname "$0")/lib.sh"
 
 it_write_deployment <<'EOF'
@@ -116,13 +117,34 @@ it_wait_until 30 grep -q "$new: 0 standby coordinators registered" "$it_run/logs
 }
 rc=0
 it_cli leader resign --wait 5 >"$it_dir/refused.out" 2>"$it_dir/refused.err" || rc=$?
+# the Python binding says the same (kvtier.ConflictError), still without a standby
+it_python "$KVT_SOURCE_DIR/tests/integration/it_client.py" leader-resign 5 >"$it_dir/refused.json" ||
+  { kill -CONT "$it_supervisor"; it_fail "Client.leader_resign: $(cat "$it_dir/refused.json")"; }
 kill -CONT "$it_supervisor"
 [ $rc -eq 1 ] || it_fail "resign without a standby: exit $rc, not 1: $(cat "$it_dir/refused.out" "$it_dir/refused.err")"
 grep -q 'CONFLICT: no standby: no other coordinator is registered in etcd' "$it_dir/refused.err" ||
   it_fail "refusal: $(cat "$it_dir/refused.err")"
 grep -q "$new stays the leader (epoch $e2)" "$it_dir/refused.err" || it_fail "refusal: $(cat "$it_dir/refused.err")"
 it_log "refused: $(cat "$it_dir/refused.err")"
+grep -q '"refused": "CONFLICT"' "$it_dir/refused.json" && grep -q 'no standby' "$it_dir/refused.json" ||
+  it_fail "Client.leader_resign without a standby: $(cat "$it_dir/refused.json")"
 [ "$(role "$new")" = leader ] && [ "$(epoch)" = "$e2" ] || it_fail "the leader changed: $(it_cli status 2>&1 | head -n 6)"
 it_python "$KVT_SOURCE_DIR/tests/integration/it_client.py" store after 0 4 >/dev/null ||
   it_fail "the leader does not serve after the refusal"
+
+# ---- the supervisor restarts the stopped one: a resign through the Python binding hands back
+counted_again() { [ "$(grep -c "$new: 1 standby coordinators registered" "$it_run/logs/coordinator-$new.log")" -ge 2 ]; }
+it_wait_until 30 counted_again || it_fail "the leader $new never counted the restarted $old"
+it_python "$KVT_SOURCE_DIR/tests/integration/it_client.py" leader-resign 5 >"$it_dir/back.json" ||
+  it_fail "Client.leader_resign: $(cat "$it_dir/back.json")"
+it_log "Client.leader_resign: $(cat "$it_dir/back.json")"
+/usr/bin/python3 - "$it_dir/back.json" "$new" "$old" "$e2" <<'EOF' || it_fail "Client.leader_resign: $(cat "$it_dir/back.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["old_leader"] == sys.argv[2] and r["old_epoch"] == int(sys.argv[4]), r
+assert r["new_leader"] == sys.argv[3] and r["new_epoch"] > int(sys.argv[4]), r
+assert r["windows_open"] == 0 and r["windows_lapsed"] == 0 and r["standbys"] == 1, r
+EOF
+it_wait_until 30 eval '[ "$(role "$old")" = leader ] && [ "$(role "$new")" = standby ]' ||
+  it_fail "$old did not take over again: $(it_cli status 2>&1 | grep '^coordinator ')"
 it_log "PASS"
