@@ -443,7 +443,9 @@ static int s_count_other(const coord_etcd_kv_t *kv, void *arg)
 
 /* The other coordinators registered now into *standbys; left as it was when etcd
  * does not answer (a resign then goes by the last count: the lease hold-off is
- * the safety net). */
+ * the safety net). One range read of a handful of keys, once a second, on this
+ * thread like the campaign's calls (bounded by the call timeout): the keepalive
+ * has its own thread, and the scheduler checks the lease bound by itself. */
 static void s_count_standbys(self_t *self)
 {
     if (!self->standbys || !self->leader)
@@ -464,8 +466,6 @@ static int s_on_standbys_timer(zloop_t *loop, int timer_id, void *arg)
     s_count_standbys(arg);
     return 0;
 }
-
-static int s_campaign(self_t *self);
 
 /* A scheduler's hand-over (coord_elector.h): the term ends now, and no campaign
  * for one lease TTL so that a standby wins. */
