@@ -466,6 +466,7 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
     for (uint32_t i = 0; i < self->tierset.n_tiers && r->tiers_count < BUS_MAX_TIERS; i++)
         sched_tier_info(self, &self->tierset.tiers[i], &r->tiers[r->tiers_count++]);
     r->total_tiers = self->tierset.n_tiers;
+    r->resigning = self->resign.on;
     sched_reply(self, call);
 }
 
@@ -765,7 +766,7 @@ static void s_on_admin_status(sched_t *self, sched_call_t *call)
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_admin_status_rep_tag);
     kvtier_AdminStatusReply *r = &rep->body.admin_status_rep;
     snprintf(r->node_id, sizeof r->node_id, "%s", self->cfg.node_name);
-    r->leader = true;
+    r->leader = !sched_lease_lapsed(self); /* past its lease, or handed over: no more */
     sched_strcpy(r->leader_endpoint, sizeof r->leader_endpoint,
                  self->cfg.advertised_endpoint[0] ? self->cfg.advertised_endpoint : self->endpoint);
     r->leader_epoch = self->cfg.leader_epoch;
@@ -779,6 +780,7 @@ static void s_on_admin_status(sched_t *self, sched_call_t *call)
     r->open_requests = sched_open_requests(self);
     r->tiers = self->tierset.n_tiers;
     snprintf(r->version, sizeof r->version, "%s", S_VERSION);
+    r->resigning = self->resign.on;
     sched_reply(self, call);
 }
 
@@ -790,7 +792,8 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
      * the instance grants of their CURVE keys (sched_acl.c) */
     if (call->srv == self->server && !sched_client_enter(self, call, sched_now()))
         return;
-    if (!sched_acl_allows(self, call) || s_lease_refuses(self, call))
+    if (!sched_acl_allows(self, call) || s_lease_refuses(self, call) ||
+        sched_resign_refuses(self, call))
         return;
     switch (call->req.env.which_body) {
     case kvtier_Envelope_register_instance_req_tag:
@@ -849,6 +852,9 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
         break;
     case kvtier_Envelope_admin_trim_req_tag:
         sched_on_admin_trim(self, call);
+        break;
+    case kvtier_Envelope_admin_resign_req_tag:
+        sched_on_admin_resign(self, call);
         break;
     case kvtier_Envelope_reclaim_candidates_req_tag:
     case kvtier_Envelope_gc_scan_req_tag:
@@ -975,6 +981,7 @@ static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
     sched_lease_scan(self, now);
     sched_deleting_tick(self, now);
     sched_copy_tick(self, now);
+    sched_resign_tick(self, now);
     sched_tiers_flush(self);
     sched_events_flush(self);
     return 0;
@@ -999,6 +1006,7 @@ static void s_self_destroy(sched_t **self_p)
         return;
     sched_demote_fini(self); /* the migrator first: nothing more arrives for the tiers */
     sched_tiers_fini(self);  /* first: failing tier requests answers pending puts */
+    sched_resign_fini(self);
     sched_requests_fini(self);
     sched_clients_fini(self);
     sched_quota_fini(self);

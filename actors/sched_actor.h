@@ -290,6 +290,13 @@ typedef struct {
     char registry_output[SCHED_ENDPOINT_MAX];
     const kvtier_InstanceSpec *preload;
     uint32_t n_preload;
+    /* `kvtier leader resign` (issue 9 §3, actors/sched_resign.c): standbys is the
+     * number of other coordinators registered in etcd as the elector last read it
+     * (NULL: not known, and a resign is refused); resign_endpoint is where the
+     * hand-over is pushed once the open windows are done (the elector's inbox:
+     * coord_elector.h "RESIGN"; "" = nowhere, the scheduler only stops leading). */
+    const _Atomic uint32_t *standbys;
+    char resign_endpoint[SCHED_ENDPOINT_MAX];
 } sched_config_t;
 
 /* Fills *cfg with the defaults above, one chain "default" of no tier, endpoint

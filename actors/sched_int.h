@@ -8,6 +8,18 @@
 
 #include "sched_requests.h"
 
+/* A `kvtier leader resign` in progress (sched_resign.c). */
+typedef struct {
+    bool on;               /* waiting for the windows open at the request */
+    bool handed;           /* handed over: this scheduler leads no more */
+    int64_t started_ms;    /* sched_now() at the request */
+    int64_t until_ms;      /* ... plus its wait */
+    uint32_t windows_open; /* open at the request */
+    zframe_t *rid;         /* the caller, answered at the hand-over */
+    uint64_t corr_id;
+    bus_server_t *srv;
+} sched_resign_t;
+
 struct sched {
     sched_config_t cfg;
     zsock_t *pipe;
@@ -35,10 +47,26 @@ struct sched {
     sched_counters_t c;
     sched_global_t g;
     sched_lat_t lat[SCHED_LAT_CALLS]; /* sched_actor.c: per meta-plane call kind */
+    sched_resign_t resign;            /* sched_resign.c */
 };
 
 /* True once cfg.lease_until_ms has passed: nothing leader-only is done any more
  * (logged the first time). sched_actor.c */
 bool sched_lease_lapsed(sched_t *self);
+
+/* ---- sched_resign.c: `kvtier leader resign` (issue 9 §3) ---- */
+#define SCHED_RESIGN_WAIT_DEFAULT_S 10u
+#define SCHED_RESIGN_WAIT_MAX_S 300u
+/* AdminResignRequest: refused (CONFLICT: no standby, one in progress; INVALID_ARGUMENT)
+ * or started; answered at the hand-over. */
+void sched_on_admin_resign(sched_t *self, sched_call_t *call);
+/* While resigning, a new window (every prepare kind) is refused: true when CALL
+ * was answered so. */
+bool sched_resign_refuses(sched_t *self, sched_call_t *call);
+/* Hands over once the windows open at the request are closed or the wait passed. */
+void sched_resign_tick(sched_t *self, int64_t now);
+/* Windows not CLOSED over all open requests. */
+uint32_t sched_open_windows(const sched_t *self);
+void sched_resign_fini(sched_t *self);
 
 #endif

@@ -139,6 +139,8 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
     REP(admin_status_rep, AdminStatusReply),
     REQ(admin_trim_req, AdminTrimRequest),
     REP(admin_trim_rep, AdminTrimReply),
+    REQ(admin_resign_req, AdminResignRequest),
+    REP(admin_resign_rep, AdminResignReply),
 };
 
 static const s_body_t *s_body(uint32_t tag)

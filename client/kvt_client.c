@@ -850,7 +850,11 @@ int kvti_meta_call(kvt_client_t *c, const char *what, bool retry, bus_arrays_t *
             uint32_t t = f.resends++ == 0 ? KVT_RESEND_MIN_TIMEOUT_MS : 2 * f.timeout;
             f.timeout = t < c->timeout_ms ? t : c->timeout_ms;
         }
-        if (s_find_leader(c, what, &f, not_leader ? c->rep->leader_endpoint : NULL) < 0) {
+        /* a NOT_LEADER naming no leader (none elected yet, or one handing over) is
+         * discovery with back-off, as a lost reply */
+        const char *named =
+            not_leader && c->rep->leader_endpoint[0] ? c->rep->leader_endpoint : NULL;
+        if (s_find_leader(c, what, &f, named) < 0) {
             char again[KVT_ERR_MAX];
             snprintf(again, sizeof again, "%s", c->err);
             return kvti_fail(c, f.code, what,

@@ -988,6 +988,64 @@ int kvt_trim(kvt_client_t *c, const char *instance_id, uint64_t keep_blocks, uns
     return rc;
 }
 
+#define KVT_RESIGN_POLL_MS 100 /* between the asks for the new leader */
+
+int kvt_leader_resign(kvt_client_t *c, uint32_t wait_s, kvt_resign_info_t *out)
+{
+    const char *W = "leader_resign";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (out)
+        *out = (kvt_resign_info_t){0};
+    if (wait_s > KVT_RESIGN_WAIT_MAX_S)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "wait_s %u: at most %u seconds (0: %u)",
+                         wait_s, KVT_RESIGN_WAIT_MAX_S, KVT_RESIGN_WAIT_DEFAULT_S);
+    uint32_t wait = wait_s ? wait_s : KVT_RESIGN_WAIT_DEFAULT_S;
+    bus_env_init(c->req, kvtier_Envelope_admin_resign_req_tag, c->name);
+    c->req->body.admin_resign_req.wait_s = wait_s;
+    /* answered at the hand-over: this one call waits for the windows too; never
+     * sent twice (retry false): a resend reaching the new leader would resign it */
+    uint32_t saved = c->timeout_ms;
+    c->timeout_ms = saved + wait * 1000;
+    int rc = kvti_meta_call(c, W, false, NULL, NULL);
+    c->timeout_ms = saved;
+    if (rc < 0)
+        return rc;
+    kvt_resign_info_t info = {0};
+    info.old_epoch = c->rep->leader_epoch;
+    if (c->rep->which_body == kvtier_Envelope_admin_resign_rep_tag) {
+        const kvtier_AdminResignReply *p = &c->rep->body.admin_resign_rep;
+        snprintf(info.old_leader, sizeof info.old_leader, "%s", p->node_id);
+        info.windows_open = p->windows_open;
+        info.windows_finished = p->windows_finished;
+        info.windows_lapsed = p->windows_lapsed;
+        info.standbys = p->standbys;
+        info.waited_ms = p->waited_ms;
+    }
+    /* the new leader: asked (through redirects and discovery, as any call) until a
+     * leader of another epoch answers, within failover_ms */
+    int64_t until = zclock_mono() + c->failover_ms;
+    while (zclock_mono() < until) {
+        bus_env_init(c->req, kvtier_Envelope_admin_status_req_tag, c->name);
+        if (kvti_meta_call(c, W, true, NULL, NULL) == 0 &&
+            c->rep->which_body == kvtier_Envelope_admin_status_rep_tag) {
+            const kvtier_AdminStatusReply *a = &c->rep->body.admin_status_rep;
+            if (a->leader && a->leader_epoch != 0 && a->leader_epoch != info.old_epoch) {
+                snprintf(info.new_leader, sizeof info.new_leader, "%s", a->node_id);
+                snprintf(info.new_leader_endpoint, sizeof info.new_leader_endpoint, "%s",
+                         a->leader_endpoint);
+                info.new_epoch = a->leader_epoch;
+                break;
+            }
+        }
+        zclock_sleep(KVT_RESIGN_POLL_MS);
+    }
+    kvti_clear_error(c);
+    if (out)
+        *out = info;
+    return 0;
+}
+
 /* The kind's name: as the scheduler names it (a plug-in kind has no wire number),
  * else from the wire enum (a scheduler from before TierInfo.kind_name). */
 static const char *s_kind_name(const kvtier_TierInfo *ti)
@@ -1033,6 +1091,7 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
              r->vllm_event_endpoint);
     snprintf(out->vllm_replay_endpoint, sizeof out->vllm_replay_endpoint, "%s",
              r->vllm_replay_endpoint);
+    out->resigning = r->resigning;
     uint32_t n = r->tiers_count < KVT_MAX_TIERS ? r->tiers_count : KVT_MAX_TIERS;
     out->n_tiers = n;
     /* a server without the field (older) sends 0: its list is the total */

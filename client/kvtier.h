@@ -402,6 +402,39 @@ typedef struct kvt_trim_info {
 int kvt_trim(kvt_client_t *c, const char *instance_id, uint64_t keep_blocks, unsigned flags,
              kvt_trim_info_t *out);
 
+/* An operator's hand-over (kvtier leader resign; docs/OPERATIONS.md "Handing
+ * leadership over"): the leader stops opening windows (every prepare kind is
+ * answered NOT_LEADER without a leader epoch, which libkvtier waits out as a
+ * failover: it looks for the leader again with back-off, keeping its open
+ * windows), lets the windows already open complete for up to wait_s seconds
+ * (0: KVT_RESIGN_WAIT_DEFAULT_S, at most KVT_RESIGN_WAIT_MAX_S), then answers,
+ * revokes its etcd lease and holds off campaigning for one lease TTL, so that a
+ * standby coordinator takes over; it stays up as a standby. Windows still open
+ * then are left to lapse: their completes end -KVT_ABORTED. Keep wait_s under
+ * the engines' failover_ms, or their prepares give up first (NOT_LEADER).
+ * This call blocks until the hand-over (its one call waits timeout_ms + wait_s),
+ * then up to failover_ms for the new leader to answer, and fills *out (NULL ok).
+ * It is never sent twice (a resend could make the new leader resign as well).
+ * Refused: -KVT_CONFLICT when no other coordinator is registered in etcd (nobody
+ * could take over) or a resign is already in progress; the leader is unchanged.
+ * -KVT_INVALID_ARGUMENT for wait_s past the bound. */
+#define KVT_RESIGN_WAIT_DEFAULT_S 10u
+#define KVT_RESIGN_WAIT_MAX_S 300u
+typedef struct kvt_resign_info {
+    char old_leader[64];       /* the coordinator that resigned */
+    uint64_t old_epoch;        /* its epoch */
+    uint32_t windows_open;     /* windows open when it began */
+    uint32_t windows_finished; /* ... closed before the hand-over */
+    uint32_t windows_lapsed;   /* ... still open at the bound: left to lapse */
+    uint32_t standbys;         /* other coordinators registered at the hand-over */
+    uint64_t waited_ms;        /* from the request to the hand-over */
+    char new_leader[64];       /* the coordinator that took over; "" when none answered
+                                  within failover_ms */
+    char new_leader_endpoint[256];
+    uint64_t new_epoch; /* 0: not seen */
+} kvt_resign_info_t;
+int kvt_leader_resign(kvt_client_t *c, uint32_t wait_s, kvt_resign_info_t *out);
+
 typedef struct kvt_tier_info {
     uint32_t tier_id;
     char name[64];
@@ -424,6 +457,7 @@ typedef struct kvt_cluster_info {
     char event_replay_endpoint[256]; /* docs/EVENTS.md: "" when the leader has none */
     char vllm_event_endpoint[256];
     char vllm_replay_endpoint[256];
+    bool resigning; /* the leader is handing over (kvt_leader_resign): no new windows */
 } kvt_cluster_info_t;
 
 /* A reply listing fewer tiers than it says the cluster has (total_tiers > n_tiers)

@@ -209,7 +209,7 @@ typedef struct {
     zsock_t *pipe;
     zsock_t *inbox;
     zloop_t *loop;
-    char inbox_ep[64];
+    char inbox_ep[COORD_ELECTOR_INBOX_MAX];
 
     char eps[COORD_ETCD_MAX_ENDPOINTS][COORD_ETCD_ENDPOINT_MAX];
     const char *epp[COORD_ETCD_MAX_ENDPOINTS];
@@ -220,6 +220,8 @@ typedef struct {
     char endpoint[BUS_ENDPOINT_MAX];
     char leader_key[COORD_ETCD_KEY_MAX];
     char member_key[COORD_ETCD_KEY_MAX];
+    char members_prefix[COORD_ETCD_KEY_MAX]; /* coordinators/: the standbys counted */
+    _Atomic uint32_t *standbys;              /* cfg.standbys (NULL: not counted) */
     int64_t ttl_s;
     int retry_ms;
     int backoff_ms;
@@ -244,6 +246,7 @@ typedef struct {
 } self_t;
 
 static int s_campaign(self_t *self);
+static void s_lose_leadership(self_t *self);
 
 static void s_report(self_t *self, coord_elector_event_kind_t kind, uint64_t epoch,
                      const char *endpoint, const char *name)
@@ -371,6 +374,8 @@ static void s_lose_leadership(self_t *self)
     if (self->ka.until)              /* the scheduler stops granting now, before it reads LOST */
         atomic_store(self->ka.until, sched_lease_word(self->epoch, SCHED_LEASE_STEPPED_DOWN));
     self->leader = false;
+    if (self->standbys) /* counted again when a term begins */
+        atomic_store(self->standbys, 0);
     s_report(self, COORD_ELECTOR_LOST, self->epoch, "", self->name);
     self->epoch = 0;
     self->follower_reported = false;
@@ -425,6 +430,66 @@ static void s_watch_start(self_t *self, int64_t from_rev)
     }
 }
 
+/* --- standbys (kvtier leader resign) --- */
+
+static int s_count_other(const coord_etcd_kv_t *kv, void *arg)
+{
+    const self_t *self = ((void **)arg)[0];
+    uint32_t *n = ((void **)arg)[1];
+    if (kv->key_len != strlen(self->member_key) || memcmp(kv->key, self->member_key, kv->key_len))
+        (*n)++;
+    return 0;
+}
+
+/* The other coordinators registered now into *standbys; left as it was when etcd
+ * does not answer (a resign then goes by the last count: the lease hold-off is
+ * the safety net). One range read of a handful of keys, once a second, on this
+ * thread like the campaign's calls (bounded by the call timeout): the keepalive
+ * has its own thread, and the scheduler checks the lease bound by itself. */
+static void s_count_standbys(self_t *self)
+{
+    if (!self->standbys || !self->leader)
+        return;
+    uint32_t n = 0;
+    void *arg[2] = {self, &n};
+    coord_etcd_range_info_t info = {0};
+    if (coord_etcd_range(self->etcd, self->members_prefix, NULL, s_count_other, arg, &info) < 0)
+        return;
+    if (atomic_exchange(self->standbys, n) != n)
+        bus_info(S_COMP, "%s: %u standby coordinators registered", self->name, n);
+}
+
+static int s_on_standbys_timer(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    s_count_standbys(arg);
+    return 0;
+}
+
+/* A scheduler's hand-over (coord_elector.h): the term ends now, and no campaign
+ * for one lease TTL so that a standby wins. */
+static void s_on_resign(self_t *self, uint64_t epoch, const char *who)
+{
+    if (!self->leader || epoch != self->epoch) {
+        bus_warn(S_COMP, "%s: a hand-over for epoch %" PRIu64 " (from %s) while %s: ignored",
+                 self->name, epoch, who, self->leader ? "leading another epoch" : "not leading");
+        return;
+    }
+    int64_t ttl = self->lease_ttl_ms > 0 ? self->lease_ttl_ms : self->ttl_s * 1000;
+    bus_info(S_COMP,
+             "%s: handing leadership over (kvtier leader resign, epoch %" PRIu64
+             "): revoking lease %" PRIx64 ", no campaign for %" PRId64 " ms",
+             self->name, epoch, (uint64_t)self->lease, ttl);
+    s_lose_leadership(self);
+    self->holdoff_until = zclock_mono() + ttl;
+    s_drop_lease(self);
+    /* registered again at once under a fresh lease (a standby the next leader
+     * counts), campaigning only past the hold-off */
+    (void)s_take_lease(self);
+    s_campaign(self); /* follows the new leader meanwhile; campaigns past the hold-off */
+}
+
 /* --- campaign --- */
 
 static void s_become_leader(self_t *self, uint64_t epoch)
@@ -452,6 +517,7 @@ static void s_become_leader(self_t *self, uint64_t epoch)
                          epoch, s_until(atomic_load(&self->ka.last_ok_sent), self->lease_ttl_ms)));
     atomic_store(&self->ka.term, epoch);
     s_report(self, COORD_ELECTOR_LEADER, epoch, self->endpoint, self->name);
+    s_count_standbys(self);
 }
 
 static void s_follow(self_t *self, const uint8_t *value, size_t len, uint64_t epoch)
@@ -484,9 +550,25 @@ static void s_hold_off(self_t *self)
     self->holdoff_until = zclock_mono() + hold;
 }
 
+/* During a hand-over's hold-off (a lease held, no campaign): the leader of the
+ * moment is read and followed, so that this standby redirects to it at once. */
+static void s_follow_current(self_t *self)
+{
+    char cur[S_VALUE_MAX];
+    size_t len = 0;
+    coord_etcd_meta_t meta = {0};
+    int rc = coord_etcd_get(self->etcd, self->leader_key, cur, sizeof cur, &len, &meta);
+    if (rc == 0 && meta.lease != self->lease)
+        s_follow(self, (const uint8_t *)cur, len, (uint64_t)meta.create_revision);
+    if (!self->watch) /* it runs on across a hand-over; else from now on */
+        s_watch_start(self, rc == 0 ? meta.mod_revision + 1 : 0);
+}
+
 static int s_campaign(self_t *self)
 {
     if (zclock_mono() < self->holdoff_until) {
+        if (self->lease)
+            s_follow_current(self);
         s_schedule_retry(self);
         return -1;
     }
@@ -570,6 +652,8 @@ static int s_on_inbox(zloop_t *loop, zsock_t *sock, void *arg)
         /* nothing: a malformed internal message */
     } else if (streq(cmd, "KA_LOST")) {
         s_on_lease_lost(self, id, text);
+    } else if (streq(cmd, "RESIGN")) {
+        s_on_resign(self, id, text);
     } else if (id == self->watch_gen && streq(cmd, "WATCH")) {
         s_campaign(self);
     } else if (id == self->watch_gen && streq(cmd, "WEND")) {
@@ -606,8 +690,9 @@ static void s_actor(zsock_t *pipe, void *arg)
     self->retry_timer = -1;
     self->backoff_ms = self->retry_ms;
     static atomic_uint counter;
-    snprintf(self->inbox_ep, sizeof self->inbox_ep, "inproc://kvt-elector-%u-%p",
-             atomic_fetch_add(&counter, 1), (void *)self);
+    if (!self->inbox_ep[0])
+        snprintf(self->inbox_ep, sizeof self->inbox_ep, "inproc://kvt-elector-%u-%p",
+                 atomic_fetch_add(&counter, 1), (void *)self);
     self->inbox = zsock_new_pull(self->inbox_ep);
     self->loop = zloop_new();
     self->etcd = coord_etcd_new(&self->ecfg);
@@ -632,6 +717,8 @@ static void s_actor(zsock_t *pipe, void *arg)
         int64_t every = self->ttl_s * 1000 / 20;
         self->lease_timer =
             zloop_timer(self->loop, (size_t)(every > 5 ? every : 5), 0, s_on_lease_check, self);
+        if (self->standbys)
+            zloop_timer(self->loop, COORD_ELECTOR_STANDBYS_MS, 0, s_on_standbys_timer, self);
         s_campaign(self);
         zloop_start(self->loop);
     }
@@ -661,7 +748,8 @@ zactor_t *coord_elector_new(const coord_elector_config_t *cfg)
 {
     if (!cfg || !cfg->cluster || !cfg->name || !cfg->endpoint || cfg->n_etcd == 0 ||
         cfg->n_etcd > COORD_ETCD_MAX_ENDPOINTS || cfg->lease_ttl_s < 1 || !cfg->name[0] ||
-        strlen(cfg->name) >= COORD_ELECTOR_NAME_MAX || strlen(cfg->endpoint) >= BUS_ENDPOINT_MAX)
+        strlen(cfg->name) >= COORD_ELECTOR_NAME_MAX || strlen(cfg->endpoint) >= BUS_ENDPOINT_MAX ||
+        (cfg->inbox_endpoint && strlen(cfg->inbox_endpoint) >= COORD_ELECTOR_INBOX_MAX))
         return NULL;
     self_t *self = calloc(1, sizeof *self);
     if (!self)
@@ -677,8 +765,13 @@ zactor_t *coord_elector_new(const coord_elector_config_t *cfg)
     char suffix[COORD_ELECTOR_NAME_MAX + 16];
     snprintf(suffix, sizeof suffix, "coordinators/%s", cfg->name);
     if (coord_cluster_key(self->leader_key, sizeof self->leader_key, cfg->cluster, "leader") < 0 ||
-        coord_cluster_key(self->member_key, sizeof self->member_key, cfg->cluster, suffix) < 0)
+        coord_cluster_key(self->member_key, sizeof self->member_key, cfg->cluster, suffix) < 0 ||
+        coord_cluster_key(self->members_prefix, sizeof self->members_prefix, cfg->cluster,
+                          "coordinators/") < 0)
         goto out_free;
+    if (cfg->inbox_endpoint)
+        snprintf(self->inbox_ep, sizeof self->inbox_ep, "%s", cfg->inbox_endpoint);
+    self->standbys = cfg->standbys;
     self->ttl_s = cfg->lease_ttl_s;
     /* One etcd call must end well inside the lease (see the safety rule). */
     int call_ms = cfg->etcd_timeout_ms > 0 ? cfg->etcd_timeout_ms

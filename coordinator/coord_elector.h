@@ -34,6 +34,14 @@
  * Every grant logs the TTL etcd granted (etcd raises a short one to its minimum,
  * 3/2 of its election timeout rounded up to a second: docs/OPERATIONS.md).
  *
+ * Hand-over (`kvtier leader resign`): an inbox message "RESIGN" with the epoch
+ * of our term (sent by that term's scheduler once its open windows are done)
+ * ends the term as a step-down does (the lease word set to stepped down, LOST
+ * reported, the lease revoked, so the leader key goes at once) and holds the
+ * next campaign off for one whole lease TTL, not a quarter: a standby watching
+ * the key wins meanwhile; if none did, this one campaigns again after it. One
+ * for another epoch, or while not leading, is logged and ignored.
+ *
  * Never: blocks the keepalive behind a campaign or a watch, keeps reporting
  * LEADER after its lease is gone, or retries etcd faster than retry_ms.
  * Destroying the actor revokes the lease (the leader key and the coordinator
@@ -65,7 +73,19 @@ typedef struct {
      * sched_config_t's lease_until_ms reads it); NULL: not published. Outlives
      * the actor. */
     _Atomic int64_t *lease_until_ms;
+    /* `kvtier leader resign` (issue 9 §3): while it leads, the elector counts the
+     * other coordinators registered under /kvtier/<cluster>/coordinators/ into
+     * *standbys, at once when a term begins and then every
+     * COORD_ELECTOR_STANDBYS_MS (NULL: not counted; the scheduler reads it,
+     * sched_config_t.standbys). inbox_endpoint names the actor's inbox (an
+     * inproc name; NULL: a generated one): a scheduler hands over by pushing
+     * "RESIGN" there (sched_config_t.resign_endpoint). Both outlive the actor. */
+    _Atomic uint32_t *standbys;
+    const char *inbox_endpoint;
 } coord_elector_config_t;
+
+#define COORD_ELECTOR_STANDBYS_MS 1000
+#define COORD_ELECTOR_INBOX_MAX 128 /* bytes of inbox_endpoint, NUL included */
 
 /* Moves the lease word (sched_lease_word) on to `until` for `epoch`, only while
  * it is that epoch's, not stepped down and earlier (compare-and-swap): 0, or

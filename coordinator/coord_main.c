@@ -81,6 +81,11 @@ typedef struct {
      * with its term's epoch (sched_lease_word), read by the scheduler before
      * anything leader-only (sched_config_t.lease_until_ms) */
     _Atomic int64_t lease_until;
+    /* kvtier leader resign: the other coordinators registered in etcd, as the
+     * elector counts them while leading; the elector's inbox, where the scheduler
+     * pushes its hand-over (coord_elector.h) */
+    _Atomic uint32_t standbys;
+    char elector_inbox[COORD_ELECTOR_INBOX_MAX];
     char leader_ep[BUS_ENDPOINT_MAX]; /* as last reported by the elector */
     uint64_t leader_epoch;
     s_tier_t tiers[COORD_MAX_TIERS]; /* by tier id - 1 */
@@ -159,6 +164,8 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->advertise);
     sc->leader_epoch = p->epoch;
     sc->lease_until_ms = &p->lease_until;
+    sc->standbys = &p->standbys;
+    snprintf(sc->resign_endpoint, sizeof sc->resign_endpoint, "%s", p->elector_inbox);
     sc->has_secret = true;
     memcpy(sc->secret, p->secret, sizeof sc->secret);
     sc->n_tiers = c->n_tiers;
@@ -722,13 +729,17 @@ static int s_start_actors(s_proc_t *p)
         eps[i] = p->cfg.etcd[i];
     coord_membership_config_t mc = {
         .etcd_endpoints = eps, .n_etcd = p->cfg.n_etcd, .cluster = p->cfg.cluster};
+    snprintf(p->elector_inbox, sizeof p->elector_inbox, "inproc://coord-elector-%ld",
+             (long)getpid());
     coord_elector_config_t ec = {.etcd_endpoints = eps,
                                  .n_etcd = p->cfg.n_etcd,
                                  .cluster = p->cfg.cluster,
                                  .name = p->name,
                                  .endpoint = p->advertise,
                                  .lease_ttl_s = coord_config_lease_ttl_s(&p->cfg),
-                                 .lease_until_ms = &p->lease_until};
+                                 .lease_until_ms = &p->lease_until,
+                                 .standbys = &p->standbys,
+                                 .inbox_endpoint = p->elector_inbox};
     /* Signals wait for the main loop: one during a start would cut its handshake short. */
     coord_registry_config_t regc = {
         .etcd_endpoints = eps, .n_etcd = p->cfg.n_etcd, .cluster = p->cfg.cluster};

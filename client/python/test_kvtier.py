@@ -92,8 +92,10 @@ class HeaderCopies(unittest.TestCase):
         for py, c in (("KEY_BYTES", "KVT_KEY_BYTES"), ("MAX_KEYS", "KVT_MAX_KEYS"),
                       ("MAX_TIERS", "KVT_MAX_TIERS"), ("STATS_PAGE", "KVT_STATS_PAGE"),
                       ("TRIM_STATUS", "KVT_TRIM_STATUS"), ("TRIM_CANCEL", "KVT_TRIM_CANCEL"),
-                      ("MAX_SEGMENTS", "KVT_MAX_SEGMENTS")):
-            m = re.search(r"#define %s (\d+)" % c, text)
+                      ("MAX_SEGMENTS", "KVT_MAX_SEGMENTS"),
+                      ("RESIGN_WAIT_DEFAULT_S", "KVT_RESIGN_WAIT_DEFAULT_S"),
+                      ("RESIGN_WAIT_MAX_S", "KVT_RESIGN_WAIT_MAX_S")):
+            m = re.search(r"#define %s (\d+)u?\b" % c, text)
             self.assertIsNotNone(m, c)
             self.assertEqual(getattr(kvtier, py), int(m.group(1)), py)
 
@@ -103,7 +105,7 @@ class HeaderCopies(unittest.TestCase):
 #include "kvtier.h"
 int main(void) {
     printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu "
-           "%zu %zu %zu %zu %d\\n",
+           "%zu %zu %zu %zu %d %zu %zu %zu %zu\\n",
            sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
            sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
@@ -114,7 +116,9 @@ int main(void) {
            offsetof(kvt_instance_t, segments),
            sizeof(kvt_request_begin_info_t), offsetof(kvt_request_begin_info_t, branch_name),
            offsetof(kvt_options_t, cuda_library), offsetof(kvt_options_t, device_staging),
-           sizeof(kvt_xfer_t), offsetof(kvt_xfer_t, done_event), (int)KVT_MEM_CUDA);
+           sizeof(kvt_xfer_t), offsetof(kvt_xfer_t, done_event), (int)KVT_MEM_CUDA,
+           offsetof(kvt_cluster_info_t, resigning), sizeof(kvt_resign_info_t),
+           offsetof(kvt_resign_info_t, waited_ms), offsetof(kvt_resign_info_t, new_epoch));
     return 0;
 }
 """
@@ -136,7 +140,9 @@ int main(void) {
                 ctypes.sizeof(kvtier._Instance), kvtier._Instance.segments.offset,
                 ctypes.sizeof(kvtier._BeginInfo), kvtier._BeginInfo.branch_name.offset,
                 kvtier._Options.cuda_library.offset, kvtier._Options.device_staging.offset,
-                ctypes.sizeof(kvtier._Xfer), kvtier._Xfer.done_event.offset, kvtier.MEM_CUDA]
+                ctypes.sizeof(kvtier._Xfer), kvtier._Xfer.done_event.offset, kvtier.MEM_CUDA,
+                kvtier._ClusterInfo.resigning.offset, ctypes.sizeof(kvtier._ResignInfo),
+                kvtier._ResignInfo.waited_ms.offset, kvtier._ResignInfo.new_epoch.offset]
         self.assertEqual(want, got)
 
 

@@ -3,8 +3,8 @@
 (client/python/kvtier, ctypes over libkvtier: $KVTIER_LIB names the library).
 
 Used by test_client_killed.sh, test_prefetch_race.sh, test_quota.sh,
-test_fencing.sh, test_coordinators.sh, test_failover_client.sh and
-test_branches.sh; each
+test_fencing.sh, test_coordinators.sh, test_failover_client.sh,
+test_branches.sh and test_leader_resign.sh; each
 subcommand is one client process against $IT_COORDINATORS (a list), else
 $KVTIER_COORDINATOR, as instance $IT_INSTANCE (default "it-client") of $IT_BLOCK
 bytes per block (64 KiB); IT_DISABLE_SHM=1: the frame path even on the tier's
@@ -33,6 +33,15 @@ Subcommands:
                             killed), then: each window's complete is ABORTED once, the
                             next prepare_get of the same request (not begun again by
                             hand) loads the keys byte-exact (exit 1 otherwise)
+  resign TAG N READY GO STOP one handle across `kvtier leader resign`
+                            (test_leader_resign.sh): stores N keys, opens a put window
+                            (bytes written, not completed), writes READY, waits for GO
+                            (the leader is resigning), completes the window (it must
+                            commit at the old leader), then stores and reads keys in a
+                            loop until the file STOP, and reads every key back; prints
+                            JSON: keys, the leader epochs its calls saw, errors by status
+  leader-resign WAIT        Client.leader_resign(wait_s=WAIT): prints the outcome as JSON,
+                            or the refusal's status and message (exit 0 either way)
   branch TAG FIRST N TTL_MS TOTAL
                             one request with these facts (test_branches.sh): prints where
                             request_begin routed it and, as JSON, the tier each key lives
@@ -572,6 +581,78 @@ def cmd_takeover(a):
                      sort_keys=True))
 
 
+def wait_file(path, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            fail("no file %s" % path)
+        time.sleep(0.05)
+
+
+def cmd_resign(a):
+    cn = Conn("resign")
+    stored = keys_of(a.tag, 0, a.n)
+    for k in stored:
+        cn.put([k])
+    # a window open across the start of the resign: it must finish at the old leader
+    held = key_of(a.tag + "-held", 0)
+    rid = cn.req("held")
+    tok = cn.c.prepare_put(INSTANCE, rid, [held])
+    if tok.count != 1:
+        fail("the held window reserved %d keys" % tok.count)
+    r = cn.run_job(cn.c.submit_put, tok, [pattern(held)], BLOCK)
+    if not r.ok:
+        fail("submit_put of the held window: %r" % r)
+    epochs = [cn.c.cluster_info()["leader_epoch"]]
+    with open(a.ready + ".tmp", "w") as f:
+        f.write("ready")
+    os.rename(a.ready + ".tmp", a.ready)
+    wait_file(a.go)
+    cn.c.complete_put(tok)  # an error here fails the run: it is an open window's complete
+    cn.end(rid)
+    stored.append(held)
+    # requests across the hand-over: the library waits for the new leader
+    seen, i = {}, a.n
+    while not os.path.exists(a.stop) or len(stored) < a.n + 8:
+        k = key_of(a.tag, i)
+        try:
+            cn.put([k])
+            stored.append(k)
+            i += 1
+            k2 = stored[random.randrange(len(stored))]
+            r, loaded, err = cn.get([k2])
+            check_loaded(r, loaded, [k2])
+            if err:
+                raise err
+        except kvtier.KvtError as e:
+            st = status_of(e)
+            seen[st] = seen.get(st, 0) + 1
+            print("it_client: resign: %s" % e, file=sys.stderr)
+            if sum(seen.values()) > 20:
+                fail("too many errors across the resign: %r" % seen)
+            time.sleep(0.2)
+        ep = cn.c.cluster_info()["leader_epoch"]
+        if ep and ep != epochs[-1]:
+            epochs.append(ep)
+        if i > a.n + 2000:
+            fail("no STOP file after 2000 keys")
+        time.sleep(0.02)
+    r, loaded, err = cn.get(stored)
+    check_loaded(r, loaded, stored)
+    if err:
+        fail("complete_get of every key: %s" % err)
+    print(json.dumps({"keys": len(stored), "epochs": epochs, "errors": seen}, sort_keys=True))
+
+
+def cmd_leader_resign(a):
+    coord = os.environ.get("IT_COORDINATORS") or os.environ.get("KVTIER_COORDINATOR")
+    c = kvtier.Client(coordinators=coord, name="resigner", timeout_ms=5000)
+    try:
+        print(json.dumps(c.leader_resign(wait_s=a.wait), sort_keys=True))
+    except kvtier.KvtError as e:
+        print(json.dumps({"refused": status_of(e), "message": str(e)}, sort_keys=True))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -586,6 +667,13 @@ def main():
     s.add_argument("nb", type=int)
     s.add_argument("ready")
     sub.add_parser("stats").add_argument("instance", nargs="?")
+    s = sub.add_parser("resign")
+    s.add_argument("tag")
+    s.add_argument("n", type=int)
+    s.add_argument("ready")
+    s.add_argument("go")
+    s.add_argument("stop")
+    sub.add_parser("leader-resign").add_argument("wait", type=int)
     s = sub.add_parser("branch")
     s.add_argument("tag")
     s.add_argument("first", type=int)
@@ -613,7 +701,8 @@ def main():
     try:
         {"store": cmd_store, "put": cmd_put, "verify": cmd_verify, "miss": cmd_miss, "hold": cmd_hold,
          "stats": cmd_stats, "branch": cmd_branch, "stale": cmd_stale, "takeover": cmd_takeover,
-         "failover": cmd_failover, "writer": cmd_writer,
+         "failover": cmd_failover, "writer": cmd_writer, "resign": cmd_resign,
+         "leader-resign": cmd_leader_resign,
          "prefetcher": cmd_prefetcher}[a.cmd](a)
     except kvtier.KvtError as e:
         fail("%s: %s (%s)" % (a.cmd, e, status_of(e)))

@@ -124,6 +124,8 @@ static void s_print_coordinator(const cli_common_t *o, bus_curve_client_t *keys,
                leads ? "leader" : "standby", (unsigned long long)r->leader_epoch);
         if (!leads)
             printf(", leader %s", r->leader_endpoint[0] ? r->leader_endpoint : "none known");
+        if (r->resigning)
+            printf(", resigning (kvtier leader resign: no new windows)");
         if (strcmp(r->cluster, ci->cluster) != 0)
             printf(", OTHER CLUSTER %s", r->cluster);
         printf("\n");
@@ -314,8 +316,10 @@ int cli_cmd_status(int argc, char **argv)
         goto out;
     }
     printf("cluster      %s\n", ci->cluster);
-    printf("leader       %s (epoch %llu)\n", ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
-           (unsigned long long)ci->leader_epoch);
+    printf("leader       %s (epoch %llu)%s\n",
+           ci->leader_endpoint[0] ? ci->leader_endpoint : "none",
+           (unsigned long long)ci->leader_epoch,
+           ci->resigning ? ", resigning: handing over to a standby (kvtier leader resign)" : "");
     s_print_coordinators(&o, ci);
     printf("events       %s\n", ci->event_endpoint[0] ? ci->event_endpoint : "off");
     printf("replay       %s\n", ci->event_replay_endpoint[0] ? ci->event_replay_endpoint : "off");

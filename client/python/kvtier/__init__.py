@@ -115,7 +115,8 @@ class _ClusterInfo(ctypes.Structure):
                 ("total_tiers", ctypes.c_uint32),
                 ("event_replay_endpoint", ctypes.c_char * 256),
                 ("vllm_event_endpoint", ctypes.c_char * 256),
-                ("vllm_replay_endpoint", ctypes.c_char * 256)]
+                ("vllm_replay_endpoint", ctypes.c_char * 256),
+                ("resigning", ctypes.c_bool)]
 
 
 class _Stat(ctypes.Structure):
@@ -194,6 +195,18 @@ class _TrimInfo(ctypes.Structure):
 TRIM_STATUS, TRIM_CANCEL = 1, 2  # kvtier.h KVT_TRIM_STATUS / KVT_TRIM_CANCEL
 MAX_SEGMENTS = 4096  # kvtier.h KVT_MAX_SEGMENTS: equal segments of a block
 _sigs["kvt_trim"] = (_int, [_P, ctypes.c_char_p, _u64, ctypes.c_uint, ctypes.POINTER(_TrimInfo)])
+
+
+class _ResignInfo(ctypes.Structure):  # kvtier.h kvt_resign_info_t
+    _fields_ = [("old_leader", ctypes.c_char * 64), ("old_epoch", _u64),
+                ("windows_open", _u32), ("windows_finished", _u32),
+                ("windows_lapsed", _u32), ("standbys", _u32), ("waited_ms", _u64),
+                ("new_leader", ctypes.c_char * 64),
+                ("new_leader_endpoint", ctypes.c_char * 256), ("new_epoch", _u64)]
+
+
+RESIGN_WAIT_DEFAULT_S, RESIGN_WAIT_MAX_S = 10, 300  # kvtier.h KVT_RESIGN_WAIT_*
+_sigs["kvt_leader_resign"] = (_int, [_P, _u32, ctypes.POINTER(_ResignInfo)])
 
 
 HALF_GET, HALF_PUT = 0, 1  # kvtier.h kvt_half_t
@@ -774,6 +787,23 @@ class Client:
         return {"blocks": info.blocks, "active": bool(info.active),
                 "keep_blocks": info.keep_blocks}
 
+    def leader_resign(self, wait_s=RESIGN_WAIT_DEFAULT_S):
+        """An operator's hand-over (kvt_leader_resign): the leader opens no new
+        windows, lets the open ones finish for up to wait_s seconds, then lets a
+        standby take over. Raises ConflictError when refused (no standby, one in
+        progress). Returns {"old_leader", "old_epoch", "windows_open",
+        "windows_finished", "windows_lapsed", "standbys", "waited_ms",
+        "new_leader", "new_leader_endpoint", "new_epoch"} (new_epoch 0: no new
+        leader answered within failover_ms)."""
+        info = _ResignInfo()
+        self._check(_lib.kvt_leader_resign(self._h, wait_s, ctypes.byref(info)))
+        return {"old_leader": info.old_leader.decode(), "old_epoch": info.old_epoch,
+                "windows_open": info.windows_open, "windows_finished": info.windows_finished,
+                "windows_lapsed": info.windows_lapsed, "standbys": info.standbys,
+                "waited_ms": info.waited_ms, "new_leader": info.new_leader.decode(),
+                "new_leader_endpoint": info.new_leader_endpoint.decode(),
+                "new_epoch": info.new_epoch}
+
     def touch(self, instance_id, keys, ttl_ms):
         arr, n = _keys(keys)
         out = _u32()
@@ -798,7 +828,8 @@ class Client:
                 "tiers": tiers, "total_tiers": ci.total_tiers,
                 "event_replay_endpoint": ci.event_replay_endpoint.decode(),
                 "vllm_event_endpoint": ci.vllm_event_endpoint.decode(),
-                "vllm_replay_endpoint": ci.vllm_replay_endpoint.decode()}
+                "vllm_replay_endpoint": ci.vllm_replay_endpoint.decode(),
+                "resigning": bool(ci.resigning)}
 
     def stats_page(self, instance_id=None, offset=0, cap=STATS_PAGE):
         """Counters offset .. offset + cap - 1 in the scheduler's order, as a list of

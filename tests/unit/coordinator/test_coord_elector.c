@@ -257,6 +257,71 @@ static void test_revoked_leader_lease_hands_over_with_higher_epoch(void **state)
     coord_elector_destroy(&b);
 }
 
+/* `kvtier leader resign` (coord_elector.h "Hand-over"): the leader counts its
+ * standbys; a RESIGN for its epoch pushed to its inbox ends the term (the lease
+ * word stepped down, LOST), the standby wins with a higher epoch, and the old
+ * leader is registered again at once and follows the new one while holding off;
+ * the new leader counts the old one as its standby. */
+static void test_resign_hands_over_to_the_standby(void **state)
+{
+    fx_t *fx = *state;
+    const char *eps[] = {etcd_fixture_url(g_etcd)};
+    static _Atomic uint32_t sa, sb;
+    static _Atomic int64_t word_a;
+    char inbox[64];
+    snprintf(inbox, sizeof inbox, "inproc://test-elector-resign-%s", fx->cluster);
+    atomic_store(&sa, 0);
+    atomic_store(&sb, 0);
+    atomic_store(&word_a, 0);
+    coord_elector_config_t ca = {.etcd_endpoints = eps,
+                                 .n_etcd = 1,
+                                 .cluster = fx->cluster,
+                                 .name = "a",
+                                 .endpoint = "tcp://127.0.0.1:1001",
+                                 .lease_ttl_s = TTL_S,
+                                 .lease_until_ms = &word_a,
+                                 .standbys = &sa,
+                                 .inbox_endpoint = inbox};
+    coord_elector_config_t cb = ca;
+    cb.name = "b";
+    cb.endpoint = "tcp://127.0.0.1:1002";
+    cb.lease_until_ms = NULL;
+    cb.standbys = &sb;
+    cb.inbox_endpoint = NULL;
+    zactor_t *a = coord_elector_new(&ca);
+    assert_non_null(a);
+    coord_elector_event_t ea = s_until(a, COORD_ELECTOR_LEADER);
+    zactor_t *b = coord_elector_new(&cb);
+    assert_non_null(b);
+    assert_int_equal(s_next(b).kind, COORD_ELECTOR_FOLLOWER);
+    int64_t deadline = s_now_ms() + WAIT_MS;
+    while (atomic_load(&sa) != 1 && s_now_ms() < deadline)
+        zclock_sleep(10);
+    assert_int_equal(atomic_load(&sa), 1); /* b, not a itself */
+    assert_int_equal(atomic_load(&sb), 0); /* a standby counts nothing */
+
+    zsock_t *push = zsock_new_push(inbox);
+    assert_non_null(push);
+    assert_int_equal(zsock_send(push, "s8i8s", "RESIGN", ea.epoch, 0, (uint64_t)0, "sched"), 0);
+    coord_elector_event_t la = s_until(a, COORD_ELECTOR_LOST);
+    assert_int_equal(la.epoch, ea.epoch);
+    assert_int_equal(sched_lease_word_until(atomic_load(&word_a)), SCHED_LEASE_STEPPED_DOWN);
+    coord_elector_event_t nb = s_until(b, COORD_ELECTOR_LEADER);
+    assert_true(nb.epoch > ea.epoch);
+    coord_elector_event_t fa = s_until(a, COORD_ELECTOR_FOLLOWER);
+    assert_string_equal(fa.endpoint, "tcp://127.0.0.1:1002");
+    assert_int_equal(fa.epoch, nb.epoch);
+    assert_true(s_key_exists(fx, "coordinators/a")); /* registered again before following */
+    deadline = s_now_ms() + WAIT_MS;
+    while (atomic_load(&sb) != 1 && s_now_ms() < deadline)
+        zclock_sleep(10);
+    assert_int_equal(atomic_load(&sb), 1);
+    assert_int_equal(s_wait_leader_record(fx, "b"), nb.epoch);
+    zsock_destroy(&push);
+    coord_elector_destroy(&a);
+    coord_elector_destroy(&b);
+}
+
 /* A leader that stops (destroy revokes its lease) hands over at once, and its
  * keys are gone; the successor's epoch is higher. */
 static void test_leader_stop_revokes_and_other_takes_over(void **state)
@@ -444,6 +509,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_electors_exactly_one_leader, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_revoked_leader_lease_hands_over_with_higher_epoch,
                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_resign_hands_over_to_the_standby, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_leader_stop_revokes_and_other_takes_over, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_leader_steps_down_when_etcd_stops_answering, s_setup,
