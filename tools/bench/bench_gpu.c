@@ -192,7 +192,7 @@ static int s_child(const s_args_t *a)
     double raw = s_raw(cu, s, other, mine, a->block, n, TIER_CUDA_D2D, a->rounds, true, true);
     double out = s_raw(cu, s, mine, arena, stride, n, TIER_CUDA_D2D, a->rounds, true, true);
     s_fig("D2D tier arena -> client (IPC mapping)", out, raw);
-    /* the parent's tier_write pass left 0xa5 in every slot: the mapping shows it */
+    /* the parent wrote 0xa5 into the last slot last: the mapping shows it */
     unsigned char check[4096];
     bool same =
         cu->memcpy_sync(check, (char *)mine + (n - 1) * stride, sizeof check, TIER_CUDA_D2H) == 0;
@@ -333,7 +333,12 @@ static int s_measure(const s_args_t *a, tier_cuda_t *cu, int dev)
     s_fig("D2H tier_read into registered memory",
           s_tier_pass(t, pinned, a->block, n, false, a->rounds), raw_d2h);
     s_shm(cu, s, devbuf, a, n, raw_h2d);
-    if (d.access_kind == TIER_ACCESS_CUDA_IPC)
+    /* the child checks the last slot shows what was written there: the 0xa5 block
+     * (the registered passes above left 0x3c) */
+    struct iovec last = {host, a->block};
+    if (d.access_kind == TIER_ACCESS_CUDA_IPC && tier_write(t, n - 1, &last, 1) != 0)
+        printf("D2D: not measured: writing the checked slot failed\n");
+    else if (d.access_kind == TIER_ACCESS_CUDA_IPC)
         s_run_child(a, &d, dev);
     else
         printf("CUDA IPC: UNAVAILABLE here: the tier has no IPC handle (%s)\n", d.detail);
