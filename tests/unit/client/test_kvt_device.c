@@ -23,11 +23,9 @@
 
 #include <cmocka.h>
 
-#include "bus_host.h"
+#include "client_testkit.h"
 #include "fakecuda.h"
 #include "kvtier.h"
-#include "sched_actor.h"
-#include "tier_actor.h"
 
 #define T_BLOCK 8192u
 #define T_SEGS 8u
@@ -54,9 +52,7 @@ typedef struct {
 } t_cuda_t;
 
 typedef struct {
-    zactor_t *tier;
-    zactor_t *sched;
-    char sched_ep[256];
+    ck_service_t svc;
     const char *lib;
     t_cuda_t cu;
     kvt_client_t *c;  /* shared memory allowed */
@@ -71,7 +67,7 @@ typedef struct {
 static kvt_client_t *t_client(t_env_t *e, bool disable_shm, const char *lib, uint64_t staging)
 {
     char err[512];
-    kvt_options_t o = {.coordinators = e->sched_ep,
+    kvt_options_t o = {.coordinators = e->svc.sched_ep,
                        .timeout_ms = 5000,
                        .disable_shm = disable_shm,
                        .cuda_library = lib,
@@ -129,46 +125,7 @@ static int t_setup(void **state)
     t_env_t *e = calloc(1, sizeof *e);
     if (t_cuda(e) < 0)
         return -1;
-    char shm[64];
-    snprintf(shm, sizeof shm, "/kvtc-dev-%d", (int)getpid());
-    tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
-    snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
-    snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
-    snprintf(tc.tier.path, sizeof tc.tier.path, "%s", shm);
-    tc.tier.capacity = T_CAP;
-    tc.tier.slot_size = T_BLOCK;
-    e->tier = tier_actor_new(&tc);
-    if (!e->tier)
-        return -1;
-    char tier_ep[128];
-    tier_actor_endpoint(e->tier, tier_ep, sizeof tier_ep);
-    sched_config_t sc;
-    sched_config_defaults(&sc);
-    snprintf(sc.cluster, sizeof sc.cluster, "dev-e2e");
-    sc.n_tiers = 1;
-    sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = T_CAP, .slot_size = T_BLOCK};
-    snprintf(sc.tiers[0].name, sizeof sc.tiers[0].name, "host0");
-    snprintf(sc.tiers[0].kind, sizeof sc.tiers[0].kind, "host");
-    sc.n_chains = 1;
-    snprintf(sc.chains[0].name, sizeof sc.chains[0].name, "default");
-    sc.chains[0].n_tiers = 1;
-    sc.chains[0].tier_ids[0] = 1;
-    e->sched = sched_actor_new(&sc);
-    if (!e->sched)
-        return -1;
-    sched_actor_endpoint(e->sched, e->sched_ep, sizeof e->sched_ep);
-    kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
-    ti.tier_id = 1;
-    snprintf(ti.name, sizeof ti.name, "host0");
-    ti.kind = kvtier_TierKind_TIER_KIND_HOST;
-    snprintf(ti.endpoint, sizeof ti.endpoint, "%s", tier_ep);
-    bus_host_identity(NULL, ti.host, sizeof ti.host);
-    snprintf(ti.shm, sizeof ti.shm, "%s", shm);
-    ti.epoch = tier_actor_epoch(e->tier);
-    ti.capacity_slots = T_CAP;
-    ti.slot_bytes = T_BLOCK;
-    ti.up = true;
-    if (sched_actor_tier_change(e->sched, true, &ti) != 0)
+    if (ck_start(&e->svc, "dev", "dev-e2e", T_CAP, T_BLOCK) < 0)
         return -1;
     e->c = t_client(e, false, e->lib, 0);
     e->cf = t_client(e, true, e->lib, 0);
@@ -204,8 +161,7 @@ static int t_teardown(void **state)
     t_env_t *e = *state;
     kvt_close(&e->c);
     kvt_close(&e->cf);
-    zactor_destroy(&e->sched);
-    zactor_destroy(&e->tier);
+    ck_stop(&e->svc);
     for (uint32_t i = 0; i < T_KEYS; i++) {
         e->cu.free_d(e->dsrc[i]);
         e->cu.free_d(e->ddst[i]);

@@ -20,10 +20,8 @@
 
 #include <cmocka.h>
 
-#include "bus_host.h"
+#include "client_testkit.h"
 #include "kvtier.h"
-#include "sched_actor.h"
-#include "tier_actor.h"
 
 #define T_BLOCK 8192u
 #define T_SEGS 16u /* 8 layers x K/V */
@@ -35,9 +33,7 @@
 #define T_CAP 64u
 
 typedef struct {
-    zactor_t *tier;
-    zactor_t *sched;
-    char sched_ep[256];
+    ck_service_t svc;
     kvt_client_t *c;  /* shared memory allowed */
     kvt_client_t *cf; /* frames only */
     kvt_key_t keys[T_CAP];
@@ -50,7 +46,8 @@ typedef struct {
 static kvt_client_t *t_client(t_env_t *e, bool disable_shm)
 {
     char err[512];
-    kvt_options_t o = {.coordinators = e->sched_ep, .timeout_ms = 5000, .disable_shm = disable_shm};
+    kvt_options_t o = {
+        .coordinators = e->svc.sched_ep, .timeout_ms = 5000, .disable_shm = disable_shm};
     kvt_client_t *c = kvt_connect(&o, err, sizeof err);
     if (!c)
         fprintf(stderr, "connect: %s\n", err);
@@ -71,46 +68,7 @@ static int t_register(kvt_client_t *c, const char *id, uint32_t segments)
 static int t_setup(void **state)
 {
     t_env_t *e = calloc(1, sizeof *e);
-    char shm[64];
-    snprintf(shm, sizeof shm, "/kvtc-lw-%d", (int)getpid());
-    tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
-    snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
-    snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
-    snprintf(tc.tier.path, sizeof tc.tier.path, "%s", shm);
-    tc.tier.capacity = T_CAP;
-    tc.tier.slot_size = T_BLOCK;
-    e->tier = tier_actor_new(&tc);
-    if (!e->tier)
-        return -1;
-    char tier_ep[128];
-    tier_actor_endpoint(e->tier, tier_ep, sizeof tier_ep);
-    sched_config_t sc;
-    sched_config_defaults(&sc);
-    snprintf(sc.cluster, sizeof sc.cluster, "lw-e2e");
-    sc.n_tiers = 1;
-    sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = T_CAP, .slot_size = T_BLOCK};
-    snprintf(sc.tiers[0].name, sizeof sc.tiers[0].name, "host0");
-    snprintf(sc.tiers[0].kind, sizeof sc.tiers[0].kind, "host");
-    sc.n_chains = 1;
-    snprintf(sc.chains[0].name, sizeof sc.chains[0].name, "default");
-    sc.chains[0].n_tiers = 1;
-    sc.chains[0].tier_ids[0] = 1;
-    e->sched = sched_actor_new(&sc);
-    if (!e->sched)
-        return -1;
-    sched_actor_endpoint(e->sched, e->sched_ep, sizeof e->sched_ep);
-    kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
-    ti.tier_id = 1;
-    snprintf(ti.name, sizeof ti.name, "host0");
-    ti.kind = kvtier_TierKind_TIER_KIND_HOST;
-    snprintf(ti.endpoint, sizeof ti.endpoint, "%s", tier_ep);
-    bus_host_identity(NULL, ti.host, sizeof ti.host);
-    snprintf(ti.shm, sizeof ti.shm, "%s", shm);
-    ti.epoch = tier_actor_epoch(e->tier);
-    ti.capacity_slots = T_CAP;
-    ti.slot_bytes = T_BLOCK;
-    ti.up = true;
-    if (sched_actor_tier_change(e->sched, true, &ti) != 0)
+    if (ck_start(&e->svc, "lw", "lw-e2e", T_CAP, T_BLOCK) < 0)
         return -1;
     e->c = t_client(e, false);
     e->cf = t_client(e, true);
@@ -147,8 +105,7 @@ static int t_teardown(void **state)
     t_env_t *e = *state;
     kvt_close(&e->c);
     kvt_close(&e->cf);
-    zactor_destroy(&e->sched);
-    zactor_destroy(&e->tier);
+    ck_stop(&e->svc);
     for (uint32_t i = 0; i < T_KEYS; i++) {
         for (uint32_t s = 0; s < T_SEGS; s++) {
             free(e->seg_src[i][s]);
@@ -170,8 +127,7 @@ static void t_fill(t_env_t *e, uint32_t salt)
 }
 
 /* The pointers of segments [first, first + count) of keys [0, n), key-major. */
-static void t_ptrs(uint8_t *(*segs)[T_SEGS], uint32_t n, uint32_t first, uint32_t count,
-                   void **out)
+static void t_ptrs(uint8_t *(*segs)[T_SEGS], uint32_t n, uint32_t first, uint32_t count, void **out)
 {
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t s = 0; s < count; s++)
@@ -313,8 +269,7 @@ static void test_layers_frames(void **state)
     /* not registered on this handle yet: refused, with what to do */
     assert_int_equal(kvt_prepare_put(e->cf, T_INST, rid, e->keys, T_KEYS, &tok), 0);
     t_ptrs(e->seg_src, T_KEYS, 0, 2, ptrs);
-    assert_int_equal(kvt_submit_put_segments(e->cf, ++e->job, tok, 0, 2,
-                                             (const void *const *)ptrs),
+    assert_int_equal(kvt_submit_put_segments(e->cf, ++e->job, tok, 0, 2, (const void *const *)ptrs),
                      -KVT_INVALID_ARGUMENT);
     assert_non_null(strstr(kvt_last_error(e->cf), "not registered on this handle"));
     assert_int_equal(t_register(e->cf, T_INST, T_SEGS), 0); /* the same spec: OK */
@@ -431,8 +386,10 @@ static void t_expect(kvt_client_t *c, int rc, const char *needle)
 static void test_bad_input(void **state)
 {
     t_env_t *e = *state;
-    kvt_instance_t bad = {.instance_id = "bad-lw", .tokens_per_block = T_TPB,
-                          .bytes_per_block = T_BLOCK, .segments = 3}; /* 8192 % 3 != 0 */
+    kvt_instance_t bad = {.instance_id = "bad-lw",
+                          .tokens_per_block = T_TPB,
+                          .bytes_per_block = T_BLOCK,
+                          .segments = 3}; /* 8192 % 3 != 0 */
     t_expect(e->c, kvt_register_instance(e->c, &bad), "divisor");
     bad.segments = KVT_MAX_SEGMENTS * 2;
     t_expect(e->c, kvt_register_instance(e->c, &bad), "at most");
