@@ -70,6 +70,9 @@ void kvti_data_destroy(struct kvt_data **dp)
     if (!dp || !*dp)
         return;
     struct kvt_data *d = *dp;
+    /* copies still queued may read or write mappings the transports own */
+    if (d->jobs)
+        kvti_dev_quiesce(d->c, d->jobs, d->cap);
     for (int x = KVTI_N_TRANSPORTS - 1; x >= 0; x--) /* frames first, as before */
         kvti_transports[x]->close(&d->xs[x]);
     for (uint32_t i = 0; d->jobs && i < d->cap; i++) {
@@ -152,6 +155,8 @@ static void s_finish(struct kvt_data *d, kvti_job_t *j)
         if (j->dev_phase == KVTI_DEV_HOST && j->kind == BUS_TOKEN_GET && kvti_dev_defer_get(j))
             return;
     }
+    if (j->dev_phase == KVTI_DEV_H2D)
+        kvti_dev_check_direct(j);
     j->dev_phase = KVTI_DEV_NONE;
     j->finished = true;
     j->n_keys = j->tok->n;
@@ -210,10 +215,25 @@ static void s_collect(struct kvt_data *d, kvti_job_t *j, kvt_job_result_t *out)
 /* One round of every transport that completes jobs later; waits up to wait_ms
  * (0: none) for a reply when something is open. */
 static void s_start(struct kvt_data *d, kvti_job_t *j);
+static void s_choose(struct kvt_data *d, kvti_job_t *j);
+static int s_layer_stage(kvt_client_t *c, const char *what, kvti_job_t *j);
 
+/* A device put's copy out of the device is done: its host part starts now. The
+ * transports chosen at submit are chosen again: an attachment may have been
+ * replaced since (another tier epoch, an eviction). */
 static void s_dev_start(void *arg, kvti_job_t *j)
 {
-    s_start(arg, j);
+    struct kvt_data *d = arg;
+    s_choose(d, j);
+    if (j->seg_count > 0 && s_layer_stage(d->c, "submit_put", j) < 0) {
+        kvti_job_error(j, KVT_INTERNAL, "%s", kvt_last_error(d->c));
+        kvti_clear_error(d->c);
+        memset(j->tok->ok, 0, (size_t)j->tok->n * sizeof *j->tok->ok);
+        j->open = 1;
+        kvti_job_part_done(j);
+        return;
+    }
+    s_start(d, j);
 }
 
 static void s_dev_finish(void *arg, kvti_job_t *j)

@@ -86,6 +86,7 @@ static int s_stage(kvt_client_t *c, struct kvti_dev *d, const char *what, kvti_j
 {
     if (j->dstage_cap >= want)
         return 0;
+    want = (want + D_ALIGN - 1) & ~(uint64_t)(D_ALIGN - 1);
     if (want > c->device_staging)
         return kvti_fail(c, KVT_INVALID_ARGUMENT, what,
                          "a device job of %" PRIu64 " bytes is above this handle's staging "
@@ -101,7 +102,7 @@ static int s_stage(kvt_client_t *c, struct kvti_dev *d, const char *what, kvti_j
                          "device staging is full: jobs in flight hold %" PRIu64 " of %" PRIu64
                          " bytes and this one needs %" PRIu64 ": collect jobs and submit again",
                          d->staged, c->device_staging, want);
-    uint64_t size = (want + D_ALIGN - 1) & ~(uint64_t)(D_ALIGN - 1);
+    uint64_t size = want;
     uint8_t *p = aligned_alloc(D_ALIGN, size);
     if (!p)
         return kvti_fail(c, KVT_INTERNAL, what,
@@ -164,6 +165,7 @@ int kvti_dev_prepare(kvt_client_t *c, const char *what, kvti_job_t *jobs, uint32
         return kvti_fail(c, KVT_INTERNAL, what, "out of memory for a device job");
     memset(j->ddirect, 0, (size_t)j->tok->n * sizeof *j->ddirect);
     j->dwaited = false;
+    j->dqueued = false;
     memcpy(j->dev_ptrs, ptrs, n * sizeof *ptrs);
     void **host = j->seg_count ? j->seg_ptrs : j->bufs;
     for (uint64_t k = 0; k < n; k++)
@@ -211,6 +213,9 @@ static tier_cuda_stream_t s_stream(const struct kvti_dev *d, const kvti_job_t *j
 /* Records the runtime's refusal as the job's error: every key fails. */
 static bool s_refused(struct kvti_dev *d, kvti_job_t *j, int e, const char *step)
 {
+    /* copies queued before the refusal still run: they must be done before the job
+     * (and its staging) is let go */
+    (void)d->cu->stream_synchronize(s_stream(d, j));
     char b[256];
     memset(j->tok->ok, 0, (size_t)j->tok->n * sizeof *j->tok->ok);
     kvti_job_error(j, KVT_INTERNAL, "device copy (%s) refused: %s: no key moved", step,
@@ -279,6 +284,7 @@ static int s_direct(kvti_job_t *j, void *dst, const void *src, uint64_t n, int k
             return e;
         j->dwaited = true;
     }
+    j->dqueued = true;
     return d->cu->memcpy_async(dst, src, n, kind, s);
 }
 
@@ -366,6 +372,36 @@ uint32_t kvti_dev_pump(kvti_job_t *jobs, uint32_t cap, kvti_dev_step_fn start,
             finish(arg, j);
     }
     return busy;
+}
+
+void kvti_dev_quiesce(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
+{
+    struct kvti_dev *d = c->dev;
+    for (uint32_t i = 0; d && i < cap; i++) {
+        kvti_job_t *j = &jobs[i];
+        if (!j->used || j->dev_phase == KVTI_DEV_NONE)
+            continue;
+        if (j->dev_phase == KVTI_DEV_D2H || j->dev_phase == KVTI_DEV_H2D)
+            (void)d->cu->event_synchronize(j->devent);
+        else if (j->dqueued) /* host part running, direct copies queued on its stream */
+            (void)d->cu->stream_synchronize(s_stream(d, j));
+    }
+}
+
+void kvti_dev_check_direct(kvti_job_t *j)
+{
+    if (!kvti_token_lapsed(j->tok, NULL))
+        return;
+    for (uint32_t i = 0; i < j->tok->n; i++) {
+        if (!j->ddirect[i] || !j->tok->ok[i])
+            continue;
+        j->tok->ok[i] = false;
+        kvti_job_error(j, KVT_EXPIRED,
+                       "the copy into device memory ran after the token's lease lapsed "
+                       "(%" PRIu64 " ms): the slot may hold another block by now, so the "
+                       "keys copied straight from it failed; prepare again",
+                       j->tok->lease_ms);
+    }
 }
 
 void kvti_dev_release(kvt_client_t *c, kvti_job_t *j)

@@ -79,6 +79,16 @@ void kvti_dev_ipc_close(kvt_client_t *c, void *base);
 /* A cudaError_t as text (the runtime's string and number). */
 const char *kvti_dev_strerror(kvt_client_t *c, int rc, char *buf, size_t len);
 
+/* Waits until no copy of the handle's device jobs is queued on the device: before a
+ * mapping those copies may read or write is unmapped or unregistered (a segment
+ * detached, an IPC mapping closed, the handle closing). No-op without a runtime. */
+void kvti_dev_quiesce(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap);
+
+/* A device get whose copies are done: its keys copied straight from a tier's slots
+ * count only if the token's lease still held (the pin kept the slot) — a lapsed one
+ * fails them (EXPIRED): a slot given to another block meanwhile is never delivered. */
+void kvti_dev_check_direct(kvti_job_t *j);
+
 /* The slot's staging and event, when the handle closes. */
 void kvti_dev_release(kvt_client_t *c, kvti_job_t *j);
 /* The handle's runtime, after every slot was released. */

@@ -57,6 +57,7 @@ typedef struct kvti_job {
     bool *ddirect;     /* per key: a transport copied it straight into device memory */
     uint32_t ddirect_cap;
     bool dwaited;      /* the job's stream waits for dwait already */
+    bool dqueued;      /* a transport queued a direct copy (host part still running) */
     /* per token tier: the transport chosen at submit and what its attach gave */
     const kvti_transport_t *via[BUS_TOKEN_MAX_TIERS];
     void *at[BUS_TOKEN_MAX_TIERS];

@@ -39,22 +39,35 @@ typedef struct {
 
 typedef struct {
     kvt_client_t *c;
+    kvti_job_t *jobs; /* the handle's job table (device copies to wait for) */
+    uint32_t cap;
     c_tier_t tiers[C_MAX_TIERS];
 } c_cuda_t;
 
 static void *c_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
 {
-    (void)jobs;
-    (void)cap;
     c_cuda_t *x = calloc(1, sizeof *x);
-    if (x)
+    if (x) {
         x->c = c;
+        x->jobs = jobs;
+        x->cap = cap;
+    }
     return x;
+}
+
+/* Closes an entry's mapping once no queued copy can read it. */
+static void c_unmap(c_cuda_t *x, c_tier_t *t)
+{
+    if (!t->base)
+        return;
+    kvti_dev_quiesce(x->c, x->jobs, x->cap);
+    kvti_dev_ipc_close(x->c, t->base);
+    t->base = NULL;
 }
 
 static void c_drop(c_cuda_t *x, c_tier_t *t)
 {
-    kvti_dev_ipc_close(x->c, t->base);
+    c_unmap(x, t);
     memset(t, 0, sizeof *t);
 }
 
@@ -109,8 +122,7 @@ static void *c_attach(void *xs, const kvti_job_t *j, const bus_token_tier_t *tt)
     t->seq = j->seq;
     if (t->epoch == tt->epoch)
         return t->base ? t : NULL;
-    kvti_dev_ipc_close(c, t->base);
-    t->base = NULL;
+    c_unmap(x, t);
     t->epoch = tt->epoch;
     kvti_tier_access_t a;
     char why[160] = "";

@@ -47,6 +47,8 @@ typedef struct {
 
 typedef struct {
     kvt_client_t *c;
+    kvti_job_t *jobs; /* the handle's job table (device copies to wait for) */
+    uint32_t cap;
     s_attach_t att[S_MAX_ATTACH];
     uint32_t n_att;
     XXH3_state_t *hash;
@@ -54,12 +56,12 @@ typedef struct {
 
 static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
 {
-    (void)jobs;
-    (void)cap;
     s_shm_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->c = c;
+    s->jobs = jobs;
+    s->cap = cap;
     s->hash = XXH3_createState();
     if (!s->hash) {
         free(s);
@@ -71,6 +73,8 @@ static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
 /* Detaches an entry's segment, unregistered first. */
 static void s_detach(s_shm_t *s, s_attach_t *a)
 {
+    if (a->dev_reg) /* a device get may still be copying out of it */
+        kvti_dev_quiesce(s->c, s->jobs, s->cap);
     kvti_dev_host_unregister(s->c, a->dev_reg);
     a->dev_reg = NULL;
     a->dev_tried = false;

@@ -576,8 +576,10 @@ int kvt_submit_put_segments(kvt_client_t *c, uint64_t job_id, kvt_token_t *tok, 
  * runtime) unless the tier asks readers to verify. Puts go through the staging.
  * The job is reported (once) when its last copy is done: for a get, after the bytes
  * are in device memory. Once a handle has loaded the runtime, its host submits check
- * their pointers too: device memory passed as host memory is INVALID_ARGUMENT. A device job's keys that failed are not copied into the
- * device. The handle's calls stay on one thread; the events are the caller's (the
+ * their pointers too: device memory passed as host memory is INVALID_ARGUMENT. A device job's keys that failed in the host part are not copied
+ * into the device; a key copied straight from a slot whose copy ran after the
+ * token's lease lapsed (it waited that long for wait_event) fails EXPIRED after the
+ * copy, so its pages hold bytes nobody vouches for. The handle's calls stay on one thread; the events are the caller's (the
  * handle records and waits on them, never destroys them). */
 typedef enum kvt_mem {
     KVT_MEM_HOST = 0,

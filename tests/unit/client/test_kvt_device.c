@@ -433,6 +433,67 @@ static void test_device_bad_input(void **state)
     kvt_close(&small);
 }
 
+/* Rule: a device get's copy straight from a slot that runs after the token's lease
+ * lapsed (it waited for the engine's event that long) fails its keys EXPIRED: the
+ * pin may be gone and the slot another block's, so the bytes are not vouched for. */
+static void test_device_direct_copy_after_lease(void **state)
+{
+    t_env_t *e = *state;
+    ck_service_t svc = {0};
+    assert_int_equal(ck_tier_start(&svc, "devlease", T_CAP, T_BLOCK), 0);
+    sched_config_t sc;
+    ck_sched_config(&sc, "dev-lease", T_CAP, T_BLOCK);
+    sc.pin_lease_ms = 2000; /* a transfer relies on it for 1 s (kvti_token_lapsed) */
+    svc.sched = sched_actor_new(&sc);
+    assert_non_null(svc.sched);
+    sched_actor_endpoint(svc.sched, svc.sched_ep, sizeof svc.sched_ep);
+    assert_int_equal(ck_announce(svc.sched, &svc), 0);
+    char err[512];
+    kvt_options_t o = {.coordinators = svc.sched_ep, .timeout_ms = 5000, .cuda_library = e->lib};
+    kvt_client_t *c = kvt_connect(&o, err, sizeof err);
+    assert_non_null(c);
+    kvt_cluster_info_t ci;
+    for (int i = 0; i < 500; i++) {
+        if (kvt_cluster_info(c, &ci) == 0 && ci.n_tiers == 1 && ci.tiers[0].up)
+            break;
+        zclock_sleep(10);
+    }
+    assert_int_equal(t_register(c), 0);
+    char rid[32];
+    t_begin(e, c, rid, sizeof rid);
+    t_fill(e, 9);
+    kvt_xfer_t x = {.mem = KVT_MEM_CUDA};
+    kvt_token_t *tok = NULL;
+    assert_int_equal(kvt_prepare_put(c, T_INST, rid, e->keys, 1, &tok), 0);
+    uint64_t job = ++e->job;
+    assert_int_equal(kvt_submit_put_ex(c, job, tok, (const void *const *)e->dsrc, T_BLOCK, &x), 0);
+    assert_int_equal(t_wait(c, job).status, 0);
+    assert_int_equal(kvt_complete_put(c, &tok, NULL), 0);
+
+    void *engine = NULL, *ready = NULL;
+    assert_int_equal(e->cu.stream_create(&engine, 1), 0);
+    assert_int_equal(e->cu.event_create(&ready, 2), 0);
+    assert_int_equal(e->cu.hold(engine), 0);
+    assert_int_equal(e->cu.event_record(ready, engine), 0);
+    assert_int_equal(kvt_prepare_get(c, T_INST, rid, e->keys, 1, &tok), 0);
+    kvt_xfer_t xw = {.mem = KVT_MEM_CUDA, .wait_event = ready};
+    job = ++e->job;
+    assert_int_equal(kvt_submit_get_ex(c, job, tok, e->ddst, T_BLOCK, &xw), 0);
+    zclock_sleep(1300); /* the engine's event comes past the part of the lease relied on */
+    assert_int_equal(e->cu.release(engine), 0);
+    kvt_job_result_t r = t_wait(c, job);
+    assert_int_equal(r.status, -KVT_EXPIRED);
+    assert_int_equal(r.n_failed, 1);
+    assert_non_null(strstr(kvt_last_error(c), "lease lapsed"));
+    int rc = kvt_complete_get(c, &tok, NULL);
+    assert_true(rc == 0 || rc == -KVT_EXPIRED);
+    assert_int_equal(kvt_request_end(c, T_INST, rid, NULL), 0);
+    kvt_close(&c);
+    e->cu.event_destroy(ready);
+    e->cu.stream_destroy(engine);
+    ck_stop(&svc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_device_event_order),
         cmocka_unit_test(test_device_segments),
         cmocka_unit_test(test_device_bad_input),
+        cmocka_unit_test(test_device_direct_copy_after_lease),
     };
     return cmocka_run_group_tests(tests, t_setup, t_teardown);
 }
