@@ -50,7 +50,9 @@ def _cached(scheduler_output):
     c = scheduler_output.scheduled_cached_reqs
     if isinstance(c, list):
         return c
-    return [kc.CachedRequestData(rid, (c.new_block_ids[i] or [[]])[0], c.num_computed_tokens[i])
+    resumed = getattr(c, "resumed_from_preemption", [False] * len(c.req_ids))
+    return [kc.CachedRequestData(rid, (c.new_block_ids[i] or [[]])[0], c.num_computed_tokens[i],
+                                 bool(resumed[i]))
             for i, rid in enumerate(c.req_ids)]
 
 
@@ -59,6 +61,7 @@ class KVTierConnectorV1(KVConnectorBase_V1):
         super().__init__(vllm_config=vllm_config, role=role)
         side = kc.ROLE_SCHEDULER if role == KVConnectorRole.SCHEDULER else kc.ROLE_WORKER
         self._kv = kc.KVTierConnector(_config(vllm_config), side)
+        self._load_errors = set()
 
     # ---- scheduler side ----
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
@@ -109,5 +112,13 @@ class KVTierConnectorV1(KVConnectorBase_V1):
         # nothing finishes asynchronously, so vLLM has nothing to free later.
         return None, None
 
+    def get_block_ids_with_load_errors(self):
+        # blocks gone between the lookup and the pin, or whose load failed: vLLM
+        # computes them again
+        errors, self._load_errors = self._load_errors, set()
+        return errors
+
     def get_kv_connector_stats(self):
-        return self._kv.get_connector_output()
+        out = self._kv.get_connector_output()
+        self._load_errors |= out.invalid_block_ids
+        return out

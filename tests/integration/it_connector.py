@@ -12,8 +12,13 @@ ConnectorOutput back.
    worker 2 (another process, an empty cache) loads them layer by layer into other
    pages, waiting for layer l before computing it, and finds them byte-exact; it
    stores B's own sixth block;
-3. request C shares B's 6 blocks: worker 1 loads them (the sixth stored by worker 2);
-4. bad calls: the other side's methods, a KV cache that disagrees with the config,
+3. request C shares B's 6 blocks: worker 1 loads them (the sixth stored by worker 2),
+   and the engine frees it before the scheduler side sees the step's output (vLLM's
+   order);
+4. request D: the engine's own prefix cache holds its first 2 blocks, kvtier loads
+   blocks 2..5 into pages 2..5;
+5. request E: loaded, preempted after one chunk, resumed on other pages: loaded again;
+6. bad calls: the other side's methods, a KV cache that disagrees with the config,
    a result for a request the scheduler side does not hold.
 Exit 0 on success, 1 with a message. $KVTIER_COORDINATOR names the leader;
 IT_DISABLE_SHM=1 makes the workers move every byte as frames.
@@ -82,13 +87,15 @@ def worker_main(conn, disable_shm):
             out = w.get_connector_output()
             w.clear_connector_metadata()
             # What the loads put in the pages, checked against the model.
-            prompts = {rid: prompt for rid, prompt, _, _, _ in work}
+            reqs = {rid: (prompt, pages) for rid, prompt, pages, _, _ in work}
             bad = []
             for spec in meta.loads:
-                for i, page in enumerate(spec.pages):
+                prompt, pages = reqs[spec.req_id]
+                for page in spec.pages:
+                    block = pages.index(page)
                     for layer, name in enumerate(layer_names()):
                         for kv in (0, 1):
-                            want = kv_of(prompts[spec.req_id], i * BS, layer, kv)
+                            want = kv_of(prompt, block * BS, layer, kv)
                             if not torch.equal(caches[name][kv][page], want):
                                 bad.append((spec.req_id, page, layer, kv))
             conn.send(("ok", out, bad))
@@ -122,30 +129,66 @@ class Worker:
             fail("a worker exited %s" % self.proc.exitcode)
 
 
-def run_request(sched, worker, rid, prompt, pages, want_matched):
+def run_request(sched, worker, rid, prompt, pages, want_matched, local=0, vllm_order=False):
+    """One request through both sides: local = tokens the engine's own prefix cache
+    holds (a load starts after them); vllm_order: the request is freed before the
+    scheduler side sees the step's output, as vLLM's scheduler does."""
     req = kc.ConnectorRequest(rid, prompt)
-    matched, is_async = sched.get_num_new_matched_tokens(req, 0)
+    matched, is_async = sched.get_num_new_matched_tokens(req, local)
     if matched != want_matched or is_async:
         fail("%s: matched %d tokens (async %s), want %d" % (rid, matched, is_async, want_matched))
     sched.update_state_after_alloc(req, pages, matched)
+    computed = local + matched
     out_sched = kc.SchedulerOutput(
-        scheduled_new_reqs=[kc.NewRequestData(rid, prompt, pages, matched)],
-        num_scheduled_tokens={rid: len(prompt) - matched})
+        scheduled_new_reqs=[kc.NewRequestData(rid, prompt, pages, computed)],
+        num_scheduled_tokens={rid: len(prompt) - computed})
     meta = sched.build_connector_meta(out_sched)
-    want_loads = matched // BS
-    got_loads = sum(len(s.pages) for s in meta.loads)
-    if got_loads != want_loads:
-        fail("%s: the metadata loads %d blocks, want %d" % (rid, got_loads, want_loads))
-    out = worker.step(meta, [(rid, prompt, pages, matched, len(prompt) - matched)])
+    check_loads(rid, meta, pages[local // BS:computed // BS])
+    out = worker.step(meta, [(rid, prompt, pages, computed, len(prompt) - computed)])
     if out.invalid_block_ids:
         fail("%s: blocks failed to load: %s" % (rid, sorted(out.invalid_block_ids)))
-    if want_loads and rid not in out.finished_recving:
+    if matched and rid not in out.finished_recving:
         fail("%s: its load is not reported finished" % rid)
-    sched.update_connector_output(out)
-    delay, _ = sched.request_finished(req, pages)
+    if vllm_order:
+        delay, _ = sched.request_finished(req, pages)
+        sched.update_connector_output(out)
+    else:
+        sched.update_connector_output(out)
+        delay, _ = sched.request_finished(req, pages)
     if delay:
-        fail("%s: request_finished still holds its pages after the saves completed" % rid)
+        fail("%s: request_finished holds its pages" % rid)
     return meta
+
+
+def check_loads(rid, meta, want_pages):
+    got = [p for s in meta.loads for p in s.pages]
+    if got != want_pages:
+        fail("%s: the metadata loads into pages %s, want %s" % (rid, got, want_pages))
+
+
+def preempted(sched, worker, rid, prompt, pages, new_pages, want_matched):
+    """A request loaded, preempted before it finished, and resumed on other pages: it
+    is loaded again there."""
+    req = kc.ConnectorRequest(rid, prompt)
+    matched, _ = sched.get_num_new_matched_tokens(req, 0)
+    sched.update_state_after_alloc(req, pages, matched)
+    meta = sched.build_connector_meta(kc.SchedulerOutput(
+        scheduled_new_reqs=[kc.NewRequestData(rid, prompt, pages, matched)],
+        num_scheduled_tokens={rid: BS}))  # one block of chunked prefill, then preempted
+    check_loads(rid, meta, pages[:matched // BS])
+    sched.update_connector_output(worker.step(meta, [(rid, prompt, pages, matched, BS)]))
+    # resumed: the engine asks again and allocates new pages
+    again, _ = sched.get_num_new_matched_tokens(req, 0)
+    if again != want_matched:
+        fail("%s: resumed, matched %d, want %d" % (rid, again, want_matched))
+    sched.update_state_after_alloc(req, new_pages, again)
+    meta = sched.build_connector_meta(kc.SchedulerOutput(
+        scheduled_cached_reqs=[kc.CachedRequestData(rid, new_pages, again, True)],
+        num_scheduled_tokens={rid: len(prompt) - again}))
+    check_loads(rid + " (resumed)", meta, new_pages[:again // BS])
+    out = worker.step(meta, [(rid, prompt, new_pages, again, len(prompt) - again)])
+    sched.update_connector_output(out)
+    sched.request_finished(req, new_pages)
 
 
 def bad_calls(sched, disable_shm):
@@ -194,13 +237,17 @@ def main():
     meta = run_request(sched, w2, "req-b", b, list(range(10, 17)), 80)
     if not meta.saves or meta.saves[0].pages != [15]:
         fail("req-b: want its sixth block saved from page 15, got %s" % meta.saves)
-    run_request(sched, w1, "req-c", c, list(range(20, 27)), 96)
+    # all of it loaded but the tail: a load and no save; freed before its output
+    run_request(sched, w1, "req-c", c, list(range(20, 27)), 96, vllm_order=True)
+    # the engine's own cache holds 2 blocks: kvtier loads blocks 2..5 into pages 2..5
+    run_request(sched, w2, "req-d", c, list(range(0, 7)), 64, local=32)
+    preempted(sched, w1, "req-e", c, list(range(8, 15)), list(range(16, 23)), 96)
     bad_calls(sched, disable_shm)
     w1.close()
     w2.close()
     stats = sched.client.stats(config().instance_id)
     sched.close()
-    print("it_connector: 3 requests, %s" % {k: v for k, v in stats.items()
+    print("it_connector: 5 requests, %s" % {k: v for k, v in stats.items()
                                               if "hit" in k or "put" in k})
 
 

@@ -119,10 +119,12 @@ class NewRequestData:
 
 @dataclass
 class CachedRequestData:
-    """vLLM's CachedRequestData, one request: scheduled again (chunked prefill)."""
+    """vLLM's CachedRequestData, one request: scheduled again (chunked prefill, or
+    resumed after preemption: then new_block_ids is its whole block list)."""
     req_id: str
     new_block_ids: List[int]
     num_computed_tokens: int
+    resumed_from_preemption: bool = False
 
 
 @dataclass
@@ -184,7 +186,8 @@ class _SchedState:
         self.req_id = req_id
         self.keys = keys            # full prompt blocks' keys
         self.pages = []             # page of block i
-        self.load_blocks = 0        # blocks [0, load_blocks) come from kvtier
+        self.load_first = 0         # blocks [load_first, load_first + load_blocks)
+        self.load_blocks = 0        # come from kvtier (those before: the engine's own cache)
         self.load_sent = False
         self.saved_to = 0           # blocks [0, saved_to) stored or handed to a save
         self.computed_to = 0        # blocks [0, computed_to) computed by the end of the step
@@ -211,6 +214,7 @@ class KVTierConnector:
                                       segments=config.segments)
         # scheduler side
         self._reqs = {}
+        self._computed_hint = {}    # request id -> num_computed_tokens of the last ask
         # worker side
         self._layers = []           # layer names in order
         self._caches = {}           # layer name -> tensor
@@ -252,6 +256,9 @@ class KVTierConnector:
         if usable <= 0:
             return 0, False
         hits = self.client.lookup(self.config.instance_id, keys[:usable])[0]
+        # What the engine has already (its own prefix cache) is where a load starts:
+        # update_state_after_alloc reads it back (the last ask before the alloc).
+        self._computed_hint[request.request_id] = num_computed_tokens
         return max(0, hits * self.config.block_size - num_computed_tokens), False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
@@ -260,11 +267,18 @@ class KVTierConnector:
         pages = _block_ids(blocks)
         if len(pages) > len(st.pages):
             st.pages = pages
-        if num_external_tokens > 0 and not st.load_sent:
-            if num_external_tokens % self.config.block_size:
-                raise ValueError("update_state_after_alloc: %d external tokens is not whole "
-                                 "blocks of %d" % (num_external_tokens, self.config.block_size))
-            st.load_blocks = num_external_tokens // self.config.block_size
+        computed = self._computed_hint.pop(request.request_id, 0)
+        loading = any(k == "get" for k, _ in st.open.values())
+        if num_external_tokens > 0 and not loading:
+            bs = self.config.block_size
+            if num_external_tokens % bs or computed % bs:
+                raise ValueError("update_state_after_alloc: %d external tokens after %d "
+                                 "computed is not whole blocks of %d" %
+                                 (num_external_tokens, computed, bs))
+            # a new load: the first allocation, or the request resumed after preemption
+            st.load_first = computed // bs
+            st.load_blocks = num_external_tokens // bs
+            st.load_sent = False
 
     def build_connector_meta(self, scheduler_output):
         """Opens this step's windows at kvtier and describes them for the workers."""
@@ -284,7 +298,9 @@ class KVTierConnector:
             st = self._reqs.get(cr.req_id)
             if st is None:
                 continue  # not one of ours (no prompt seen)
-            st.pages = st.pages + _block_ids(cr.new_block_ids)
+            new = _block_ids(cr.new_block_ids)
+            # resumed after preemption: new_block_ids is the whole list again
+            st.pages = new if cr.resumed_from_preemption else st.pages + new
             steps.append((st, cr.num_computed_tokens))
         for st, computed in steps:
             n_sched = scheduler_output.num_scheduled_tokens.get(st.req_id, 0)
@@ -293,7 +309,6 @@ class KVTierConnector:
             # Full prompt blocks this step leaves computed.
             done = min(len(st.keys), (computed + n_sched) // cfg.block_size)
             st.computed_to = max(st.computed_to, done)
-            st.saved_to = max(st.saved_to, st.load_blocks)
             save = self._open_save(st)
             if save is not None:
                 meta.saves.append(save)
@@ -301,13 +316,18 @@ class KVTierConnector:
 
     def _open_load(self, st):
         st.load_sent = True
-        keys = st.keys[:st.load_blocks]
+        first, n = st.load_first, st.load_blocks
+        keys = st.keys[first:first + n]
         tok = self.client.prepare_get(self.config.instance_id, st.req_id, keys)
-        got = tok.keys
-        # A prefix pin: the hits are keys[:count]; the rest went since the lookup.
-        pages = st.pages[:len(got)]
-        missing = st.pages[len(got):st.load_blocks]
-        if not got:
+        pinned = set(tok.keys)  # blocks gone since the lookup are left out
+        index = {k: i for i, k in enumerate(keys)}
+        pages = [st.pages[first + index[k]] for k in tok.keys]
+        missing = [st.pages[first + i] for i, k in enumerate(keys) if k not in pinned]
+        # Blocks from the first missing one on are the engine's to compute again
+        # (invalid_block_ids): they are saved like any computed block.
+        held = next((i for i, k in enumerate(keys) if k not in pinned), n)
+        st.saved_to = max(st.saved_to, first + held)
+        if not tok.keys:
             self.client.complete_get(tok)
             return LoadSpec(st.req_id, b"", [], missing)
         st.open[id(tok)] = ("get", tok)
@@ -355,26 +375,23 @@ class KVTierConnector:
                 self._end(st)
 
     def request_finished(self, request, block_ids=None):
-        """(delay_free, kv_transfer_params): never delays — a step's saves copied the
-        pages before the step ended (wait_for_save), so the engine may reuse them. A
-        save whose result has not come back yet keeps the request open at kvtier until
-        update_connector_output completes it."""
+        """(delay_free, kv_transfer_params): never delays — a step's loads and saves
+        are done before the step ends (wait_for_layer_load, wait_for_save), so the
+        engine may reuse the pages. A window whose result has not come back yet (vLLM
+        frees a request before it hands the scheduler the step's output) keeps the
+        request open at kvtier until update_connector_output completes it."""
         self._need(ROLE_SCHEDULER)
+        self._computed_hint.pop(request.request_id, None)
         st = self._reqs.get(request.request_id)
         if st is None:
             return False, None
         st.finished = True
-        if not any(k == "put" for k, _ in st.open.values()):
+        if not st.open:
             self._end(st)
         return False, None
 
     def _end(self, st):
-        for kind, tok in list(st.open.values()):  # a load never run: release its pins
-            if kind == "get":
-                self.client.complete_get(tok, [False] * tok.count)
-            else:
-                self.client.complete_put(tok, [False] * tok.count)
-        st.open.clear()
+        """Ends the request at kvtier; its windows are all completed by now."""
         self._reqs.pop(st.req_id, None)
         if st.begun:
             self.client.request_end(self.config.instance_id, st.req_id)
