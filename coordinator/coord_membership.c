@@ -74,11 +74,12 @@ int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metric
         json_object_set_new(v, "metrics", json_string(metrics));
     /* issue 11: a gpu tier's device access (hex), fields older readers ignore */
     char hex[2 * sizeof t->cuda_ipc_handle.bytes + 1];
-    if (t->cuda_ipc_handle.size)
+    /* only whole ones: the decoder takes exactly a handle's and a UUID's bytes */
+    if (t->cuda_ipc_handle.size == sizeof t->cuda_ipc_handle.bytes)
         json_object_set_new(
             v, "cuda_ipc_handle",
             json_string(s_hex(t->cuda_ipc_handle.bytes, t->cuda_ipc_handle.size, hex)));
-    if (t->gpu_uuid.size)
+    if (t->gpu_uuid.size == sizeof t->gpu_uuid.bytes)
         json_object_set_new(v, "gpu_uuid",
                             json_string(s_hex(t->gpu_uuid.bytes, t->gpu_uuid.size, hex)));
     if (t->slot_stride)
