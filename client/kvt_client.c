@@ -440,8 +440,10 @@ static int s_discover_static(kvt_client_t *c, const char *what, int64_t deadline
         for (uint32_t i = 0; i < n && off < sizeof sum; i++) {
             if (pr[i].code == kvtier_StatusCode_STATUS_TIMEOUT)
                 code = kvtier_StatusCode_STATUS_TIMEOUT;
-            int w = snprintf(sum + off, sizeof sum - off, "%s%s: %s %s", i ? "; " : "",
-                             c->coordinators[i], bus_status_name((int)pr[i].code), pr[i].msg);
+            int w = snprintf(sum + off, sizeof sum - off, "%s%s: %s%s%s", i ? "; " : "",
+                             c->coordinators[i],
+                             pr[i].wrong_cluster ? "" : bus_status_name((int)pr[i].code),
+                             pr[i].wrong_cluster ? "" : " ", pr[i].msg);
             off += w > 0 ? (size_t)w : 0;
         }
         rc = kvti_fail(c, (int)code, what, "no coordinator named a leader (%s)", sum);
