@@ -42,9 +42,10 @@ static inline void ck_sched_config(sched_config_t *sc, const char *cluster, uint
     sc->chains[0].tier_ids[0] = 1;
 }
 
-/* The tier actor of s: 0, or -1. */
-static inline int ck_tier_start(ck_service_t *s, const char *tag, uint64_t capacity,
-                                uint64_t slot_size)
+/* The tier actor of s, with one backend option key = value when key is not NULL
+ * (as a deployment file gives it: "verify_reads" = "true"): 0, or -1. */
+static inline int ck_tier_start_with(ck_service_t *s, const char *tag, uint64_t capacity,
+                                     uint64_t slot_size, const char *key, const char *value)
 {
     snprintf(s->shm, sizeof s->shm, "/kvtc-%s-%d", tag, (int)getpid());
     s->capacity = capacity;
@@ -55,11 +56,19 @@ static inline int ck_tier_start(ck_service_t *s, const char *tag, uint64_t capac
     snprintf(tc.tier.path, sizeof tc.tier.path, "%s", s->shm);
     tc.tier.capacity = capacity;
     tc.tier.slot_size = slot_size;
+    if (key && tier_config_set(&tc.tier, key, value) != 0)
+        return -1;
     s->tier = tier_actor_new(&tc);
     if (!s->tier)
         return -1;
     tier_actor_endpoint(s->tier, s->tier_ep, sizeof s->tier_ep);
     return 0;
+}
+
+static inline int ck_tier_start(ck_service_t *s, const char *tag, uint64_t capacity,
+                                uint64_t slot_size)
+{
+    return ck_tier_start_with(s, tag, capacity, slot_size, NULL, NULL);
 }
 
 /* Tells sched that s's tier is up (as the membership watcher would). 0, or -1. */

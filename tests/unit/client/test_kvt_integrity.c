@@ -25,6 +25,7 @@
 
 #include "bus_fault.h"
 #include "bus_host.h"
+#include "client_testkit.h"
 #include "kvtier.h"
 #include "sched_actor.h"
 #include "tier_actor.h"
@@ -40,9 +41,7 @@
 #define T_WRITE_GRACE_MS 3000
 
 typedef struct {
-    zactor_t *tier;
-    zactor_t *sched;
-    char sched_ep[256];
+    ck_service_t svc;
     kvt_client_t *c;  /* shared memory allowed */
     kvt_client_t *cf; /* frames only */
     uint8_t *src[T_MAXK], *dst[T_MAXK];
@@ -52,7 +51,8 @@ typedef struct {
 static kvt_client_t *t_client(t_env_t *e, bool disable_shm)
 {
     char err[512];
-    kvt_options_t o = {.coordinators = e->sched_ep, .timeout_ms = 5000, .disable_shm = disable_shm};
+    kvt_options_t o = {
+        .coordinators = e->svc.sched_ep, .timeout_ms = 5000, .disable_shm = disable_shm};
     kvt_client_t *c = kvt_connect(&o, err, sizeof err);
     if (!c)
         fprintf(stderr, "connect: %s\n", err);
@@ -62,51 +62,18 @@ static kvt_client_t *t_client(t_env_t *e, bool disable_shm)
 static int s_setup_env(void **state, bool verify_reads)
 {
     t_env_t *e = calloc(1, sizeof *e);
-    char shm[64];
-    snprintf(shm, sizeof shm, "/kvtc-integ-%d", (int)getpid());
-    tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
-    snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
-    snprintf(tc.tier.kind, sizeof tc.tier.kind, "host");
-    snprintf(tc.tier.path, sizeof tc.tier.path, "%s", shm);
-    tc.tier.capacity = T_CAPACITY;
-    tc.tier.slot_size = T_SLOT;
-    if (verify_reads) /* the host tier's option, as a deployment file gives it */
-        assert_int_equal(tier_config_set(&tc.tier, "verify_reads", "true"), 0);
-    e->tier = tier_actor_new(&tc);
-    if (!e->tier)
+    /* verify_reads: the host tier's option, as a deployment file gives it */
+    if (ck_tier_start_with(&e->svc, "integ", T_CAPACITY, T_SLOT,
+                           verify_reads ? "verify_reads" : NULL, "true") < 0)
         return -1;
-    char tier_ep[128];
-    tier_actor_endpoint(e->tier, tier_ep, sizeof tier_ep);
-
     sched_config_t sc;
-    sched_config_defaults(&sc);
-    snprintf(sc.cluster, sizeof sc.cluster, "e2e");
+    ck_sched_config(&sc, "e2e", T_CAPACITY, T_SLOT);
     sc.write_grace_ms = T_WRITE_GRACE_MS; /* short, for the stale-token rule below */
-    sc.n_tiers = 1;
-    sc.tiers[0] = (sched_tier_config_t){.tier_id = 1, .capacity = T_CAPACITY, .slot_size = T_SLOT};
-    snprintf(sc.tiers[0].name, sizeof sc.tiers[0].name, "host0");
-    snprintf(sc.tiers[0].kind, sizeof sc.tiers[0].kind, "host");
-    sc.n_chains = 1;
-    snprintf(sc.chains[0].name, sizeof sc.chains[0].name, "default");
-    sc.chains[0].n_tiers = 1;
-    sc.chains[0].tier_ids[0] = 1;
-    e->sched = sched_actor_new(&sc);
-    if (!e->sched)
+    e->svc.sched = sched_actor_new(&sc);
+    if (!e->svc.sched)
         return -1;
-    sched_actor_endpoint(e->sched, e->sched_ep, sizeof e->sched_ep);
-
-    kvtier_TierInfo ti = kvtier_TierInfo_init_zero;
-    ti.tier_id = 1;
-    snprintf(ti.name, sizeof ti.name, "host0");
-    ti.kind = kvtier_TierKind_TIER_KIND_HOST;
-    snprintf(ti.endpoint, sizeof ti.endpoint, "%s", tier_ep);
-    bus_host_identity(NULL, ti.host, sizeof ti.host);
-    snprintf(ti.shm, sizeof ti.shm, "%s", shm);
-    ti.epoch = tier_actor_epoch(e->tier);
-    ti.capacity_slots = T_CAPACITY;
-    ti.slot_bytes = T_SLOT;
-    ti.up = true;
-    if (sched_actor_tier_change(e->sched, true, &ti) != 0)
+    sched_actor_endpoint(e->svc.sched, e->svc.sched_ep, sizeof e->svc.sched_ep);
+    if (ck_announce(e->svc.sched, &e->svc) < 0)
         return -1;
 
     e->c = t_client(e, false);
@@ -142,8 +109,7 @@ static int s_teardown(void **state)
     t_env_t *e = *state;
     kvt_close(&e->c);
     kvt_close(&e->cf);
-    zactor_destroy(&e->sched);
-    zactor_destroy(&e->tier);
+    ck_stop(&e->svc);
     for (int i = 0; i < T_MAXK; i++) {
         free(e->src[i]);
         free(e->dst[i]);
@@ -286,7 +252,7 @@ static void flips_are_refused_by_a_tier_that_verifies_reads(void **state)
     s_read_all(e, keys, &t);
     uint64_t injected = s_injected();
     tier_actor_stats_t st;
-    assert_int_equal(tier_actor_stats(e->tier, &st), 0);
+    assert_int_equal(tier_actor_stats(e->svc.tier, &st), 0);
     print_message("      %u block reads: %" PRIu64 " flips injected, %" PRIu64
                   " requests refused by the tier (%" PRIu64 " checksum failures), %" PRIu64
                   " wrong\n",
@@ -353,7 +319,7 @@ static void damaged_blocks_in_memory_leave_the_index_when_the_tier_verifies(void
     assert_int_equal(kvt_request_end(e->cf, T_INST, "damaged", &info), 0);
 
     tier_actor_stats_t st;
-    assert_int_equal(tier_actor_stats(e->tier, &st), 0);
+    assert_int_equal(tier_actor_stats(e->svc.tier, &st), 0);
     assert_int_equal(st.checksum_failures, T_MAXK);
     assert_int_equal(st.drops_noticed, T_MAXK);
     /* the scheduler takes them out on the notice, not at a gc round (none runs here) */
