@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bus_le.h"
+
 #define S_MAGIC "KVT1"
 #define S_PREFIX_BYTES 6u /* magic + version: where they are in every version */
 
@@ -22,45 +24,6 @@ _Static_assert(BUS_TOKEN_ENDPOINT_MAX >= BUS_TIER_ENDPOINT_MAX &&
                "a token tier record holds every TierInfo string it copies");
 /* u32 tier_id, u64 slot_size, u64 epoch, then three u16-prefixed strings */
 #define S_TIER_FIXED_BYTES (4u + 8u + 8u + 3u * 2u)
-
-static void s_put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void s_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void s_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t s_get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t s_get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t s_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 /* Kinds this build reads and writes. */
 static bool s_kind_ok(uint32_t kind)
@@ -123,7 +86,7 @@ static bool s_entry_ok(bus_token_kind_t kind, uint32_t n_tiers, uint16_t tier, u
 static uint8_t *s_put_str(uint8_t *p, const char *s, size_t max)
 {
     size_t n = s_field_len(s, max);
-    s_put16(p, (uint16_t)n);
+    bus_le_put16(p, (uint16_t)n);
     memcpy(p + 2, s, n);
     return p + 2 + n;
 }
@@ -132,27 +95,27 @@ static uint8_t *s_put_header(uint8_t *p, bus_token_kind_t kind, const bus_token_
                              uint32_t n_tiers, uint32_t n_entries)
 {
     memcpy(p, S_MAGIC, 4);
-    s_put16(p + 4, BUS_TOKEN_VERSION);
-    s_put16(p + 6, (uint16_t)kind);
-    s_put32(p + 8, m->flags);
-    s_put16(p + 12, (uint16_t)n_tiers);
-    s_put16(p + 14, 0);
-    s_put32(p + 16, n_entries);
-    s_put32(p + 20, m->n_get);
-    s_put64(p + 24, m->token_id);
-    s_put64(p + 32, m->issuer);
-    s_put64(p + 40, m->leader_epoch);
-    s_put64(p + 48, m->expiry_ms);
-    s_put32(p + 56, m->instance);
-    s_put32(p + 60, 0);
+    bus_le_put16(p + 4, BUS_TOKEN_VERSION);
+    bus_le_put16(p + 6, (uint16_t)kind);
+    bus_le_put32(p + 8, m->flags);
+    bus_le_put16(p + 12, (uint16_t)n_tiers);
+    bus_le_put16(p + 14, 0);
+    bus_le_put32(p + 16, n_entries);
+    bus_le_put32(p + 20, m->n_get);
+    bus_le_put64(p + 24, m->token_id);
+    bus_le_put64(p + 32, m->issuer);
+    bus_le_put64(p + 40, m->leader_epoch);
+    bus_le_put64(p + 48, m->expiry_ms);
+    bus_le_put32(p + 56, m->instance);
+    bus_le_put32(p + 60, 0);
     return p + BUS_TOKEN_HEADER_BYTES;
 }
 
 static uint8_t *s_put_tier(uint8_t *p, const bus_token_tier_t *t)
 {
-    s_put32(p, t->tier_id);
-    s_put64(p + 4, t->slot_size);
-    s_put64(p + 12, t->epoch);
+    bus_le_put32(p, t->tier_id);
+    bus_le_put64(p + 4, t->slot_size);
+    bus_le_put64(p + 12, t->epoch);
     p += 20;
     p = s_put_str(p, t->endpoint, BUS_TOKEN_ENDPOINT_MAX);
     p = s_put_str(p, t->shm, BUS_TOKEN_NAME_MAX);
@@ -161,11 +124,11 @@ static uint8_t *s_put_tier(uint8_t *p, const bus_token_tier_t *t)
 
 static uint8_t *s_put_entry(uint8_t *p, const bus_token_entry_t *e)
 {
-    s_put16(p, e->tier);
-    s_put16(p + 2, e->src_tier);
-    s_put32(p + 4, e->size);
-    s_put64(p + 8, e->slot);
-    s_put64(p + 16, e->src_slot);
+    bus_le_put16(p, e->tier);
+    bus_le_put16(p + 2, e->src_tier);
+    bus_le_put32(p + 4, e->size);
+    bus_le_put64(p + 8, e->slot);
+    bus_le_put64(p + 16, e->src_slot);
     return p + BUS_TOKEN_ENTRY_BYTES;
 }
 
@@ -196,8 +159,8 @@ int bus_token_encode(bus_token_kind_t kind, const bus_token_meta_t *meta,
         p = s_put_tier(p, &tiers[i]);
     for (uint32_t i = 0; i < n_entries; i++)
         p = s_put_entry(p, &entries[i]);
-    s_put16(p, BUS_TOKEN_MAC_NONE);
-    s_put16(p + 2, 0);
+    bus_le_put16(p, BUS_TOKEN_MAC_NONE);
+    bus_le_put16(p + 2, 0);
     p += BUS_TOKEN_TRAILER_BYTES;
     *len = (size_t)(p - buf);
     return 0;
@@ -223,7 +186,7 @@ static int s_get_str(const uint8_t *buf, size_t len, size_t *off, char *out, siz
 {
     if (len - *off < 2)
         return s_fail(err, errlen, "token payload: tier %u %s length cut short", tier, what);
-    size_t n = s_get16(buf + *off);
+    size_t n = bus_le_get16(buf + *off);
     *off += 2;
     if (n >= max)
         return s_fail(err, errlen, "token payload: tier %u %s is %zu bytes, at most %zu", tier,
@@ -245,9 +208,9 @@ static int s_decode_tiers(const uint8_t *buf, size_t len, size_t *off, bus_token
         bus_token_tier_t *t = &view->tiers[i];
         if (len - *off < 20)
             return s_fail(err, errlen, "token payload: tier %u cut short", i);
-        t->tier_id = s_get32(buf + *off);
-        t->slot_size = s_get64(buf + *off + 4);
-        t->epoch = s_get64(buf + *off + 12);
+        t->tier_id = bus_le_get32(buf + *off);
+        t->slot_size = bus_le_get64(buf + *off + 4);
+        t->epoch = bus_le_get64(buf + *off + 12);
         *off += 20;
         int rc = s_get_str(buf, len, off, t->endpoint, BUS_TOKEN_ENDPOINT_MAX, i, "endpoint", err,
                            errlen);
@@ -270,7 +233,7 @@ static int s_check_prefix(const uint8_t *buf, size_t len, char *err, size_t errl
                       buf ? len : 0, BUS_TOKEN_HEADER_BYTES);
     if (memcmp(buf, S_MAGIC, 4) != 0)
         return s_fail(err, errlen, "token payload: bad magic (not a kvtier token)");
-    uint16_t version = s_get16(buf + 4);
+    uint16_t version = bus_le_get16(buf + 4);
     if (version == 1)
         return s_fail(err, errlen,
                       "token payload: token version 1 is from an older coordinator (this build "
@@ -293,22 +256,22 @@ static int s_decode_header(const uint8_t *buf, size_t len, bus_token_view_t *vie
     if (len < BUS_TOKEN_HEADER_BYTES)
         return s_fail(err, errlen, "token payload: %zu bytes, shorter than its %u-byte header", len,
                       BUS_TOKEN_HEADER_BYTES);
-    uint16_t kind = s_get16(buf + 6);
+    uint16_t kind = bus_le_get16(buf + 6);
     if (!s_kind_ok(kind))
         return s_fail(err, errlen, "token payload: unknown kind %u", kind);
-    uint32_t flags = s_get32(buf + 8);
+    uint32_t flags = bus_le_get32(buf + 8);
     if ((flags & ~BUS_TOKEN_F_KNOWN) != 0)
         return s_fail(err, errlen,
                       "token payload: unknown flag bits 0x%x (this build knows 0x%x): minted by "
                       "a newer coordinator",
                       flags & ~BUS_TOKEN_F_KNOWN, BUS_TOKEN_F_KNOWN);
-    uint16_t n_tiers = s_get16(buf + 12);
+    uint16_t n_tiers = bus_le_get16(buf + 12);
     if (n_tiers > BUS_TOKEN_MAX_TIERS)
         return s_fail(err, errlen, "token payload: %u tiers, at most %u", n_tiers,
                       BUS_TOKEN_MAX_TIERS);
-    if (s_get16(buf + 14) != 0 || s_get32(buf + 60) != 0)
+    if (bus_le_get16(buf + 14) != 0 || bus_le_get32(buf + 60) != 0)
         return s_fail(err, errlen, "token payload: reserved header field is not 0");
-    uint32_t n_get = s_get32(buf + 20), n = s_get32(buf + 16);
+    uint32_t n_get = bus_le_get32(buf + 20), n = bus_le_get32(buf + 16);
     if (kind != BUS_TOKEN_GET_PUT && n_get != 0)
         return s_fail(err, errlen,
                       "token payload: n_get %u on a kind %u token (only get+put windows split "
@@ -322,12 +285,12 @@ static int s_decode_header(const uint8_t *buf, size_t len, bus_token_view_t *vie
     view->n_tiers = n_tiers;
     view->meta = (bus_token_meta_t){.flags = flags,
                                     .n_get = n_get,
-                                    .token_id = s_get64(buf + 24),
-                                    .issuer = s_get64(buf + 32),
-                                    .leader_epoch = s_get64(buf + 40),
-                                    .expiry_ms = s_get64(buf + 48),
-                                    .instance = s_get32(buf + 56)};
-    *n_entries = s_get32(buf + 16);
+                                    .token_id = bus_le_get64(buf + 24),
+                                    .issuer = bus_le_get64(buf + 32),
+                                    .leader_epoch = bus_le_get64(buf + 40),
+                                    .expiry_ms = bus_le_get64(buf + 48),
+                                    .instance = bus_le_get32(buf + 56)};
+    *n_entries = bus_le_get32(buf + 16);
     return 0;
 }
 
@@ -343,7 +306,7 @@ static int s_decode_rest(const uint8_t *buf, size_t len, size_t off, uint32_t n_
                       "MAC trailer",
                       len - off, n_entries, BUS_TOKEN_ENTRY_BYTES, BUS_TOKEN_TRAILER_BYTES);
     const uint8_t *t = buf + off + ebytes;
-    uint16_t alg = s_get16(t), mac_len = s_get16(t + 2);
+    uint16_t alg = bus_le_get16(t), mac_len = bus_le_get16(t + 2);
     if (rest != ebytes + BUS_TOKEN_TRAILER_BYTES + mac_len)
         return s_fail(err, errlen,
                       "token payload: %zu entry bytes for %u entries of %u bytes and a MAC "
@@ -365,7 +328,7 @@ static int s_decode_rest(const uint8_t *buf, size_t len, size_t off, uint32_t n_
                       mac_len, BUS_TOKEN_MAC_HMAC_BYTES);
     for (uint32_t i = 0; i < n_entries; i++) {
         const uint8_t *e = buf + off + (size_t)i * BUS_TOKEN_ENTRY_BYTES;
-        uint16_t tier = s_get16(e), src = s_get16(e + 2);
+        uint16_t tier = bus_le_get16(e), src = bus_le_get16(e + 2);
         if (!s_entry_ok(view->kind, view->n_tiers, tier, src))
             return s_fail(err, errlen,
                           "token payload: entry %u names tier %u / source %u (%u tiers, kind %u)",
@@ -408,9 +371,9 @@ void bus_token_entry_at(const bus_token_view_t *view, uint32_t i, bus_token_entr
     if (!view || i >= view->n_entries || !view->entries)
         return;
     const uint8_t *e = view->entries + (size_t)i * BUS_TOKEN_ENTRY_BYTES;
-    out->tier = s_get16(e);
-    out->src_tier = s_get16(e + 2);
-    out->size = s_get32(e + 4);
-    out->slot = s_get64(e + 8);
-    out->src_slot = s_get64(e + 16);
+    out->tier = bus_le_get16(e);
+    out->src_tier = bus_le_get16(e + 2);
+    out->size = bus_le_get32(e + 4);
+    out->slot = bus_le_get64(e + 8);
+    out->src_slot = bus_le_get64(e + 16);
 }

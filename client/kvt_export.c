@@ -10,6 +10,7 @@
 
 #include <xxhash.h>
 
+#include "bus_le.h"
 #include "kvt_export.h"
 #include "kvtier.h"
 
@@ -26,42 +27,6 @@ static void s_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-static void s_put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void s_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void s_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t s_get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t s_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t s_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 static bool s_kind_ok(uint16_t kind)
@@ -95,18 +60,18 @@ int kvti_tokx_encode(const kvti_tokx_t *x, uint8_t *buf, size_t cap, size_t *len
         return -1;
     }
     memcpy(buf, KVTI_TOKX_MAGIC, 4);
-    s_put16(buf + 4, KVTI_TOKX_VERSION);
-    s_put16(buf + 6, x->kind);
-    s_put32(buf + 8, 0);
-    s_put32(buf + 12, x->n_keys);
-    s_put64(buf + 16, x->token_id);
-    s_put64(buf + 24, x->prepare_id);
-    s_put64(buf + 32, x->lease_ms);
-    s_put64(buf + 40, x->remaining_ms);
-    s_put64(buf + 48, x->leader_epoch);
-    s_put64(buf + 56, x->bytes_per_block);
-    s_put32(buf + 64, x->segments);
-    s_put32(buf + 68, x->payload_len);
+    bus_le_put16(buf + 4, KVTI_TOKX_VERSION);
+    bus_le_put16(buf + 6, x->kind);
+    bus_le_put32(buf + 8, 0);
+    bus_le_put32(buf + 12, x->n_keys);
+    bus_le_put64(buf + 16, x->token_id);
+    bus_le_put64(buf + 24, x->prepare_id);
+    bus_le_put64(buf + 32, x->lease_ms);
+    bus_le_put64(buf + 40, x->remaining_ms);
+    bus_le_put64(buf + 48, x->leader_epoch);
+    bus_le_put64(buf + 56, x->bytes_per_block);
+    bus_le_put32(buf + 64, x->segments);
+    bus_le_put32(buf + 68, x->payload_len);
     size_t o = KVTI_TOKX_HEADER;
     const char *strs[3] = {x->cluster, x->instance_id, x->request_id};
     for (int i = 0; i < 3; i++) {
@@ -121,7 +86,7 @@ int kvti_tokx_encode(const kvti_tokx_t *x, uint8_t *buf, size_t cap, size_t *len
     if (x->payload_len)
         memcpy(buf + o, x->payload, x->payload_len);
     o += x->payload_len;
-    s_put64(buf + o, XXH3_64bits(buf, o));
+    bus_le_put64(buf + o, XXH3_64bits(buf, o));
     return 0;
 }
 
@@ -138,30 +103,30 @@ static int s_frame(const uint8_t *buf, size_t len, const char *magic, uint16_t v
               buf[1], buf[2], buf[3], magic);
         return -1;
     }
-    if (s_get16(buf + 4) != version) {
+    if (bus_le_get16(buf + 4) != version) {
         s_err(err, errlen, "%s version %u: this library reads version %u only", what,
-              s_get16(buf + 4), version);
+              bus_le_get16(buf + 4), version);
         return -1;
     }
     if (len < header + S_SUM) {
         s_err(err, errlen, "%zu bytes: shorter than %s's header (cut off?)", len, what);
         return -1;
     }
-    if (s_get64(buf + len - S_SUM) != XXH3_64bits(buf, len - S_SUM)) {
+    if (bus_le_get64(buf + len - S_SUM) != XXH3_64bits(buf, len - S_SUM)) {
         s_err(err, errlen, "%s: the checksum does not match its bytes (altered, or cut off)", what);
         return -1;
     }
-    if (s_get32(buf + 8) != 0) {
-        s_err(err, errlen, "%s: flags 0x%x unknown to version %u", what, s_get32(buf + 8), version);
+    if (bus_le_get32(buf + 8) != 0) {
+        s_err(err, errlen, "%s: flags 0x%x unknown to version %u", what, bus_le_get32(buf + 8), version);
         return -1;
     }
-    if (!s_kind_ok(s_get16(buf + 6))) {
+    if (!s_kind_ok(bus_le_get16(buf + 6))) {
         s_err(err, errlen, "%s: kind %u is not get (1), put (2) or prefetch (3)", what,
-              s_get16(buf + 6));
+              bus_le_get16(buf + 6));
         return -1;
     }
-    if (s_get32(buf + 12) > KVT_MAX_KEYS) {
-        s_err(err, errlen, "%s: %u keys, at most %u", what, s_get32(buf + 12), KVT_MAX_KEYS);
+    if (bus_le_get32(buf + 12) > KVT_MAX_KEYS) {
+        s_err(err, errlen, "%s: %u keys, at most %u", what, bus_le_get32(buf + 12), KVT_MAX_KEYS);
         return -1;
     }
     return 0;
@@ -173,16 +138,16 @@ int kvti_tokx_decode(const uint8_t *buf, size_t len, kvti_tokx_t *out, char *err
     if (s_frame(buf, len, KVTI_TOKX_MAGIC, KVTI_TOKX_VERSION, KVTI_TOKX_HEADER, W, err, errlen) < 0)
         return -1;
     memset(out, 0, sizeof *out);
-    out->kind = s_get16(buf + 6);
-    out->n_keys = s_get32(buf + 12);
-    out->token_id = s_get64(buf + 16);
-    out->prepare_id = s_get64(buf + 24);
-    out->lease_ms = s_get64(buf + 32);
-    out->remaining_ms = s_get64(buf + 40);
-    out->leader_epoch = s_get64(buf + 48);
-    out->bytes_per_block = s_get64(buf + 56);
-    out->segments = s_get32(buf + 64);
-    out->payload_len = s_get32(buf + 68);
+    out->kind = bus_le_get16(buf + 6);
+    out->n_keys = bus_le_get32(buf + 12);
+    out->token_id = bus_le_get64(buf + 16);
+    out->prepare_id = bus_le_get64(buf + 24);
+    out->lease_ms = bus_le_get64(buf + 32);
+    out->remaining_ms = bus_le_get64(buf + 40);
+    out->leader_epoch = bus_le_get64(buf + 48);
+    out->bytes_per_block = bus_le_get64(buf + 56);
+    out->segments = bus_le_get32(buf + 64);
+    out->payload_len = bus_le_get32(buf + 68);
     if (out->remaining_ms > out->lease_ms) {
         s_err(err, errlen, "%s: %" PRIu64 " ms of lease left of a %" PRIu64 " ms lease", W,
               out->remaining_ms, out->lease_ms);
@@ -248,15 +213,15 @@ int kvti_tokr_encode(const kvti_tokr_t *r, uint8_t *buf, size_t cap, size_t *len
         return -1;
     }
     memcpy(buf, KVTI_TOKR_MAGIC, 4);
-    s_put16(buf + 4, KVTI_TOKR_VERSION);
-    s_put16(buf + 6, r->kind);
-    s_put32(buf + 8, 0);
-    s_put32(buf + 12, r->n_keys);
-    s_put64(buf + 16, r->token_id);
-    s_put64(buf + 24, r->prepare_id);
-    s_put32(buf + 32, r->segments);
-    s_put32(buf + 36, r->seg_next);
-    s_put64(buf + 40, r->segments ? r->seg_bytes : 0);
+    bus_le_put16(buf + 4, KVTI_TOKR_VERSION);
+    bus_le_put16(buf + 6, r->kind);
+    bus_le_put32(buf + 8, 0);
+    bus_le_put32(buf + 12, r->n_keys);
+    bus_le_put64(buf + 16, r->token_id);
+    bus_le_put64(buf + 24, r->prepare_id);
+    bus_le_put32(buf + 32, r->segments);
+    bus_le_put32(buf + 36, r->seg_next);
+    bus_le_put64(buf + 40, r->segments ? r->seg_bytes : 0);
     size_t o = KVTI_TOKR_HEADER, n = r->n_keys;
     if (n) {
         memcpy(buf + o, r->keys, n * S_KEY);
@@ -264,9 +229,9 @@ int kvti_tokr_encode(const kvti_tokr_t *r, uint8_t *buf, size_t cap, size_t *len
     }
     o += n * (S_KEY + 1);
     for (size_t i = 0; i < n; i++)
-        s_put64(buf + o + i * S_SUM, r->sums ? r->sums[i] : 0);
+        bus_le_put64(buf + o + i * S_SUM, r->sums ? r->sums[i] : 0);
     o += n * S_SUM;
-    s_put64(buf + o, XXH3_64bits(buf, o));
+    bus_le_put64(buf + o, XXH3_64bits(buf, o));
     return 0;
 }
 
@@ -276,13 +241,13 @@ int kvti_tokr_decode(const uint8_t *buf, size_t len, kvti_tokr_t *out, char *err
     if (s_frame(buf, len, KVTI_TOKR_MAGIC, KVTI_TOKR_VERSION, KVTI_TOKR_HEADER, W, err, errlen) < 0)
         return -1;
     memset(out, 0, sizeof *out);
-    out->kind = s_get16(buf + 6);
-    out->n_keys = s_get32(buf + 12);
-    out->token_id = s_get64(buf + 16);
-    out->prepare_id = s_get64(buf + 24);
-    out->segments = s_get32(buf + 32);
-    out->seg_next = s_get32(buf + 36);
-    out->seg_bytes = s_get64(buf + 40);
+    out->kind = bus_le_get16(buf + 6);
+    out->n_keys = bus_le_get32(buf + 12);
+    out->token_id = bus_le_get64(buf + 16);
+    out->prepare_id = bus_le_get64(buf + 24);
+    out->segments = bus_le_get32(buf + 32);
+    out->seg_next = bus_le_get32(buf + 36);
+    out->seg_bytes = bus_le_get64(buf + 40);
     if (len != kvti_tokr_size(out->n_keys)) {
         s_err(err, errlen, "%s: %zu bytes, %u keys take %zu", W, len, out->n_keys,
               kvti_tokr_size(out->n_keys));
@@ -311,5 +276,5 @@ int kvti_tokr_decode(const uint8_t *buf, size_t len, kvti_tokr_t *out, char *err
 
 uint64_t kvti_tokr_checksum(const kvti_tokr_t *r, uint32_t i)
 {
-    return s_get64(r->checksums + (size_t)i * S_SUM);
+    return bus_le_get64(r->checksums + (size_t)i * S_SUM);
 }
