@@ -117,7 +117,8 @@ static int s_frame(const uint8_t *buf, size_t len, const char *magic, uint16_t v
         return -1;
     }
     if (bus_le_get32(buf + 8) != 0) {
-        s_err(err, errlen, "%s: flags 0x%x unknown to version %u", what, bus_le_get32(buf + 8), version);
+        s_err(err, errlen, "%s: flags 0x%x unknown to version %u", what, bus_le_get32(buf + 8),
+              version);
         return -1;
     }
     if (!s_kind_ok(bus_le_get16(buf + 6))) {
