@@ -54,6 +54,22 @@ refused CONFLICT "$it_dir/bad3.txt" host0
 it_cli status >"$it_dir/status.txt" || it_fail "status failed: $(cat "$it_dir/status.txt")"
 grep -q '^tier [0-9]* host0: .* fill 0/256 slots.*, retired (kvtier drain' "$it_dir/status.txt" ||
   it_fail "status does not show host0 retired and empty: $(cat "$it_dir/status.txt")"
+# the Python binding sees the same: Client.drain and cluster_info
+KVTIER_COORDINATOR=$KVTIER_COORDINATOR it_python -c '
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["KVT_SOURCE_DIR"], "client", "python"))
+import kvtier
+c = kvtier.Client(coordinators=os.environ["KVTIER_COORDINATOR"], name="it-drain")
+d = c.drain("host0", status_only=True)
+assert d["state"] == "retired" and d["blocks_left"] == 0 and d["blocks_moved"] > 0, d
+tiers = {t["name"]: t["drain"] for t in c.cluster_info()["tiers"]}
+assert tiers == {"host0": "retired", "nvme0": "serving"}, tiers
+try:
+    c.drain("nvme0")
+    raise SystemExit("draining the last tier was not refused")
+except kvtier.InvalidArgumentError as e:
+    assert "last tier of chain" in str(e), e
+' >"$it_dir/python.txt" 2>&1 || it_fail "Python binding: $(cat "$it_dir/python.txt")"
 [ "$(used_of nvme0)" -ge $((h0 + n0)) ] || it_fail "nvme0 holds $(used_of nvme0) slots, fewer than the $((h0 + n0)) stored"
 
 # nothing lost: every block hits and loads byte-exact
