@@ -1451,6 +1451,8 @@ static void test_drain_moves_blocks_down_and_retires(void **state)
                                S_DRAIN_PUTS + 1),
                      0);
     assert_int_equal(e.t->rep->body.lookup_rep.hit_count, S_DRAIN_PUTS + 1);
+    /* nvme0 is the head now: nothing to promote */
+    assert_false(e.t->rep->body.lookup_rep.prefetch_advised);
     for (uint32_t i = 0; i <= S_DRAIN_PUTS; i++)
         assert_int_equal(e.t->arr->tier_ids.v[i], 2);
     for (uint32_t i = 0; i < S_DRAIN_PUTS; i++)
