@@ -107,9 +107,9 @@ static bool s_drain_leaves_room(sched_t *self, char *why, size_t len)
 
 static const char *s_state_name(int drain)
 {
-    return drain == kvtier_TierDrain_TIER_DRAIN_DRAINING ? "draining"
+    return drain == kvtier_TierDrain_TIER_DRAIN_DRAINING  ? "draining"
            : drain == kvtier_TierDrain_TIER_DRAIN_RETIRED ? "retired"
-                                                           : "serving";
+                                                          : "serving";
 }
 
 static void s_answer(sched_t *self, sched_call_t *call, sched_tier_t *t, int64_t now)
@@ -122,8 +122,7 @@ static void s_answer(sched_t *self, sched_call_t *call, sched_tier_t *t, int64_t
     if (t->drain == kvtier_TierDrain_TIER_DRAIN_DRAINING) {
         uint32_t next = sched_next_tier(self, t);
         if (next)
-            sched_strcpy(p->next_tier, sizeof p->next_tier,
-                         self->tierset.tiers[next - 1].cfg.name);
+            sched_strcpy(p->next_tier, sizeof p->next_tier, self->tierset.tiers[next - 1].cfg.name);
     }
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
@@ -212,8 +211,7 @@ void sched_on_admin_drain(sched_t *self, sched_call_t *call)
     uint32_t next = sched_next_tier(self, t);
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
-    bus_info(S_LOG,
-             "tier %s: draining: no new blocks; its %" PRIu64 " used slots move down to %s",
+    bus_info(S_LOG, "tier %s: draining: no new blocks; its %" PRIu64 " used slots move down to %s",
              t->cfg.name, (uint64_t)ts.used, self->tierset.tiers[next - 1].cfg.name);
     sched_drain_tick(self, now); /* an empty tier retires at once */
     s_answer(self, call, t, now);
@@ -255,7 +253,20 @@ void sched_drain_tick(sched_t *self, int64_t now)
 {
     if (sched_lease_lapsed(self))
         return;
-    for (uint32_t i = 0; i < self->tierset.n_tiers; i++)
-        if (self->tierset.tiers[i].drain == kvtier_TierDrain_TIER_DRAIN_DRAINING)
-            s_drain_one(self, &self->tierset.tiers[i], now);
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        sched_tier_t *t = &self->tierset.tiers[i];
+        if (t->drain == kvtier_TierDrain_TIER_DRAIN_RETIRED) {
+            /* nothing is placed on it, but a persistent tier that comes back may
+             * bring blocks in its inventory (deletes it never applied): moved too */
+            tier_slots_stats_t ts;
+            tier_slots_stats(t->slots, &ts);
+            if (ts.used == 0)
+                continue;
+            bus_info(S_LOG, "tier %s: retired but holds %" PRIu64 " slots again: draining them",
+                     t->cfg.name, (uint64_t)ts.used);
+            t->drain = kvtier_TierDrain_TIER_DRAIN_DRAINING;
+        }
+        if (t->drain == kvtier_TierDrain_TIER_DRAIN_DRAINING)
+            s_drain_one(self, t, now);
+    }
 }

@@ -45,8 +45,8 @@ static void s_print(const char *tier, const kvt_drain_info_t *d)
     case KVT_TIER_DRAINING:
         printf("drain: tier %s: draining to %s: %" PRIu64 " blocks left, %" PRIu64
                " moved in %" PRIu64 " ms\n",
-               tier, d->next_tier[0] ? d->next_tier : "(no tier below is up)", d->blocks_left,
-               d->blocks_moved, d->elapsed_ms);
+               tier, d->next_tier[0] ? d->next_tier : "(no tier below takes blocks now)",
+               d->blocks_left, d->blocks_moved, d->elapsed_ms);
         break;
     case KVT_TIER_RETIRED:
         printf("drain: tier %s: retired (%" PRIu64 " blocks moved in %" PRIu64
@@ -54,8 +54,7 @@ static void s_print(const char *tier, const kvt_drain_info_t *d)
                tier, d->blocks_moved, d->elapsed_ms, tier);
         break;
     default:
-        printf("drain: tier %s: serving (not drained), %" PRIu64 " blocks\n", tier,
-               d->blocks_left);
+        printf("drain: tier %s: serving (not drained), %" PRIu64 " blocks\n", tier, d->blocks_left);
         break;
     }
 }
@@ -71,8 +70,7 @@ int cli_cmd_drain(int argc, char **argv)
     s_args_t a = {0};
     cli_common_init(&o);
     int first = cli_parse(argc, argv, "c:", longopts, &o, s_opt, &a);
-    bool bad = first < 0 || first != argc - 1 || (a.cancel && a.status) ||
-               (a.cancel && a.wait_s);
+    bool bad = first < 0 || first != argc - 1 || (a.cancel && a.status) || (a.cancel && a.wait_s);
     if (bad || o.help) {
         fprintf(o.help ? stdout : stderr,
                 "usage: kvtier drain TIER [--wait SECONDS] [--status | --cancel]\n"

@@ -797,9 +797,9 @@ static uint32_t s_put_block(s_env_t *e, uint32_t seed, uint8_t *buf)
     bus_env_init(&dst->req, kvtier_Envelope_write_slots_req_tag, "test");
     dst->req.body.write_slots_req.tier_id = tier_id;
     bus_arrays_t arr = {.slots = {&slot, 1, 1}, .sizes = {&sz, 1, 1}};
-    assert_int_equal(
-        bus_client_call(dst->client, &dst->req, &arr, &pl, 1, CK_CALL_MS, &dst->rep, NULL, NULL, &st),
-        0);
+    assert_int_equal(bus_client_call(dst->client, &dst->req, &arr, &pl, 1, CK_CALL_MS, &dst->rep,
+                                     NULL, NULL, &st),
+                     0);
     struct iovec iov = {buf, CK_SLOT};
     uint64_t ck = tier_checksum(&iov, 1);
     kvtier_CompletePutRequest *r =
@@ -1369,8 +1369,7 @@ static bool s_retired(tk_t *t, void *arg)
 {
     (void)arg;
     tk_req(t, kvtier_Envelope_admin_drain_req_tag);
-    snprintf(t->req->body.admin_drain_req.tier, sizeof t->req->body.admin_drain_req.tier,
-             "host0");
+    snprintf(t->req->body.admin_drain_req.tier, sizeof t->req->body.admin_drain_req.tier, "host0");
     t->req->body.admin_drain_req.status_only = true;
     return tk_call(t, NULL) == 0 &&
            t->rep->body.admin_drain_rep.state == kvtier_TierDrain_TIER_DRAIN_RETIRED;
@@ -1407,8 +1406,7 @@ static void test_drain_moves_blocks_down_and_retires(void **state)
 
     assert_int_equal(s_drain(&e, "host9", false, false), kvtier_StatusCode_STATUS_NOT_FOUND);
     assert_non_null(strstr(e.t->msg, "no tier named \"host9\""));
-    assert_int_equal(s_drain(&e, "nvme0", false, false),
-                     kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(s_drain(&e, "nvme0", false, false), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(e.t->msg, "last tier of chain"));
     assert_int_equal(s_drain(&e, "", false, false), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
     assert_int_equal(s_drain(&e, "host0", true, true), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
@@ -1431,8 +1429,7 @@ static void test_drain_moves_blocks_down_and_retires(void **state)
     assert_int_equal(s_drain(&e, "host0", true, false), 0);
     assert_int_equal(e.t->rep->body.admin_drain_rep.state, kvtier_TierDrain_TIER_DRAIN_DRAINING);
     assert_int_equal(e.t->rep->body.admin_drain_rep.blocks_left, S_DRAIN_PINNED);
-    assert_int_equal(e.t->rep->body.admin_drain_rep.blocks_moved,
-                     S_DRAIN_PUTS - S_DRAIN_PINNED);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.blocks_moved, S_DRAIN_PUTS - S_DRAIN_PINNED);
     assert_int_equal(tk_tier(e.t, 1)->drain, kvtier_TierDrain_TIER_DRAIN_DRAINING);
 
     /* the pins go: the rest moves, then host0 is retired */
