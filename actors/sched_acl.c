@@ -48,6 +48,7 @@ static const char *s_instance(const kvtier_Envelope *env)
     case kvtier_Envelope_admin_trim_req_tag:
         return env->body.admin_trim_req.instance_id;
     case kvtier_Envelope_admin_resign_req_tag:
+    case kvtier_Envelope_admin_drain_req_tag:
         return ""; /* the whole cluster's: a "*" grant */
     default:
         return NULL;
@@ -75,7 +76,8 @@ bool sched_acl_allows(sched_t *self, sched_call_t *call)
         return true;
     const char *instance = s_instance(&call->req.env);
     bool all = call->req.env.which_body == kvtier_Envelope_stats_req_tag ||
-               call->req.env.which_body == kvtier_Envelope_admin_resign_req_tag;
+               call->req.env.which_body == kvtier_Envelope_admin_resign_req_tag ||
+               call->req.env.which_body == kvtier_Envelope_admin_drain_req_tag;
     if (!instance || (!instance[0] && !all))
         return true; /* not instance-scoped; an empty id is the handler's INVALID_ARGUMENT */
     const char *key = call->req.peer_key;

@@ -856,6 +856,9 @@ static void s_dispatch(sched_t *self, sched_call_t *call)
     case kvtier_Envelope_admin_resign_req_tag:
         sched_on_admin_resign(self, call);
         break;
+    case kvtier_Envelope_admin_drain_req_tag:
+        sched_on_admin_drain(self, call);
+        break;
     case kvtier_Envelope_reclaim_candidates_req_tag:
     case kvtier_Envelope_gc_scan_req_tag:
     case kvtier_Envelope_gc_drop_req_tag:
@@ -982,6 +985,7 @@ static int s_on_tick(zloop_t *loop, int timer_id, void *arg)
     sched_deleting_tick(self, now);
     sched_copy_tick(self, now);
     sched_resign_tick(self, now);
+    sched_drain_tick(self, now);
     sched_tiers_flush(self);
     sched_events_flush(self);
     return 0;

@@ -244,6 +244,7 @@ uint32_t sched_demote(sched_t *self, sched_tier_t *t, sched_tier_t *dst, const u
             if (sched_deleting_mark(self, t, number, &self->reclaim.dm.keys[i],
                                     self->reclaim.dm.pos[i], now, 0)) {
                 taken[k++] = self->reclaim.dm.pos[i];
+                sched_drain_moved(self, t, 1);
                 sched_ev_moved(self, number, t->cfg.tier_id, t->medium, dst->cfg.tier_id,
                                dst->medium, kvtier_MoveReason_MOVE_REASON_DEMOTED,
                                &self->reclaim.dm.keys[i], 1);
@@ -329,6 +330,7 @@ static bool s_result_one(sched_t *self, const sched_demote_t *job, uint32_t i, b
      * leaves it in place (its reclaimer finds it again: already below) */
     sched_release_demoted(self, src, job->number, key, ss, now);
     self->g.demoted++;
+    sched_drain_moved(self, src, 1);
     return true;
 }
 

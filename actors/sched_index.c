@@ -581,7 +581,9 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
         (void)s_lookup_keys(self, call, in, chain, n, now, false);
     }
 
-    uint32_t hits = 0, head = self->cfg.chains[chain].tier_ids[0], head_hits = 0;
+    /* the head new blocks go to (a drained head tier is skipped): a hit there is
+     * not worth a prefetch */
+    uint32_t hits = 0, head = sched_chain_head(self, chain)->cfg.tier_id, head_hits = 0;
     bool events = sched_events_on(self); /* hits per tier are counted for the event only */
     uint32_t per_tier[SCHED_MAX_TIERS];
     if (events)

@@ -69,4 +69,17 @@ void sched_resign_tick(sched_t *self, int64_t now);
 uint32_t sched_open_windows(const sched_t *self);
 void sched_resign_fini(sched_t *self);
 
+/* ---- sched_drain.c: `kvtier drain TIER` (issue 9 §3) ---- */
+/* AdminDrainRequest: refused, started, cancelled or reported; answered at once. */
+void sched_on_admin_drain(sched_t *self, sched_call_t *call);
+/* Moves the blocks of the draining tiers down; retires those found empty. */
+void sched_drain_tick(sched_t *self, int64_t now);
+/* True when new blocks may be placed on T (not draining, not retired). */
+bool sched_tier_placeable(const sched_t *self, const sched_tier_t *t);
+/* The tier new blocks of chain CHAIN go to: its first placeable tier (the last
+ * tier of the chain when all are drained: drain refuses that). */
+sched_tier_t *sched_chain_head(sched_t *self, uint32_t chain);
+/* A block moved T -> below by a demotion: counted for T's drain. */
+void sched_drain_moved(sched_t *self, sched_tier_t *t, uint32_t n);
+
 #endif

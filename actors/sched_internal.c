@@ -139,15 +139,30 @@ static uint32_t s_ref_number(const char *id)
     return sched_instance_number(id);
 }
 
+/* The tier below T that takes its blocks: the next one of T's chain that is not
+ * drained (`kvtier drain`: demotions skip a draining or retired tier). */
 static uint32_t s_next_tier(const sched_t *self, const sched_tier_t *t)
 {
     for (uint32_t c = 0; c < self->cfg.n_chains; c++) {
         const sched_chain_config_t *ch = &self->cfg.chains[c];
-        for (uint32_t j = 0; j + 1 < ch->n_tiers; j++)
-            if (ch->tier_ids[j] == t->cfg.tier_id)
-                return ch->tier_ids[j + 1];
+        for (uint32_t j = 0; j + 1 < ch->n_tiers; j++) {
+            if (ch->tier_ids[j] != t->cfg.tier_id)
+                continue;
+            for (uint32_t k = j + 1; k < ch->n_tiers; k++) {
+                uint32_t id = ch->tier_ids[k];
+                if (id >= 1 && id <= self->tierset.n_tiers &&
+                    sched_tier_placeable(self, &self->tierset.tiers[id - 1]))
+                    return id;
+            }
+            return 0;
+        }
     }
     return 0;
+}
+
+uint32_t sched_next_tier(const sched_t *self, const sched_tier_t *t)
+{
+    return s_next_tier(self, t);
 }
 
 static uint32_t s_fill_permille(const sched_tier_t *t)
@@ -196,6 +211,12 @@ static uint32_t s_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64
     if (max > 0)
         (void)tier_slots_walk_coldest(t->slots, (uint32_t)t->cfg.capacity, s_candidate, &w);
     return w.n;
+}
+
+uint32_t sched_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64_t now,
+                          sched_cand_t *best)
+{
+    return s_candidates(self, t, max < S_MAX_REFS ? max : S_MAX_REFS, now, best);
 }
 
 static void s_on_reclaim(sched_t *self, sched_call_t *call)

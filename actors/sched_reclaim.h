@@ -122,6 +122,14 @@ bool sched_deleting_mark(sched_t *self, sched_tier_t *t, uint32_t number, const 
  * chain, never dropped to make room)? Only when the migrator runs and the next
  * tier is UP; otherwise its writes evict as on a last tier. */
 bool sched_keeps_victims(const sched_t *self, const sched_tier_t *t);
+/* The id of the tier below T that takes its blocks (the next tier of its chain
+ * that is not drained), 0: none. */
+uint32_t sched_next_tier(const sched_t *self, const sched_tier_t *t);
+/* The coldest reclaimable blocks of T (at most max, capped at one ReclaimCandidates
+ * batch) into best, coldest first: the reclaimer's choice (pinned, DELETING and
+ * blocks being demoted left out). */
+uint32_t sched_candidates(sched_t *self, sched_tier_t *t, uint32_t max, int64_t now,
+                          sched_cand_t *best);
 /* A write found tier t full (reserve with TIER_RESERVE_NO_EVICT failed): starts
  * demoting up to NEED of its coldest unheld blocks now (and a sixteenth of the
  * tier more, unless cfg.room_on_demand), without waiting for the reclaimer's next

@@ -167,7 +167,7 @@ static void s_begin_reply(sched_t *self, sched_call_t *call, const sched_request
 {
     kvtier_Envelope *rep = sched_reply_begin(self, call, kvtier_Envelope_request_begin_rep_tag);
     rep->body.request_begin_rep.branch = q->chain;
-    rep->body.request_begin_rep.head_tier_id = self->cfg.chains[q->chain].tier_ids[0];
+    rep->body.request_begin_rep.head_tier_id = sched_chain_head(self, q->chain)->cfg.tier_id;
     sched_strcpy(rep->body.request_begin_rep.branch_name,
                  sizeof rep->body.request_begin_rep.branch_name, self->cfg.chains[q->chain].name);
     sched_reply(self, call);
@@ -592,6 +592,8 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
 static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t job_id)
 {
     (void)s_window_step(self, q, kind, SCHED_WEV_PREPARE, job_id);
+    /* its reservations' tier: a drain begun before its complete moves the head */
+    q->win[kind].head = sched_chain_head(self, q->chain)->idx;
 }
 
 /* A success mask is empty (all succeeded) or one flag per token key. */
@@ -1086,7 +1088,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
     if (!q)
         return;
     uint32_t n = call->req_arr->keys.n;
-    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = sched_chain_head(self, q->chain);
     if (n == 0) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "no keys to put");
         return;
@@ -1452,7 +1454,7 @@ void sched_on_complete_put(sched_t *self, sched_call_t *call)
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PUT, r->token_id);
     if (!w || !s_put_arrays_ok(self, call, w->entries.n))
         return;
-    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = &self->tierset.tiers[w->head];
     sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PUT);
     if (op)
         s_put_conclude(self, call, in, q, t, op, 0);
@@ -1529,7 +1531,7 @@ static int s_prepare_misses(sched_t *self, sched_call_t *call, sched_instance_t 
 static void s_prepare_lookup(sched_t *self, sched_call_t *call, sched_instance_t *in,
                              const sched_request_t *q, uint32_t h, uint32_t n, int64_t now)
 {
-    uint32_t head = self->cfg.chains[q->chain].tier_ids[0], head_hits = 0;
+    uint32_t head = sched_chain_head(self, q->chain)->cfg.tier_id, head_hits = 0;
     uint32_t per_tier[SCHED_MAX_TIERS] = {0};
     for (uint32_t k = 0; k < h; k++) {
         sched_tier_t *t = &self->tierset.tiers[call->tok[k].tier];
@@ -1595,7 +1597,7 @@ void sched_on_prepare(sched_t *self, sched_call_t *call)
     uint32_t n = call->req_arr->keys.n, m = 0;
     if (!s_prepare_ok(self, call, in, q, n))
         return;
-    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = sched_chain_head(self, q->chain);
     int64_t now = sched_now();
     sched_keys_load(call, n);
     uint32_t h = s_pin_prefix(self, call, in, q, n, now);
@@ -1711,7 +1713,7 @@ void sched_on_complete(sched_t *self, sched_call_t *call)
     uint32_t h = w->pins.n, np = w->entries.n;
     if (!s_complete_arrays_ok(self, call, h, np))
         return;
-    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = &self->tierset.tiers[w->head];
     /* the put part first: the only step that can refuse (the window stays open) */
     sched_put_op_t *op = NULL;
     if (np > 0 && !(op = s_op_take(self, call, in, t, q, SCHED_WIN_GETPUT)))
@@ -1759,7 +1761,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
     if (!q)
         return;
     uint32_t n = call->req_arr->keys.n;
-    sched_tier_t *head = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *head = sched_chain_head(self, q->chain);
     if (!s_window_can_open(self, call, q, SCHED_WIN_PREFETCH, 2 * n, r->job_id))
         return;
     if (n && !s_put_tier_ready(self, call, head, in))
@@ -1874,7 +1876,7 @@ void sched_on_complete_prefetch(sched_t *self, sched_call_t *call)
     sched_window_t *w = s_window_for_complete(self, call, q, SCHED_WIN_PREFETCH, r->token_id);
     if (!w || !s_mask_ok(self, call, w->entries.n / 2))
         return;
-    sched_tier_t *t = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *t = &self->tierset.tiers[w->head];
     sched_put_op_t *op = s_op_take(self, call, in, t, q, SCHED_WIN_PREFETCH);
     if (!op)
         return;
@@ -2019,7 +2021,7 @@ static bool s_copy_settled(const sched_entry_t *dst)
 static bool s_copy_start(sched_t *self, sched_request_t *q, uint32_t share)
 {
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
-    sched_tier_t *head = &self->tierset.tiers[self->cfg.chains[q->chain].tier_ids[0] - 1];
+    sched_tier_t *head = &self->tierset.tiers[w->head];
     bool too_late = w->state == SCHED_WIN_ABANDONED ||
                     sched_now() - q->copy_started_ms > SCHED_COPY_DISPATCH_MS;
     bool head_ok = head->state == SCHED_TIER_UP && head->client;

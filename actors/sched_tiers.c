@@ -1016,6 +1016,7 @@ void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
     out->slot_bytes = t->cfg.slot_size;
     out->used_slots = ts.used;
     out->up = t->state == SCHED_TIER_UP; /* recovering: not yet writable */
+    out->drain = (kvtier_TierDrain)t->drain;
 }
 
 void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out)

@@ -92,6 +92,11 @@ typedef struct sched_tier {
     uint32_t room_need;    /* its blocks; 0: none */
     uint64_t room_waiter;  /* its request's hash */
     int64_t room_asked_ms; /* its last try; forgotten SCHED_ROOM_HOLD_MS after */
+    /* `kvtier drain` (sched_drain.c): kvtier_TierDrain; kept over resets of the
+     * tier (a drained tier that comes back stays drained) */
+    int drain;
+    int64_t drain_started_ms;
+    uint64_t drain_moved; /* blocks this drain moved down (switched below) */
 } sched_tier_t;
 
 /* The tier set (sched_t.tierset): every tier of the deployment, and the

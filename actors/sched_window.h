@@ -143,6 +143,8 @@ typedef struct {
     uint32_t stale;       /* TIER_RESET events since it opened */
     sched_list_t entries; /* get: pins; put, get+put: reservations; prefetch: both */
     sched_list_t pins;    /* get+put: the get part's pins (empty for the other kinds) */
+    uint32_t head;        /* the tier index its reservations went to (the chain's first
+                             placeable tier at the prepare: sched_chain_head) */
 } sched_window_t;
 
 /* A fresh, closed window without entries. */

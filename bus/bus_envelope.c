@@ -141,6 +141,8 @@ static const s_body_t s_bodies[S_TAG_LIMIT] = {
     REP(admin_trim_rep, AdminTrimReply),
     REQ(admin_resign_req, AdminResignRequest),
     REP(admin_resign_rep, AdminResignReply),
+    REQ(admin_drain_req, AdminDrainRequest),
+    REP(admin_drain_rep, AdminDrainReply),
 };
 
 static const s_body_t *s_body(uint32_t tag)

@@ -988,6 +988,46 @@ int kvt_trim(kvt_client_t *c, const char *instance_id, uint64_t keep_blocks, uns
     return rc;
 }
 
+int kvt_drain(kvt_client_t *c, const char *tier, unsigned flags, kvt_drain_info_t *out)
+{
+    const char *W = "drain";
+    if (!c)
+        return -KVT_INVALID_ARGUMENT;
+    if (out)
+        *out = (kvt_drain_info_t){0};
+    int rc = kvti_check_id(c, W, "tier", tier, false);
+    if (rc < 0)
+        return rc;
+    if (flags & ~(KVT_DRAIN_STATUS | KVT_DRAIN_CANCEL))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "flags 0x%x: only KVT_DRAIN_STATUS and KVT_DRAIN_CANCEL are defined",
+                         flags);
+    if ((flags & KVT_DRAIN_STATUS) && (flags & KVT_DRAIN_CANCEL))
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W,
+                         "KVT_DRAIN_STATUS and KVT_DRAIN_CANCEL together: pass one");
+    bus_env_init(c->req, kvtier_Envelope_admin_drain_req_tag, c->name);
+    kvtier_AdminDrainRequest *r = &c->req->body.admin_drain_req;
+    if (strlen(tier) >= sizeof r->tier)
+        return kvti_fail(c, KVT_INVALID_ARGUMENT, W, "tier name \"%s\" is longer than %zu bytes",
+                         tier, sizeof r->tier - 1);
+    snprintf(r->tier, sizeof r->tier, "%s", tier);
+    r->status_only = (flags & KVT_DRAIN_STATUS) != 0;
+    r->cancel = (flags & KVT_DRAIN_CANCEL) != 0;
+    /* resent only when it changes nothing twice: a status, a cancel; a second
+     * drain would read CONFLICT for the first one's success */
+    rc = kvti_meta_call(c, W, r->status_only || r->cancel, NULL, NULL);
+    if (rc == 0 && out && c->rep->which_body == kvtier_Envelope_admin_drain_rep_tag) {
+        const kvtier_AdminDrainReply *p = &c->rep->body.admin_drain_rep;
+        *out = (kvt_drain_info_t){.tier_id = p->tier_id,
+                                  .state = (kvt_tier_drain_t)p->state,
+                                  .blocks_left = p->blocks_left,
+                                  .blocks_moved = p->blocks_moved,
+                                  .elapsed_ms = p->elapsed_ms};
+        snprintf(out->next_tier, sizeof out->next_tier, "%s", p->next_tier);
+    }
+    return rc;
+}
+
 #define KVT_RESIGN_POLL_MS 100 /* between the asks for the new leader */
 
 int kvt_leader_resign(kvt_client_t *c, uint32_t wait_s, kvt_resign_info_t *out)
@@ -1107,6 +1147,7 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
         o->slot_size = ti->slot_bytes;
         o->used = ti->used_slots;
         o->up = ti->up;
+        o->drain = (kvt_tier_drain_t)ti->drain;
     }
     return 0;
 }

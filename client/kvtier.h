@@ -402,6 +402,33 @@ typedef struct kvt_trim_info {
 int kvt_trim(kvt_client_t *c, const char *instance_id, uint64_t keep_blocks, unsigned flags,
              kvt_trim_info_t *out);
 
+/* An operator's drain (kvtier drain; docs/OPERATIONS.md "Draining a tier"): retire
+ * tier `tier` (its name) of a chain without losing its blocks. From the call on
+ * nothing new is placed on it (puts go to the next tier of the chain) and the
+ * leader moves its blocks down the chain, each removed from the tier only once
+ * its copy below is SERVING (pinned blocks wait for their pins); once empty the
+ * tier is retired: nothing is placed on it until KVT_DRAIN_CANCEL (or a new
+ * leader: the drain is the leader's memory only). kvt_drain returns at once with
+ * where it stands; poll with KVT_DRAIN_STATUS. KVT_NOT_FOUND: no such tier;
+ * KVT_INVALID_ARGUMENT: the last tier of its chain (nothing below); KVT_CONFLICT:
+ * already draining or retired, demotion off, or nothing placeable left below. */
+#define KVT_DRAIN_STATUS 1u
+#define KVT_DRAIN_CANCEL 2u
+typedef enum kvt_tier_drain {
+    KVT_TIER_SERVING = 0,  /* not drained */
+    KVT_TIER_DRAINING = 1, /* no new blocks; its blocks are moving down */
+    KVT_TIER_RETIRED = 2,  /* empty; nothing placed on it until cancelled */
+} kvt_tier_drain_t;
+typedef struct kvt_drain_info {
+    uint32_t tier_id;
+    kvt_tier_drain_t state; /* after the call */
+    char next_tier[64];     /* where its blocks go, while draining */
+    uint64_t blocks_left;   /* slots in use on the tier */
+    uint64_t blocks_moved;  /* moved down by this drain so far */
+    uint64_t elapsed_ms;    /* since the drain began (0: none) */
+} kvt_drain_info_t;
+int kvt_drain(kvt_client_t *c, const char *tier, unsigned flags, kvt_drain_info_t *out);
+
 /* An operator's hand-over (kvtier leader resign; docs/OPERATIONS.md "Handing
  * leadership over"): the leader stops opening windows (every prepare kind is
  * answered NOT_LEADER without a leader epoch, which libkvtier waits out as a
@@ -444,6 +471,7 @@ typedef struct kvt_tier_info {
     uint64_t slot_size; /* bytes */
     uint64_t used;      /* slots in use */
     bool up;
+    kvt_tier_drain_t drain; /* kvtier drain: draining / retired */
 } kvt_tier_info_t;
 
 typedef struct kvt_cluster_info {

@@ -94,7 +94,8 @@ class HeaderCopies(unittest.TestCase):
                       ("TRIM_STATUS", "KVT_TRIM_STATUS"), ("TRIM_CANCEL", "KVT_TRIM_CANCEL"),
                       ("MAX_SEGMENTS", "KVT_MAX_SEGMENTS"),
                       ("RESIGN_WAIT_DEFAULT_S", "KVT_RESIGN_WAIT_DEFAULT_S"),
-                      ("RESIGN_WAIT_MAX_S", "KVT_RESIGN_WAIT_MAX_S")):
+                      ("RESIGN_WAIT_MAX_S", "KVT_RESIGN_WAIT_MAX_S"),
+                      ("DRAIN_STATUS", "KVT_DRAIN_STATUS"), ("DRAIN_CANCEL", "KVT_DRAIN_CANCEL")):
             m = re.search(r"#define %s (\d+)u?\b" % c, text)
             self.assertIsNotNone(m, c)
             self.assertEqual(getattr(kvtier, py), int(m.group(1)), py)
@@ -105,7 +106,7 @@ class HeaderCopies(unittest.TestCase):
 #include "kvtier.h"
 int main(void) {
     printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu "
-           "%zu %zu %zu %zu %d %zu %zu %zu %zu\\n",
+           "%zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu %zu %zu %d\\n",
            sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
            sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
@@ -118,7 +119,10 @@ int main(void) {
            offsetof(kvt_options_t, cuda_library), offsetof(kvt_options_t, device_staging),
            sizeof(kvt_xfer_t), offsetof(kvt_xfer_t, done_event), (int)KVT_MEM_CUDA,
            offsetof(kvt_cluster_info_t, resigning), sizeof(kvt_resign_info_t),
-           offsetof(kvt_resign_info_t, waited_ms), offsetof(kvt_resign_info_t, new_epoch));
+           offsetof(kvt_resign_info_t, waited_ms), offsetof(kvt_resign_info_t, new_epoch),
+           offsetof(kvt_tier_info_t, drain), sizeof(kvt_drain_info_t),
+           offsetof(kvt_drain_info_t, next_tier), offsetof(kvt_drain_info_t, elapsed_ms),
+           (int)KVT_TIER_RETIRED);
     return 0;
 }
 """
@@ -142,7 +146,10 @@ int main(void) {
                 kvtier._Options.cuda_library.offset, kvtier._Options.device_staging.offset,
                 ctypes.sizeof(kvtier._Xfer), kvtier._Xfer.done_event.offset, kvtier.MEM_CUDA,
                 kvtier._ClusterInfo.resigning.offset, ctypes.sizeof(kvtier._ResignInfo),
-                kvtier._ResignInfo.waited_ms.offset, kvtier._ResignInfo.new_epoch.offset]
+                kvtier._ResignInfo.waited_ms.offset, kvtier._ResignInfo.new_epoch.offset,
+                kvtier._TierInfo.drain.offset, ctypes.sizeof(kvtier._DrainInfo),
+                kvtier._DrainInfo.next_tier.offset, kvtier._DrainInfo.elapsed_ms.offset,
+                [k for k, v in kvtier.DRAIN_STATES.items() if v == "retired"][0]]
         self.assertEqual(want, got)
 
 

@@ -22,6 +22,7 @@ static const struct {
     {"trim", cli_cmd_trim, "drop an instance's coldest blocks beyond a count (operators)"},
     {"remove", cli_cmd_remove, "drop every block of an instance (operators)"},
     {"leader", cli_cmd_leader, "leader resign: hand the leadership to a standby (operators)"},
+    {"drain", cli_cmd_drain, "move a tier's blocks down its chain and retire it (operators)"},
     {"fault", cli_cmd_fault, "set, clear and show a process's faults on purpose (tests)"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
     {"keygen", cli_cmd_keygen, "a CURVE key pair, or a new cluster secret (docs/SECURITY.md)"},

@@ -81,6 +81,10 @@ static void s_print_tiers(const kvt_cluster_info_t *ci)
                t->tier_id, t->name, t->kind, t->up ? "up" : "DOWN", t->endpoint,
                (unsigned long long)t->used, (unsigned long long)t->capacity, pct);
         s_print_size(stdout, t->slot_size);
+        if (t->drain == KVT_TIER_DRAINING)
+            printf(", draining (kvtier drain: no new blocks, its blocks move down)");
+        else if (t->drain == KVT_TIER_RETIRED)
+            printf(", retired (kvtier drain: empty, nothing placed on it until --cancel)");
         printf("\n");
     }
 }

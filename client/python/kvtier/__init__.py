@@ -105,7 +105,11 @@ class _TierInfo(ctypes.Structure):
     _fields_ = [("tier_id", ctypes.c_uint32), ("name", ctypes.c_char * 64),
                 ("kind", ctypes.c_char * 16), ("endpoint", ctypes.c_char * 256),
                 ("capacity", ctypes.c_uint64), ("slot_size", ctypes.c_uint64),
-                ("used", ctypes.c_uint64), ("up", ctypes.c_bool)]
+                ("used", ctypes.c_uint64), ("up", ctypes.c_bool),
+                ("drain", ctypes.c_int)]  # kvt_tier_drain_t
+
+
+DRAIN_STATES = {0: "serving", 1: "draining", 2: "retired"}  # kvtier.h kvt_tier_drain_t
 
 
 class _ClusterInfo(ctypes.Structure):
@@ -203,6 +207,15 @@ class _ResignInfo(ctypes.Structure):  # kvtier.h kvt_resign_info_t
                 ("windows_lapsed", _u32), ("standbys", _u32), ("waited_ms", _u64),
                 ("new_leader", ctypes.c_char * 64),
                 ("new_leader_endpoint", ctypes.c_char * 256), ("new_epoch", _u64)]
+
+
+class _DrainInfo(ctypes.Structure):  # kvtier.h kvt_drain_info_t
+    _fields_ = [("tier_id", _u32), ("state", ctypes.c_int), ("next_tier", ctypes.c_char * 64),
+                ("blocks_left", _u64), ("blocks_moved", _u64), ("elapsed_ms", _u64)]
+
+
+DRAIN_STATUS, DRAIN_CANCEL = 1, 2  # kvtier.h KVT_DRAIN_STATUS / KVT_DRAIN_CANCEL
+_sigs["kvt_drain"] = (_int, [_P, ctypes.c_char_p, ctypes.c_uint, ctypes.POINTER(_DrainInfo)])
 
 
 RESIGN_WAIT_DEFAULT_S, RESIGN_WAIT_MAX_S = 10, 300  # kvtier.h KVT_RESIGN_WAIT_*
@@ -787,6 +800,21 @@ class Client:
         return {"blocks": info.blocks, "active": bool(info.active),
                 "keep_blocks": info.keep_blocks}
 
+    def drain(self, tier, status_only=False, cancel=False):
+        """An operator's drain (kvt_drain): the tier takes no new block and its
+        blocks move down its chain; once empty it is retired until cancel=True.
+        status_only reports. Raises NotFoundError (no such tier),
+        InvalidArgumentError (the last tier of its chain), ConflictError (already
+        draining or retired, nothing below to take its blocks). Returns {"tier_id",
+        "state" ("serving" / "draining" / "retired"), "next_tier", "blocks_left",
+        "blocks_moved", "elapsed_ms"}."""
+        info = _DrainInfo()
+        flags = (DRAIN_STATUS if status_only else 0) | (DRAIN_CANCEL if cancel else 0)
+        self._check(_lib.kvt_drain(self._h, _b(tier), flags, ctypes.byref(info)))
+        return {"tier_id": info.tier_id, "state": DRAIN_STATES.get(info.state, str(info.state)),
+                "next_tier": info.next_tier.decode(), "blocks_left": info.blocks_left,
+                "blocks_moved": info.blocks_moved, "elapsed_ms": info.elapsed_ms}
+
     def leader_resign(self, wait_s=RESIGN_WAIT_DEFAULT_S):
         """An operator's hand-over (kvt_leader_resign): the leader opens no new
         windows, lets the open ones finish for up to wait_s seconds, then lets a
@@ -821,7 +849,8 @@ class Client:
         self._check(_lib.kvt_cluster_info(self._h, ctypes.byref(ci)))
         tiers = [{"tier_id": t.tier_id, "name": t.name.decode(), "kind": t.kind.decode(),
                   "endpoint": t.endpoint.decode(), "capacity": t.capacity,
-                  "slot_size": t.slot_size, "used": t.used, "up": bool(t.up)}
+                  "slot_size": t.slot_size, "used": t.used, "up": bool(t.up),
+                  "drain": DRAIN_STATES.get(t.drain, str(t.drain))}
                  for t in ci.tiers[:ci.n_tiers]]
         return {"cluster": ci.cluster.decode(), "leader_endpoint": ci.leader_endpoint.decode(),
                 "leader_epoch": ci.leader_epoch, "event_endpoint": ci.event_endpoint.decode(),

@@ -766,8 +766,9 @@ static void s_demote_cfg(s_env_t *e, sched_config_t *cfg)
 }
 
 /* A put through the scheduler with real bytes: prepare_put, WriteSlots to the
- * host tier actor (the client's frames path), complete_put with the checksum. */
-static void s_put_block(s_env_t *e, uint32_t seed, uint8_t *buf)
+ * tier actor its token names (the head: host unless drained; the client's frames
+ * path), complete_put with the checksum. Returns the tier id it went to. */
+static uint32_t s_put_block(s_env_t *e, uint32_t seed, uint8_t *buf)
 {
     uint8_t key[1][16];
     ck_key(seed, key[0]);
@@ -791,11 +792,13 @@ static void s_put_block(s_env_t *e, uint32_t seed, uint8_t *buf)
     uint64_t slot = en.slot, sz = CK_SLOT;
     kvtier_Status st;
     bus_payload_t pl = {buf, CK_SLOT, NULL, NULL};
-    bus_env_init(&e->host.req, kvtier_Envelope_write_slots_req_tag, "test");
-    e->host.req.body.write_slots_req.tier_id = 1;
+    uint32_t tier_id = v.tiers[en.tier].tier_id;
+    ck_tier_t *dst = tier_id == 2 ? &e->nvme : &e->host;
+    bus_env_init(&dst->req, kvtier_Envelope_write_slots_req_tag, "test");
+    dst->req.body.write_slots_req.tier_id = tier_id;
     bus_arrays_t arr = {.slots = {&slot, 1, 1}, .sizes = {&sz, 1, 1}};
-    assert_int_equal(bus_client_call(e->host.client, &e->host.req, &arr, &pl, 1, CK_CALL_MS,
-                                     &e->host.rep, NULL, NULL, &st),
+    assert_int_equal(bus_client_call(dst->client, &dst->req, &arr, &pl, 1, CK_CALL_MS, &dst->rep,
+                                     NULL, NULL, &st),
                      0);
     struct iovec iov = {buf, CK_SLOT};
     uint64_t ck = tier_checksum(&iov, 1);
@@ -807,6 +810,7 @@ static void s_put_block(s_env_t *e, uint32_t seed, uint8_t *buf)
     bus_arrays_t ra = {.checksums = {.v = &ck, .n = 1, .cap = 1}};
     assert_int_equal(tk_call(e->t, &ra), 0);
     assert_int_equal(e->t->rep->body.complete_put_rep.committed, 1);
+    return tier_id;
 }
 
 /* Reads `slot` of tier actor t (key of seed) and compares with the seed's bytes. */
@@ -1337,6 +1341,145 @@ static void test_room_is_kept_for_the_largest_busy_write(void **state)
     s_stop(&e);
 }
 
+/* ---- kvtier drain (issue 9 §3) ---- */
+
+/* AdminDrainRequest for TIER; returns the status code, the reply in e->t->rep. */
+static int s_drain(s_env_t *e, const char *tier, bool status_only, bool cancel)
+{
+    kvtier_AdminDrainRequest *r =
+        &tk_req(e->t, kvtier_Envelope_admin_drain_req_tag)->body.admin_drain_req;
+    snprintf(r->tier, sizeof r->tier, "%s", tier);
+    r->status_only = status_only;
+    r->cancel = cancel;
+    return tk_call(e->t, NULL);
+}
+
+typedef struct {
+    uint64_t host_used, nvme_used;
+} s_used_want_t;
+
+static bool s_used_is(tk_t *t, void *arg)
+{
+    const s_used_want_t *w = arg;
+    return tk_stat(t, "tier.host0.used") == w->host_used &&
+           tk_stat(t, "tier.nvme0.used") == w->nvme_used;
+}
+
+static bool s_retired(tk_t *t, void *arg)
+{
+    (void)arg;
+    tk_req(t, kvtier_Envelope_admin_drain_req_tag);
+    snprintf(t->req->body.admin_drain_req.tier, sizeof t->req->body.admin_drain_req.tier, "host0");
+    t->req->body.admin_drain_req.status_only = true;
+    return tk_call(t, NULL) == 0 &&
+           t->rep->body.admin_drain_rep.state == kvtier_TierDrain_TIER_DRAIN_RETIRED;
+}
+
+#define S_DRAIN_PUTS 8u
+#define S_DRAIN_PINNED 2u
+
+/* Draining host0 (chain host0 -> nvme0): refusals (unknown tier, the chain's last
+ * tier, a second drain); new puts land on nvme0 at once; the unpinned blocks move
+ * down through the migrator, the pinned ones wait for their pins; once empty host0
+ * is retired (ClusterInfo says so too); every block reads byte-exact from nvme0;
+ * a cancel brings host0 back as the head. */
+static void test_drain_moves_blocks_down_and_retires(void **state)
+{
+    (void)state;
+    s_env_t e;
+    memset(&e, 0, sizeof e);
+    sched_config_t cfg;
+    s_demote_cfg(&e, &cfg);
+    s_demote_up(&e, &cfg);
+    uint8_t *buf = malloc(CK_SLOT);
+    assert_non_null(buf);
+    uint8_t keys[S_DRAIN_PUTS + 1][16];
+    for (uint32_t i = 0; i < S_DRAIN_PUTS; i++) {
+        assert_int_equal(s_put_block(&e, 700 + i, buf), 1);
+        ck_key(700 + i, keys[i]);
+    }
+    assert_int_equal(tk_begin(e.t, CK_INST, "g", 0), 0);
+    assert_int_equal(
+        tk_prepare(e.t, kvtier_Envelope_prepare_get_req_tag, CK_INST, "g", keys, S_DRAIN_PINNED),
+        0);
+    uint64_t gtok = e.t->rep->body.prepare_get_rep.token.token_id;
+
+    assert_int_equal(s_drain(&e, "host9", false, false), kvtier_StatusCode_STATUS_NOT_FOUND);
+    assert_non_null(strstr(e.t->msg, "no tier named \"host9\""));
+    assert_int_equal(s_drain(&e, "nvme0", false, false), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(e.t->msg, "last tier of chain"));
+    assert_int_equal(s_drain(&e, "", false, false), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(s_drain(&e, "host0", true, true), kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(s_drain(&e, "host0", true, false), 0);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.state, kvtier_TierDrain_TIER_DRAIN_NONE);
+
+    assert_int_equal(s_drain(&e, "host0", false, false), 0);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.state, kvtier_TierDrain_TIER_DRAIN_DRAINING);
+    assert_string_equal(e.t->rep->body.admin_drain_rep.next_tier, "nvme0");
+    assert_int_equal(s_drain(&e, "host0", false, false), kvtier_StatusCode_STATUS_CONFLICT);
+    assert_non_null(strstr(e.t->msg, "already draining"));
+
+    /* placements stop: a new put goes to nvme0 */
+    assert_int_equal(s_put_block(&e, 800, buf), 2);
+    ck_key(800, keys[S_DRAIN_PUTS]);
+
+    /* the unpinned blocks move down; the pinned ones wait */
+    s_used_want_t w = {S_DRAIN_PINNED, S_DRAIN_PUTS - S_DRAIN_PINNED + 1};
+    assert_true(tk_poll(s_used_is, e.t, &w));
+    assert_int_equal(s_drain(&e, "host0", true, false), 0);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.state, kvtier_TierDrain_TIER_DRAIN_DRAINING);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.blocks_left, S_DRAIN_PINNED);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.blocks_moved, S_DRAIN_PUTS - S_DRAIN_PINNED);
+    assert_int_equal(tk_tier(e.t, 1)->drain, kvtier_TierDrain_TIER_DRAIN_DRAINING);
+
+    /* the pins go: the rest moves, then host0 is retired */
+    s_complete_get(&e, gtok);
+    assert_true(tk_poll(s_retired, e.t, NULL));
+    assert_int_equal(e.t->rep->body.admin_drain_rep.blocks_left, 0);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.blocks_moved, S_DRAIN_PUTS);
+    assert_int_equal(tk_tier(e.t, 1)->drain, kvtier_TierDrain_TIER_DRAIN_RETIRED);
+    assert_int_equal(tk_stat(e.t, "tier.nvme0.used"), S_DRAIN_PUTS + 1);
+    assert_int_equal(tk_stat(e.t, "demote_failed"), 0);
+    assert_int_equal(s_drain(&e, "host0", false, false), kvtier_StatusCode_STATUS_CONFLICT);
+    assert_non_null(strstr(e.t->msg, "already retired"));
+
+    /* nothing lost: every block is on nvme0, byte-exact */
+    assert_int_equal(tk_lookup(e.t, CK_INST, NULL, kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, keys,
+                               S_DRAIN_PUTS + 1),
+                     0);
+    assert_int_equal(e.t->rep->body.lookup_rep.hit_count, S_DRAIN_PUTS + 1);
+    /* nvme0 is the head now: nothing to promote */
+    assert_false(e.t->rep->body.lookup_rep.prefetch_advised);
+    for (uint32_t i = 0; i <= S_DRAIN_PUTS; i++)
+        assert_int_equal(e.t->arr->tier_ids.v[i], 2);
+    for (uint32_t i = 0; i < S_DRAIN_PUTS; i++)
+        s_get_exact(&e, keys[i], 2, 700 + i, buf);
+    s_get_exact(&e, keys[S_DRAIN_PUTS], 2, 800, buf);
+    /* a retired tier takes nothing: still a put to nvme0 */
+    assert_int_equal(s_put_block(&e, 801, buf), 2);
+
+    /* cancel: host0 is the head again */
+    assert_int_equal(s_drain(&e, "host0", false, true), 0);
+    assert_int_equal(e.t->rep->body.admin_drain_rep.state, kvtier_TierDrain_TIER_DRAIN_NONE);
+    assert_int_equal(tk_tier(e.t, 1)->drain, kvtier_TierDrain_TIER_DRAIN_NONE);
+    assert_int_equal(s_put_block(&e, 802, buf), 1);
+    free(buf);
+    s_stop(&e);
+}
+
+/* A drain needs demotion (the scheduler's migrator moves the blocks): without it
+ * CONFLICT, and the tier keeps taking blocks. */
+static void test_drain_without_demotion_is_refused(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e);
+    assert_int_equal(s_drain(&e, "host0", false, false), kvtier_StatusCode_STATUS_CONFLICT);
+    assert_non_null(strstr(e.t->msg, "without demotion"));
+    assert_int_equal(tk_tier(e.t, 1)->drain, kvtier_TierDrain_TIER_DRAIN_NONE);
+    s_stop(&e);
+}
+
 static int s_setup(void **state)
 {
     (void)state;
@@ -1373,6 +1516,8 @@ int main(void)
         cmocka_unit_test(test_full_head_demotes_instead_of_dropping),
         cmocka_unit_test(test_on_demand_head_demotes_exactly_the_need),
         cmocka_unit_test(test_room_is_kept_for_the_largest_busy_write),
+        cmocka_unit_test(test_drain_moves_blocks_down_and_retires),
+        cmocka_unit_test(test_drain_without_demotion_is_refused),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);
     zsys_shutdown();
