@@ -555,6 +555,16 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
                               " is still completing (a complete sent before waits on its "
                               "tier): retry",
                               s_kind_name[kind], token_id);
+        else if (token_id != 0 && token_id == q->done[kind].failed_token_id)
+            /* its first complete was answered with that error (the reply may be
+             * what was lost, or libkvtier retried an UNAVAILABLE while settling
+             * after a failover): the window is over, nothing of it applies now */
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_ABORTED,
+                              "the %s window of token %" PRIu64
+                              " concluded already and failed (%s: its tier did not confirm "
+                              "the blocks); nothing more of it is applied: prepare again",
+                              s_kind_name[kind], token_id,
+                              bus_status_name((int)q->done[kind].failed_code));
         else if (token_id != 0 && token_id == w->lapsed_token_id)
             sched_reply_error(
                 self, call, kvtier_StatusCode_STATUS_EXPIRED,
@@ -1216,10 +1226,16 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
 {
     kvtier_Envelope *rep = self->requests.op_rep;
     bool prefetch = op && op->prefetch, combined = op && op->combined;
-    if (op && code == kvtier_StatusCode_STATUS_OK) { /* for a resend of this complete */
+    if (op) { /* for a resend of this complete */
         sched_request_t *q = &self->requests.reqs[op->req];
-        if (q->used && !q->ended && q->hash == op->req_hash)
-            s_remember_done(q, op->kind, op->token_id, op->released, committed, failed);
+        if (q->used && !q->ended && q->hash == op->req_hash) {
+            if (code == kvtier_StatusCode_STATUS_OK) {
+                s_remember_done(q, op->kind, op->token_id, op->released, committed, failed);
+            } else {
+                q->done[op->kind].failed_token_id = op->token_id;
+                q->done[op->kind].failed_code = (uint32_t)code;
+            }
+        }
     }
     if (!rid) { /* its routing id could not be kept (out of memory): the caller times out */
         bus_warn(S_LOG, "%s reply lost: no routing id", s_op_name(op));
