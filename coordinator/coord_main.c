@@ -345,6 +345,21 @@ static int s_start_publisher(s_proc_t *p)
                              .vllm_endpoint = c->events_vllm,
                              .vllm_replay_endpoint = c->events_vllm_replay,
                              .vllm_layout = c->events_vllm_layout};
+    /* per-instance isolation: the streams carry every instance's events, so only
+     * keys granted "*" (and this process's own) read them (docs/SECURITY.md) */
+    char(*keys)[BUS_CURVE_KEY_TXT] = NULL;
+    if (p->acl_on) {
+        keys = calloc(p->n_acl ? p->n_acl : 1, sizeof *keys);
+        if (!keys) {
+            bus_error(S_COMP, "publisher: out of memory");
+            return -1;
+        }
+        for (uint32_t i = 0; i < p->n_acl; i++)
+            if (!strcmp(p->acl[i].instance, "*"))
+                snprintf(keys[pc.n_keys++], sizeof keys[0], "%s", p->acl[i].key);
+        pc.keys_only = true;
+        pc.keys = (const char(*)[BUS_CURVE_KEY_TXT])keys;
+    }
     /* the last term's publisher may still be releasing its ports (as for the
      * meta endpoint, s_start_sched): retried for a bounded time */
     int64_t deadline = coord_proc_now_ms() + S_SCHED_RETRY_FOR_MS;
@@ -354,6 +369,7 @@ static int s_start_publisher(s_proc_t *p)
             break;
         s_nap_ms(S_SCHED_RETRY_MS);
     }
+    free(keys); /* copied by the publisher at its start */
     if (!p->publisher ||
         publisher_endpoints(p->publisher, p->events_xpub, sizeof p->events_xpub, p->events_replay,
                             sizeof p->events_replay) < 0 ||
