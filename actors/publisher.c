@@ -541,7 +541,13 @@ static void s_on_xpub(self_t *self)
         if (n == 0)
             return;
         const uint8_t *d = zmq_msg_data(&m);
-        bool counted = n == 1 && (!self->keys_only || s_manual_sub(self, self->xpub, &m, "subscription"));
+        /* keys_only: an unsubscription without a key is libzmq's own, made when a
+         * peer leaves (manual mode applies nothing for it); it is counted down,
+         * though a refused peer's leaving looks the same (the count stays >= 0) */
+        bool left = self->keys_only && n == 1 && zmq_msg_size(&m) >= 1 && d[0] == 0 &&
+                    !s_peer_key(&m);
+        bool counted = n == 1 && (!self->keys_only || left ||
+                                  s_manual_sub(self, self->xpub, &m, "subscription"));
         if (counted && zmq_msg_size(&m) >= 1 && d[0] == 1)
             self->st.subscribers++;
         else if (counted && zmq_msg_size(&m) >= 1 && d[0] == 0 && self->st.subscribers > 0)

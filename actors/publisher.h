@@ -162,7 +162,9 @@ typedef struct {
     uint64_t replays_served;       /* replays that ended with END */
     uint64_t replay_batches_sent;  /* BATCH messages */
     uint64_t replay_errors;        /* ERROR answers, replays given up */
-    uint64_t subscribers;          /* subscriptions now */
+    uint64_t subscribers;          /* subscriptions now (keys_only: those applied; a peer
+                                      that leaves counts its own down, a refused one may
+                                      count others', never below 0) */
     uint64_t replays_active;       /* replays in progress now */
     uint64_t snapshots_served;     /* snapshots that ended with END */
     uint64_t snapshot_blocks_sent; /* locations in them */
