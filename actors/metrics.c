@@ -522,6 +522,8 @@ static void s_render_tier(self_t *self, metrics_buf_t *b)
          "bytes read into UCX staging regions (transport ucx)", s->ucx_bytes_read},
         {"kvtier_tier_actor_ucx_regions_granted_total", "counter",
          "UCX staging regions handed to peers", s->ucx_regions_granted},
+        {"kvtier_tier_actor_ucx_copy_bytes_total", "counter",
+         "copy bytes this tier actor put into destinations over UCX", s->ucx_copy_bytes},
         {"kvtier_tier_actor_capacity_slots", "gauge", "slots of the tier", s->capacity},
         {"kvtier_tier_actor_used_slots", "gauge", "SERVING slots", s->used_slots},
         {"kvtier_tier_actor_capacity_bytes", "gauge", "capacity x slot size",

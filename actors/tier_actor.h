@@ -217,6 +217,7 @@ typedef struct {
     uint64_t ucx_bytes_written; /* WriteSlots bytes taken from UCX staging regions */
     uint64_t ucx_bytes_read;    /* ReadSlots bytes placed in UCX staging regions */
     uint64_t ucx_regions_granted;
+    uint64_t ucx_copy_bytes; /* CopySlots bytes this actor put into a destination over UCX */
 } tier_actor_stats_t;
 
 /* Why a token was refused: kvtier_tier_actor_token_refusals_total{reason}. */

@@ -19,7 +19,7 @@
 
 #include "bus_log.h"
 #include "kvt_transport.h"
-#include "kvt_ucx.h"
+#include "bus_ucx_peer.h"
 #include "tier_checksum.h"
 
 #define S_CHUNK_SLOTS 128u        /* slots per tier-plane message */
@@ -74,7 +74,7 @@ typedef struct s_conn {
     bus_client_t *cl;
     struct s_frames *fs;
     uint8_t ux_state;
-    kvti_ucx_conn_t *ux;
+    bus_ucx_conn_t *ux;
     int64_t ux_retry; /* S_UX_NONE: when to ask again */
     uint32_t ux_open; /* chunks holding a range of its region */
 } s_conn_t;
@@ -95,8 +95,8 @@ struct s_frames {
     uint64_t rep_sums[S_CHUNK_SLOTS]; /* ReadSlots: each block's checksum, 0 = unknown */
     bool rep_mask[S_CHUNK_SLOTS];
     bus_arrays_t rep_arr;
-    kvti_ucx_t *ux; /* transport ucx: the handle's worker, made on first use */
-    bool ux_off;    /* UCX cannot run here (said once) or KVT_UCX=0 */
+    bus_ucx_peer_t *ux; /* transport ucx: the handle's worker, made on first use */
+    bool ux_off;        /* UCX cannot run here (said once) or KVT_UCX=0 */
     bool closing;
 };
 
@@ -135,8 +135,8 @@ static void s_close(void **xs)
     s_frames_t *fs = *xs;
     fs->closing = true; /* UCX callbacks of the closes below do nothing */
     for (uint32_t i = 0; i < fs->n_conns; i++)
-        kvti_ucx_conn_close(&fs->conns[i].ux);
-    kvti_ucx_destroy(&fs->ux);
+        bus_ucx_conn_close(&fs->conns[i].ux);
+    bus_ucx_peer_destroy(&fs->ux);
     /* Requests in flight are dropped with their sockets, without callbacks. */
     for (uint32_t i = 0; i < fs->n_conns; i++)
         bus_client_destroy(&fs->conns[i].cl);
@@ -208,7 +208,7 @@ static void s_chunk_end(s_chunk_t *ch)
     if (ch->ux_conn) { /* the tier is done with the range: the reply came, or the
                           connection was closed (its region is given up with it) */
         if (ch->ux_conn->ux)
-            kvti_ucx_free(ch->ux_conn->ux, ch->ux_off, ch->ux_len);
+            bus_ucx_conn_free(ch->ux_conn->ux, ch->ux_off, ch->ux_len);
         ch->ux_conn->ux_open--;
         ch->ux_conn = NULL;
     }
@@ -291,7 +291,7 @@ static void s_ux_fetch(s_frames_t *fs, s_chunk_t *ch)
 {
     s_fjob_t *fj = ch->fj;
     kvti_job_t *j = fj->job;
-    kvti_ucx_conn_t *u = ch->ux_conn->ux;
+    bus_ucx_conn_t *u = ch->ux_conn->ux;
     char why[160];
     if (!u) {
         s_chunk_fail(ch, KVT_UNAVAILABLE, "the UCX connection was closed");
@@ -304,7 +304,7 @@ static void s_ux_fetch(s_frames_t *fs, s_chunk_t *ch)
         bus_token_entry_t e;
         bus_token_entry_at(&j->tok->view, i, &e);
         fj->sums[ch->start + k] = sums ? fs->rep_sums[k] : 0;
-        if (kvti_ucx_get(u, j->bufs[i], e.size, off, why, sizeof why) < 0) {
+        if (bus_ucx_conn_get(u, j->bufs[i], e.size, off, why, sizeof why) < 0) {
             s_chunk_fail(ch, KVT_UNAVAILABLE, why);
             return;
         }
@@ -312,7 +312,7 @@ static void s_ux_fetch(s_frames_t *fs, s_chunk_t *ch)
     }
     ch->state = S_FETCHING;
     ch->ux_deadline = j->deadline;
-    if (kvti_ucx_flush(u, s_ux_fetched, ch, why, sizeof why) < 0)
+    if (bus_ucx_conn_flush(u, s_ux_fetched, ch, why, sizeof why) < 0)
         s_chunk_fail(ch, KVT_UNAVAILABLE, why);
 }
 
@@ -415,7 +415,7 @@ static void s_ux_drop(s_conn_t *cn, const char *why)
 {
     s_frames_t *fs = cn->fs;
     bus_debug("client", "%s: UCX connection for %s dropped: %s", fs->c->name, cn->endpoint, why);
-    kvti_ucx_conn_close(&cn->ux);
+    bus_ucx_conn_close(&cn->ux);
     cn->ux_state = S_UX_UNKNOWN;
     for (uint32_t ji = 0; ji < fs->cap; ji++) {
         s_fjob_t *fj = &fs->fjobs[ji];
@@ -446,7 +446,7 @@ static void s_ux_probed(void *arg, bus_reply_t *r)
         s_ux_none(cn); /* a tier actor without UCX: frames */
         return;
     }
-    if (!fs->ux && !fs->ux_off && !(fs->ux = kvti_ucx_new(fs->c->name, why, sizeof why))) {
+    if (!fs->ux && !fs->ux_off && !(fs->ux = bus_ucx_peer_new(fs->c->name, why, sizeof why))) {
         fs->ux_off = true;
         bus_warn("client", "%s: %s advertises UCX but it cannot run here (frames instead): %s",
                  fs->c->name, cn->endpoint, why);
@@ -455,7 +455,7 @@ static void s_ux_probed(void *arg, bus_reply_t *r)
         s_ux_none(cn);
         return;
     }
-    cn->ux = kvti_ucx_connect(fs->ux, p->ucx_address, p->ucx_region, p->ucx_base, p->ucx_length,
+    cn->ux = bus_ucx_conn_new(fs->ux, p->ucx_address, p->ucx_region, p->ucx_base, p->ucx_length,
                               p->ucx_rkey.bytes, p->ucx_rkey.size, why, sizeof why);
     if (!cn->ux) {
         bus_warn("client", "%s: %s: UCX not used (frames instead): %s", fs->c->name, cn->endpoint,
@@ -472,7 +472,7 @@ static bool s_ux_waits(s_frames_t *fs, s_conn_t *cn)
 {
     if (fs->ux_off)
         return false;
-    if (cn->ux_state == S_UX_READY && kvti_ucx_conn_failed(cn->ux))
+    if (cn->ux_state == S_UX_READY && bus_ucx_conn_failed(cn->ux))
         s_ux_drop(cn, "the peer went");
     if (cn->ux_state == S_UX_NONE && zclock_mono() >= cn->ux_retry && cn->ux_open == 0)
         cn->ux_state = S_UX_UNKNOWN;
@@ -511,7 +511,7 @@ static void s_ux_stage(s_chunk_t *ch)
 {
     s_fjob_t *fj = ch->fj;
     kvti_job_t *j = fj->job;
-    kvti_ucx_conn_t *u = ch->ux_conn->ux;
+    bus_ucx_conn_t *u = ch->ux_conn->ux;
     char why[160];
     uint64_t off = ch->ux_off;
     for (uint32_t k = 0; k < ch->count; k++) {
@@ -520,7 +520,7 @@ static void s_ux_stage(s_chunk_t *ch)
         bus_token_entry_at(&j->tok->view, i, &e);
         struct iovec iov = {.iov_base = j->bufs[i], .iov_len = e.size};
         j->tok->checksums[i] = tier_checksum(&iov, 1);
-        if (kvti_ucx_put(u, j->bufs[i], e.size, off, why, sizeof why) < 0) {
+        if (bus_ucx_conn_put(u, j->bufs[i], e.size, off, why, sizeof why) < 0) {
             s_chunk_fail(ch, KVT_UNAVAILABLE, why);
             return;
         }
@@ -529,7 +529,7 @@ static void s_ux_stage(s_chunk_t *ch)
     ch->state = S_FLUSHING;
     fj->unsent--;
     ch->ux_deadline = j->deadline;
-    if (kvti_ucx_flush(u, s_ux_flushed, ch, why, sizeof why) < 0)
+    if (bus_ucx_conn_flush(u, s_ux_flushed, ch, why, sizeof why) < 0)
         s_chunk_fail(ch, KVT_UNAVAILABLE, why);
 }
 
@@ -547,9 +547,9 @@ static int s_ux_claim(s_conn_t *cn, s_chunk_t *ch)
         bus_token_entry_at(&ch->fj->job->tok->view, ch->fj->order[ch->start + k], &e);
         bytes += e.size;
     }
-    if (bytes > kvti_ucx_conn_length(cn->ux))
+    if (bytes > bus_ucx_conn_length(cn->ux))
         return 0;
-    if (kvti_ucx_alloc(cn->ux, bytes, &ch->ux_off) < 0)
+    if (bus_ucx_conn_alloc(cn->ux, bytes, &ch->ux_off) < 0)
         return -1;
     ch->ux_conn = cn;
     ch->ux_len = bytes;
@@ -622,7 +622,7 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
         w->epoch = t->epoch; /* fence: a restarted tier actor refuses an old token */
         w->segments = 1;
         if (ux) { /* the bytes are in the staging region already */
-            w->ucx_region = kvti_ucx_conn_region(cn->ux);
+            w->ucx_region = bus_ucx_conn_region(cn->ux);
             w->ucx_offset = ch->ux_off;
         }
         arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
@@ -633,7 +633,7 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
         rd->segments = 1;
         rd->checksums = true; /* each block's checksum comes back: verified on arrival */
         if (ux) {             /* the tier copies the blocks into the region; fetched on the reply */
-            rd->ucx_region = kvti_ucx_conn_region(cn->ux);
+            rd->ucx_region = bus_ucx_conn_region(cn->ux);
             rd->ucx_offset = ch->ux_off;
         }
         arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
@@ -800,14 +800,14 @@ static void s_progress(void *xs, int wait_ms)
     if (due >= 0 && (timeout < 0 || due < timeout))
         timeout = (long)due;
     if (fs->ux) { /* UCX: its event fd beside the sockets; pending events: no sleep */
-        if (kvti_ucx_progress(fs->ux) == 0)
+        if (bus_ucx_peer_progress(fs->ux) == 0)
             timeout = 0;
-        items[n++] = (zmq_pollitem_t){NULL, kvti_ucx_fd(fs->ux), ZMQ_POLLIN, 0};
+        items[n++] = (zmq_pollitem_t){NULL, bus_ucx_peer_fd(fs->ux), ZMQ_POLLIN, 0};
     }
     if (fs->n_conns > 0 && s_anything_open(fs))
         (void)zmq_poll(items, n, timeout);
     if (fs->ux)
-        (void)kvti_ucx_progress(fs->ux);
+        (void)bus_ucx_peer_progress(fs->ux);
     for (uint32_t i = 0; i < fs->n_conns; i++)
         bus_client_dispatch(fs->conns[i].cl, 0);
     s_send_pending(fs);

@@ -7,8 +7,11 @@
 # ucx) under deploy/supervise.
 # 1. remote0's tier process says it serves UCX and names its UCX listener.
 # 2. `kvtier replay` stores several times what host0 holds: blocks are demoted
-#    host0 -> remote0 (tier actor to tier actor); every load byte-exact.
-# 3. Again: every block hits, remote0's blocks are promoted back to host0.
+#    host0 -> remote0 (tier actor to tier actor), their bytes put over UCX into
+#    remote0's staging region (host0's and remote0's UCX counters); every load
+#    byte-exact.
+# 3. Again: every block hits, remote0's blocks are promoted back to host0 (by
+#    frames: host0 serves no UCX, a copy goes the way its destination serves).
 # 4. Again with --no-promote: the client reads remote0's blocks itself, every load
 #    byte-exact; remote0's metrics show the client's bytes went through its UCX
 #    staging regions (ucx read bytes > 0, regions granted > 0).
@@ -37,10 +40,10 @@ replay() {
 }
 counter() { it_cli status | awk -v n="$1" '$1 == n { print $2; exit }'; }
 tier_hits() { sed -n "s/^tier $2: \([0-9]*\) hits$/\1/p" "$1"; }
-maddr=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([t for t in d["tiers"] if t["name"]=="remote0"][0]["metrics"])' "$it_dir/deployment.json")
-metric() { # NAME: remote0's value, fresh (the metrics refresh is 200 ms)
+maddr() { /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([t for t in d["tiers"] if t["name"]==sys.argv[2]][0]["metrics"])' "$it_dir/deployment.json" "$1"; }
+metric() { # NAME [TIER]: the tier's value (remote0's by default), fresh (refresh is 200 ms)
   sleep 0.5
-  curl -s "http://$maddr/metrics" | awk -v n="$1" '$1 ~ "^"n"({|$)" { print $2; exit }'
+  curl -s "http://$(maddr "${2:-remote0}")/metrics" | awk -v n="$1" '$1 ~ "^"n"({|$)" { print $2; exit }'
 }
 
 # an unusable UCX: the tier process exits at start, saying why
@@ -62,7 +65,13 @@ grep -q 'tier remote0: UCX listener on [0-9.]*:[0-9]* (8 staging regions of 1677
 
 replay "$it_dir/pass1.txt"
 [ "$(counter demoted)" -gt 0 ] || it_fail "nothing was demoted to remote0"
-it_log "pass 1: $(counter demoted) demoted to remote0"
+written=$(metric kvtier_tier_actor_ucx_written_bytes_total)
+copied=$(metric kvtier_tier_actor_ucx_copy_bytes_total host0)
+[ "${written:-0}" -gt 0 ] || it_fail "demotions did not write remote0 over UCX (ucx written bytes: $written)"
+[ "${copied:-0}" -gt 0 ] || it_fail "host0 put no copy bytes over UCX ($copied)"
+grep -q "tier host0: copies to tcp://[0-9.:]* go over UCX" "$it_run/logs/tier-host0.log" ||
+  it_fail "host0 does not say its copies go over UCX: $(cat "$it_run/logs/tier-host0.log")"
+it_log "pass 1: $(counter demoted) demoted to remote0; $copied bytes copied host0 -> remote0 over UCX"
 
 replay "$it_dir/pass2.txt"
 [ "$(it_replay_field "$it_dir/pass2.txt" 2)" = 100.0 ] || it_fail "pass 2 missed blocks: $(cat "$it_dir/pass2.txt")"

@@ -1,9 +1,9 @@
-/* kvt_ucx.c — a client handle's UCX connections to remote tiers (kvt_ucx.h).
+/* bus_ucx_peer.c — UCX connections to remote tiers' staging regions (bus_ucx_peer.h).
  * Owns the worker (bus_ucx.h), the endpoints, the unpacked remote keys and each
  * region's allocation (64 KiB units, first fit). Bounded: one connection per
- * tier endpoint (the frames transport keeps at most 64), one flush record per
- * chunk in flight. Never waits: completion comes through kvti_ucx_progress. */
-#include "kvt_ucx.h"
+ * tier endpoint (its users keep at most 64), one flush record per
+ * transfer in flight. Never waits: completion comes through bus_ucx_peer_progress. */
+#include "bus_ucx_peer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +18,13 @@
 #include <netdb.h>
 #include <ucp/api/ucp.h>
 
-struct kvti_ucx {
+struct bus_ucx_peer {
     bus_ucx_t *u;
     uint32_t live; /* flush records not yet called back */
 };
 
-struct kvti_ucx_conn {
-    kvti_ucx_t *x;
+struct bus_ucx_conn {
+    bus_ucx_peer_t *x;
     ucp_ep_h ep;
     ucp_rkey_h rkey;
     bool failed;
@@ -35,14 +35,14 @@ struct kvti_ucx_conn {
 };
 
 typedef struct {
-    kvti_ucx_t *x;
-    kvti_ucx_done_fn fn;
+    bus_ucx_peer_t *x;
+    bus_ucx_done_fn fn;
     void *arg;
 } s_flush_t;
 
-kvti_ucx_t *kvti_ucx_new(const char *name, char *why, size_t len)
+bus_ucx_peer_t *bus_ucx_peer_new(const char *name, char *why, size_t len)
 {
-    kvti_ucx_t *x = calloc(1, sizeof *x);
+    bus_ucx_peer_t *x = calloc(1, sizeof *x);
     if (!x) {
         snprintf(why, len, "%s: UCX: out of memory", name);
         return NULL;
@@ -55,11 +55,11 @@ kvti_ucx_t *kvti_ucx_new(const char *name, char *why, size_t len)
     return x;
 }
 
-void kvti_ucx_destroy(kvti_ucx_t **xp)
+void bus_ucx_peer_destroy(bus_ucx_peer_t **xp)
 {
     if (!xp || !*xp)
         return;
-    kvti_ucx_t *x = *xp;
+    bus_ucx_peer_t *x = *xp;
     for (int k = 0; k < 1000 && x->live > 0; k++)
         (void)bus_ucx_progress(x->u, 16);
     bus_ucx_destroy(&x->u);
@@ -67,12 +67,12 @@ void kvti_ucx_destroy(kvti_ucx_t **xp)
     *xp = NULL;
 }
 
-int kvti_ucx_fd(kvti_ucx_t *x)
+int bus_ucx_peer_fd(bus_ucx_peer_t *x)
 {
     return x ? bus_ucx_efd(x->u) : -1;
 }
 
-int kvti_ucx_progress(kvti_ucx_t *x)
+int bus_ucx_peer_progress(bus_ucx_peer_t *x)
 {
     if (!x)
         return -1;
@@ -82,15 +82,15 @@ int kvti_ucx_progress(kvti_ucx_t *x)
 
 static void s_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    kvti_ucx_conn_t *c = arg;
+    bus_ucx_conn_t *c = arg;
     (void)ep;
     c->failed = true;
     snprintf(c->why, sizeof c->why, "%s", ucs_status_string(status));
 }
 
-kvti_ucx_conn_t *kvti_ucx_connect(kvti_ucx_t *x, const char *address, uint64_t region,
-                                  uint64_t base, uint64_t length, const void *rkey, size_t rkey_len,
-                                  char *why, size_t len)
+bus_ucx_conn_t *bus_ucx_conn_new(bus_ucx_peer_t *x, const char *address, uint64_t region,
+                                 uint64_t base, uint64_t length, const void *rkey, size_t rkey_len,
+                                 char *why, size_t len)
 {
     char host[80];
     const char *colon = strrchr(address, ':');
@@ -107,7 +107,7 @@ kvti_ucx_conn_t *kvti_ucx_connect(kvti_ucx_t *x, const char *address, uint64_t r
         snprintf(why, len, "UCX address \"%s\": %s", address, gai_strerror(g));
         return NULL;
     }
-    kvti_ucx_conn_t *c = calloc(1, sizeof *c);
+    bus_ucx_conn_t *c = calloc(1, sizeof *c);
     uint32_t units = (uint32_t)(length / S_UNIT);
     if (c)
         c->used = calloc(units, 1);
@@ -117,12 +117,12 @@ kvti_ucx_conn_t *kvti_ucx_connect(kvti_ucx_t *x, const char *address, uint64_t r
         snprintf(why, len, "out of memory");
         return NULL;
     }
-    *c = (kvti_ucx_conn_t){.x = x,
-                           .used = c->used,
-                           .units = units,
-                           .region = region,
-                           .base = base,
-                           .length = (uint64_t)units * S_UNIT};
+    *c = (bus_ucx_conn_t){.x = x,
+                          .used = c->used,
+                          .units = units,
+                          .region = region,
+                          .base = base,
+                          .length = (uint64_t)units * S_UNIT};
     ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                                        UCP_EP_PARAM_FIELD_ERR_HANDLER |
                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
@@ -141,17 +141,17 @@ kvti_ucx_conn_t *kvti_ucx_connect(kvti_ucx_t *x, const char *address, uint64_t r
         snprintf(why, len, "UCX cannot reach %s: %s (%s)", address, ucs_status_string(s),
                  bus_ucx_env(env, sizeof env));
         (void)rkey_len;
-        kvti_ucx_conn_close(&c);
+        bus_ucx_conn_close(&c);
         return NULL;
     }
     return c;
 }
 
-void kvti_ucx_conn_close(kvti_ucx_conn_t **cp)
+void bus_ucx_conn_close(bus_ucx_conn_t **cp)
 {
     if (!cp || !*cp)
         return;
-    kvti_ucx_conn_t *c = *cp;
+    bus_ucx_conn_t *c = *cp;
     if (c->rkey)
         ucp_rkey_destroy(c->rkey);
     if (c->ep) {
@@ -171,22 +171,22 @@ void kvti_ucx_conn_close(kvti_ucx_conn_t **cp)
     *cp = NULL;
 }
 
-bool kvti_ucx_conn_failed(const kvti_ucx_conn_t *c)
+bool bus_ucx_conn_failed(const bus_ucx_conn_t *c)
 {
     return c->failed;
 }
 
-uint64_t kvti_ucx_conn_region(const kvti_ucx_conn_t *c)
+uint64_t bus_ucx_conn_region(const bus_ucx_conn_t *c)
 {
     return c->region;
 }
 
-uint64_t kvti_ucx_conn_length(const kvti_ucx_conn_t *c)
+uint64_t bus_ucx_conn_length(const bus_ucx_conn_t *c)
 {
     return c->length;
 }
 
-int kvti_ucx_alloc(kvti_ucx_conn_t *c, uint64_t len, uint64_t *off)
+int bus_ucx_conn_alloc(bus_ucx_conn_t *c, uint64_t len, uint64_t *off)
 {
     uint32_t need = (uint32_t)((len + S_UNIT - 1) / S_UNIT);
     if (need == 0)
@@ -204,7 +204,7 @@ int kvti_ucx_alloc(kvti_ucx_conn_t *c, uint64_t len, uint64_t *off)
     return -1;
 }
 
-void kvti_ucx_free(kvti_ucx_conn_t *c, uint64_t off, uint64_t len)
+void bus_ucx_conn_free(bus_ucx_conn_t *c, uint64_t off, uint64_t len)
 {
     uint32_t first = (uint32_t)(off / S_UNIT);
     uint32_t need = (uint32_t)((len + S_UNIT - 1) / S_UNIT);
@@ -214,8 +214,7 @@ void kvti_ucx_free(kvti_ucx_conn_t *c, uint64_t off, uint64_t len)
         memset(c->used + first, 0, need);
 }
 
-static int s_posted(kvti_ucx_conn_t *c, ucs_status_ptr_t r, const char *op, char *why,
-                    size_t whylen)
+static int s_posted(bus_ucx_conn_t *c, ucs_status_ptr_t r, const char *op, char *why, size_t whylen)
 {
     if (UCS_PTR_IS_ERR(r)) {
         snprintf(why, whylen, "UCX %s failed: %s", op, ucs_status_string(UCS_PTR_STATUS(r)));
@@ -227,8 +226,8 @@ static int s_posted(kvti_ucx_conn_t *c, ucs_status_ptr_t r, const char *op, char
     return 0;
 }
 
-int kvti_ucx_put(kvti_ucx_conn_t *c, const void *buf, size_t len, uint64_t off, char *why,
-                 size_t whylen)
+int bus_ucx_conn_put(bus_ucx_conn_t *c, const void *buf, size_t len, uint64_t off, char *why,
+                     size_t whylen)
 {
     if (c->failed) {
         snprintf(why, whylen, "the UCX peer went: %s", c->why);
@@ -239,7 +238,8 @@ int kvti_ucx_put(kvti_ucx_conn_t *c, const void *buf, size_t len, uint64_t off, 
                     whylen);
 }
 
-int kvti_ucx_get(kvti_ucx_conn_t *c, void *buf, size_t len, uint64_t off, char *why, size_t whylen)
+int bus_ucx_conn_get(bus_ucx_conn_t *c, void *buf, size_t len, uint64_t off, char *why,
+                     size_t whylen)
 {
     if (c->failed) {
         snprintf(why, whylen, "the UCX peer went: %s", c->why);
@@ -261,7 +261,7 @@ static void s_flushed(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
-int kvti_ucx_flush(kvti_ucx_conn_t *c, kvti_ucx_done_fn fn, void *arg, char *why, size_t whylen)
+int bus_ucx_conn_flush(bus_ucx_conn_t *c, bus_ucx_done_fn fn, void *arg, char *why, size_t whylen)
 {
     s_flush_t *f = malloc(sizeof *f);
     if (!f) {
@@ -290,75 +290,76 @@ int kvti_ucx_flush(kvti_ucx_conn_t *c, kvti_ucx_done_fn fn, void *arg, char *why
 
 #else /* no UCX in this build: nothing connects; the frames transport keeps frames */
 
-kvti_ucx_t *kvti_ucx_new(const char *name, char *why, size_t len)
+bus_ucx_peer_t *bus_ucx_peer_new(const char *name, char *why, size_t len)
 {
     (void)bus_ucx_new(name, why, len);
     return NULL;
 }
-void kvti_ucx_destroy(kvti_ucx_t **xp)
+void bus_ucx_peer_destroy(bus_ucx_peer_t **xp)
 {
     if (xp)
         *xp = NULL;
 }
-int kvti_ucx_fd(kvti_ucx_t *x)
+int bus_ucx_peer_fd(bus_ucx_peer_t *x)
 {
     (void)x;
     return -1;
 }
-int kvti_ucx_progress(kvti_ucx_t *x)
+int bus_ucx_peer_progress(bus_ucx_peer_t *x)
 {
     (void)x;
     return -1;
 }
-kvti_ucx_conn_t *kvti_ucx_connect(kvti_ucx_t *x, const char *address, uint64_t region,
-                                  uint64_t base, uint64_t length, const void *rkey, size_t rkey_len,
-                                  char *why, size_t len)
+bus_ucx_conn_t *bus_ucx_conn_new(bus_ucx_peer_t *x, const char *address, uint64_t region,
+                                 uint64_t base, uint64_t length, const void *rkey, size_t rkey_len,
+                                 char *why, size_t len)
 {
     (void)x, (void)address, (void)region, (void)base, (void)length, (void)rkey, (void)rkey_len;
     snprintf(why, len, "UCX is not in this build");
     return NULL;
 }
-void kvti_ucx_conn_close(kvti_ucx_conn_t **cp)
+void bus_ucx_conn_close(bus_ucx_conn_t **cp)
 {
     if (cp)
         *cp = NULL;
 }
-bool kvti_ucx_conn_failed(const kvti_ucx_conn_t *c)
+bool bus_ucx_conn_failed(const bus_ucx_conn_t *c)
 {
     (void)c;
     return true;
 }
-uint64_t kvti_ucx_conn_region(const kvti_ucx_conn_t *c)
+uint64_t bus_ucx_conn_region(const bus_ucx_conn_t *c)
 {
     (void)c;
     return 0;
 }
-uint64_t kvti_ucx_conn_length(const kvti_ucx_conn_t *c)
+uint64_t bus_ucx_conn_length(const bus_ucx_conn_t *c)
 {
     (void)c;
     return 0;
 }
-int kvti_ucx_alloc(kvti_ucx_conn_t *c, uint64_t len, uint64_t *off)
+int bus_ucx_conn_alloc(bus_ucx_conn_t *c, uint64_t len, uint64_t *off)
 {
     (void)c, (void)len, (void)off;
     return -1;
 }
-void kvti_ucx_free(kvti_ucx_conn_t *c, uint64_t off, uint64_t len)
+void bus_ucx_conn_free(bus_ucx_conn_t *c, uint64_t off, uint64_t len)
 {
     (void)c, (void)off, (void)len;
 }
-int kvti_ucx_put(kvti_ucx_conn_t *c, const void *buf, size_t len, uint64_t off, char *why,
-                 size_t whylen)
+int bus_ucx_conn_put(bus_ucx_conn_t *c, const void *buf, size_t len, uint64_t off, char *why,
+                     size_t whylen)
 {
     (void)c, (void)buf, (void)len, (void)off;
     snprintf(why, whylen, "UCX is not in this build");
     return -1;
 }
-int kvti_ucx_get(kvti_ucx_conn_t *c, void *buf, size_t len, uint64_t off, char *why, size_t whylen)
+int bus_ucx_conn_get(bus_ucx_conn_t *c, void *buf, size_t len, uint64_t off, char *why,
+                     size_t whylen)
 {
-    return kvti_ucx_put(c, buf, len, off, why, whylen);
+    return bus_ucx_conn_put(c, buf, len, off, why, whylen);
 }
-int kvti_ucx_flush(kvti_ucx_conn_t *c, kvti_ucx_done_fn fn, void *arg, char *why, size_t whylen)
+int bus_ucx_conn_flush(bus_ucx_conn_t *c, bus_ucx_done_fn fn, void *arg, char *why, size_t whylen)
 {
     (void)c, (void)fn, (void)arg;
     snprintf(why, whylen, "UCX is not in this build");
