@@ -901,6 +901,7 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
         return;
     sched_strcpy(t->host, sizeof t->host, in->host);
     sched_strcpy(t->shm, sizeof t->shm, in->shm);
+    sched_strcpy(t->ucx_address, sizeof t->ucx_address, in->ucx_address);
     s_copy_device_access(t, in);
     bool same = t->state != SCHED_TIER_DOWN && t->epoch == in->epoch &&
                 strcmp(t->endpoint, in->endpoint) == 0 && t->cfg.capacity == in->capacity_slots &&
@@ -1006,6 +1007,7 @@ void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
     sched_strcpy(out->endpoint, sizeof out->endpoint, t->endpoint);
     sched_strcpy(out->host, sizeof out->host, t->host);
     sched_strcpy(out->shm, sizeof out->shm, t->shm);
+    sched_strcpy(out->ucx_address, sizeof out->ucx_address, t->ucx_address);
     out->cuda_ipc_handle.size = (pb_size_t)t->cuda_ipc_handle_len;
     memcpy(out->cuda_ipc_handle.bytes, t->cuda_ipc_handle, t->cuda_ipc_handle_len);
     out->gpu_uuid.size = (pb_size_t)t->gpu_uuid_len;

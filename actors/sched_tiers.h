@@ -55,6 +55,7 @@ typedef struct sched_tier {
     uint64_t epoch;
     char endpoint[SCHED_ENDPOINT_MAX];
     char shm[64];
+    char ucx_address[64]; /* transport ucx: the tier actor's UCX listener (TierInfo) */
     char host[64];
     /* a gpu tier's device access as announced (TierInfo, schemas/common.proto) */
     uint8_t cuda_ipc_handle[64];

@@ -82,6 +82,8 @@ int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metric
     if (t->gpu_uuid.size == sizeof t->gpu_uuid.bytes)
         json_object_set_new(v, "gpu_uuid",
                             json_string(s_hex(t->gpu_uuid.bytes, t->gpu_uuid.size, hex)));
+    if (t->ucx_address[0]) /* issue 9 §4: a field older readers ignore */
+        json_object_set_new(v, "ucx_address", json_string(t->ucx_address));
     if (t->slot_stride)
         json_object_set_new(v, "slot_stride",
                             json_integer((json_int_t)(t->slot_stride & INT64_MAX)));
@@ -221,6 +223,8 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
         rc = s_str(v, "shm", out->shm, sizeof out->shm, false, err, errlen);
     if (rc == 0)
         rc = s_str(v, "host", out->host, sizeof out->host, false, err, errlen);
+    if (rc == 0 && json_object_get(v, "ucx_address")) /* optional: remote tiers over UCX */
+        rc = s_str(v, "ucx_address", out->ucx_address, sizeof out->ucx_address, false, err, errlen);
     if (rc == 0)
         rc = s_epoch(v, &out->epoch, err, errlen);
     if (rc == 0)

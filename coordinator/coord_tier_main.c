@@ -153,6 +153,8 @@ static int s_build_record(s_proc_t *p)
     if (d.access_kind == TIER_ACCESS_SHM)
         snprintf(info.shm, sizeof info.shm, "%.*s", (int)sizeof info.shm - 1, d.access);
     tier_actor_info_access(&d, &info);
+    snprintf(info.ucx_address, sizeof info.ucx_address, "%.*s", (int)sizeof info.ucx_address - 1,
+             d.ucx_address);
     snprintf(info.host, sizeof info.host, "%.*s", (int)sizeof info.host - 1, p->host);
     info.epoch = d.epoch;
     info.capacity_slots = t->capacity;

@@ -831,15 +831,17 @@ static void s_usage(void)
         "usage: kvt-bench data [--seconds S] [--rounds R] [--block-size SIZE|both]\n"
         "                      [--batch B] [--shm-mib M] [--pool-mib P]\n"
         "                      [--path shm|frame|both] [--tier-kind host|remote]\n"
-        "                      [--calls 4|2] [--default-malloc]\n"
+        "                      [--transport zmq|ucx] [--calls 4|2] [--default-malloc]\n"
         "  S timed seconds per side and cell (default 3, 0.1..600) in R alternating\n"
         "  kvtier/baseline slices (default 3, 1..100); SIZE 256KiB, 2MiB, or bytes with\n"
         "  a K/M suffix (default both 256KiB and 2MiB); B keys per batch (default 32,\n"
         "  1..%u); M MiB of tier (default 1024); P MiB per caller pool (default 256).\n"
-        "  --tier-kind remote: the tier is a remote one (served over frames only), so\n"
-        "  only the frame path runs. --calls 2: each batch after the warm-up is one get+put\n"
-        "  window (kvt_prepare / kvt_complete, the read-back batch and the fresh one together,\n"
-        "  two meta calls) instead of a put and a get window (four, the default).\n"
+        "  --tier-kind remote: the tier is a remote one (no segment to map), so only the\n"
+        "  frame path runs; --transport ucx has it serve UCX too (the client's bytes then\n"
+        "  move through its UCX staging region; the baseline stays raw ZeroMQ).\n"
+        "  --calls 2: each batch after the warm-up is one get+put window (kvt_prepare /\n"
+        "  kvt_complete, the read-back batch and the fresh one together, two meta calls)\n"
+        "  instead of a put and a get window (four, the default).\n"
         "  --default-malloc leaves glibc's malloc thresholds alone.\n",
         S_MAX_BATCH);
 }
@@ -883,6 +885,8 @@ static int s_parse_one(struct s_args *a, const char *opt, const char *val)
         a->remote = strcmp(val, "remote") == 0;
         return 0;
     }
+    if (strcmp(opt, "--transport") == 0) /* issue 9 §4: the remote tier's transport */
+        return bench_svc_set_transport(val);
     if (strcmp(opt, "--path") == 0) {
         a->shm = strcmp(val, "shm") == 0 || strcmp(val, "both") == 0;
         a->frame = strcmp(val, "frame") == 0 || strcmp(val, "both") == 0;
