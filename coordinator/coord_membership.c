@@ -82,6 +82,8 @@ int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metric
     if (t->gpu_uuid.size == sizeof t->gpu_uuid.bytes)
         json_object_set_new(v, "gpu_uuid",
                             json_string(s_hex(t->gpu_uuid.bytes, t->gpu_uuid.size, hex)));
+    if (t->pool[0]) /* issue 9 §3: a pool's member (a field older readers ignore) */
+        json_object_set_new(v, "pool", json_string(t->pool));
     if (t->slot_stride)
         json_object_set_new(v, "slot_stride",
                             json_integer((json_int_t)(t->slot_stride & INT64_MAX)));
@@ -234,6 +236,8 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
     if (rc == 0)
         rc = s_hex_field(v, "gpu_uuid", out->gpu_uuid.bytes, sizeof out->gpu_uuid.bytes,
                          &out->gpu_uuid.size, err, errlen);
+    if (rc == 0 && json_object_get(v, "pool"))
+        rc = s_str(v, "pool", out->pool, sizeof out->pool, true, err, errlen);
     if (rc == 0 && json_object_get(v, "slot_stride"))
         rc = s_uint(v, "slot_stride", 1, INT64_MAX, &out->slot_stride, err, errlen);
     json_decref(v);

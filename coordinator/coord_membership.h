@@ -52,6 +52,7 @@ int coord_membership_recv(zactor_t *membership, coord_tier_change_t *out);
 
 /* The tier record (wave-2 layout):
  *   {"name","kind","tier_id","endpoint","shm","host","epoch","capacity","slot_size"}
+ * plus "pool" for a pool's member (issue 9 §3; absent: a deployment tier);
  * kind is "host", "nvme", "gpu" or "remote"; epoch is a decimal STRING (a random
  * u64 does not fit a JSON integer); the rest are strings and integers. Encode:
  * 0 or -ENOBUFS (*len = size needed) / -EINVAL (bad kind). Decode: 0 or -EBADMSG
