@@ -64,8 +64,6 @@ typedef struct {
     const coord_pool_config_t *pool;
     coord_tier_config_t member;
     int64_t claim_lease, claim_ttl;
-    char id_key[COORD_ETCD_KEY_MAX];
-    char id_value[128];
     bool lost_id; /* the id went to another member: stop */
     int backoff_ms;
     bool warned;                      /* one warning per outage */
@@ -232,62 +230,17 @@ static void s_etcd_failed(s_proc_t *p, const char *what)
 
 /* ---- a pool member's tier id ---- */
 
-/* Claims an id of the pool under LEASE: WANT only (a new lease for the id held),
- * or the lowest free one (0). 0 with *got; -EBUSY with WHY naming the holders
- * (none free, or WANT taken by another member); another negative: etcd failed. */
 static int s_claim_id(s_proc_t *p, int64_t lease, uint32_t want, uint32_t *got, char *why,
                       size_t whylen)
 {
-    const coord_pool_config_t *pool = p->pool;
-    size_t vlen = strlen(p->id_value), off = 0;
-    uint32_t held = 0;
-    char holders[512] = "";
-    for (uint32_t k = 0; k < pool->max_members; k++) {
-        uint32_t id = pool->first_id + k;
-        if (want && id != want)
-            continue;
-        char suffix[32], key[COORD_ETCD_KEY_MAX], cur[256];
-        snprintf(suffix, sizeof suffix, "tier_ids/%u", id);
-        if (coord_cluster_key(key, sizeof key, p->cfg.cluster, suffix) < 0)
-            return -ENAMETOOLONG;
-        bool won = false;
-        size_t clen = 0;
-        int rc = coord_etcd_create_if_absent(p->etcd, key, p->id_value, vlen, lease, &won, cur,
-                                             sizeof cur - 1, &clen, NULL);
-        if (rc < 0 && rc != -ENOBUFS)
-            return rc;
-        bool mine = won || (rc == 0 && clen == vlen && memcmp(cur, p->id_value, vlen) == 0);
-        if (mine && !won && coord_etcd_put(p->etcd, key, p->id_value, vlen, lease, NULL) < 0)
-            return -EIO; /* our own older claim: moved to this lease */
-        if (mine) {
-            *got = id;
-            snprintf(p->id_key, sizeof p->id_key, "%s", key);
-            return 0;
-        }
-        held++;
-        cur[rc == 0 ? clen : 0] = '\0';
-        int n = snprintf(holders + off, off < sizeof holders ? sizeof holders - off : 0,
-                         "%sid %u: %s", held > 1 ? ", " : "", id, cur);
-        if (n > 0)
-            off += (size_t)n;
-    }
-    if (want)
-        snprintf(why, whylen, "tier id %u of pool %s was taken by another member (%s)", want,
-                 pool->name, holders);
-    else
-        snprintf(why, whylen,
-                 "pool %s is full: %u of %u members (%s); raise pools[].max_members in the "
-                 "deployment or retire a member (kvtier drain)",
-                 pool->name, held, pool->max_members, holders);
-    return -EBUSY;
+    return coord_pool_claim_id(p->etcd, p->cfg.cluster, p->pool->name, p->pool->first_id,
+                               p->pool->max_members, p->member.name, lease, want, got, why, whylen);
 }
 
 /* At start: a lease and the member's id, retried while etcd cannot be reached.
  * 0, or -1 after a stderr line (the pool is full, interrupted). */
 static int s_join_pool(s_proc_t *p, uint32_t *id)
 {
-    snprintf(p->id_value, sizeof p->id_value, "{\"name\":\"%s\",\"pool\":\"%s\"}", p->member.name,
-             p->pool->name);
     int backoff = 100;
     while (!coord_proc_interrupted()) {
         int64_t lease = 0, ttl = 0;
@@ -534,8 +487,8 @@ int coord_tier_main(int argc, char **argv)
             fprintf(stderr, "kvtier tier: %s\n", why);
             goto out_stop;
         }
-        bus_info(S_COMP, "pool %s: member %s has tier id %u (%s)", p->pool->name, name, id,
-                 p->id_key);
+        bus_info(S_COMP, "pool %s: member %s has tier id %u (/kvtier/%s/tier_ids/%u)",
+                 p->pool->name, name, id, p->cfg.cluster, id);
     }
     if (s_start_actor(p) < 0) {
         fprintf(stderr, "kvtier tier: tier %s: the tier actor did not start (see the log above)\n",
