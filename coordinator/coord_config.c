@@ -553,7 +553,7 @@ static int s_read_kind(const bus_config_node_t *tn, coord_tier_config_t *t,
  * option keys); anything else is a typo, reported before any value. */
 static bool s_pool_only_key(const char *key)
 {
-    return strcmp(key, "max_members") == 0;
+    return strcmp(key, "max_members") == 0 || strcmp(key, "members") == 0;
 }
 
 /* Keys of a tier entry a pool entry does not take: each member has its own. */
@@ -571,9 +571,9 @@ static int s_check_tier_keys(const bus_config_node_t *tn, const struct tier_ops 
     for (size_t i = 0; s_tier_keys[i]; i++)
         if (!pool || !s_member_key(s_tier_keys[i]))
             allowed[na++] = s_tier_keys[i];
-    if (pool)
-        allowed[na++] = "max_members";
     if (pool) {
+        allowed[na++] = "max_members";
+        allowed[na++] = "members";
         const char *bad[] = {"endpoint", "advertise", "host"};
         for (size_t i = 0; i < 3; i++)
             if (bus_config_has(tn, bad[i]))
@@ -845,6 +845,65 @@ static int s_read_tiers(const bus_config_node_t *root, coord_config_t *c, char *
     return rc;
 }
 
+/* Is NAME taken by a tier, a pool, or a member listed before (the members of
+ * pools[0..np), then members[0..nm) of pools[np])? */
+static bool s_name_taken(const coord_config_t *c, uint32_t np, uint32_t nm, const char *name)
+{
+    if (coord_config_tier(c, name))
+        return true;
+    for (uint32_t i = 0; i <= np && i < COORD_MAX_POOLS; i++) {
+        const coord_pool_config_t *p = &c->pools[i];
+        if (!strcmp(p->name, name))
+            return true;
+        for (uint32_t k = 0; k < (i < np ? p->n_members : nm); k++)
+            if (!strcmp(p->members[k].name, name))
+                return true;
+    }
+    return false;
+}
+
+/* pools[i].members: the members a supervisor starts. */
+static int s_read_pool_members(const bus_config_node_t *pn, coord_config_t *c, uint32_t pi,
+                               char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "endpoint", "advertise", "host", "capacity", NULL};
+    coord_pool_config_t *p = &c->pools[pi];
+    bus_config_node_t arr, mn;
+    size_t n = 0;
+    if (!bus_config_has(pn, "members"))
+        return 0;
+    int rc = bus_config_get_array(pn, "members", COORD_MAX_TIERS, &arr, &n, err, errlen);
+    if (rc == 0 && n > p->max_members)
+        rc = bus_config_error(pn, "members", err, errlen,
+                              "%zu members listed, but max_members is %u", n, p->max_members);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        coord_pool_member_t *m = &p->members[i];
+        rc = bus_config_array_elem(&arr, i, &mn, err, errlen);
+        if (rc == 0)
+            rc = bus_config_check_keys(&mn, "", keys, err, errlen);
+        if (rc == 0)
+            rc = s_get_name(&mn, "name", m->name, sizeof m->name, err, errlen);
+        if (rc == 0 && s_name_taken(c, pi, (uint32_t)i, m->name))
+            rc = bus_config_error(&mn, "name", err, errlen,
+                                  "\"%s\" is already a tier's, a pool's or a member's name",
+                                  m->name);
+        if (rc == 0)
+            rc = s_endpoint(&mn, "endpoint", m->endpoint, sizeof m->endpoint, err, errlen);
+        if (rc == 0)
+            rc = s_advertise(&mn, m->endpoint, m->advertise, sizeof m->advertise, err, errlen);
+        if (rc == 0 && !bus_config_has(&mn, "advertise"))
+            m->advertise[0] = '\0';
+        if (rc == 0)
+            rc = s_host(&mn, m->host, sizeof m->host, err, errlen);
+        if (rc == 0 && bus_config_has(&mn, "capacity"))
+            rc = bus_config_get_u64(&mn, "capacity", 1, COORD_MAX_CAPACITY, &m->capacity, err,
+                                    errlen);
+        if (rc == 0)
+            p->n_members = (uint32_t)i + 1;
+    }
+    return rc;
+}
+
 /* "pools" (coord_pool_config_t): after "tiers", whose ids come first. */
 static int s_read_pools(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
 {
@@ -892,6 +951,16 @@ static int s_read_pools(const bus_config_node_t *root, coord_config_t *c, char *
                 rc = bus_config_error(&arr, path, err, errlen,
                                       "duplicate pool name \"%s\" (also pools[%zu])", p->name, j);
             }
+        for (size_t j = 0; j < i && rc == 0; j++)
+            for (uint32_t k = 0; k < c->pools[j].n_members && rc == 0; k++)
+                if (strcmp(c->pools[j].members[k].name, p->name) == 0) {
+                    snprintf(path, sizeof path, "[%zu].name", i);
+                    rc = bus_config_error(&arr, path, err, errlen,
+                                          "\"%s\" is also a member of pool %s", p->name,
+                                          c->pools[j].name);
+                }
+        if (rc == 0)
+            rc = s_read_pool_members(&pn, c, (uint32_t)i, err, errlen);
     }
     return rc;
 }
@@ -1353,6 +1422,9 @@ static void s_resolve_hosts(coord_config_t *c)
         first = c->coordinators[i].host;
     for (uint32_t i = 0; !first[0] && i < c->n_tiers; i++)
         first = c->tiers[i].host;
+    for (uint32_t i = 0; !first[0] && i < c->n_pools; i++)
+        for (uint32_t k = 0; !first[0] && k < c->pools[i].n_members; k++)
+            first = c->pools[i].members[k].host;
     snprintf(c->first_host, sizeof c->first_host, "%s", first);
     if (!c->etcd_host[0])
         snprintf(c->etcd_host, sizeof c->etcd_host, "%s", c->first_host);
@@ -1580,6 +1652,19 @@ const coord_pool_config_t *coord_config_pool_of_id(const coord_config_t *cfg, ui
         if (id >= p->first_id && id - p->first_id < p->max_members)
             return p;
     }
+    return NULL;
+}
+
+const coord_pool_member_t *coord_config_pool_entry(const coord_config_t *cfg, const char *name,
+                                                   const coord_pool_config_t **pool)
+{
+    for (uint32_t i = 0; name && i < cfg->n_pools; i++)
+        for (uint32_t k = 0; k < cfg->pools[i].n_members; k++)
+            if (strcmp(cfg->pools[i].members[k].name, name) == 0) {
+                if (pool)
+                    *pool = &cfg->pools[i];
+                return &cfg->pools[i].members[k];
+            }
     return NULL;
 }
 

@@ -92,9 +92,21 @@ typedef struct {
  * a path key): members share the entry. */
 typedef struct {
     char name[COORD_TIER_NAME_MAX];
+    char endpoint[BUS_ENDPOINT_MAX];  /* what it binds */
+    char advertise[BUS_ENDPOINT_MAX]; /* "" = the bound endpoint */
+    char host[COORD_HOST_NAME_MAX];   /* "" = every supervisor's host (first_host) */
+    uint64_t capacity;                /* 0 = the pool's */
+} coord_pool_member_t;
+
+typedef struct {
+    char name[COORD_TIER_NAME_MAX];
     uint32_t first_id;
     uint32_t max_members; /* 1..32 - static tiers - the pools before */
     coord_tier_config_t member;
+    /* "members": the members deploy/supervise starts (on their "host"), as
+     * `kvtier tier -c FILE --name NAME` does; others join by hand with --pool */
+    uint32_t n_members;
+    coord_pool_member_t members[COORD_MAX_TIERS];
 } coord_pool_config_t;
 
 /* tiers[i].reclaim (docs/SCHEDULER.md "Chains"). AHEAD: the reclaimer keeps the tier
@@ -319,6 +331,9 @@ const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, ui
 /* The pool named NAME / whose id range holds ID, or NULL. */
 const coord_pool_config_t *coord_config_pool(const coord_config_t *cfg, const char *name);
 const coord_pool_config_t *coord_config_pool_of_id(const coord_config_t *cfg, uint32_t id);
+/* The "members" entry named NAME of any pool (its pool into *pool), or NULL. */
+const coord_pool_member_t *coord_config_pool_entry(const coord_config_t *cfg, const char *name,
+                                                   const coord_pool_config_t **pool);
 /* The id a chain names for tier id ID: its pool's first_id for a member, else ID. */
 uint32_t coord_config_level_id(const coord_config_t *cfg, uint32_t id);
 /* A member of pool POOL as its process runs it: the pool's defaults with NAME,

@@ -410,6 +410,26 @@ int coord_tier_main(int argc, char **argv)
         goto out;
     uint64_t capacity = 0;
     char why[768];
+    const coord_pool_config_t *listed_pool = NULL;
+    const coord_pool_member_t *listed = coord_config_tier(&p->cfg, name)
+                                            ? NULL
+                                            : coord_config_pool_entry(&p->cfg, name, &listed_pool);
+    if (ma.pool && listed) {
+        fprintf(stderr,
+                "kvtier tier: --pool %s --name %s: %s lists %s in pools[].members (pool %s), "
+                "which deploy/supervise runs; run that entry with kvtier tier -c FILE --name %s, "
+                "or give a new member another name\n",
+                ma.pool, name, file, name, listed_pool->name, name);
+        goto out;
+    }
+    if (listed) { /* a member the deployment lists: its entry's endpoint, host, capacity */
+        ma.pool = listed_pool->name;
+        ma.endpoint = listed->endpoint;
+        ma.advertise = listed->advertise;
+        capacity = listed->capacity;
+        if (!host && listed->host[0])
+            host = listed->host;
+    }
     if (ma.pool) {
         p->pool = coord_config_pool(&p->cfg, ma.pool);
         if (!p->pool) {
@@ -417,7 +437,7 @@ int coord_tier_main(int argc, char **argv)
                     ma.pool, file);
             goto out;
         }
-        if (ma.capacity &&
+        if (!listed && ma.capacity &&
             (bus_config_parse_size(ma.capacity, &capacity, why, sizeof why) < 0 || !capacity)) {
             fprintf(stderr, "kvtier tier: --capacity \"%s\": a number of slots, at least 1\n",
                     ma.capacity);

@@ -996,6 +996,12 @@ int cli_cmd_deployment(int argc, char **argv)
         printf("pool %s %s %u %u %u %llu\n", p->name, p->member.kind_name, p->max_members,
                p->first_id, p->first_id + p->max_members - 1,
                (unsigned long long)p->member.capacity);
+        /* the members deploy/supervise starts: the columns of a tier line (no shm) */
+        for (uint32_t k = 0; k < p->n_members; k++) {
+            const coord_pool_member_t *m = &p->members[k];
+            printf("member %s %s %s - %s %s\n", m->name, p->name, m->endpoint, S_DASH(m->advertise),
+                   S_DASH(m->host));
+        }
     }
     printf("hosts %s %s %s\n", S_DASH(cfg->first_host), S_DASH(cfg->etcd_host),
            S_DASH(cfg->optimizer_host));

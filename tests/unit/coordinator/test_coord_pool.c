@@ -148,6 +148,51 @@ static void test_bad_pools_are_refused_with_path(void **state)
              "chains[0].tiers[1]", "twice");
 }
 
+/* "members": the members deploy/supervise starts, checked like tiers' entries. */
+static void test_listed_members(void **state)
+{
+    (void)state;
+    assert_int_equal(s_load("{" S_TIERS ", " S_POOL(", \"members\": [{\"name\": \"m1\", "
+                                                    "\"endpoint\": \"tcp://0.0.0.0:7301\", "
+                                                    "\"advertise\": \"tcp://10.0.0.2:7301\", "
+                                                    "\"host\": \"h2\"}, {\"name\": \"m2\", "
+                                                    "\"endpoint\": \"tcp://127.0.0.1:7302\", "
+                                                    "\"capacity\": 512}]") "}"),
+                     0);
+    const coord_pool_config_t *p = NULL;
+    const coord_pool_member_t *m = coord_config_pool_entry(&g_cfg, "m2", &p);
+    assert_non_null(m);
+    assert_ptr_equal(p, &g_cfg.pools[0]);
+    assert_int_equal(p->n_members, 2);
+    assert_int_equal(m->capacity, 512);
+    assert_string_equal(m->advertise, "");
+    m = coord_config_pool_entry(&g_cfg, "m1", NULL);
+    assert_string_equal(m->host, "h2");
+    assert_string_equal(m->advertise, "tcp://10.0.0.2:7301");
+    assert_null(coord_config_pool_entry(&g_cfg, "host0", NULL));
+    assert_string_equal(g_cfg.first_host, "h2"); /* no tier names a host */
+
+    s_reject("{" S_TIERS ", " S_POOL(", \"members\": [{\"name\": \"host0\", \"endpoint\": "
+                                     "\"tcp://127.0.0.1:1\"}]") "}",
+             "pools[0].members[0].name", "\"host0\" is already a tier's, a pool's or a member's");
+    s_reject("{" S_TIERS ", " S_POOL(", \"members\": [{\"name\": \"remote\", \"endpoint\": "
+                                     "\"tcp://127.0.0.1:1\"}]") "}",
+             "pools[0].members[0].name", "already");
+    s_reject("{" S_TIERS ", " S_POOL(", \"members\": [{\"name\": \"a\", \"endpoint\": "
+                                     "\"tcp://127.0.0.1:1\"}, {\"name\": \"a\", \"endpoint\": "
+                                     "\"tcp://127.0.0.1:2\"}]") "}",
+             "pools[0].members[1].name", "already");
+    s_reject("{" S_TIERS ", " S_POOL(", \"members\": [{\"name\": \"a\"}]") "}",
+             "pools[0].members[0].endpoint", "");
+    s_reject("{" S_TIERS ", " S_POOL(", \"members\": [{\"name\": \"a\", \"endpoint\": "
+                                     "\"tcp://127.0.0.1:1\", \"shm\": \"/x\"}]") "}",
+             "pools[0].members[0].shm", "");
+    s_reject("{" S_TIERS ", \"pools\":[{\"name\":\"p\",\"kind\":\"remote\",\"max_members\":1,"
+             "\"capacity\":8,\"members\":[{\"name\":\"a\",\"endpoint\":\"tcp://127.0.0.1:1\"},"
+             "{\"name\":\"b\",\"endpoint\":\"tcp://127.0.0.1:2\"}]}]}",
+             "pools[0].members", "2 members listed, but max_members is 1");
+}
+
 /* A member's entry: the pool's defaults, its own name, id, endpoint, capacity;
  * bad values named. */
 static void test_member_entry(void **state)
@@ -313,6 +358,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_ids_and_chains),
         cmocka_unit_test(test_bad_pools_are_refused_with_path),
+        cmocka_unit_test(test_listed_members),
         cmocka_unit_test(test_member_entry),
         cmocka_unit_test(test_record_pool_field),
         cmocka_unit_test(test_claim_ids),
