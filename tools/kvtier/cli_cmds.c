@@ -889,6 +889,15 @@ static int s_check_free(const coord_config_t *cfg, const char *host)
             held++;
         }
     }
+    for (uint32_t i = 0; i < cfg->n_pools; i++) /* the members a supervisor starts */
+        for (uint32_t k = 0; k < cfg->pools[i].n_members; k++) {
+            const coord_pool_member_t *m = &cfg->pools[i].members[k];
+            if (!s_on_host(cfg, m->host, host))
+                continue;
+            char key[64 + COORD_TIER_NAME_MAX];
+            snprintf(key, sizeof key, "pools[%u].members[%u].endpoint (%s)", i, k, m->name);
+            held += s_check_bind(key, m->endpoint, false);
+        }
     return held;
 }
 
