@@ -86,6 +86,14 @@ it_wait_until 30 member_up m2 || it_fail "m2 did not join: $(cat "$it_dir/member
 [ "$(counter pool.remote.capacity)" = 2048 ] || it_fail "the pool's capacity is not the sum: $(status)"
 pool_line | grep -q '^pool remote: 2 members (2 up), .* m1 [0-9]*/1024 m2 0/1024$' ||
   it_fail "status does not show both members: $(status)"
+coord_metrics=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["coordinator"]["metrics"])' "$it_dir/deployment.json")
+pool_metrics() {
+  curl -s "http://$coord_metrics/metrics" >"$it_dir/metrics.txt" &&
+    grep -q '^kvtier_pool_members{pool="remote"} 2$' "$it_dir/metrics.txt" &&
+    grep -q '^kvtier_pool_capacity_slots{pool="remote"} 2048$' "$it_dir/metrics.txt" &&
+    grep -q '^kvtier_tier_up{tier="m2"} 1$' "$it_dir/metrics.txt"
+}
+it_wait_until 20 pool_metrics || it_fail "/metrics does not show the pool of two: $(grep pool "$it_dir/metrics.txt")"
 it_log "m2 joined: $(pool_line)"
 
 replay "$it_dir/pass3.txt"
