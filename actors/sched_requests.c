@@ -599,11 +599,14 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
     return w;
 }
 
-static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t job_id)
+/* head: the tier its reservations were made on (NULL: the chain's head now). Kept
+ * because the head can move before the complete (a drain begun, another pool
+ * member picked: sched_chain_head depends on the fill). */
+static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t job_id,
+                          const sched_tier_t *head)
 {
     (void)s_window_step(self, q, kind, SCHED_WEV_PREPARE, job_id);
-    /* its reservations' tier: a drain begun before its complete moves the head */
-    q->win[kind].head = sched_chain_head(self, q->chain)->idx;
+    q->win[kind].head = head ? head->idx : sched_chain_head(self, q->chain)->idx;
 }
 
 /* A success mask is empty (all succeeded) or one flag per token key. */
@@ -674,7 +677,8 @@ static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t ki
     bus_token_meta_t m = *meta;
     if (kind != BUS_TOKEN_GET_PUT)
         m.flags |= BUS_TOKEN_F_EXPORTABLE;
-    int rc = bus_token_encode(kind, &m, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
+    int rc =
+        bus_token_encode(kind, &m, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
     if (rc == 0 && self->seal) /* the tier actors open the tier plane only under the MAC */
         rc = bus_token_seal(&self->token_key, call->payload, call->payload_cap, len);
     return rc;
@@ -746,7 +750,7 @@ void sched_on_prepare_get(sched_t *self, sched_call_t *call)
         s_get_not_found(self, call, in, missing, n, first_miss);
         return;
     }
-    s_window_open(self, q, SCHED_WIN_GET, r->job_id);
+    s_window_open(self, q, SCHED_WIN_GET, r->job_id, NULL);
     sched_window_t *w = &q->win[SCHED_WIN_GET];
     for (uint32_t k = 0; k < n; k++) {
         sched_entry_t *e = sched_list_push(&self->requests.pool, &w->entries);
@@ -847,6 +851,13 @@ static uint32_t s_put_compact(sched_t *self, sched_call_t *call, const sched_ins
 static bool s_put_tier_ready(sched_t *self, sched_call_t *call, const sched_tier_t *t,
                              const sched_instance_t *in)
 {
+    if (t->state == SCHED_TIER_DOWN && sched_tier_vacant(t)) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "pool %s has no member up (kvtier tier --pool %s adds one) and no "
+                          "level below it takes the blocks: nothing can be written",
+                          sched_tier_pool_name(self, t), sched_tier_pool_name(self, t));
+        return false;
+    }
     if (t->state == SCHED_TIER_DOWN) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "tier %s is down (no tier actor registered): nothing can be written",
@@ -1113,7 +1124,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
     uint32_t m = s_put_compact(self, call, in, q->chain, 0, n, now);
     if (s_put_reserve(self, call, in, q, t, m, now) < 0)
         return;
-    s_window_open(self, q, SCHED_WIN_PUT, r->job_id);
+    s_window_open(self, q, SCHED_WIN_PUT, r->job_id, t);
     sched_window_t *w = &q->win[SCHED_WIN_PUT];
     uint32_t j = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -1621,7 +1632,7 @@ void sched_on_prepare(sched_t *self, sched_call_t *call)
         s_unpin_prefix(self, call, in, h);
         return;
     }
-    s_window_open(self, q, SCHED_WIN_GETPUT, r->job_id);
+    s_window_open(self, q, SCHED_WIN_GETPUT, r->job_id, t);
     sched_window_t *w = &q->win[SCHED_WIN_GETPUT];
     for (uint32_t k = 0; k < h; k++) {
         sched_entry_t *e = sched_list_push(&self->requests.pool, &w->pins);
@@ -1832,7 +1843,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
         else
             self->g.evictions++;
     }
-    s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id);
+    s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id, head);
     q->copy_ran = false;
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     uint32_t j = 0;
