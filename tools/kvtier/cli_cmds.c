@@ -12,6 +12,9 @@
 #include "tier_host.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <czmq.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -974,6 +977,44 @@ static int s_check_bind(const char *key, const char *addr, bool http)
     return 1;
 }
 
+/* An advertised endpoint of a process of this host: peers connect there, so its host
+ * must resolve (here: an error) and should be an address of this host. One no
+ * interface here has (binding it fails EADDRNOTAVAIL) is only warned about: behind
+ * NAT or a port mapping that is what "advertise" is for. Returns 1 when it does not
+ * resolve. */
+static int s_check_advertise(const char *key, const char *adv)
+{
+    bus_endpoint_t ep;
+    if (!adv[0] || bus_endpoint_parse(adv, &ep, NULL, 0) < 0 || ep.transport != BUS_ENDPOINT_TCP ||
+        ep.wildcard_host)
+        return 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(ep.address, NULL, &hints, &res);
+    if (rc != 0) {
+        fprintf(stderr,
+                "kvtier deployment: %s %s: host \"%s\" does not resolve here (%s): peers "
+                "could not connect; advertise an address (tcp://A.B.C.D:PORT) or a name "
+                "every host resolves\n",
+                key, adv, ep.address, gai_strerror(rc));
+        return 1;
+    }
+    bool local = false;
+    for (const struct addrinfo *ai = res; ai && !local; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        local = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno != EADDRNOTAVAIL;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    if (!local)
+        fprintf(stderr,
+                "kvtier deployment: warning: %s %s: %s is not an address of this host: peers "
+                "connecting there reach this process only through NAT or a port mapping\n",
+                key, adv, ep.address);
+    return 0;
+}
+
 /* --check-free: every fixed TCP address and shm name of CFG is free on this host
  * (issue 12 §8: a second deployment on the same ports or names, or any other
  * program there, is named before anything starts). Returns how many are not. */
@@ -995,6 +1036,11 @@ static int s_check_free(const coord_config_t *cfg, const char *host)
                  cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
                  cfg->coordinators_listed ? ")" : "");
         held += s_check_bind(key, e->metrics, true);
+        snprintf(key, sizeof key, "%s.advertise%s%s%s",
+                 cfg->coordinators_listed ? "coordinators[]" : "coordinator",
+                 cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
+                 cfg->coordinators_listed ? ")" : "");
+        held += s_check_advertise(key, e->advertise);
     }
     /* the events sockets move with the leader: with --host, a coordinator of another
      * "host" of this machine may hold them (network namespaces as hosts do not) */
@@ -1012,6 +1058,8 @@ static int s_check_free(const coord_config_t *cfg, const char *host)
         held += s_check_bind(key, t->endpoint, false);
         snprintf(key, sizeof key, "tiers[%u].metrics (%s)", i, t->name);
         held += s_check_bind(key, t->metrics, true);
+        snprintf(key, sizeof key, "tiers[%u].advertise (%s)", i, t->name);
+        held += s_check_advertise(key, t->advertise);
         const struct tier_ops *ops = tier_find(t->kind_name);
         char who[192];
         if (ops && ops->path_access == TIER_ACCESS_SHM && t->backend.path[0] &&
@@ -1136,9 +1184,9 @@ int cli_cmd_deployment(int argc, char **argv)
     int held = a.check_free ? s_check_free(cfg, a.host) : 0;
     if (held > 0) {
         fprintf(stderr,
-                "kvtier deployment: %s: %d address%s or name%s in use on this host: another "
-                "deployment (or program) runs there; stop it, or give this one its own ports "
-                "and shm names\n",
+                "kvtier deployment: %s: %d address%s or name%s in use on this host (or an "
+                "advertised endpoint that does not resolve): another deployment (or program) "
+                "runs there; stop it, or give this one its own ports and shm names\n",
                 o.config, held, held == 1 ? "" : "es", held == 1 ? "" : "s");
         goto out;
     }
