@@ -8,7 +8,9 @@
  * supervisor given the same host name, on another machine or namespace or run dir —
  * is refused at once, naming the holder (exit 3); a claim with exactly this value
  * (the same supervisor's earlier claimer, restarted) is taken over. A lease lost
- * while running (etcd away past the TTL) is claimed again the same way.
+ * while running (etcd away past the TTL) is claimed again the same way. With
+ * --watch-pid PID it lets go (revokes, exits 0) once PID is gone: a supervisor
+ * killed with SIGKILL leaves no claimer holding its name.
  *
  * Owns: its etcd handle and lease. Never touches another key. */
 #include "cli_common.h"
@@ -29,12 +31,13 @@
 #define S_TTL_DEFAULT_S 5
 #define S_VALUE_MAX 1024
 
-enum { S_OPT_HOST = CLI_OPT_FIRST_COMMAND_OPT, S_OPT_OWNER, S_OPT_TTL };
+enum { S_OPT_HOST = CLI_OPT_FIRST_COMMAND_OPT, S_OPT_OWNER, S_OPT_TTL, S_OPT_WATCH_PID };
 
 typedef struct {
     const char *host;
     const char *owner;
     uint64_t ttl_s;
+    uint64_t watch_pid; /* 0: none */
 } s_args_t;
 
 static volatile sig_atomic_t s_stop;
@@ -57,6 +60,8 @@ static int s_opt(void *ctx, int opt, const char *arg)
         return 0;
     case S_OPT_TTL:
         return cli_parse_u64("--ttl", arg, 1, 3600, &a->ttl_s);
+    case S_OPT_WATCH_PID:
+        return cli_parse_u64("--watch-pid", arg, 1, INT32_MAX, &a->watch_pid);
     default:
         return -1;
     }
@@ -128,10 +133,19 @@ static int s_claim(coord_etcd_t *e, const char *key, const char *value, const s_
     return -1;
 }
 
-/* Sleeps MS unless a signal asks to stop. */
+static const s_args_t *s_watched; /* --watch-pid */
+
+/* Sleeps MS unless a signal asks to stop (or the watched process is gone). */
 static void s_nap(int64_t ms)
 {
     for (int64_t left = ms; left > 0 && !s_stop; left -= 50) {
+        if (s_watched && s_watched->watch_pid && kill((pid_t)s_watched->watch_pid, 0) < 0 &&
+            errno == ESRCH) {
+            fprintf(stderr, "kvtier host-claim: pid %llu is gone: letting go of the claim\n",
+                    (unsigned long long)s_watched->watch_pid);
+            s_stop = 1;
+            break;
+        }
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -172,6 +186,7 @@ static int s_run(const cli_common_t *o, const s_args_t *a)
         fprintf(stderr, "kvtier host-claim: cannot set up the claim of host %s\n", a->host);
         goto out;
     }
+    s_watched = a;
     signal(SIGTERM, s_on_signal);
     signal(SIGINT, s_on_signal);
     int64_t lease = 0;
@@ -224,24 +239,26 @@ out:
 
 int cli_cmd_host_claim(int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_COMMON_LONGOPTS,
-                                             {"host", required_argument, NULL, S_OPT_HOST},
-                                             {"owner", required_argument, NULL, S_OPT_OWNER},
-                                             {"ttl", required_argument, NULL, S_OPT_TTL},
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        CLI_COMMON_LONGOPTS,
+        {"host", required_argument, NULL, S_OPT_HOST},
+        {"owner", required_argument, NULL, S_OPT_OWNER},
+        {"ttl", required_argument, NULL, S_OPT_TTL},
+        {"watch-pid", required_argument, NULL, S_OPT_WATCH_PID},
+        {0, 0, 0, 0}};
     cli_common_t o;
     s_args_t a = {.ttl_s = S_TTL_DEFAULT_S};
     cli_common_init(&o);
     int first = cli_parse(argc, argv, "c:", longopts, &o, s_opt, &a);
     if (first < 0 || o.help || first != argc || !a.host || !o.config) {
-        fprintf(
-            o.help ? stdout : stderr,
-            "usage: kvtier host-claim -c FILE --host NAME [--etcd URLS] [--owner TEXT] "
-            "[--ttl S]\n"
-            "  claims host NAME of the deployment's cluster in etcd\n"
-            "  (/kvtier/<cluster>/hosts/<NAME>, under a lease of S seconds, default %d)\n"
-            "  and holds it until SIGTERM; exit 3 when another holds it (named)\n" CLI_COMMON_USAGE,
-            S_TTL_DEFAULT_S);
+        fprintf(o.help ? stdout : stderr,
+                "usage: kvtier host-claim -c FILE --host NAME [--etcd URLS] [--owner TEXT] "
+                "[--ttl S] [--watch-pid PID]\n"
+                "  claims host NAME of the deployment's cluster in etcd\n"
+                "  (/kvtier/<cluster>/hosts/<NAME>, under a lease of S seconds, default %d)\n"
+                "  and holds it until SIGTERM (or PID is gone); exit 3 when another holds it\n"
+                "  (named)\n" CLI_COMMON_USAGE,
+                S_TTL_DEFAULT_S);
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     return s_run(&o, &a);
