@@ -306,6 +306,34 @@ static void s_tier_metrics(self_t *self, metrics_buf_t *b)
     }
 }
 
+/* Pools (issue 9 §3, docs/OPERATIONS.md "Pools"), from the counters
+ * "pool.<name>.{members,max,capacity,used}"; each member is a tier above too. */
+static void s_pool_metrics(self_t *self, metrics_buf_t *b)
+{
+    static const struct {
+        const char *what, *metric, *help;
+    } fams[] = {
+        {"members", "kvtier_pool_members", "members registered (up or recovering)"},
+        {"max", "kvtier_pool_max_members", "members the pool takes at most (max_members)"},
+        {"capacity", "kvtier_pool_capacity_slots", "slots of the members up, summed"},
+        {"used", "kvtier_pool_used_slots", "slots in use on the members up, summed"},
+    };
+    char name[BUS_STAT_NAME_MAX], key[BUS_STAT_NAME_MAX + 16];
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        metrics_expo_family(b, fams[f].metric, "gauge", fams[f].help);
+        for (uint32_t i = 0; i < self->n_stats; i++) {
+            const char *n = self->stats[i].name;
+            size_t l = strlen(n);
+            if (strncmp(n, "pool.", 5) != 0 || l < 10 || strcmp(n + l - 4, ".max") != 0)
+                continue;
+            snprintf(name, sizeof name, "%.*s", (int)(l - 9), n + 5);
+            snprintf(key, sizeof key, "pool.%s.%s", name, fams[f].what);
+            metrics_label_t lb = {"pool", name};
+            metrics_expo_u64(b, fams[f].metric, &lb, 1, s_val(self->stats, self->n_stats, key));
+        }
+    }
+}
+
 /* Requests begun per branch, from the counters "branch.<name>.requests"
  * (docs/SCHEDULER.md "Branches"). */
 static void s_branch_metrics(self_t *self, metrics_buf_t *b)
@@ -468,6 +496,7 @@ static void s_render_coordinator(self_t *self, metrics_buf_t *b)
     if (self->have_stats) {
         s_scalar_counters(self, b);
         s_tier_metrics(self, b);
+        s_pool_metrics(self, b);
         s_branch_metrics(self, b);
         s_latency(self, b);
         s_instance_metrics(self, b);
@@ -516,6 +545,14 @@ static void s_render_tier(self_t *self, metrics_buf_t *b)
         {"kvtier_tier_actor_slots_copied_total", "counter", "slots copied", s->slots_copied},
         {"kvtier_tier_actor_copy_slot_failures_total", "counter", "slots whose copy failed",
          s->copy_slot_failures},
+        {"kvtier_tier_actor_ucx_written_bytes_total", "counter",
+         "bytes written from UCX staging regions (transport ucx)", s->ucx_bytes_written},
+        {"kvtier_tier_actor_ucx_read_bytes_total", "counter",
+         "bytes read into UCX staging regions (transport ucx)", s->ucx_bytes_read},
+        {"kvtier_tier_actor_ucx_regions_granted_total", "counter",
+         "UCX staging regions handed to peers", s->ucx_regions_granted},
+        {"kvtier_tier_actor_ucx_copy_bytes_total", "counter",
+         "copy bytes this tier actor put into destinations over UCX", s->ucx_copy_bytes},
         {"kvtier_tier_actor_capacity_slots", "gauge", "slots of the tier", s->capacity},
         {"kvtier_tier_actor_used_slots", "gauge", "SERVING slots", s->used_slots},
         {"kvtier_tier_actor_capacity_bytes", "gauge", "capacity x slot size",

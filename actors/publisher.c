@@ -133,6 +133,10 @@ typedef struct {
     char vreplay_ep[BUS_ENDPOINT_MAX];
     events_vllm_layout_t vlayout;
     s_ring_t vring;
+    /* keys_only (publisher_config_t): the keys allowed besides this process's */
+    bool keys_only;
+    char (*keys)[BUS_CURVE_KEY_TXT];
+    uint32_t n_keys;
     uint64_t vlast; /* the vLLM stream's last seq (skipped ones included) */
     msgpack_sbuffer vbuf;
 } self_t;
@@ -467,7 +471,67 @@ static void s_on_input(self_t *self)
     }
 }
 
+/* ---- who may read (keys_only) ---- */
+
+/* The CURVE key of the connection message M came on (zauth's User-Id), or NULL. */
+static const char *s_peer_key(zmq_msg_t *m)
+{
+    const char *uid = zmq_msg_gets(m, "User-Id");
+    return uid && bus_curve_is_z85(uid) ? uid : NULL;
+}
+
+/* May the peer that sent M read the streams? Always without keys_only; with it,
+ * only a key granted every instance, or this process's own (its metrics actor,
+ * the live optimizer started with the coordinator's pair). */
+static bool s_peer_allowed(const self_t *self, zmq_msg_t *m, const char **key)
+{
+    *key = NULL;
+    if (!self->keys_only)
+        return true;
+    const char *k = s_peer_key(m);
+    *key = k;
+    if (!k)
+        return false;
+    const bus_curve_client_t *own = bus_curve_process_keys();
+    if (own && !strcmp(k, own->public_key))
+        return true;
+    for (uint32_t i = 0; i < self->n_keys; i++)
+        if (!strcmp(self->keys[i], k))
+            return true;
+    return false;
+}
+
+static void s_refused(self_t *self, const char *what, const char *key)
+{
+    if (self->st.refused++ % PUBLISHER_LOG_EVERY == 0)
+        bus_warn(S_LOG,
+                 "%s: %s refused: key %s is not granted \"*\" (security.curve.instances): the "
+                 "event streams carry every instance's events (%" PRIu64
+                 " refused so far; logged once per %u)",
+                 self->name, what, key ? key : "(none: not a CURVE connection)", self->st.refused,
+                 PUBLISHER_LOG_EVERY);
+}
+
 /* ---- subscriptions ---- */
+
+/* One subscription message M of an XPUB in manual mode (keys_only): applied for
+ * the peer that sent it when it may read, else dropped. true when applied. */
+static bool s_manual_sub(self_t *self, zsock_t *xpub, zmq_msg_t *m, const char *what)
+{
+    const uint8_t *d = zmq_msg_data(m);
+    size_t n = zmq_msg_size(m);
+    if (n < 1 || (d[0] != 0 && d[0] != 1))
+        return false;
+    const char *key;
+    if (!s_peer_allowed(self, m, &key)) {
+        if (d[0] == 1)
+            s_refused(self, what, key);
+        return false;
+    }
+    /* in manual mode this applies to the pipe the message came from (the last read) */
+    zmq_setsockopt(zsock_resolve(xpub), d[0] == 1 ? ZMQ_SUBSCRIBE : ZMQ_UNSUBSCRIBE, d + 1, n - 1);
+    return true;
+}
 
 static void s_on_xpub(self_t *self)
 {
@@ -477,9 +541,16 @@ static void s_on_xpub(self_t *self)
         if (n == 0)
             return;
         const uint8_t *d = zmq_msg_data(&m);
-        if (n == 1 && zmq_msg_size(&m) >= 1 && d[0] == 1)
+        /* keys_only: an unsubscription without a key is libzmq's own, made when a
+         * peer leaves (manual mode applies nothing for it); it is counted down,
+         * though a refused peer's leaving looks the same (the count stays >= 0) */
+        bool left = self->keys_only && n == 1 && zmq_msg_size(&m) >= 1 && d[0] == 0 &&
+                    !s_peer_key(&m);
+        bool counted = n == 1 && (!self->keys_only || left ||
+                                  s_manual_sub(self, self->xpub, &m, "subscription"));
+        if (counted && zmq_msg_size(&m) >= 1 && d[0] == 1)
             self->st.subscribers++;
-        else if (n == 1 && zmq_msg_size(&m) >= 1 && d[0] == 0 && self->st.subscribers > 0)
+        else if (counted && zmq_msg_size(&m) >= 1 && d[0] == 0 && self->st.subscribers > 0)
             self->st.subscribers--;
         zmq_msg_close(&m);
     }
@@ -860,6 +931,16 @@ static void s_request_one(self_t *self, zmq_msg_t *p, int n)
                         "[\"REPLAY\"][8-byte big-endian from_seq]");
         return;
     }
+    const char *key;
+    if (!s_peer_allowed(self, &p[n >= 2 ? 1 : 0], &key)) {
+        s_refused(self, "replay request", key);
+        s_request_error(self, id, false,
+                        "permission denied: key %s is not granted \"*\" in "
+                        "security.curve.instances: the event streams carry every instance's "
+                        "events, so only keys granted every instance may read them",
+                        key ? key : "(none: not a CURVE connection)");
+        return;
+    }
     bool snapshot =
         n >= 2 && zmq_msg_size(&p[1]) == 8 && memcmp(zmq_msg_data(&p[1]), "SNAPSHOT", 8) == 0;
     if (snapshot && n != 2) {
@@ -912,8 +993,12 @@ static void s_vllm_request_one(self_t *self, zmq_msg_t *p, int n)
     bool delim = n >= 3 && zmq_msg_size(&p[1]) == 0;
     int body = n - 1 - (delim ? 1 : 0);
     zmq_msg_t *seq = &p[delim ? 2 : 1];
-    const char *why = NULL;
-    if (body != 1 || zmq_msg_size(seq) != 8)
+    const char *why = NULL, *key;
+    if (!s_peer_allowed(self, &p[n >= 2 ? 1 : 0], &key)) {
+        s_refused(self, "vllm replay request", key);
+        why = "vllm replay: permission denied: this key is not granted \"*\" in "
+              "security.curve.instances (the stream carries every instance's events)";
+    } else if (body != 1 || zmq_msg_size(seq) != 8)
         why = "vllm replay: send one frame, the 8-byte big-endian start sequence";
     else if (s_replay_of(self, id, true))
         why = "vllm replay: busy: a replay to this requester is in progress";
@@ -956,8 +1041,11 @@ static void s_on_vxpub(self_t *self)
 {
     for (int k = 0; k < S_SUBS_PER_TURN; k++) {
         zmq_msg_t m;
-        if (s_recv_parts(self->vxpub, &m, 1) == 0)
+        int n = s_recv_parts(self->vxpub, &m, 1);
+        if (n == 0)
             return;
+        if (n == 1 && self->keys_only)
+            (void)s_manual_sub(self, self->vxpub, &m, "vllm subscription");
         zmq_msg_close(&m);
     }
 }
@@ -1089,6 +1177,16 @@ static int s_check_config(const publisher_config_t *cfg, char *why, size_t len)
                  cfg->xpub_hwm, cfg->input_hwm);
         return -1;
     }
+    if (cfg->n_keys > PUBLISHER_MAX_KEYS || (cfg->n_keys && !cfg->keys)) {
+        snprintf(why, len, "publisher: %u keys allowed: at most %u, and keys must be given",
+                 cfg->n_keys, PUBLISHER_MAX_KEYS);
+        return -1;
+    }
+    for (uint32_t i = 0; i < cfg->n_keys; i++)
+        if (!bus_curve_is_z85(cfg->keys[i])) {
+            snprintf(why, len, "publisher: keys[%u] is not a Z85 public key", i);
+            return -1;
+        }
     return 0;
 }
 
@@ -1116,6 +1214,7 @@ static void s_self_destroy(self_t **self_p)
     zsock_destroy(&self->router);
     zsock_destroy(&self->xpub);
     zsock_destroy(&self->input);
+    free(self->keys);
     free(self);
     *self_p = NULL;
 }
@@ -1155,6 +1254,8 @@ static int s_open_vllm(self_t *self, const publisher_config_t *cfg, char *why, s
     zsock_set_sndhwm(self->vxpub, cfg->xpub_hwm ? cfg->xpub_hwm : PUBLISHER_DEFAULT_XPUB_HWM);
     zsock_set_xpub_nodrop(self->vxpub, 0);
     zsock_set_maxmsgsize(self->vxpub, S_XPUB_MAXMSG);
+    if (self->keys_only) /* each subscription vetted by its key (s_manual_sub) */
+        zsock_set_xpub_manual(self->vxpub, 1);
     if (s_bind(self->vxpub, "vllm_endpoint", cfg->vllm_endpoint, self->vxpub_ep,
                sizeof self->vxpub_ep, why, len) < 0)
         return -1;
@@ -1186,6 +1287,8 @@ static int s_open_sockets(self_t *self, const publisher_config_t *cfg, char *why
     zsock_set_xpub_verbose(self->xpub, 1);
     zsock_set_xpub_verboser(self->xpub, 1);
     zsock_set_maxmsgsize(self->xpub, S_XPUB_MAXMSG);
+    if (self->keys_only)
+        zsock_set_xpub_manual(self->xpub, 1);
     if (s_bind(self->input, "input_endpoint", cfg->input_endpoint, NULL, 0, why, len) < 0 ||
         s_bind(self->xpub, "endpoint", cfg->endpoint, self->xpub_ep, sizeof self->xpub_ep, why,
                len) < 0)
@@ -1228,6 +1331,16 @@ static self_t *s_self_new(zsock_t *pipe, const publisher_config_t *cfg, char *wh
         cfg->replay_stall_ms ? cfg->replay_stall_ms : PUBLISHER_DEFAULT_REPLAY_STALL_MS;
     self->vlayout = (events_vllm_layout_t)cfg->vllm_layout;
     msgpack_sbuffer_init(&self->vbuf);
+    self->keys_only = cfg->keys_only;
+    if (cfg->n_keys) {
+        self->keys = calloc(cfg->n_keys, sizeof *self->keys);
+        if (!self->keys) {
+            snprintf(why, len, "publisher: out of memory");
+            goto out_fail;
+        }
+        memcpy(self->keys, cfg->keys, cfg->n_keys * sizeof *self->keys);
+        self->n_keys = cfg->n_keys;
+    }
     bool vllm = cfg->vllm_endpoint && cfg->vllm_endpoint[0];
     if (s_ring_init(&self->ring, ring_cap, ring_bytes) < 0 ||
         (vllm && s_ring_init(&self->vring, ring_cap, ring_bytes) < 0)) {

@@ -66,7 +66,10 @@
  *                                            replay to this requester already running.
  *                                            A request from a REQ (empty delimiter
  *                                            frame) is answered ERROR behind an empty
- *                                            frame, so the REQ can read why.
+ *                                            frame, so the REQ can read why. With
+ *                                            cfg.keys_only, a key not allowed gets
+ *                                            "permission denied: ..." (and a vLLM
+ *                                            replay the end marker with that reason).
  * A replay sends at most PUBLISHER_REPLAY_PER_TURN batches per loop turn (shared
  * by the replays in progress), so the actor keeps publishing meanwhile. If the
  * ring evicts batches a replay has not sent yet, the replay sends another
@@ -101,8 +104,11 @@
 #define KVT_PUBLISHER_H
 
 #include <czmq.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "bus_curve.h"
 
 #define PUBLISHER_TOPIC_MAX 96u /* "removed/" and a 64-byte instance id fit */
 #define PUBLISHER_DEFAULT_RING_BATCHES 4096u
@@ -115,6 +121,7 @@
 #define PUBLISHER_REPLAY_PER_TURN 256u
 #define PUBLISHER_DEFAULT_REPLAY_STALL_MS 10000u
 #define PUBLISHER_LOG_EVERY 1000u
+#define PUBLISHER_MAX_KEYS 256u /* keys_only: the keys allowed (SCHED_ACL_MAX grants) */
 
 typedef struct {
     const char *name;                 /* logs; NULL: "publisher" */
@@ -131,6 +138,15 @@ typedef struct {
     const char *vllm_endpoint;        /* NULL or "": no vLLM stream; else its XPUB binds here */
     const char *vllm_replay_endpoint; /* NULL or "": none; else ROUTER, vLLM's replay */
     int vllm_layout;                  /* events_vllm_layout_t: 0 map, 1 array */
+    /* Per-instance isolation (security.curve.instances, docs/SECURITY.md "Isolation"):
+     * the streams carry every instance's events, so with keys_only a subscription
+     * (both XPUBs, in manual mode) or a replay / snapshot request is served only
+     * when its connection's CURVE key is one of keys[0..n_keys) (the keys granted
+     * "*") or this process's own; others are ignored (subscriptions) or answered
+     * ERROR (requests), and counted in `refused`. false: every admitted peer. */
+    bool keys_only;
+    const char (*keys)[BUS_CURVE_KEY_TXT];
+    uint32_t n_keys; /* at most PUBLISHER_MAX_KEYS */
 } publisher_config_t;
 
 typedef struct {
@@ -146,7 +162,9 @@ typedef struct {
     uint64_t replays_served;       /* replays that ended with END */
     uint64_t replay_batches_sent;  /* BATCH messages */
     uint64_t replay_errors;        /* ERROR answers, replays given up */
-    uint64_t subscribers;          /* subscriptions now */
+    uint64_t subscribers;          /* subscriptions now (keys_only: those applied; a peer
+                                      that leaves counts its own down, a refused one may
+                                      count others', never below 0) */
     uint64_t replays_active;       /* replays in progress now */
     uint64_t snapshots_served;     /* snapshots that ended with END */
     uint64_t snapshot_blocks_sent; /* locations in them */
@@ -156,6 +174,7 @@ typedef struct {
     uint64_t vllm_published;       /* batches sent on the vLLM XPUB */
     uint64_t vllm_last_seq;        /* its last sequence */
     uint64_t vllm_replays_served;  /* vLLM replays that ended with the end marker */
+    uint64_t refused;              /* subscriptions and requests of keys not allowed (keys_only) */
 } publisher_stats_t;
 
 /* Starts the actor. NULL (after logging why) on a bad config or a failed bind. */

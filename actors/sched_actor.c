@@ -179,14 +179,39 @@ static int s_check_tiers(const sched_config_t *c, char *err, size_t errlen)
     if (c->n_tiers < 1 || c->n_tiers > SCHED_MAX_TIERS)
         return s_cfg_fail(err, errlen, "scheduler: %u tiers, expected 1..%u", c->n_tiers,
                           SCHED_MAX_TIERS);
+    if (c->n_pools > SCHED_MAX_POOLS)
+        return s_cfg_fail(err, errlen, "scheduler: %u pools, at most %u", c->n_pools,
+                          SCHED_MAX_POOLS);
+    for (uint32_t i = 0; i < c->n_pools; i++) {
+        const sched_tier_pool_config_t *p = &c->pools[i];
+        if (!p->name[0] || p->max_members < 1 || p->first_id < 1 ||
+            p->first_id - 1 + (uint64_t)p->max_members > c->n_tiers)
+            return s_cfg_fail(err, errlen,
+                              "scheduler: pools[%u] ('%s'): ids %u.. for %u members, %u tiers", i,
+                              p->name, p->first_id, p->max_members, c->n_tiers);
+        for (uint32_t k = 0; k < p->max_members; k++)
+            if (c->tiers[p->first_id - 1 + k].pool != i + 1)
+                return s_cfg_fail(err, errlen, "scheduler: tier id %u is not marked pool %s's",
+                                  p->first_id + k, p->name);
+    }
     for (uint32_t i = 0; i < c->n_tiers; i++) {
         const sched_tier_config_t *t = &c->tiers[i];
         if (t->tier_id != i + 1)
             return s_cfg_fail(err, errlen, "scheduler: tiers[%u].tier_id is %u, expected %u", i,
                               t->tier_id, i + 1);
-        if (!t->name[0] || strnlen(t->name, SCHED_NAME_MAX) >= SCHED_NAME_MAX)
+        if (t->pool > c->n_pools)
+            return s_cfg_fail(err, errlen, "scheduler: tiers[%u].pool %u, %u pools", i, t->pool,
+                              c->n_pools);
+        if (t->pool) {
+            const sched_tier_pool_config_t *p = &c->pools[t->pool - 1];
+            if (t->tier_id < p->first_id || t->tier_id - p->first_id >= p->max_members)
+                return s_cfg_fail(
+                    err, errlen, "scheduler: tier id %u is in pool %s, whose ids are %u..%u",
+                    t->tier_id, p->name, p->first_id, p->first_id + p->max_members - 1);
+        }
+        if ((!t->name[0] && !t->pool) || strnlen(t->name, SCHED_NAME_MAX) >= SCHED_NAME_MAX)
             return s_cfg_fail(err, errlen, "scheduler: tiers[%u].name empty or too long", i);
-        for (uint32_t j = 0; j < i; j++)
+        for (uint32_t j = 0; j < i && t->name[0]; j++)
             if (strcmp(c->tiers[j].name, t->name) == 0)
                 return s_cfg_fail(err, errlen, "scheduler: tiers[%u].name '%s' is used twice", i,
                                   t->name);
@@ -254,6 +279,21 @@ static int s_check_chains(const sched_config_t *c, char *err, size_t errlen)
             if (ch->tier_ids[j] < 1 || ch->tier_ids[j] > c->n_tiers)
                 return s_cfg_fail(err, errlen, "scheduler: chain %u names tier id %u (%u tiers)", i,
                                   ch->tier_ids[j], c->n_tiers);
+            /* a pool is one level: all its slots, in order, one after the other */
+            uint32_t pool = c->tiers[ch->tier_ids[j] - 1].pool;
+            if (pool) {
+                const sched_tier_pool_config_t *p = &c->pools[pool - 1];
+                uint32_t first = j;
+                while (first > 0 && c->tiers[ch->tier_ids[first - 1] - 1].pool == pool)
+                    first--;
+                if (ch->tier_ids[j] != p->first_id + (j - first) ||
+                    (ch->tier_ids[j] == p->first_id + p->max_members - 1) !=
+                        (j + 1 == ch->n_tiers || c->tiers[ch->tier_ids[j + 1] - 1].pool != pool))
+                    return s_cfg_fail(err, errlen,
+                                      "scheduler: chain %u: pool %s's slots (ids %u..%u) are "
+                                      "not listed together, in order",
+                                      i, p->name, p->first_id, p->first_id + p->max_members - 1);
+            }
             for (uint32_t k = 0; k < j; k++)
                 if (ch->tier_ids[k] == ch->tier_ids[j])
                     return s_cfg_fail(err, errlen, "scheduler: chain %u names tier %u twice", i,
@@ -463,9 +503,16 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
                  self->cfg.vllm_replay_endpoint);
     r->leader_epoch = leads ? self->cfg.leader_epoch : 0;
     _Static_assert(SCHED_MAX_TIERS <= BUS_MAX_TIERS, "every tier fits one ClusterInfoReply");
-    for (uint32_t i = 0; i < self->tierset.n_tiers && r->tiers_count < BUS_MAX_TIERS; i++)
+    /* the table holds at most BUS_MAX_TIERS entries, pool slots among them (the
+     * tier id space), so one reply lists every tier and member; vacant slots are
+     * not listed */
+    r->total_tiers = 0;
+    for (uint32_t i = 0; i < self->tierset.n_tiers && r->tiers_count < BUS_MAX_TIERS; i++) {
+        if (sched_tier_vacant(&self->tierset.tiers[i]))
+            continue;
         sched_tier_info(self, &self->tierset.tiers[i], &r->tiers[r->tiers_count++]);
-    r->total_tiers = self->tierset.n_tiers;
+        r->total_tiers++;
+    }
     r->resigning = self->resign.on;
     sched_reply(self, call);
 }
@@ -582,6 +629,8 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     _Static_assert(SCHED_NAME_MAX - 1 + sizeof "tier..capacity" <= BUS_STAT_NAME_MAX,
                    "per-tier counter names fit StatCounter.name uncut");
     for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        if (sched_tier_vacant(&self->tierset.tiers[i]))
+            continue;
         tier_slots_stats_t ts;
         tier_slots_stats(self->tierset.tiers[i].slots, &ts);
         char name[BUS_STAT_NAME_MAX];
@@ -593,6 +642,8 @@ static void s_stat_global(sched_t *self, s_page_t *r)
     /* appended after the list above, so its older order stays (kvtier status) */
     for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         const sched_tier_t *t = &self->tierset.tiers[i];
+        if (sched_tier_vacant(t))
+            continue;
         tier_slots_stats_t ts;
         tier_slots_stats(t->slots, &ts);
         char name[BUS_STAT_NAME_MAX];
@@ -606,6 +657,34 @@ static void s_stat_global(sched_t *self, s_page_t *r)
         s_stat(r, name, t->state == SCHED_TIER_UP);
         snprintf(name, sizeof name, "tier.%s.evictions", t->cfg.name);
         s_stat(r, name, ts.evictions);
+    }
+    /* pools (issue 9 §3): members up, and the sums over them */
+    _Static_assert(SCHED_NAME_MAX - 1 + sizeof "pool..capacity" <= BUS_STAT_NAME_MAX,
+                   "per-pool counter names fit StatCounter.name uncut");
+    for (uint32_t p = 0; p < self->cfg.n_pools; p++) {
+        const sched_tier_pool_config_t *pc = &self->cfg.pools[p];
+        uint64_t members = 0, cap = 0, used = 0;
+        for (uint32_t k = 0; k < pc->max_members; k++) {
+            const sched_tier_t *t = &self->tierset.tiers[pc->first_id - 1 + k];
+            if (sched_tier_vacant(t))
+                continue;
+            tier_slots_stats_t ts;
+            tier_slots_stats(t->slots, &ts);
+            members++;
+            if (t->state != SCHED_TIER_DOWN) {
+                cap += ts.capacity;
+                used += ts.used;
+            }
+        }
+        char name[BUS_STAT_NAME_MAX];
+        snprintf(name, sizeof name, "pool.%s.members", pc->name);
+        s_stat(r, name, members);
+        snprintf(name, sizeof name, "pool.%s.max", pc->name);
+        s_stat(r, name, pc->max_members);
+        snprintf(name, sizeof name, "pool.%s.capacity", pc->name);
+        s_stat(r, name, cap);
+        snprintf(name, sizeof name, "pool.%s.used", pc->name);
+        s_stat(r, name, used);
     }
     /* the router's work: requests begun on each branch (docs/SCHEDULER.md "Branches") */
     _Static_assert(SCHED_NAME_MAX - 1 + sizeof "branch..requests" <= BUS_STAT_NAME_MAX,
@@ -778,7 +857,9 @@ static void s_on_admin_status(sched_t *self, sched_call_t *call)
     }
     r->instances = self->index.n_inst;
     r->open_requests = sched_open_requests(self);
-    r->tiers = self->tierset.n_tiers;
+    r->tiers = 0;
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++)
+        r->tiers += !sched_tier_vacant(&self->tierset.tiers[i]);
     snprintf(r->version, sizeof r->version, "%s", S_VERSION);
     r->resigning = self->resign.on;
     sched_reply(self, call);

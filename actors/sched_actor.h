@@ -36,7 +36,8 @@
 
 #define SCHED_MAX_TIERS BUS_MAX_TIERS /* ClusterInfoReply.tiers, token tier table */
 #define SCHED_MAX_CHAINS 8
-#define SCHED_CHAIN_MAX_TIERS 8
+#define SCHED_CHAIN_MAX_TIERS SCHED_MAX_TIERS /* positions: a pool level is all its slots */
+#define SCHED_MAX_POOLS 8
 #define SCHED_NAME_MAX BUS_TIER_NAME_MAX /* tier / chain name, NUL included */
 #define SCHED_KIND_MAX BUS_TIER_KIND_MAX
 #define SCHED_POLICY_MAX 16
@@ -101,7 +102,21 @@ typedef struct {
      * "on_demand"): a write that finds it full has exactly what it needs demoted,
      * none ahead (false: its need and a sixteenth of the tier more) */
     bool room_on_demand;
+    /* A slot of a pool (issue 9 §3, docs/SCHEDULER.md "Pools"): 1 + the index in
+     * sched_config_t.pools; 0: a tier of the deployment. A slot is vacant (name
+     * "", DOWN) until a member announces itself with its id, and vacant again once
+     * it leaves; capacity here is the pool's default (a member announces its own). */
+    uint32_t pool;
 } sched_tier_config_t;
+
+/* A pool: its slots are tier ids first_id .. first_id + max_members - 1, in the
+ * table like any tier; a chain that names the pool lists all of them, in order,
+ * at the pool's position (one level: new blocks go to one member of it). */
+typedef struct {
+    char name[SCHED_NAME_MAX];
+    uint32_t first_id;
+    uint32_t max_members;
+} sched_tier_pool_config_t;
 
 /* A per-instance quota (soft, enforced by the reclaimer; docs/SCHEDULER.md
  * "Quotas"): at least one limit > 0; 0 = that limit is not set. */
@@ -204,6 +219,8 @@ typedef struct {
 
     uint32_t n_tiers;
     sched_tier_config_t tiers[SCHED_MAX_TIERS];
+    uint32_t n_pools;
+    sched_tier_pool_config_t pools[SCHED_MAX_POOLS];
     uint32_t n_chains; /* >= 1: the branches; route says which one a request uses */
     sched_chain_config_t chains[SCHED_MAX_CHAINS];
     sched_route_config_t route; /* zero: every request on chain 0 */
@@ -304,7 +321,8 @@ typedef struct {
 void sched_config_defaults(sched_config_t *cfg);
 
 /* Checks a config (tier ids 1..n in order, chains naming known tiers, policies
- * known, capacities and bounds in range). 0, or -EINVAL with a message in err. */
+ * known, capacities and bounds in range, pools' slots in range and listed
+ * together by the chains naming them). 0, or -EINVAL with a message in err. */
 int sched_config_check(const sched_config_t *cfg, char *err, size_t errlen);
 
 /* Starts the actor: checks the config, allocates, binds. NULL (after logging

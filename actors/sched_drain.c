@@ -39,11 +39,58 @@ bool sched_tier_placeable(const sched_t *self, const sched_tier_t *t)
     return t->drain == kvtier_TierDrain_TIER_DRAIN_NONE;
 }
 
+/* Is a's free fraction above b's? (free: capacity less the slots in use that
+ * are not DELETING; capacities are at most 2^31, so the products fit.) */
+static bool s_roomier(const sched_tier_t *a, const sched_tier_t *b)
+{
+    tier_slots_stats_t sa, sb;
+    tier_slots_stats(a->slots, &sa);
+    tier_slots_stats(b->slots, &sb);
+    uint64_t ua = sa.used > a->n_deleting ? sa.used - a->n_deleting : 0;
+    uint64_t ub = sb.used > b->n_deleting ? sb.used - b->n_deleting : 0;
+    uint64_t fa = sa.capacity > ua ? sa.capacity - ua : 0;
+    uint64_t fb = sb.capacity > ub ? sb.capacity - ub : 0;
+    return fa * sb.capacity > fb * sa.capacity;
+}
+
+sched_tier_t *sched_pool_pick(sched_t *self, uint32_t pool, const sched_tier_t *except)
+{
+    if (pool < 1 || pool > self->cfg.n_pools)
+        return NULL;
+    const sched_tier_pool_config_t *p = &self->cfg.pools[pool - 1];
+    sched_tier_t *best = NULL;
+    for (uint32_t k = 0; k < p->max_members; k++) {
+        sched_tier_t *t = &self->tierset.tiers[p->first_id - 1 + k];
+        if (t == except || t->state != SCHED_TIER_UP || !sched_tier_placeable(self, t))
+            continue;
+        if (!best || s_roomier(t, best))
+            best = t;
+    }
+    return best;
+}
+
+bool sched_same_level(const sched_tier_t *a, const sched_tier_t *b)
+{
+    return a == b || (a->cfg.pool && a->cfg.pool == b->cfg.pool);
+}
+
+uint32_t sched_drain_target(sched_t *self, const sched_tier_t *t)
+{
+    sched_tier_t *m = t->cfg.pool ? sched_pool_pick(self, t->cfg.pool, t) : NULL;
+    return m ? m->cfg.tier_id : sched_next_tier(self, t);
+}
+
 sched_tier_t *sched_chain_head(sched_t *self, uint32_t chain)
 {
     const sched_chain_config_t *ch = &self->cfg.chains[chain];
     for (uint32_t j = 0; j < ch->n_tiers; j++) {
         sched_tier_t *t = &self->tierset.tiers[ch->tier_ids[j] - 1];
+        if (t->cfg.pool) { /* a pool level: its roomiest member; none up: the next level */
+            sched_tier_t *m = sched_pool_pick(self, t->cfg.pool, NULL);
+            if (m)
+                return m;
+            continue;
+        }
         if (sched_tier_placeable(self, t))
             return t;
     }
@@ -66,12 +113,17 @@ static sched_tier_t *s_tier_named(sched_t *self, const char *name)
     return NULL;
 }
 
-/* Is T the last tier of a chain it belongs to (nothing below by configuration)? */
-static bool s_last_of_chain(const sched_t *self, const sched_tier_t *t, const char **chain)
+/* Is T the last tier of a chain it belongs to (nothing below by configuration)?
+ * A member of a pool at the bottom is when no other member is up to take its
+ * blocks. */
+static bool s_last_of_chain(sched_t *self, const sched_tier_t *t, const char **chain)
 {
+    if (t->cfg.pool && sched_pool_pick(self, t->cfg.pool, t))
+        return false;
     for (uint32_t c = 0; c < self->cfg.n_chains; c++) {
         const sched_chain_config_t *ch = &self->cfg.chains[c];
-        if (ch->n_tiers && ch->tier_ids[ch->n_tiers - 1] == t->cfg.tier_id) {
+        if (ch->n_tiers &&
+            sched_same_level(&self->tierset.tiers[ch->tier_ids[ch->n_tiers - 1] - 1], t)) {
             *chain = ch->name;
             return true;
         }
@@ -95,7 +147,7 @@ static bool s_drain_leaves_room(sched_t *self, char *why, size_t len)
     }
     for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
         const sched_tier_t *d = &self->tierset.tiers[i];
-        if (d->drain == kvtier_TierDrain_TIER_DRAIN_DRAINING && !sched_next_tier(self, d)) {
+        if (d->drain == kvtier_TierDrain_TIER_DRAIN_DRAINING && !sched_drain_target(self, d)) {
             snprintf(why, len,
                      "tier %s (draining) would have no tier below it left to take its blocks",
                      d->cfg.name);
@@ -120,7 +172,7 @@ static void s_answer(sched_t *self, sched_call_t *call, sched_tier_t *t, int64_t
     p->tier_id = t->cfg.tier_id;
     p->state = (kvtier_TierDrain)t->drain;
     if (t->drain == kvtier_TierDrain_TIER_DRAIN_DRAINING) {
-        uint32_t next = sched_next_tier(self, t);
+        uint32_t next = sched_drain_target(self, t);
         if (next)
             sched_strcpy(p->next_tier, sizeof p->next_tier, self->tierset.tiers[next - 1].cfg.name);
     }
@@ -149,7 +201,15 @@ void sched_on_admin_drain(sched_t *self, sched_call_t *call)
                           "changes nothing)");
         return;
     }
-    sched_tier_t *t = s_tier_named(self, r->tier);
+    sched_tier_t *t = r->tier[0] ? s_tier_named(self, r->tier) : NULL;
+    for (uint32_t i = 0; !t && i < self->cfg.n_pools; i++)
+        if (!strcmp(self->cfg.pools[i].name, r->tier)) {
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_INVALID_ARGUMENT,
+                              "\"%s\" is a pool: drain its members one by one (kvtier status "
+                              "lists them)",
+                              r->tier);
+            return;
+        }
     if (!t) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_NOT_FOUND,
                           "no tier named \"%s\" in this deployment (kvtier status lists them)",
@@ -208,7 +268,7 @@ void sched_on_admin_drain(sched_t *self, sched_call_t *call)
     }
     t->drain_started_ms = now;
     t->drain_moved = 0;
-    uint32_t next = sched_next_tier(self, t);
+    uint32_t next = sched_drain_target(self, t);
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
     bus_info(S_LOG, "tier %s: draining: no new blocks; its %" PRIu64 " used slots move down to %s",
@@ -230,7 +290,7 @@ static void s_drain_one(sched_t *self, sched_tier_t *t, int64_t now)
                  t->cfg.name, now - t->drain_started_ms, t->drain_moved, t->cfg.name);
         return;
     }
-    uint32_t next = sched_next_tier(self, t);
+    uint32_t next = sched_drain_target(self, t);
     if (!next || t->state != SCHED_TIER_UP)
         return; /* waits: the tier or the one below comes back */
     sched_tier_t *dst = &self->tierset.tiers[next - 1];

@@ -76,9 +76,19 @@ void sched_on_admin_drain(sched_t *self, sched_call_t *call);
 void sched_drain_tick(sched_t *self, int64_t now);
 /* True when new blocks may be placed on T (not draining, not retired). */
 bool sched_tier_placeable(const sched_t *self, const sched_tier_t *t);
-/* The tier new blocks of chain CHAIN go to: its first placeable tier (the last
- * tier of the chain when all are drained: drain refuses that). */
+/* The tier new blocks of chain CHAIN go to: its first placeable tier (a pool
+ * level: sched_pool_pick, skipped when no member is up; the last tier of the
+ * chain when all are drained: drain refuses that). */
 sched_tier_t *sched_chain_head(sched_t *self, uint32_t chain);
+/* Pools (issue 9 §3): the member of pool POOL (1-based) new blocks go to: the up,
+ * placeable one with the largest free fraction, ties to the lowest id; EXCEPT is
+ * never picked. NULL: none. */
+sched_tier_t *sched_pool_pick(sched_t *self, uint32_t pool, const sched_tier_t *except);
+/* Are a and b one level of a chain (the same tier, or members of one pool)? */
+bool sched_same_level(const sched_tier_t *a, const sched_tier_t *b);
+/* Where a drain of T moves its blocks: another member of its pool, else its
+ * next tier (sched_next_tier); 0: nowhere now. */
+uint32_t sched_drain_target(sched_t *self, const sched_tier_t *t);
 /* A block moved T -> below by a demotion: counted for T's drain. */
 void sched_drain_moved(sched_t *self, sched_tier_t *t, uint32_t n);
 

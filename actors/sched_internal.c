@@ -140,9 +140,13 @@ static uint32_t s_ref_number(const char *id)
 }
 
 /* The tier below T that takes its blocks: the next one of T's chain that is not
- * drained (`kvtier drain`: demotions skip a draining or retired tier). */
+ * drained (`kvtier drain`: demotions skip a draining or retired tier); below T's
+ * own level (a member's pool), and a pool level answers its roomiest member up
+ * (sched_pool_pick: one call, one member for the whole batch), or is skipped
+ * when none is. */
 static uint32_t s_next_tier(const sched_t *self, const sched_tier_t *t)
 {
+    sched_t *mut = (sched_t *)self; /* the pick reads the engines' stats only */
     for (uint32_t c = 0; c < self->cfg.n_chains; c++) {
         const sched_chain_config_t *ch = &self->cfg.chains[c];
         for (uint32_t j = 0; j + 1 < ch->n_tiers; j++) {
@@ -150,8 +154,18 @@ static uint32_t s_next_tier(const sched_t *self, const sched_tier_t *t)
                 continue;
             for (uint32_t k = j + 1; k < ch->n_tiers; k++) {
                 uint32_t id = ch->tier_ids[k];
-                if (id >= 1 && id <= self->tierset.n_tiers &&
-                    sched_tier_placeable(self, &self->tierset.tiers[id - 1]))
+                if (id < 1 || id > self->tierset.n_tiers)
+                    continue;
+                sched_tier_t *u = &mut->tierset.tiers[id - 1];
+                if (sched_same_level(u, t))
+                    continue;
+                if (u->cfg.pool) {
+                    sched_tier_t *m = sched_pool_pick(mut, u->cfg.pool, NULL);
+                    if (m)
+                        return m->cfg.tier_id;
+                    continue;
+                }
+                if (sched_tier_placeable(self, u))
                     return id;
             }
             return 0;

@@ -555,6 +555,16 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
                               " is still completing (a complete sent before waits on its "
                               "tier): retry",
                               s_kind_name[kind], token_id);
+        else if (token_id != 0 && token_id == q->done[kind].failed_token_id)
+            /* its first complete was answered with that error (the reply may be
+             * what was lost, or libkvtier retried an UNAVAILABLE while settling
+             * after a failover): the window is over, nothing of it applies now */
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_ABORTED,
+                              "the %s window of token %" PRIu64
+                              " concluded already and failed (%s: its tier did not confirm "
+                              "the blocks); nothing more of it is applied: prepare again",
+                              s_kind_name[kind], token_id,
+                              bus_status_name((int)q->done[kind].failed_code));
         else if (token_id != 0 && token_id == w->lapsed_token_id)
             sched_reply_error(
                 self, call, kvtier_StatusCode_STATUS_EXPIRED,
@@ -589,11 +599,14 @@ static sched_window_t *s_window_for_complete(sched_t *self, sched_call_t *call, 
     return w;
 }
 
-static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t job_id)
+/* head: the tier its reservations were made on (NULL: the chain's head now). Kept
+ * because the head can move before the complete (a drain begun, another pool
+ * member picked: sched_chain_head depends on the fill). */
+static void s_window_open(sched_t *self, sched_request_t *q, int kind, uint64_t job_id,
+                          const sched_tier_t *head)
 {
     (void)s_window_step(self, q, kind, SCHED_WEV_PREPARE, job_id);
-    /* its reservations' tier: a drain begun before its complete moves the head */
-    q->win[kind].head = sched_chain_head(self, q->chain)->idx;
+    q->win[kind].head = head ? head->idx : sched_chain_head(self, q->chain)->idx;
 }
 
 /* A success mask is empty (all succeeded) or one flag per token key. */
@@ -664,7 +677,8 @@ static int s_token_encode(sched_t *self, sched_call_t *call, bus_token_kind_t ki
     bus_token_meta_t m = *meta;
     if (kind != BUS_TOKEN_GET_PUT)
         m.flags |= BUS_TOKEN_F_EXPORTABLE;
-    int rc = bus_token_encode(kind, &m, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
+    int rc =
+        bus_token_encode(kind, &m, tt, nt, call->tok, n, call->payload, call->payload_cap, len);
     if (rc == 0 && self->seal) /* the tier actors open the tier plane only under the MAC */
         rc = bus_token_seal(&self->token_key, call->payload, call->payload_cap, len);
     return rc;
@@ -736,7 +750,7 @@ void sched_on_prepare_get(sched_t *self, sched_call_t *call)
         s_get_not_found(self, call, in, missing, n, first_miss);
         return;
     }
-    s_window_open(self, q, SCHED_WIN_GET, r->job_id);
+    s_window_open(self, q, SCHED_WIN_GET, r->job_id, NULL);
     sched_window_t *w = &q->win[SCHED_WIN_GET];
     for (uint32_t k = 0; k < n; k++) {
         sched_entry_t *e = sched_list_push(&self->requests.pool, &w->entries);
@@ -837,6 +851,13 @@ static uint32_t s_put_compact(sched_t *self, sched_call_t *call, const sched_ins
 static bool s_put_tier_ready(sched_t *self, sched_call_t *call, const sched_tier_t *t,
                              const sched_instance_t *in)
 {
+    if (t->state == SCHED_TIER_DOWN && sched_tier_vacant(t)) {
+        sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
+                          "pool %s has no member up (kvtier tier --pool %s adds one) and no "
+                          "level below it takes the blocks: nothing can be written",
+                          sched_tier_pool_name(self, t), sched_tier_pool_name(self, t));
+        return false;
+    }
     if (t->state == SCHED_TIER_DOWN) {
         sched_reply_error(self, call, kvtier_StatusCode_STATUS_UNAVAILABLE,
                           "tier %s is down (no tier actor registered): nothing can be written",
@@ -1103,7 +1124,7 @@ void sched_on_prepare_put(sched_t *self, sched_call_t *call)
     uint32_t m = s_put_compact(self, call, in, q->chain, 0, n, now);
     if (s_put_reserve(self, call, in, q, t, m, now) < 0)
         return;
-    s_window_open(self, q, SCHED_WIN_PUT, r->job_id);
+    s_window_open(self, q, SCHED_WIN_PUT, r->job_id, t);
     sched_window_t *w = &q->win[SCHED_WIN_PUT];
     uint32_t j = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -1216,10 +1237,16 @@ static void s_put_reply(sched_t *self, const sched_put_op_t *op, const zframe_t 
 {
     kvtier_Envelope *rep = self->requests.op_rep;
     bool prefetch = op && op->prefetch, combined = op && op->combined;
-    if (op && code == kvtier_StatusCode_STATUS_OK) { /* for a resend of this complete */
+    if (op) { /* for a resend of this complete */
         sched_request_t *q = &self->requests.reqs[op->req];
-        if (q->used && !q->ended && q->hash == op->req_hash)
-            s_remember_done(q, op->kind, op->token_id, op->released, committed, failed);
+        if (q->used && !q->ended && q->hash == op->req_hash) {
+            if (code == kvtier_StatusCode_STATUS_OK) {
+                s_remember_done(q, op->kind, op->token_id, op->released, committed, failed);
+            } else {
+                q->done[op->kind].failed_token_id = op->token_id;
+                q->done[op->kind].failed_code = (uint32_t)code;
+            }
+        }
     }
     if (!rid) { /* its routing id could not be kept (out of memory): the caller times out */
         bus_warn(S_LOG, "%s reply lost: no routing id", s_op_name(op));
@@ -1605,7 +1632,7 @@ void sched_on_prepare(sched_t *self, sched_call_t *call)
         s_unpin_prefix(self, call, in, h);
         return;
     }
-    s_window_open(self, q, SCHED_WIN_GETPUT, r->job_id);
+    s_window_open(self, q, SCHED_WIN_GETPUT, r->job_id, t);
     sched_window_t *w = &q->win[SCHED_WIN_GETPUT];
     for (uint32_t k = 0; k < h; k++) {
         sched_entry_t *e = sched_list_push(&self->requests.pool, &w->pins);
@@ -1816,7 +1843,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
         else
             self->g.evictions++;
     }
-    s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id);
+    s_window_open(self, q, SCHED_WIN_PREFETCH, r->job_id, head);
     q->copy_ran = false;
     sched_window_t *w = &q->win[SCHED_WIN_PREFETCH];
     uint32_t j = 0;

@@ -37,10 +37,15 @@ typedef struct {
     uint64_t copy_corr;
     /* The last complete of each window kind that concluded OK (issue 9 §1): a resend
      * of it (its reply was lost) is answered again with these counts and applied
-     * once. released: get, get+put; committed, failed: put, prefetch, get+put. */
+     * once. released: get, get+put; committed, failed: put, prefetch, get+put.
+     * failed_token_id: the last one that concluded with an error (its tier went
+     * down or timed out before confirming the headers): a resend of that one is
+     * ABORTED ("concluded already and failed"), not "no open window". */
     struct {
         uint64_t token_id;
         uint32_t released, committed, failed;
+        uint64_t failed_token_id;
+        uint32_t failed_code; /* kvtier_StatusCode of that conclusion */
     } done[SCHED_WIN_KINDS];
 } sched_request_t;
 

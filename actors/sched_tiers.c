@@ -228,7 +228,10 @@ int sched_tiers_init(sched_t *self)
         t->cfg = self->cfg.tiers[i];
         t->medium = sched_ev_medium(tier_kind_wire(t->cfg.kind));
         t->state = SCHED_TIER_DOWN;
-        if (s_engine_reset(self, t, t->cfg.capacity) < 0)
+        /* a vacant pool slot holds nothing: a one-slot engine until a member joins
+         * (its UP allocates the member's), so max_members x capacity is not
+         * allocated for members that may never come */
+        if (s_engine_reset(self, t, t->cfg.pool ? 1 : t->cfg.capacity) < 0)
             return -1;
     }
     return 0;
@@ -901,6 +904,7 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
         return;
     sched_strcpy(t->host, sizeof t->host, in->host);
     sched_strcpy(t->shm, sizeof t->shm, in->shm);
+    sched_strcpy(t->ucx_address, sizeof t->ucx_address, in->ucx_address);
     s_copy_device_access(t, in);
     bool same = t->state != SCHED_TIER_DOWN && t->epoch == in->epoch &&
                 strcmp(t->endpoint, in->endpoint) == 0 && t->cfg.capacity == in->capacity_slots &&
@@ -937,6 +941,72 @@ static void s_tier_up(sched_t *self, sched_tier_t *t, const kvtier_TierInfo *in)
     (void)s_inventory_start(self, t);
 }
 
+/* ---- pools (issue 9 §3) ---- */
+
+const char *sched_tier_pool_name(const sched_t *self, const sched_tier_t *t)
+{
+    return t->cfg.pool ? self->cfg.pools[t->cfg.pool - 1].name : "";
+}
+
+/* A member leaves its slot: its blocks out of the index (as a tier going DOWN),
+ * then the slot is vacant (no name, no drain, a one-slot engine). */
+static void s_member_leave(sched_t *self, sched_tier_t *t, const char *why)
+{
+    if (!t->cfg.name[0])
+        return;
+    s_tier_down(self, t, why);
+    bus_info(S_LOG, "pool %s: member %s (tier id %u) left: %" PRIu64 " blocks dropped with it",
+             sched_tier_pool_name(self, t), t->cfg.name, t->cfg.tier_id, t->dropped);
+    (void)s_engine_reset(self, t, 1);
+    t->cfg.name[0] = '\0';
+    t->endpoint[0] = '\0';
+    t->epoch = 0;
+    t->drain = kvtier_TierDrain_TIER_DRAIN_NONE;
+    t->drain_moved = 0;
+    t->hits = 0;
+    t->dropped = 0;
+}
+
+static void s_member_change(sched_t *self, sched_tier_t *t, const kvtier_MembershipChange change,
+                            const kvtier_TierInfo *in)
+{
+    const char *pool = sched_tier_pool_name(self, t);
+    if (in->pool[0] && strcmp(in->pool, pool) != 0) {
+        bus_warn(S_LOG,
+                 "membership change for tier id %u names pool '%s', the id is pool %s's: "
+                 "ignored",
+                 in->tier_id, in->pool, pool);
+        return;
+    }
+    if (change == kvtier_MembershipChange_MEMBERSHIP_CHANGE_REMOVED) {
+        if (in->name[0] && strcmp(in->name, t->cfg.name) != 0)
+            return; /* a member that is not (any more) the slot's */
+        s_member_leave(self, t, "the member deregistered");
+        return;
+    }
+    if (!in->name[0]) {
+        bus_warn(S_LOG, "pool %s: a member without a name (tier id %u) ignored", pool, in->tier_id);
+        return;
+    }
+    for (uint32_t i = 0; i < self->tierset.n_tiers; i++) {
+        const sched_tier_t *o = &self->tierset.tiers[i];
+        if (o != t && !strcmp(o->cfg.name, in->name)) {
+            bus_warn(S_LOG,
+                     "pool %s: member %s (tier id %u) ignored: tier id %u already has that name",
+                     pool, in->name, in->tier_id, o->cfg.tier_id);
+            return;
+        }
+    }
+    if (t->cfg.name[0] && strcmp(t->cfg.name, in->name) != 0)
+        s_member_leave(self, t, "another member took its id");
+    if (!t->cfg.name[0]) {
+        sched_strcpy(t->cfg.name, sizeof t->cfg.name, in->name);
+        bus_info(S_LOG, "pool %s: member %s joined as tier id %u (%" PRIu64 " slots)", pool,
+                 in->name, in->tier_id, in->capacity_slots);
+    }
+    s_tier_up(self, t, in);
+}
+
 void sched_tier_membership(sched_t *self, const kvtier_TierMembershipRequest *m)
 {
     const kvtier_TierInfo *in = &m->tier;
@@ -946,6 +1016,10 @@ void sched_tier_membership(sched_t *self, const kvtier_TierMembershipRequest *m)
         return;
     }
     sched_tier_t *t = &self->tierset.tiers[in->tier_id - 1];
+    if (t->cfg.pool) {
+        s_member_change(self, t, m->change, in);
+        return;
+    }
     if (in->name[0] && strcmp(in->name, t->cfg.name) != 0) {
         bus_warn(S_LOG,
                  "membership change for tier id %u names '%s', the deployment says '%s': "
@@ -995,7 +1069,6 @@ void sched_tiers_tick(sched_t *self, int64_t now)
 
 void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
 {
-    (void)self;
     memset(out, 0, sizeof *out);
     tier_slots_stats_t ts;
     tier_slots_stats(t->slots, &ts);
@@ -1006,6 +1079,7 @@ void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
     sched_strcpy(out->endpoint, sizeof out->endpoint, t->endpoint);
     sched_strcpy(out->host, sizeof out->host, t->host);
     sched_strcpy(out->shm, sizeof out->shm, t->shm);
+    sched_strcpy(out->ucx_address, sizeof out->ucx_address, t->ucx_address);
     out->cuda_ipc_handle.size = (pb_size_t)t->cuda_ipc_handle_len;
     memcpy(out->cuda_ipc_handle.bytes, t->cuda_ipc_handle, t->cuda_ipc_handle_len);
     out->gpu_uuid.size = (pb_size_t)t->gpu_uuid_len;
@@ -1017,6 +1091,7 @@ void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out)
     out->used_slots = ts.used;
     out->up = t->state == SCHED_TIER_UP; /* recovering: not yet writable */
     out->drain = (kvtier_TierDrain)t->drain;
+    sched_strcpy(out->pool, sizeof out->pool, sched_tier_pool_name(self, t));
 }
 
 void sched_tier_token(const sched_tier_t *t, bus_token_tier_t *out)

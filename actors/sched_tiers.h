@@ -55,6 +55,7 @@ typedef struct sched_tier {
     uint64_t epoch;
     char endpoint[SCHED_ENDPOINT_MAX];
     char shm[64];
+    char ucx_address[64]; /* transport ucx: the tier actor's UCX listener (TierInfo) */
     char host[64];
     /* a gpu tier's device access as announced (TierInfo, schemas/common.proto) */
     uint8_t cuda_ipc_handle[64];
@@ -141,6 +142,13 @@ void sched_tier_queue_delete(sched_tier_t *t, uint32_t slot, const tier_key_t *k
 void sched_tiers_flush(sched_t *self);
 void sched_tiers_tick(sched_t *self, int64_t now);
 void sched_tier_info(sched_t *self, const sched_tier_t *t, kvtier_TierInfo *out);
+/* The pool t is a slot of ("": a deployment tier). A slot's cfg.name is "" while
+ * it is vacant (no member): listings skip it. */
+const char *sched_tier_pool_name(const sched_t *self, const sched_tier_t *t);
+static inline bool sched_tier_vacant(const sched_tier_t *t)
+{
+    return t->cfg.pool && !t->cfg.name[0];
+}
 /* Is (number, key) at slot marked DELETING (hidden from lookups and pins)? The
  * marks are the tier's (sched_tier_t.del_mark / deleting); reclaim sets them. */
 bool sched_is_deleting(const sched_tier_t *t, uint32_t number, const tier_key_t *key,

@@ -135,6 +135,7 @@ static void s_self_destroy(self_t **self_p)
     bus_request_reset(&self->req);
     zframe_destroy(&self->sched_peer);
     tier_actor_copy_destroy(self);
+    tier_actor_ucx_destroy(&self->ucx);
     tier_actor_auth_fini(self);
     bus_server_destroy(&self->server);
     tier_close(&self->tier);
@@ -206,6 +207,9 @@ static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *w
     if (!self->tier)
         goto out_fail;
     if (s_describe(self, why, len) < 0 || s_bind(self, cfg, why, len) < 0)
+        goto out_fail;
+    if (tier_actor_ucx_new(&self->ucx, self->name, bus_server_endpoint(self->server),
+                           self->desc.ucx_regions, self->desc.ucx_region_bytes, why, len) < 0)
         goto out_fail;
     if (tier_actor_copy_new(self, cfg, why, len) < 0 ||
         tier_actor_auth_init(self, cfg, why, len) < 0)
@@ -279,8 +283,15 @@ static void s_run(self_t *self)
     /* Signals belong to the process main, which sends $TERM. */
     zpoller_set_nonstop(poller, true);
     self->poller = poller; /* copy clients add their sockets */
+    int *ucx_fd = tier_actor_ucx_fd(self->ucx);
+    if (ucx_fd)
+        zpoller_add(poller, ucx_fd);
+    self->ucx_wait_ms = tier_actor_ucx_service(self->ucx);
     while (!self->terminated) {
-        void *which = zpoller_wait(poller, tier_actor_copy_wait_ms(self));
+        int wait = tier_actor_copy_wait_ms(self);
+        if (self->ucx_wait_ms >= 0 && (wait < 0 || self->ucx_wait_ms < wait))
+            wait = self->ucx_wait_ms;
+        void *which = zpoller_wait(poller, wait);
         if (which == self->pipe)
             s_on_pipe(self);
         else if (which == server)
@@ -291,7 +302,11 @@ static void s_run(self_t *self)
             break; /* the context is gone; EINTR (a signal) is not a reason to stop */
         /* Copy replies are taken on every wake-up, so a busy server cannot starve them. */
         tier_actor_copy_service(self);
+        /* UCX progress on every wake-up too (bounded), then the fd is armed again */
+        self->ucx_wait_ms = tier_actor_ucx_service(self->ucx);
     }
+    if (ucx_fd)
+        zpoller_remove(poller, ucx_fd);
     tier_actor_copy_destroy(self); /* its sockets leave the poller first */
     self->poller = NULL;
     zpoller_destroy(&poller);
@@ -312,6 +327,12 @@ static void s_actor(zsock_t *pipe, void *args)
              self->name, self->tier_id, self->tier->cfg.kind, self->tier->cfg.capacity,
              self->tier->cfg.slot_size, self->desc.detail[0] ? self->desc.detail : "-",
              bus_server_endpoint(self->server));
+    snprintf(self->desc.ucx_address, sizeof self->desc.ucx_address, "%s",
+             tier_actor_ucx_address(self->ucx));
+    if (self->ucx)
+        bus_info(S_LOG, "tier %s: UCX listener on %s (%u staging regions of %" PRIu64 " bytes)",
+                 self->name, tier_actor_ucx_address(self->ucx), self->desc.ucx_regions,
+                 self->desc.ucx_region_bytes);
     (void)bus_actor_ready(pipe, true);
     s_run(self);
     s_self_destroy(&self);

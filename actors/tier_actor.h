@@ -213,6 +213,11 @@ typedef struct {
     uint64_t tokens_refused;     /* requests refused for their token (cfg.secret set) */
     uint64_t refusals[TIER_REFUSAL_COUNT]; /* tokens_refused by reason (tier_refusal_name) */
     uint64_t leader_seen; /* highest leader epoch of a token that verified (the fence) */
+    /* transport ucx (also counted in slots/bytes written and read above) */
+    uint64_t ucx_bytes_written; /* WriteSlots bytes taken from UCX staging regions */
+    uint64_t ucx_bytes_read;    /* ReadSlots bytes placed in UCX staging regions */
+    uint64_t ucx_regions_granted;
+    uint64_t ucx_copy_bytes; /* CopySlots bytes this actor put into a destination over UCX */
 } tier_actor_stats_t;
 
 /* Why a token was refused: kvtier_tier_actor_token_refusals_total{reason}. */

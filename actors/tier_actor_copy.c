@@ -10,6 +10,11 @@
  *   DELETE  the source is checked again; a slot whose source changed fails and
  *           its destination copy is deleted (keyed) before the reply;
  *   then the deferred reply goes to the requester (routing id + corr id kept).
+ * A destination that serves UCX (a remote tier with transport ucx: Probe{ucx}
+ * when its client is made) gets the WRITE's bytes one-sided into its staging
+ * region first (UXFLUSH: ucp_put_nbx + flush, bus_ucx_peer.h), then a WriteSlots
+ * that names the range instead of carrying frames; its checks are the frames
+ * path's. Until it answered, or when its region is full, frames carry them.
  * Never blocks on a destination (every request is asynchronous, bounded by the
  * copy's deadline), never sends bytes that did not pass the source check, never
  * reports a slot copied unless the source is the same block afterwards, and never
@@ -23,6 +28,7 @@
 
 #include "bus_client.h"
 #include "bus_log.h"
+#include "bus_ucx_peer.h"
 #include "tier_actor_int.h"
 #include "tier_checksum.h"
 
@@ -36,7 +42,9 @@ typedef tier_actor_self_t self_t;
 /* Completion rounds per destination per wake-up (each drains a burst). */
 #define S_DISPATCH_ROUNDS 8
 
-enum { S_IDLE = 0, S_WRITE, S_PUT, S_DELETE };
+enum { S_IDLE = 0, S_WRITE, S_PUT, S_DELETE, S_UXFLUSH };
+/* a destination's UCX: not asked, asking, connected, frames only */
+enum { S_UX_UNKNOWN = 0, S_UX_PROBING, S_UX_READY, S_UX_NONE };
 
 typedef struct s_copy s_copy_t;
 
@@ -46,6 +54,9 @@ typedef struct {
     uint32_t users;       /* copies in flight through it */
     int64_t last_used;    /* zclock_mono when a copy last took it */
     bool broken;          /* a request timed out: failed and closed on the next service */
+    struct tier_actor_copy *owner;
+    uint8_t ux_state;   /* S_UX_* */
+    bus_ucx_conn_t *ux; /* S_UX_READY: its staging region */
 } s_dest_t;
 
 /* One PutHeader: slots idx[first .. first + count) of its copy. */
@@ -76,6 +87,11 @@ struct s_copy {
     uint32_t token_len, token_cap;
     uint32_t pending; /* destination requests in flight */
     kvtier_Status st; /* the first destination failure; OK when none */
+    /* UCX: the WRITE's bytes (held until flushed) and their range at the destination */
+    tier_actor_rbuf_t **ux_bufs;
+    uint32_t ux_n;
+    bus_ucx_conn_t *ux_conn;
+    uint64_t ux_off, ux_len;
 };
 
 struct tier_actor_copy {
@@ -93,6 +109,13 @@ struct tier_actor_copy {
     tier_actor_rbuf_t **bufs;
     tier_io_t *gets;
     struct iovec *iov;
+    /* UCX toward destinations that serve it (made when the first one answers) */
+    bus_ucx_peer_t *ux;
+    int ux_fd;   /* in the actor's poller */
+    int ux_wait; /* its last progress: 0 when events are pending */
+    bool ux_off;
+    bool ux_probe_mask[1];
+    bus_arrays_t ux_probe_arr;
 };
 
 static void s_send_write(s_copy_t *c);
@@ -110,10 +133,13 @@ static int s_copy_alloc(s_copy_t *c, uint32_t ms)
     c->ok = calloc(ms, sizeof *c->ok);
     c->idx = calloc(ms, sizeof *c->idx);
     c->groups = calloc(ms, sizeof *c->groups);
+    c->ux_bufs = calloc(ms, sizeof *c->ux_bufs);
     c->token_cap = (uint32_t)BUS_TOKEN_MAX_BYTES(BUS_TOKEN_MAX_TIERS, ms);
     c->token = malloc(c->token_cap);
-    return c->src && c->dst && c->keys && c->hdr && c->ok && c->idx && c->groups && c->token ? 0
-                                                                                             : -1;
+    return c->src && c->dst && c->keys && c->hdr && c->ok && c->idx && c->groups && c->token &&
+                   c->ux_bufs
+               ? 0
+               : -1;
 }
 
 static void s_copy_free(s_copy_t *c)
@@ -127,6 +153,9 @@ static void s_copy_free(s_copy_t *c)
     free(c->idx);
     free(c->groups);
     free(c->token);
+    for (uint32_t k = 0; c->ux_bufs && k < c->ux_n; k++)
+        free(c->ux_bufs[k]);
+    free(c->ux_bufs);
 }
 
 int tier_actor_copy_new(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)
@@ -178,6 +207,7 @@ static void s_dest_close(tier_actor_copy_t *cp, s_dest_t *d)
         return;
     if (cp->self->poller)
         zpoller_remove(cp->self->poller, bus_client_sock(d->client));
+    bus_ucx_conn_close(&d->ux);
     bus_client_destroy(&d->client);
     memset(d, 0, sizeof *d);
 }
@@ -189,6 +219,9 @@ void tier_actor_copy_destroy(self_t *self)
         return;
     for (uint32_t i = 0; cp->dests && i < cp->max_dests; i++)
         s_dest_close(cp, &cp->dests[i]);
+    if (cp->ux && cp->self->poller)
+        zpoller_remove(cp->self->poller, &cp->ux_fd);
+    bus_ucx_peer_destroy(&cp->ux);
     for (uint32_t i = 0; cp->copies && i < cp->max_copies; i++)
         s_copy_free(&cp->copies[i]);
     free(cp->copies);
@@ -212,6 +245,58 @@ uint32_t tier_actor_copy_max_slots(self_t *self)
 }
 
 /* ---- destinations ---- */
+
+/* Probe{ucx}'s answer: a destination with a UCX listener and a region is
+ * connected; any other answer leaves it to frames. */
+static void s_ux_probed(void *arg, bus_reply_t *r)
+{
+    s_dest_t *d = arg;
+    tier_actor_copy_t *cp = d->owner;
+    self_t *self = cp->self;
+    char why[256];
+    d->ux_state = S_UX_NONE;
+    if (r->status.code != S_OK || !r->env || r->env->which_body != kvtier_Envelope_probe_rep_tag)
+        return;
+    const kvtier_ProbeReply *p = &r->env->body.probe_rep;
+    if (!p->ucx_address[0] || !p->ucx_region || cp->ux_off)
+        return;
+    if (!cp->ux) {
+        char who[96];
+        snprintf(who, sizeof who, "tier %s (copies)", self->name);
+        cp->ux = bus_ucx_peer_new(who, why, sizeof why);
+        if (!cp->ux) {
+            cp->ux_off = true;
+            bus_warn(S_LOG, "tier %s: copies to %s go by frames: %s", self->name, d->ep, why);
+            return;
+        }
+        cp->ux_fd = bus_ucx_peer_fd(cp->ux);
+        if (self->poller && cp->ux_fd >= 0)
+            zpoller_add(self->poller, &cp->ux_fd);
+    }
+    d->ux = bus_ucx_conn_new(cp->ux, p->ucx_address, p->ucx_region, p->ucx_base, p->ucx_length,
+                             p->ucx_rkey.bytes, p->ucx_rkey.size, why, sizeof why);
+    if (!d->ux) {
+        bus_warn(S_LOG, "tier %s: copies to %s go by frames: %s", self->name, d->ep, why);
+        return;
+    }
+    d->ux_state = S_UX_READY;
+    bus_info(S_LOG, "tier %s: copies to %s go over UCX (%s)", self->name, d->ep, p->ucx_address);
+}
+
+static void s_ux_probe(tier_actor_copy_t *cp, s_dest_t *d)
+{
+    kvtier_Status st = {0};
+    d->owner = cp;
+    d->ux_state = S_UX_NONE;
+    if (cp->ux_off)
+        return;
+    bus_env_init(&cp->env, kvtier_Envelope_probe_req_tag, cp->self->name);
+    cp->env.body.probe_req.ucx = true;
+    cp->ux_probe_arr.mask = (bus_bools_t){.v = cp->ux_probe_mask, .cap = 1};
+    if (bus_client_send(d->client, &cp->env, NULL, NULL, 0, cp->timeout_ms, &cp->ux_probe_arr,
+                        s_ux_probed, d, NULL, &st) == 0)
+        d->ux_state = S_UX_PROBING;
+}
 
 /* The client for ep: cached, a free entry, or the idle one used longest ago. */
 static s_dest_t *s_dest_get(tier_actor_copy_t *cp, const char *ep, kvtier_Status *st)
@@ -253,6 +338,7 @@ static s_dest_t *s_dest_get(tier_actor_copy_t *cp, const char *ep, kvtier_Status
     if (self->poller)
         zpoller_add(self->poller, bus_client_sock(free_d->client));
     snprintf(free_d->ep, sizeof free_d->ep, "%s", ep);
+    s_ux_probe(cp, free_d);
     return free_d;
 }
 
@@ -446,6 +532,9 @@ static void s_read(s_copy_t *c)
 }
 
 static void s_on_written(void *arg, bus_reply_t *r);
+static void s_fail_rest(s_copy_t *c, uint32_t from);
+static bool s_send_ok(s_copy_t *c, kvtier_Status *st);
+static bus_blob_t s_token(const s_copy_t *c);
 static void s_send_puts(s_copy_t *c);
 static void s_on_put(void *arg, bus_reply_t *r);
 static void s_on_deleted(void *arg, bus_reply_t *r);
@@ -455,6 +544,116 @@ static void s_fail_rest(s_copy_t *c, uint32_t from)
 {
     for (uint32_t k = from; k < c->nidx; k++)
         c->ok[c->idx[k]] = false;
+}
+
+/* ---- WRITE over UCX ---- */
+
+static void s_ux_release(s_copy_t *c)
+{
+    for (uint32_t k = 0; k < c->ux_n; k++) {
+        free(c->ux_bufs[k]);
+        c->ux_bufs[k] = NULL;
+    }
+    c->ux_n = 0;
+}
+
+/* The destination replied (or will never): its range is free again. A timeout
+ * gives the region up instead (a late request could still land in it). */
+static void s_ux_range_done(s_copy_t *c, bool timed_out)
+{
+    if (!c->ux_conn)
+        return;
+    if (c->dest->ux != c->ux_conn) /* closed meanwhile: its region went with it */
+        ;
+    else if (timed_out) {
+        bus_ucx_conn_close(&c->dest->ux);
+        c->dest->ux_state = S_UX_NONE;
+    } else {
+        bus_ucx_conn_free(c->ux_conn, c->ux_off, c->ux_len);
+    }
+    c->ux_conn = NULL;
+}
+
+/* The bytes are in the destination's region: the WriteSlots names it. */
+static void s_ux_flushed(void *arg, int status, const char *msg)
+{
+    s_copy_t *c = arg;
+    tier_actor_copy_t *cp = c->owner;
+    kvtier_Status st = {0};
+    if (c->stage != S_UXFLUSH)
+        return;
+    c->pending = 0;
+    s_ux_release(c);
+    if (status < 0) {
+        bus_status_set(&st, S_UNAVAILABLE, "%s", msg);
+        goto out_fail;
+    }
+    if (!s_send_ok(c, &st))
+        goto out_fail;
+    for (uint32_t k = 0; k < c->nidx; k++) {
+        cp->slots[k] = c->dst[c->idx[k]];
+        cp->sizes[k] = c->hdr[c->idx[k]].size;
+    }
+    bus_env_init(&cp->env, kvtier_Envelope_write_slots_req_tag, cp->self->name);
+    kvtier_WriteSlotsRequest *w = &cp->env.body.write_slots_req;
+    w->tier_id = c->dst_tier_id;
+    w->segments = 1;
+    w->ucx_region = bus_ucx_conn_region(c->ux_conn);
+    w->ucx_offset = c->ux_off;
+    uint32_t m = c->nidx;
+    bus_arrays_t arr = {
+        .slots = {cp->slots, m, m}, .sizes = {cp->sizes, m, m}, .payload = s_token(c)};
+    if (bus_client_send(c->dest->client, &cp->env, &arr, NULL, 0, s_left_ms(c), NULL, s_on_written,
+                        c, NULL, &st) < 0)
+        goto out_fail;
+    c->stage = S_WRITE;
+    c->pending = 1;
+    return;
+
+out_fail:
+    s_ux_range_done(c, false);
+    s_note(c, &st);
+    s_fail_rest(c, 0);
+    s_finish(c);
+}
+
+/* Puts the m blocks in cp->payload into the destination's region when it serves
+ * UCX and has room: true (the copy continues in s_ux_flushed), false (frames). */
+static bool s_ux_write(s_copy_t *c, uint32_t m)
+{
+    tier_actor_copy_t *cp = c->owner;
+    s_dest_t *d = c->dest;
+    if (d->ux_state != S_UX_READY || !d->ux)
+        return false;
+    if (bus_ucx_conn_failed(d->ux)) {
+        bus_ucx_conn_close(&d->ux);
+        d->ux_state = S_UX_NONE;
+        return false;
+    }
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < m; k++)
+        total += cp->payload[k].size;
+    if (total > bus_ucx_conn_length(d->ux) || bus_ucx_conn_alloc(d->ux, total, &c->ux_off) < 0)
+        return false; /* full: this one goes by frames */
+    c->ux_conn = d->ux;
+    c->ux_len = total;
+    char why[160];
+    uint64_t off = c->ux_off;
+    bool ok = true;
+    for (uint32_t k = 0; k < m; k++) { /* the buffers are the copy's until flushed */
+        c->ux_bufs[k] = cp->payload[k].hint;
+        if (ok && bus_ucx_conn_put(d->ux, cp->payload[k].data, cp->payload[k].size, off, why,
+                                   sizeof why) < 0)
+            ok = false;
+        off += cp->payload[k].size;
+    }
+    c->ux_n = m;
+    c->stage = S_UXFLUSH;
+    c->pending = 1;
+    cp->self->stats.ucx_copy_bytes += total;
+    if (!ok || bus_ucx_conn_flush(d->ux, s_ux_flushed, c, why, sizeof why) < 0)
+        s_ux_flushed(c, -1, why);
+    return true;
 }
 
 /* Reads the slots that passed the check and sends them in one WriteSlots. */
@@ -487,6 +686,8 @@ static void s_send_write(s_copy_t *c)
     c->nidx = m;
     if (m == 0)
         goto out_finish;
+    if (s_ux_write(c, m))
+        return; /* the bytes go over UCX; the WriteSlots follows their flush */
     bus_env_init(&cp->env, kvtier_Envelope_write_slots_req_tag, cp->self->name);
     cp->env.body.write_slots_req.tier_id = c->dst_tier_id;
     cp->env.body.write_slots_req.segments = 1;
@@ -513,6 +714,7 @@ static void s_on_written(void *arg, bus_reply_t *r)
 {
     s_copy_t *c = arg;
     c->pending--;
+    s_ux_range_done(c, r->status.code == S_TIMEOUT && !r->env);
     uint32_t w = 0;
     if (r->env && r->env->which_body == kvtier_Envelope_write_slots_rep_tag)
         w = r->env->body.write_slots_rep.written;
@@ -694,6 +896,19 @@ void tier_actor_copy_service(self_t *self)
     tier_actor_copy_t *cp = self->copy;
     if (!cp)
         return;
+    if (cp->ux) { /* flushes past their copy's deadline: the connection goes */
+        int64_t now = zclock_mono();
+        for (uint32_t i = 0; i < cp->max_copies; i++) {
+            s_copy_t *c = &cp->copies[i];
+            if (c->stage == S_UXFLUSH && now >= c->deadline && c->dest->ux) {
+                bus_warn(S_LOG, "tier %s: UCX flush to %s past the copy's deadline: dropped",
+                         self->name, c->dest->ep);
+                bus_ucx_conn_close(&c->dest->ux); /* its flushes are called back failed */
+                c->dest->ux_state = S_UX_NONE;
+            }
+        }
+        cp->ux_wait = bus_ucx_peer_progress(cp->ux);
+    }
     for (uint32_t i = 0; i < cp->max_dests; i++) {
         s_dest_t *d = &cp->dests[i];
         if (!d->client)
@@ -718,7 +933,14 @@ void tier_actor_copy_service(self_t *self)
 int tier_actor_copy_wait_ms(self_t *self)
 {
     tier_actor_copy_t *cp = self->copy;
-    int64_t best = -1;
+    int64_t best = cp && cp->ux ? cp->ux_wait : -1; /* UCX events pending: 0 */
+    for (uint32_t i = 0; cp && cp->ux && i < cp->max_copies; i++)
+        if (cp->copies[i].stage == S_UXFLUSH) {
+            int64_t t = cp->copies[i].deadline - zclock_mono();
+            t = t < 0 ? 0 : t;
+            if (best < 0 || t < best)
+                best = t;
+        }
     for (uint32_t i = 0; cp && i < cp->max_dests; i++) {
         s_dest_t *d = &cp->dests[i];
         if (!d->client)

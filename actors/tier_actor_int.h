@@ -9,6 +9,7 @@
 #include "bus_server.h"
 #include "bus_token_mac.h"
 #include "tier_actor.h"
+#include "tier_actor_ucx.h"
 
 typedef struct {
     uint32_t hash;
@@ -90,6 +91,9 @@ typedef struct tier_actor_self {
     tier_actor_copy_t *copy; /* CopySlots in flight */
 
     zframe_t *sched_peer; /* routing id of the last scheduler-only request (notices) */
+
+    tier_actor_ucx_t *ucx; /* transport ucx (tier_actor_ucx.c); NULL: frames only */
+    int ucx_wait_ms;       /* the loop's wait bound it asks for (-1: none) */
 } tier_actor_self_t;
 
 /* Serves one decoded request (a reply is always sent). tier_actor_serve.c */

@@ -188,6 +188,19 @@ static int s_write_check(self_t *self, const kvtier_WriteSlotsRequest *w, kvtier
  * before it. Before the bytes, the backend stops serving the old block (tier.h). */
 #define S_BATCH 64u
 
+/* transport ucx: the request's bytes, back to back in the sender's staging region
+ * (checked to lie inside it); NULL with st set when they do not. */
+static uint8_t *s_ucx_bytes(self_t *self, uint64_t region, uint64_t offset, uint64_t total,
+                            const char *what, kvtier_Status *st)
+{
+    char why[256];
+    uint8_t *p =
+        tier_actor_ucx_range(self->ucx, region, offset, total, zclock_mono(), why, sizeof why);
+    if (!p)
+        (void)tier_actor_fail(self, st, S_INVALID, "%s over UCX: %s", what, why);
+    return p;
+}
+
 static int s_write_apply(self_t *self, bus_request_t *req, const kvtier_WriteSlotsRequest *w,
                          uint32_t *written, kvtier_Status *st)
 {
@@ -196,10 +209,26 @@ static int s_write_apply(self_t *self, bus_request_t *req, const kvtier_WriteSlo
     struct iovec iov[S_BATCH][TIER_MAX_IOV];
     tier_io_t items[S_BATCH];
     zframe_t *f = zmsg_first(req->msg); /* frame 0; payload follows */
+    uint8_t *staged = NULL;             /* transport ucx: the bytes' place in the staging region */
+    if (w->ucx_region) {
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < a->sizes.n; i++)
+            total += a->sizes.v[i];
+        staged = s_ucx_bytes(self, w->ucx_region, w->ucx_offset, total, "WriteSlots", st);
+        if (!staged)
+            return -1;
+        self->stats.ucx_bytes_written += total;
+    }
+    uint32_t fi = 0;
     for (uint32_t i = 0; i < a->slots.n; i += S_BATCH) {
         uint32_t k = a->slots.n - i < S_BATCH ? a->slots.n - i : S_BATCH;
         for (uint32_t j = 0; j < k; j++) {
-            for (uint32_t s = 0; s < segs; s++) {
+            for (uint32_t s = 0; s < segs; s++, fi++) {
+                if (staged) {
+                    iov[j][s] = (struct iovec){.iov_base = staged, .iov_len = a->sizes.v[fi]};
+                    staged += a->sizes.v[fi];
+                    continue;
+                }
                 f = zmsg_next(req->msg);
                 iov[j][s] = (struct iovec){.iov_base = zframe_data(f), .iov_len = zframe_size(f)};
             }
@@ -559,6 +588,40 @@ static int s_read_copied(self_t *self, uint32_t segs, uint32_t *nframes, kvtier_
     return 0;
 }
 
+/* transport ucx: every block is read (the tier's own read, as for an unmapped
+ * tier) into the sender's staging region, back to back; the reply carries no
+ * frames. The copy is made here, inside the handler: a later rewrite of a slot
+ * cannot change what the sender fetches (a pinned read never sees a reused slot),
+ * and only the sender's own requests write its region. payload[] describes the
+ * copies for verify_reads (no free_fn: nothing is sent). */
+static int s_read_ucx(self_t *self, const kvtier_ReadSlotsRequest *r, kvtier_Status *st)
+{
+    const bus_arrays_t *a = self->arr;
+    uint32_t n = a->slots.n;
+    if (r->segments > 1)
+        return tier_actor_fail(self, st, S_INVALID,
+                               "ReadSlots over UCX moves whole blocks: segments must be 1, not %u",
+                               r->segments);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += self->block_size[i];
+    uint8_t *dst = s_ucx_bytes(self, r->ucx_region, r->ucx_offset, total, "ReadSlots", st);
+    if (!dst)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        self->get_iov[i] = (struct iovec){dst, self->block_size[i]};
+        self->gets[i] = (tier_io_t){.slot = a->slots.v[i], .iov = &self->get_iov[i], .n = 1};
+        self->payload[i] = (bus_payload_t){.data = dst, .size = self->block_size[i]};
+        dst += self->block_size[i];
+    }
+    (void)tier_read_batch(self->tier, self->gets, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (self->gets[i].rc < 0)
+            return s_read_error(self, self->gets[i].rc, i, st);
+    self->stats.ucx_bytes_read += total;
+    return 0;
+}
+
 static void s_on_read(self_t *self, bus_request_t *req)
 {
     const kvtier_ReadSlotsRequest *r = &req->env.body.read_slots_req;
@@ -574,12 +637,14 @@ static void s_on_read(self_t *self, bus_request_t *req)
         rc = tier_actor_auth_slots(self, &g, &self->arr->slots, NULL, "ReadSlots", &st);
     if (rc == 0)
         rc = s_read_check(self, r, &st);
-    if (rc == 0 && self->arr->slots.n && tier_slot_data(self->tier, self->arr->slots.v[0]))
+    if (rc == 0 && r->ucx_region)
+        rc = s_read_ucx(self, r, &st);
+    else if (rc == 0 && self->arr->slots.n && tier_slot_data(self->tier, self->arr->slots.v[0]))
         rc = s_read_mapped(self, segs, &nframes, &st);
     else if (rc == 0)
         rc = s_read_copied(self, segs, &nframes, &st);
     if (rc == 0 && self->verify_reads && !self->desc.reads_verified)
-        rc = s_read_verify(self, segs, &st);
+        rc = s_read_verify(self, r->ucx_region ? 1 : segs, &st);
     if (rc < 0) {
         s_payload_release(self, nframes);
         nframes = 0;
@@ -929,6 +994,31 @@ static void s_on_delete(self_t *self, bus_request_t *req)
 
 /* ---- Probe ---- */
 
+/* Probe{ucx}: the listener's address and a staging region for the sender (a tier
+ * actor without UCX leaves the fields empty: the sender keeps to frames). */
+static int s_probe_ucx(self_t *self, kvtier_ProbeReply *out, kvtier_Status *st)
+{
+    tier_actor_ucx_region_t g;
+    char why[256];
+    int rc = tier_actor_ucx_grant(self->ucx, zclock_mono(), &g, why, sizeof why);
+    if (rc == -EBUSY)
+        return tier_actor_fail(self, st, S_UNAVAILABLE, "%s", why);
+    if (rc < 0)
+        return tier_actor_fail(self, st, S_INTERNAL, "%s", why);
+    if (g.rkey_len > sizeof out->ucx_rkey.bytes)
+        return tier_actor_fail(self, st, S_INTERNAL,
+                               "a UCX remote key of %zu bytes does not fit ProbeReply (%zu)",
+                               g.rkey_len, sizeof out->ucx_rkey.bytes);
+    snprintf(out->ucx_address, sizeof out->ucx_address, "%s", tier_actor_ucx_address(self->ucx));
+    out->ucx_region = g.id;
+    out->ucx_base = g.base;
+    out->ucx_length = g.length;
+    memcpy(out->ucx_rkey.bytes, g.rkey, g.rkey_len);
+    out->ucx_rkey.size = (pb_size_t)g.rkey_len;
+    self->stats.ucx_regions_granted++;
+    return 0;
+}
+
 static void s_on_probe(self_t *self, bus_request_t *req)
 {
     const kvtier_ProbeRequest *p = &req->env.body.probe_req;
@@ -950,6 +1040,8 @@ static void s_on_probe(self_t *self, bus_request_t *req)
             self->rep_mask[i] = tier_get_header(self->tier, a->slots.v[i], &h) == 0 &&
                                 h.state == TIER_SLOT_SERVING && s_key_is(&h, a->keys.keys[i]);
     }
+    if (rc == 0 && p->ucx && self->ucx)
+        rc = s_probe_ucx(self, &self->rep.body.probe_rep, &st);
     self->rep_arr.mask.n = rc == 0 ? a->slots.n : 0;
     self->stats.probes += self->rep_arr.mask.n;
     s_reply(self, req, &self->rep_arr, NULL, 0, &st);
@@ -973,6 +1065,7 @@ static void s_tier_info(self_t *self, kvtier_TierInfo *ti)
     if (self->desc.access_kind == TIER_ACCESS_SHM)
         snprintf(ti->shm, sizeof ti->shm, "%.*s", (int)sizeof ti->shm - 1, self->desc.access);
     tier_actor_info_access(&self->desc, ti);
+    snprintf(ti->ucx_address, sizeof ti->ucx_address, "%s", tier_actor_ucx_address(self->ucx));
     ti->epoch = self->epoch;
     ti->up = true;
 }

@@ -610,7 +610,13 @@ int bus_env_check_payload(const kvtier_Envelope *env, const bus_arrays_t *arr, u
             return s_invalid(st, "%s: %u segments per slot, the limit is %u", name, segs,
                              BUS_MAX_SEGMENTS);
         uint64_t declared = (uint64_t)nslots * segs;
-        if (declared != nframes)
+        /* transport ucx: the bytes wait in the sender's staging region, not in frames */
+        if (w->ucx_region != 0 && nframes != 0)
+            return s_invalid(st,
+                             "%s names UCX staging region %016" PRIx64 " for its bytes but "
+                             "carries %u payload frames: give one or the other",
+                             name, w->ucx_region, nframes);
+        if (w->ucx_region == 0 && declared != nframes)
             return s_invalid(st,
                              "%s: %u slots declared (%u segment%s each) but %u payload "
                              "frames present",

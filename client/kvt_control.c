@@ -1148,6 +1148,7 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
         o->used = ti->used_slots;
         o->up = ti->up;
         o->drain = (kvt_tier_drain_t)ti->drain;
+        snprintf(o->pool, sizeof o->pool, "%s", ti->pool);
     }
     return 0;
 }

@@ -17,7 +17,9 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "bus_log.h"
 #include "kvt_transport.h"
+#include "bus_ucx_peer.h"
 #include "tier_checksum.h"
 
 #define S_CHUNK_SLOTS 128u        /* slots per tier-plane message */
@@ -25,7 +27,15 @@
 #define S_MAX_CONNS 64u           /* tier endpoints per handle */
 #define S_CONN_IN_FLIGHT 4096u    /* tier-plane requests in flight per endpoint */
 
-enum { S_UNSENT = 0, S_SENT = 1, S_DONE = 2 };
+/* A chunk's life: UNSENT -> SENT -> DONE; over UCX a put is FLUSHING (its bytes on
+ * the way into the tier's staging region) before SENT, a get FETCHING (its bytes on
+ * the way out of it) after SENT's reply. */
+enum { S_UNSENT = 0, S_SENT = 1, S_DONE = 2, S_FLUSHING = 3, S_FETCHING = 4 };
+/* A tier endpoint's transport ucx (kvt_ucx.h): not asked yet, Probe{ucx} in flight,
+ * connected to its staging region, or frames (the tier has no UCX, or it failed:
+ * asked again after S_UX_RETRY_MS). */
+enum { S_UX_UNKNOWN = 0, S_UX_PROBING = 1, S_UX_READY = 2, S_UX_NONE = 3 };
+#define S_UX_RETRY_MS 10000
 
 typedef struct s_frames s_frames_t;
 typedef struct s_fjob s_fjob_t;
@@ -36,6 +46,11 @@ typedef struct {
     uint32_t start; /* first index into fj->order */
     uint32_t count;
     uint8_t state;
+    /* transport ucx: the chunk's range of its connection's staging region */
+    struct s_conn *ux_conn;
+    uint64_t ux_off, ux_len;
+    int64_t ux_deadline;
+    bool ux_staged; /* a put's bytes are in the range (flushed) */
 } s_chunk_t;
 
 /* What this transport keeps for one job slot. */
@@ -48,13 +63,20 @@ struct s_fjob {
     uint32_t n_chunks, chunks_cap;
     uint32_t unsent; /* chunks UNSENT */
     bool *mask;      /* a CopyPrefetch reply's flags (one per token key) */
+    uint64_t *sums;  /* transport ucx gets: each block's checksum from the reply (by order) */
+    uint32_t sums_cap;
     uint32_t mask_cap;
     bus_arrays_t arr; /* a CopyPrefetch reply decodes here */
 };
 
-typedef struct {
+typedef struct s_conn {
     char endpoint[BUS_ENDPOINT_MAX];
     bus_client_t *cl;
+    struct s_frames *fs;
+    uint8_t ux_state;
+    bus_ucx_conn_t *ux;
+    int64_t ux_retry; /* S_UX_NONE: when to ask again */
+    uint32_t ux_open; /* chunks holding a range of its region */
 } s_conn_t;
 
 struct s_frames {
@@ -73,6 +95,9 @@ struct s_frames {
     uint64_t rep_sums[S_CHUNK_SLOTS]; /* ReadSlots: each block's checksum, 0 = unknown */
     bool rep_mask[S_CHUNK_SLOTS];
     bus_arrays_t rep_arr;
+    bus_ucx_peer_t *ux; /* transport ucx: the handle's worker, made on first use */
+    bool ux_off;        /* UCX cannot run here (said once) or KVT_UCX=0 */
+    bool closing;
 };
 
 /* ---- lifetime ------------------------------------------------------------------ */
@@ -86,6 +111,8 @@ static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
         return NULL;
     fs->c = c;
     fs->cap = cap;
+    const char *env = getenv("KVT_UCX"); /* "0": this process keeps to frames */
+    fs->ux_off = env && strcmp(env, "0") == 0;
     fs->fjobs = calloc(cap, sizeof *fs->fjobs);
     fs->env = calloc(1, sizeof *fs->env);
     if (!fs->fjobs || !fs->env) {
@@ -106,6 +133,10 @@ static void s_close(void **xs)
     if (!xs || !*xs)
         return;
     s_frames_t *fs = *xs;
+    fs->closing = true; /* UCX callbacks of the closes below do nothing */
+    for (uint32_t i = 0; i < fs->n_conns; i++)
+        bus_ucx_conn_close(&fs->conns[i].ux);
+    bus_ucx_peer_destroy(&fs->ux);
     /* Requests in flight are dropped with their sockets, without callbacks. */
     for (uint32_t i = 0; i < fs->n_conns; i++)
         bus_client_destroy(&fs->conns[i].cl);
@@ -113,6 +144,7 @@ static void s_close(void **xs)
         free(fs->fjobs[i].order);
         free(fs->fjobs[i].chunks);
         free(fs->fjobs[i].mask);
+        free(fs->fjobs[i].sums);
     }
     free(fs->fjobs);
     free(fs->env);
@@ -127,7 +159,8 @@ static int s_reserve(void *xs, uint32_t job, uint32_t n)
     fj->n_chunks = fj->unsent = 0;
     if (kvti_grow((void **)&fj->order, &fj->order_cap, n, sizeof *fj->order) < 0 ||
         kvti_grow((void **)&fj->chunks, &fj->chunks_cap, n, sizeof *fj->chunks) < 0 ||
-        kvti_grow((void **)&fj->mask, &fj->mask_cap, n, sizeof *fj->mask) < 0)
+        kvti_grow((void **)&fj->mask, &fj->mask_cap, n, sizeof *fj->mask) < 0 ||
+        kvti_grow((void **)&fj->sums, &fj->sums_cap, n, sizeof *fj->sums) < 0)
         return -1;
     fj->arr = (bus_arrays_t){.mask = {.v = fj->mask, .cap = fj->mask_cap}};
     return 0;
@@ -135,11 +168,11 @@ static int s_reserve(void *xs, uint32_t job, uint32_t n)
 
 /* ---- chunks ----------------------------------------------------------------------- */
 
-static bus_client_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, size_t whylen)
+static s_conn_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, size_t whylen)
 {
     for (uint32_t i = 0; i < fs->n_conns; i++)
         if (strcmp(fs->conns[i].endpoint, endpoint) == 0)
-            return fs->conns[i].cl;
+            return &fs->conns[i];
     if (fs->n_conns == S_MAX_CONNS) {
         snprintf(why, whylen, "more than %u tier endpoints in use by this handle", S_MAX_CONNS);
         return NULL;
@@ -159,9 +192,9 @@ static bus_client_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, siz
         return NULL;
     }
     s_conn_t *s = &fs->conns[fs->n_conns++];
+    *s = (s_conn_t){.cl = cl, .fs = fs};
     snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
-    s->cl = cl;
-    return cl;
+    return s;
 }
 
 static const char *s_op_name(bus_token_kind_t k)
@@ -172,6 +205,13 @@ static const char *s_op_name(bus_token_kind_t k)
 /* The chunk ended: one part of its job is done. */
 static void s_chunk_end(s_chunk_t *ch)
 {
+    if (ch->ux_conn) { /* the tier is done with the range: the reply came, or the
+                          connection was closed (its region is given up with it) */
+        if (ch->ux_conn->ux)
+            bus_ucx_conn_free(ch->ux_conn->ux, ch->ux_off, ch->ux_len);
+        ch->ux_conn->ux_open--;
+        ch->ux_conn = NULL;
+    }
     if (ch->state == S_UNSENT)
         ch->fj->unsent--;
     ch->state = S_DONE;
@@ -200,14 +240,14 @@ static void s_chunk_fail(s_chunk_t *ch, int code, const char *msg)
 /* A block that came over the network is the tier's, bit for bit: its bytes hash to
  * the checksum the tier sent with them (from the slot header); else it is never
  * delivered (the buffer is zeroed) and the key fails with INTERNAL. */
-static bool s_arrived_intact(s_frames_t *fs, kvti_job_t *j, const s_chunk_t *ch, uint32_t k,
-                             uint32_t i, uint32_t size)
+static bool s_arrived_intact(kvti_job_t *j, const s_chunk_t *ch, uint64_t want, uint32_t i,
+                             uint32_t size)
 {
-    if (fs->rep_arr.checksums.n != ch->count || fs->rep_sums[k] == 0)
+    if (want == 0)
         return true; /* a tier actor that sends none: nothing to check against */
     struct iovec iov = {.iov_base = j->bufs[i], .iov_len = size};
     uint64_t sum = tier_checksum(&iov, 1);
-    if (sum == fs->rep_sums[k])
+    if (sum == want)
         return true;
     memset(j->bufs[i], 0, size);
     char hex[2 * KVT_KEY_BYTES + 1];
@@ -216,8 +256,64 @@ static bool s_arrived_intact(s_frames_t *fs, kvti_job_t *j, const s_chunk_t *ch,
     kvti_job_error(j, KVT_INTERNAL,
                    "block %s from tier %u failed its checksum in transit (got %016" PRIx64
                    ", the tier's %016" PRIx64 "): not delivered",
-                   hex, j->tok->view.tiers[ch->tier].tier_id, sum, fs->rep_sums[k]);
+                   hex, j->tok->view.tiers[ch->tier].tier_id, sum, want);
     return false;
+}
+
+/* ---- transport ucx: the bytes of a chunk through the tier's staging region ------- */
+
+static void s_ux_drop(s_conn_t *cn, const char *why);
+static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch);
+
+/* A UCX get's bytes are in the caller's buffers: checked like frames' bytes. */
+static void s_ux_fetched(void *arg, int status, const char *msg)
+{
+    s_chunk_t *ch = arg;
+    s_fjob_t *fj = ch->fj;
+    if (fj->fs->closing || ch->state != S_FETCHING)
+        return;
+    kvti_job_t *j = fj->job;
+    if (status < 0) {
+        s_chunk_fail(ch, KVT_UNAVAILABLE, msg);
+        return;
+    }
+    for (uint32_t k = 0; k < ch->count; k++) {
+        uint32_t i = fj->order[ch->start + k];
+        bus_token_entry_t e;
+        bus_token_entry_at(&j->tok->view, i, &e);
+        j->tok->ok[i] = s_arrived_intact(j, ch, fj->sums[ch->start + k], i, e.size);
+    }
+    s_chunk_end(ch);
+}
+
+/* The ReadSlots reply of a UCX get: the blocks wait in the region; fetch them. */
+static void s_ux_fetch(s_frames_t *fs, s_chunk_t *ch)
+{
+    s_fjob_t *fj = ch->fj;
+    kvti_job_t *j = fj->job;
+    bus_ucx_conn_t *u = ch->ux_conn->ux;
+    char why[160];
+    if (!u) {
+        s_chunk_fail(ch, KVT_UNAVAILABLE, "the UCX connection was closed");
+        return;
+    }
+    bool sums = fs->rep_arr.checksums.n == ch->count;
+    uint64_t off = ch->ux_off;
+    for (uint32_t k = 0; k < ch->count; k++) {
+        uint32_t i = fj->order[ch->start + k];
+        bus_token_entry_t e;
+        bus_token_entry_at(&j->tok->view, i, &e);
+        fj->sums[ch->start + k] = sums ? fs->rep_sums[k] : 0;
+        if (bus_ucx_conn_get(u, j->bufs[i], e.size, off, why, sizeof why) < 0) {
+            s_chunk_fail(ch, KVT_UNAVAILABLE, why);
+            return;
+        }
+        off += e.size;
+    }
+    ch->state = S_FETCHING;
+    ch->ux_deadline = j->deadline;
+    if (bus_ucx_conn_flush(u, s_ux_fetched, ch, why, sizeof why) < 0)
+        s_chunk_fail(ch, KVT_UNAVAILABLE, why);
 }
 
 static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
@@ -249,6 +345,10 @@ static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
                            refused, ch->count);
         return;
     }
+    if (ch->ux_conn && fs->rep_arr.sizes.n == 0) {
+        s_ux_fetch(fs, ch); /* the chunk ends when the bytes are here */
+        return;
+    }
     if (fs->rep_arr.sizes.n != ch->count) {
         kvti_job_error(j, KVT_INTERNAL, "ReadSlots reply has %u frames for %u slots",
                        fs->rep_arr.sizes.n, ch->count);
@@ -265,7 +365,8 @@ static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
             continue;
         }
         memcpy(j->bufs[i], zframe_data(f), e.size);
-        tok->ok[i] = s_arrived_intact(fs, j, ch, k, i, e.size);
+        bool sums = fs->rep_arr.checksums.n == ch->count;
+        tok->ok[i] = s_arrived_intact(j, ch, sums ? fs->rep_sums[k] : 0, i, e.size);
     }
 }
 
@@ -273,11 +374,16 @@ static void s_chunk_done(void *arg, bus_reply_t *r)
 {
     s_chunk_t *ch = arg;
     if (r->status.code != kvtier_StatusCode_STATUS_OK) {
+        /* no reply: the tier may still place bytes in the chunk's range later, so
+         * the region is given up (a new Probe gets another one) */
+        if (ch->ux_conn && r->status.code == kvtier_StatusCode_STATUS_TIMEOUT)
+            s_ux_drop(ch->ux_conn, "a request over it timed out");
         s_chunk_fail(ch, (int)r->status.code, r->status.message);
         return;
     }
     s_chunk_reply_ok(ch->fj->fs, ch, r);
-    s_chunk_end(ch);
+    if (ch->state == S_SENT) /* else fetching over UCX, or already ended */
+        s_chunk_end(ch);
 }
 
 /* Sends fs->env for chunk ch (replies decode into rep). */
@@ -295,8 +401,165 @@ static void s_send_env(s_frames_t *fs, bus_client_t *cl, s_chunk_t *ch, bus_arra
     }
 }
 
+/* ---- transport ucx: asking a tier endpoint, connecting, staging --------------------- */
+
+static void s_ux_none(s_conn_t *cn)
+{
+    cn->ux_state = S_UX_NONE;
+    cn->ux_retry = zclock_mono() + S_UX_RETRY_MS;
+}
+
+/* Closes the connection (pending UCX operations are called back with an error),
+ * fails the chunks still moving bytes over it, and has the endpoint asked again. */
+static void s_ux_drop(s_conn_t *cn, const char *why)
+{
+    s_frames_t *fs = cn->fs;
+    bus_debug("client", "%s: UCX connection for %s dropped: %s", fs->c->name, cn->endpoint, why);
+    bus_ucx_conn_close(&cn->ux);
+    cn->ux_state = S_UX_UNKNOWN;
+    for (uint32_t ji = 0; ji < fs->cap; ji++) {
+        s_fjob_t *fj = &fs->fjobs[ji];
+        if (!fj->job->used || fj->job->finished)
+            continue;
+        for (uint32_t k = 0; k < fj->n_chunks; k++) {
+            s_chunk_t *ch = &fj->chunks[k];
+            if (ch->ux_conn == cn && (ch->state == S_FLUSHING || ch->state == S_FETCHING))
+                s_chunk_fail(ch, KVT_UNAVAILABLE, why);
+        }
+    }
+}
+
+static void s_ux_probed(void *arg, bus_reply_t *r)
+{
+    s_conn_t *cn = arg;
+    s_frames_t *fs = cn->fs;
+    char why[256];
+    if (r->status.code != kvtier_StatusCode_STATUS_OK || !r->env ||
+        r->env->which_body != kvtier_Envelope_probe_rep_tag) {
+        bus_debug("client", "%s: %s: no UCX (frames): %s", fs->c->name, cn->endpoint,
+                  r->status.message);
+        s_ux_none(cn);
+        return;
+    }
+    const kvtier_ProbeReply *p = &r->env->body.probe_rep;
+    if (!p->ucx_address[0] || !p->ucx_region) {
+        s_ux_none(cn); /* a tier actor without UCX: frames */
+        return;
+    }
+    if (!fs->ux && !fs->ux_off && !(fs->ux = bus_ucx_peer_new(fs->c->name, why, sizeof why))) {
+        fs->ux_off = true;
+        bus_warn("client", "%s: %s advertises UCX but it cannot run here (frames instead): %s",
+                 fs->c->name, cn->endpoint, why);
+    }
+    if (fs->ux_off) {
+        s_ux_none(cn);
+        return;
+    }
+    cn->ux = bus_ucx_conn_new(fs->ux, p->ucx_address, p->ucx_region, p->ucx_base, p->ucx_length,
+                              p->ucx_rkey.bytes, p->ucx_rkey.size, why, sizeof why);
+    if (!cn->ux) {
+        bus_warn("client", "%s: %s: UCX not used (frames instead): %s", fs->c->name, cn->endpoint,
+                 why);
+        s_ux_none(cn);
+        return;
+    }
+    cn->ux_state = S_UX_READY;
+}
+
+/* Whether chunk ch waits for its endpoint's UCX question: asks it (Probe{ucx})
+ * the first time and every S_UX_RETRY_MS after it found none. */
+static bool s_ux_waits(s_frames_t *fs, s_conn_t *cn)
+{
+    if (fs->ux_off)
+        return false;
+    if (cn->ux_state == S_UX_READY && bus_ucx_conn_failed(cn->ux))
+        s_ux_drop(cn, "the peer went");
+    if (cn->ux_state == S_UX_NONE && zclock_mono() >= cn->ux_retry && cn->ux_open == 0)
+        cn->ux_state = S_UX_UNKNOWN;
+    if (cn->ux_state == S_UX_UNKNOWN) {
+        bus_env_init(fs->env, kvtier_Envelope_probe_req_tag, fs->c->name);
+        fs->env->body.probe_req.ucx = true;
+        kvtier_Status st = {0};
+        fs->rep_arr.mask.n = 0;
+        if (bus_client_send(cn->cl, fs->env, NULL, NULL, 0, fs->c->timeout_ms, &fs->rep_arr,
+                            s_ux_probed, cn, NULL, &st) == 0)
+            cn->ux_state = S_UX_PROBING;
+        else if (st.code != kvtier_StatusCode_STATUS_UNAVAILABLE)
+            s_ux_none(cn);
+    }
+    return cn->ux_state == S_UX_PROBING;
+}
+
+static void s_ux_flushed(void *arg, int status, const char *msg)
+{
+    s_chunk_t *ch = arg;
+    if (ch->fj->fs->closing || ch->state != S_FLUSHING)
+        return;
+    if (status < 0) {
+        s_chunk_fail(ch, KVT_UNAVAILABLE, msg);
+        return;
+    }
+    ch->state = S_UNSENT; /* staged: the WriteSlots goes now (or when the endpoint takes it) */
+    ch->ux_staged = true;
+    ch->fj->unsent++;
+    s_send_chunk(ch->fj->fs, ch);
+}
+
+/* A put's bytes go into the chunk's range first (checksums taken from the caller's
+ * buffers as frames does); the WriteSlots follows the flush. */
+static void s_ux_stage(s_chunk_t *ch)
+{
+    s_fjob_t *fj = ch->fj;
+    kvti_job_t *j = fj->job;
+    bus_ucx_conn_t *u = ch->ux_conn->ux;
+    char why[160];
+    uint64_t off = ch->ux_off;
+    for (uint32_t k = 0; k < ch->count; k++) {
+        uint32_t i = fj->order[ch->start + k];
+        bus_token_entry_t e;
+        bus_token_entry_at(&j->tok->view, i, &e);
+        struct iovec iov = {.iov_base = j->bufs[i], .iov_len = e.size};
+        j->tok->checksums[i] = tier_checksum(&iov, 1);
+        if (bus_ucx_conn_put(u, j->bufs[i], e.size, off, why, sizeof why) < 0) {
+            s_chunk_fail(ch, KVT_UNAVAILABLE, why);
+            return;
+        }
+        off += e.size;
+    }
+    ch->state = S_FLUSHING;
+    fj->unsent--;
+    ch->ux_deadline = j->deadline;
+    if (bus_ucx_conn_flush(u, s_ux_flushed, ch, why, sizeof why) < 0)
+        s_chunk_fail(ch, KVT_UNAVAILABLE, why);
+}
+
+/* Takes a range of the endpoint's region for the chunk: 1 taken, 0 frames (no
+ * UCX there, or a chunk larger than the region), -1 wait (the region is full). */
+static int s_ux_claim(s_conn_t *cn, s_chunk_t *ch)
+{
+    if (ch->ux_conn)
+        return 1;
+    if (cn->ux_state != S_UX_READY)
+        return 0;
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < ch->count; k++) {
+        bus_token_entry_t e;
+        bus_token_entry_at(&ch->fj->job->tok->view, ch->fj->order[ch->start + k], &e);
+        bytes += e.size;
+    }
+    if (bytes > bus_ucx_conn_length(cn->ux))
+        return 0;
+    if (bus_ucx_conn_alloc(cn->ux, bytes, &ch->ux_off) < 0)
+        return -1;
+    ch->ux_conn = cn;
+    ch->ux_len = bytes;
+    cn->ux_open++;
+    return 1;
+}
+
 /* Sends one chunk. Leaves it UNSENT when the endpoint's bound or queue is full
- * (sent again by progress); fails it on any other error. */
+ * (sent again by progress); fails it on any other error. Over UCX a put stages
+ * its bytes first and is sent again when they are flushed. */
 static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
 {
     s_fjob_t *fj = ch->fj;
@@ -305,9 +568,19 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
     const bus_token_tier_t *t = &tok->view.tiers[ch->tier];
     bool prefetch = j->kind == BUS_TOKEN_PREFETCH;
     char why[BUS_ENDPOINT_MAX + 128];
-    bus_client_t *cl = s_conn(fs, prefetch ? fs->c->leader : t->endpoint, why, sizeof why);
-    if (!cl) {
+    s_conn_t *cn = s_conn(fs, prefetch ? fs->c->leader : t->endpoint, why, sizeof why);
+    if (!cn) {
         s_chunk_fail(ch, KVT_UNAVAILABLE, why);
+        return;
+    }
+    bus_client_t *cl = cn->cl;
+    int ux = 0;
+    if (!prefetch && !ch->ux_conn && s_ux_waits(fs, cn))
+        return; /* asked; sent when the answer is in */
+    if (!prefetch && (ux = s_ux_claim(cn, ch)) < 0)
+        return; /* the region is full: sent when ranges are free again */
+    if (ux && j->kind == BUS_TOKEN_PUT && !ch->ux_staged) {
+        s_ux_stage(ch);
         return;
     }
     if (prefetch) {
@@ -337,7 +610,7 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
         fs->slots[k] = e.slot;
         fs->sizes[k] = e.size;
         memcpy(fs->keys[k], tok->keys[i].b, BUS_KEY_LEN);
-        if (j->kind == BUS_TOKEN_PUT) {
+        if (j->kind == BUS_TOKEN_PUT && !ux) {
             struct iovec iov = {.iov_base = j->bufs[i], .iov_len = e.size};
             tok->checksums[i] = tier_checksum(&iov, 1);
             fs->payload[npayload++] = (bus_payload_t){.data = j->bufs[i], .size = e.size};
@@ -348,6 +621,10 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
         w->tier_id = t->tier_id;
         w->epoch = t->epoch; /* fence: a restarted tier actor refuses an old token */
         w->segments = 1;
+        if (ux) { /* the bytes are in the staging region already */
+            w->ucx_region = bus_ucx_conn_region(cn->ux);
+            w->ucx_offset = ch->ux_off;
+        }
         arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
     } else {
         kvtier_ReadSlotsRequest *rd = &fs->env->body.read_slots_req;
@@ -355,6 +632,10 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
         rd->epoch = t->epoch;
         rd->segments = 1;
         rd->checksums = true; /* each block's checksum comes back: verified on arrival */
+        if (ux) {             /* the tier copies the blocks into the region; fetched on the reply */
+            rd->ucx_region = bus_ucx_conn_region(cn->ux);
+            rd->ucx_offset = ch->ux_off;
+        }
         arr.sizes = (bus_u64s_t){.v = fs->sizes, .n = ch->count, .cap = S_CHUNK_SLOTS};
         arr.keys = (bus_keys_t){.keys = fs->keys, .n = ch->count, .cap = S_CHUNK_SLOTS};
     }
@@ -440,7 +721,14 @@ static void s_send_pending(s_frames_t *fs)
     for (uint32_t ji = 0; ji < fs->cap; ji++) {
         s_fjob_t *fj = &fs->fjobs[ji];
         kvti_job_t *j = fj->job;
-        if (!j->used || j->finished || fj->unsent == 0)
+        if (!j->used || j->finished)
+            continue;
+        for (uint32_t k = 0; fs->ux && k < fj->n_chunks; k++) { /* UCX phases past due */
+            s_chunk_t *ch = &fj->chunks[k];
+            if ((ch->state == S_FLUSHING || ch->state == S_FETCHING) && now >= ch->ux_deadline)
+                s_ux_drop(ch->ux_conn, "its bytes did not move within the timeout");
+        }
+        if (j->finished || fj->unsent == 0)
             continue;
         for (uint32_t k = 0; k < fj->n_chunks && fj->unsent > 0; k++) {
             s_chunk_t *ch = &fj->chunks[k];
@@ -470,6 +758,14 @@ static int64_t s_next_due(s_frames_t *fs)
     int64_t now = zclock_mono();
     for (uint32_t ji = 0; ji < fs->cap; ji++) {
         kvti_job_t *j = fs->fjobs[ji].job;
+        for (uint32_t k = 0; fs->ux && j->used && !j->finished && k < fs->fjobs[ji].n_chunks; k++) {
+            const s_chunk_t *ch = &fs->fjobs[ji].chunks[k];
+            if (ch->state == S_FLUSHING || ch->state == S_FETCHING) {
+                int64_t t = ch->ux_deadline > now ? ch->ux_deadline - now : 0;
+                if (due < 0 || t < due)
+                    due = t;
+            }
+        }
         if (j->used && !j->finished && fs->fjobs[ji].unsent > 0) {
             /* unsent chunks retry every few ms until their deadline */
             int64_t t = j->deadline > now ? j->deadline - now : 0;
@@ -494,16 +790,24 @@ static void s_progress(void *xs, int wait_ms)
 {
     s_frames_t *fs = xs;
     s_send_pending(fs);
-    zmq_pollitem_t items[S_MAX_CONNS];
+    zmq_pollitem_t items[S_MAX_CONNS + 1];
     for (uint32_t i = 0; i < fs->n_conns; i++)
         items[i] =
             (zmq_pollitem_t){zsock_resolve(bus_client_sock(fs->conns[i].cl)), 0, ZMQ_POLLIN, 0};
+    int n = (int)fs->n_conns;
     long timeout = wait_ms;
     int64_t due = s_next_due(fs);
     if (due >= 0 && (timeout < 0 || due < timeout))
         timeout = (long)due;
+    if (fs->ux) { /* UCX: its event fd beside the sockets; pending events: no sleep */
+        if (bus_ucx_peer_progress(fs->ux) == 0)
+            timeout = 0;
+        items[n++] = (zmq_pollitem_t){NULL, bus_ucx_peer_fd(fs->ux), ZMQ_POLLIN, 0};
+    }
     if (fs->n_conns > 0 && s_anything_open(fs))
-        (void)zmq_poll(items, (int)fs->n_conns, timeout);
+        (void)zmq_poll(items, n, timeout);
+    if (fs->ux)
+        (void)bus_ucx_peer_progress(fs->ux);
     for (uint32_t i = 0; i < fs->n_conns; i++)
         bus_client_dispatch(fs->conns[i].cl, 0);
     s_send_pending(fs);

@@ -478,6 +478,7 @@ typedef struct kvt_tier_info {
     uint64_t used;      /* slots in use */
     bool up;
     kvt_tier_drain_t drain; /* kvtier drain: draining / retired */
+    char pool[32];          /* the pool it is a member of; "" = a deployment tier */
 } kvt_tier_info_t;
 
 typedef struct kvt_cluster_info {

@@ -541,22 +541,46 @@ static int s_read_kind(const bus_config_node_t *tn, coord_tier_config_t *t,
     }
     *ops = tier_find(t->kind_name);
     if (!*ops)
-        return bus_config_error(tn, "kind", err, errlen,
-                                "unknown kind \"%s\" (built in: \"host\", \"nvme\", \"remote\"; others "
-                                "come from a \"plugin\")",
-                                t->kind_name);
+        return bus_config_error(
+            tn, "kind", err, errlen,
+            "unknown kind \"%s\" (built in: \"host\", \"nvme\", \"remote\"; others "
+            "come from a \"plugin\")",
+            t->kind_name);
     return 0;
 }
 
 /* The entry's keys are this file's and the backend's (its address key, its
  * option keys); anything else is a typo, reported before any value. */
-static int s_check_tier_keys(const bus_config_node_t *tn, const struct tier_ops *ops, char *err,
-                             size_t errlen)
+static bool s_pool_only_key(const char *key)
 {
-    const char *allowed[sizeof s_tier_keys / sizeof s_tier_keys[0] + TIER_MAX_OPTIONS + 2];
+    return strcmp(key, "max_members") == 0 || strcmp(key, "members") == 0;
+}
+
+/* Keys of a tier entry a pool entry does not take: each member has its own. */
+static bool s_member_key(const char *key)
+{
+    return strcmp(key, "endpoint") == 0 || strcmp(key, "advertise") == 0 ||
+           strcmp(key, "host") == 0;
+}
+
+static int s_check_tier_keys(const bus_config_node_t *tn, const struct tier_ops *ops, bool pool,
+                             char *err, size_t errlen)
+{
+    const char *allowed[sizeof s_tier_keys / sizeof s_tier_keys[0] + TIER_MAX_OPTIONS + 3];
     size_t na = 0;
     for (size_t i = 0; s_tier_keys[i]; i++)
-        allowed[na++] = s_tier_keys[i];
+        if (!pool || !s_member_key(s_tier_keys[i]))
+            allowed[na++] = s_tier_keys[i];
+    if (pool) {
+        allowed[na++] = "max_members";
+        allowed[na++] = "members";
+        const char *bad[] = {"endpoint", "advertise", "host"};
+        for (size_t i = 0; i < 3; i++)
+            if (bus_config_has(tn, bad[i]))
+                return bus_config_error(tn, bad[i], err, errlen,
+                                        "a pool's members each have their own (kvtier tier --pool "
+                                        "NAME --name N --endpoint EP [--advertise EP] [--host H])");
+    }
     if (ops->path_key)
         allowed[na++] = ops->path_key;
     size_t room = sizeof allowed / sizeof allowed[0] - 1; /* the NULL */
@@ -606,7 +630,7 @@ static int s_read_backend(const bus_config_node_t *tn, const coord_config_t *c,
     void *it = NULL;
     const char *key;
     while (rc == 0 && bus_config_object_next(&obj, &it, &key, &child)) {
-        if (s_generic_key(key))
+        if (s_generic_key(key) || s_pool_only_key(key))
             continue;
         if (ops->path_key && strcmp(key, ops->path_key) == 0) {
             rc = s_backend_value(tn, key, b->path, sizeof b->path, err, errlen);
@@ -674,23 +698,31 @@ static int s_watermark(const bus_config_node_t *tn, const char *path, double dfl
     return rc;
 }
 
-static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uint32_t index,
-                       coord_tier_config_t *t, char *err, size_t errlen)
+/* A tier entry, or (pool) a pool entry's member defaults: no endpoint, advertise
+ * or host (each member has its own), a kind without an address. */
+static int s_read_tier_entry(const bus_config_node_t *tn, const coord_config_t *c, uint32_t id,
+                             bool pool, coord_tier_config_t *t, char *err, size_t errlen)
 {
     const struct tier_ops *ops = NULL;
-    t->id = index + 1;
+    t->id = id;
     int rc = s_get_name(tn, "name", t->name, sizeof t->name, err, errlen);
     if (rc == 0)
         rc = s_read_kind(tn, t, &ops, err, errlen);
+    if (rc == 0 && pool && ops->path_key)
+        rc = bus_config_error(tn, "kind", err, errlen,
+                              "\"%s\" takes an address of its own per tier (\"%s\"), but a "
+                              "pool's members share one entry: a pool's kind is one without "
+                              "(\"remote\", or a plug-in kind without an address key)",
+                              t->kind_name, ops->path_key);
     if (rc == 0)
-        rc = s_check_tier_keys(tn, ops, err, errlen);
-    if (rc == 0)
+        rc = s_check_tier_keys(tn, ops, pool, err, errlen);
+    if (rc == 0 && !pool)
         rc = s_endpoint(tn, "endpoint", t->endpoint, sizeof t->endpoint, err, errlen);
-    if (rc == 0)
+    if (rc == 0 && !pool)
         rc = s_advertise(tn, t->endpoint, t->advertise, sizeof t->advertise, err, errlen);
     if (rc == 0 && !bus_config_has(tn, "advertise"))
         t->advertise[0] = '\0'; /* the bound endpoint, resolved at bind time */
-    if (rc == 0)
+    if (rc == 0 && !pool)
         rc = s_host(tn, t->host, sizeof t->host, err, errlen);
     if (rc == 0)
         rc = bus_config_get_u64(tn, "capacity", 1, COORD_MAX_CAPACITY, &t->capacity, err, errlen);
@@ -743,6 +775,12 @@ static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uin
     if (rc == 0)
         rc = s_read_backend(tn, c, ops, t, err, errlen);
     return rc;
+}
+
+static int s_read_tier(const bus_config_node_t *tn, const coord_config_t *c, uint32_t index,
+                       coord_tier_config_t *t, char *err, size_t errlen)
+{
+    return s_read_tier_entry(tn, c, index + 1, false, t, err, errlen);
 }
 
 static int s_check_tier_unique(const bus_config_node_t *arr, const coord_config_t *c, uint32_t i,
@@ -807,6 +845,126 @@ static int s_read_tiers(const bus_config_node_t *root, coord_config_t *c, char *
     return rc;
 }
 
+/* Is NAME taken by a tier, a pool, or a member listed before (the members of
+ * pools[0..np), then members[0..nm) of pools[np])? */
+static bool s_name_taken(const coord_config_t *c, uint32_t np, uint32_t nm, const char *name)
+{
+    if (coord_config_tier(c, name))
+        return true;
+    for (uint32_t i = 0; i <= np && i < COORD_MAX_POOLS; i++) {
+        const coord_pool_config_t *p = &c->pools[i];
+        if (!strcmp(p->name, name))
+            return true;
+        for (uint32_t k = 0; k < (i < np ? p->n_members : nm); k++)
+            if (!strcmp(p->members[k].name, name))
+                return true;
+    }
+    return false;
+}
+
+/* pools[i].members: the members a supervisor starts. */
+static int s_read_pool_members(const bus_config_node_t *pn, coord_config_t *c, uint32_t pi,
+                               char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "endpoint", "advertise", "host", "capacity", NULL};
+    coord_pool_config_t *p = &c->pools[pi];
+    bus_config_node_t arr, mn;
+    size_t n = 0;
+    if (!bus_config_has(pn, "members"))
+        return 0;
+    int rc = bus_config_get_array(pn, "members", COORD_MAX_TIERS, &arr, &n, err, errlen);
+    if (rc == 0 && n > p->max_members)
+        rc = bus_config_error(pn, "members", err, errlen,
+                              "%zu members listed, but max_members is %u", n, p->max_members);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        coord_pool_member_t *m = &p->members[i];
+        rc = bus_config_array_elem(&arr, i, &mn, err, errlen);
+        if (rc == 0)
+            rc = bus_config_check_keys(&mn, "", keys, err, errlen);
+        if (rc == 0)
+            rc = s_get_name(&mn, "name", m->name, sizeof m->name, err, errlen);
+        if (rc == 0 && s_name_taken(c, pi, (uint32_t)i, m->name))
+            rc = bus_config_error(&mn, "name", err, errlen,
+                                  "\"%s\" is already a tier's, a pool's or a member's name",
+                                  m->name);
+        if (rc == 0)
+            rc = s_endpoint(&mn, "endpoint", m->endpoint, sizeof m->endpoint, err, errlen);
+        if (rc == 0)
+            rc = s_advertise(&mn, m->endpoint, m->advertise, sizeof m->advertise, err, errlen);
+        if (rc == 0 && !bus_config_has(&mn, "advertise"))
+            m->advertise[0] = '\0';
+        if (rc == 0)
+            rc = s_host(&mn, m->host, sizeof m->host, err, errlen);
+        if (rc == 0 && bus_config_has(&mn, "capacity"))
+            rc = bus_config_get_u64(&mn, "capacity", 1, COORD_MAX_CAPACITY, &m->capacity, err,
+                                    errlen);
+        if (rc == 0)
+            p->n_members = (uint32_t)i + 1;
+    }
+    return rc;
+}
+
+/* "pools" (coord_pool_config_t): after "tiers", whose ids come first. */
+static int s_read_pools(const bus_config_node_t *root, coord_config_t *c, char *err, size_t errlen)
+{
+    bus_config_node_t arr, pn;
+    size_t n = 0;
+    if (!bus_config_has(root, "pools"))
+        return 0;
+    int rc = bus_config_get_array(root, "pools", COORD_MAX_POOLS, &arr, &n, err, errlen);
+    uint32_t next_id = c->n_tiers + 1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        coord_pool_config_t *p = &c->pools[i];
+        char path[48];
+        rc = bus_config_array_elem(&arr, i, &pn, err, errlen);
+        if (rc == 0)
+            rc = s_read_tier_entry(&pn, c, next_id, true, &p->member, err, errlen);
+        if (rc < 0)
+            break;
+        snprintf(p->name, sizeof p->name, "%s", p->member.name);
+        uint32_t room = COORD_MAX_TIERS >= next_id ? COORD_MAX_TIERS - next_id + 1 : 0;
+        uint64_t m = 0;
+        rc = bus_config_get_u64(&pn, "max_members", 1, UINT32_MAX, &m, err, errlen);
+        if (rc == 0 && m > room)
+            rc = bus_config_error(&pn, "max_members", err, errlen,
+                                  "%llu members do not fit: tier ids are 1..%d, %u taken by "
+                                  "\"tiers\" and the pools before this one, so this pool has "
+                                  "at most %u",
+                                  (unsigned long long)m, COORD_MAX_TIERS, next_id - 1, room);
+        if (rc < 0)
+            break;
+        p->first_id = next_id;
+        p->max_members = (uint32_t)m;
+        next_id += p->max_members;
+        c->n_pools = (uint32_t)i + 1;
+        for (uint32_t j = 0; j < c->n_tiers && rc == 0; j++)
+            if (strcmp(c->tiers[j].name, p->name) == 0) {
+                snprintf(path, sizeof path, "[%zu].name", i);
+                rc = bus_config_error(&arr, path, err, errlen,
+                                      "\"%s\" is also tiers[%u]'s name: a chain names a pool "
+                                      "or a tier by its name, so they are unique together",
+                                      p->name, j);
+            }
+        for (size_t j = 0; j < i && rc == 0; j++)
+            if (strcmp(c->pools[j].name, p->name) == 0) {
+                snprintf(path, sizeof path, "[%zu].name", i);
+                rc = bus_config_error(&arr, path, err, errlen,
+                                      "duplicate pool name \"%s\" (also pools[%zu])", p->name, j);
+            }
+        for (size_t j = 0; j < i && rc == 0; j++)
+            for (uint32_t k = 0; k < c->pools[j].n_members && rc == 0; k++)
+                if (strcmp(c->pools[j].members[k].name, p->name) == 0) {
+                    snprintf(path, sizeof path, "[%zu].name", i);
+                    rc = bus_config_error(&arr, path, err, errlen,
+                                          "\"%s\" is also a member of pool %s", p->name,
+                                          c->pools[j].name);
+                }
+        if (rc == 0)
+            rc = s_read_pool_members(&pn, c, (uint32_t)i, err, errlen);
+    }
+    return rc;
+}
+
 int coord_config_get_name(const bus_config_node_t *node, const char *path, char *out, size_t outsz,
                           char *err, size_t errlen)
 {
@@ -841,8 +999,14 @@ int coord_config_chain_tier(const bus_config_node_t *node, const char *path, coo
     if (rc < 0)
         return rc;
     const coord_tier_config_t *t = coord_config_tier(c, name);
+    const coord_pool_config_t *pool = t ? NULL : coord_config_pool(c, name);
+    if (pool)
+        t = &pool->member; /* the level: its first id stands for every member */
     if (!t)
-        return bus_config_error(node, path, err, errlen, "no tier named \"%s\" in \"tiers\"",
+        return bus_config_error(node, path, err, errlen,
+                                c->n_pools ? "no tier or pool named \"%s\" in \"tiers\" or "
+                                             "\"pools\""
+                                           : "no tier named \"%s\" in \"tiers\"",
                                 name);
     for (uint32_t j = 0; j < ch->n_tiers; j++)
         if (ch->tier_ids[j] == t->id)
@@ -889,16 +1053,18 @@ static int s_read_chain(const bus_config_node_t *cn, coord_config_t *c, coord_ch
 static int s_default_chain(coord_config_t *c, const bus_config_node_t *root, char *err,
                            size_t errlen)
 {
-    if (c->n_tiers > COORD_CHAIN_MAX_TIERS)
+    if (c->n_tiers + c->n_pools > COORD_CHAIN_MAX_TIERS)
         return bus_config_error(root, "chains", err, errlen,
-                                "more than %d tiers: name the chains explicitly",
+                                "more than %d tiers and pools: name the chains explicitly",
                                 COORD_CHAIN_MAX_TIERS);
     coord_chain_config_t *ch = &c->chains[0];
     snprintf(ch->name, sizeof ch->name, "default");
     ch->placement = COORD_PLACEMENT_DEFAULT;
     for (uint32_t i = 0; i < c->n_tiers; i++)
         ch->tier_ids[i] = c->tiers[i].id;
-    ch->n_tiers = c->n_tiers;
+    for (uint32_t i = 0; i < c->n_pools; i++) /* the pools below the tiers, in file order */
+        ch->tier_ids[c->n_tiers + i] = c->pools[i].first_id;
+    ch->n_tiers = c->n_tiers + c->n_pools;
     c->n_chains = 1;
     return 0;
 }
@@ -1256,6 +1422,9 @@ static void s_resolve_hosts(coord_config_t *c)
         first = c->coordinators[i].host;
     for (uint32_t i = 0; !first[0] && i < c->n_tiers; i++)
         first = c->tiers[i].host;
+    for (uint32_t i = 0; !first[0] && i < c->n_pools; i++)
+        for (uint32_t k = 0; !first[0] && k < c->pools[i].n_members; k++)
+            first = c->pools[i].members[k].host;
     snprintf(c->first_host, sizeof c->first_host, "%s", first);
     if (!c->etcd_host[0])
         snprintf(c->etcd_host, sizeof c->etcd_host, "%s", c->first_host);
@@ -1265,10 +1434,10 @@ static void s_resolve_hosts(coord_config_t *c)
 
 static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cluster",  "etcd",         "coordinator", "tiers",
-                                       "chains",   "coordinators", "gc",          "reclaimer",
-                                       "quotas",   "events",       "metrics",     "optimizer",
-                                       "security", "faults",       "topology",    NULL};
+    static const char *const keys[] = {
+        "cluster",  "etcd",      "coordinator", "tiers",  "chains",  "coordinators",
+        "gc",       "reclaimer", "quotas",      "events", "metrics", "optimizer",
+        "security", "faults",    "topology",    "pools",  NULL};
     const bus_config_node_t *root = bus_config_root(doc);
     int rc = bus_config_check_keys(root, "", keys, err, errlen);
     if (rc == 0)
@@ -1281,6 +1450,8 @@ static int s_read(const bus_config_t *doc, coord_config_t *c, char *err, size_t 
         rc = s_read_coordinators(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_tiers(root, c, err, errlen);
+    if (rc == 0)
+        rc = s_read_pools(root, c, err, errlen);
     if (rc == 0)
         rc = s_read_chains(root, c, err, errlen);
     if (rc == 0)
@@ -1460,11 +1631,115 @@ const coord_coordinator_config_t *coord_config_coordinator(const coord_config_t 
 
 const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id)
 {
-    return id >= 1 && id <= cfg->n_tiers ? &cfg->tiers[id - 1] : NULL;
+    if (id >= 1 && id <= cfg->n_tiers)
+        return &cfg->tiers[id - 1];
+    const coord_pool_config_t *p = coord_config_pool_of_id(cfg, id);
+    return p ? &p->member : NULL;
+}
+
+const coord_pool_config_t *coord_config_pool(const coord_config_t *cfg, const char *name)
+{
+    for (uint32_t i = 0; name && i < cfg->n_pools; i++)
+        if (strcmp(cfg->pools[i].name, name) == 0)
+            return &cfg->pools[i];
+    return NULL;
+}
+
+const coord_pool_config_t *coord_config_pool_of_id(const coord_config_t *cfg, uint32_t id)
+{
+    for (uint32_t i = 0; i < cfg->n_pools; i++) {
+        const coord_pool_config_t *p = &cfg->pools[i];
+        if (id >= p->first_id && id - p->first_id < p->max_members)
+            return p;
+    }
+    return NULL;
+}
+
+const coord_pool_member_t *coord_config_pool_entry(const coord_config_t *cfg, const char *name,
+                                                   const coord_pool_config_t **pool)
+{
+    for (uint32_t i = 0; name && i < cfg->n_pools; i++)
+        for (uint32_t k = 0; k < cfg->pools[i].n_members; k++)
+            if (strcmp(cfg->pools[i].members[k].name, name) == 0) {
+                if (pool)
+                    *pool = &cfg->pools[i];
+                return &cfg->pools[i].members[k];
+            }
+    return NULL;
+}
+
+uint32_t coord_config_level_id(const coord_config_t *cfg, uint32_t id)
+{
+    const coord_pool_config_t *p = coord_config_pool_of_id(cfg, id);
+    return p ? p->first_id : id;
+}
+
+int coord_config_pool_member(const coord_config_t *cfg, const coord_pool_config_t *pool,
+                             const char *name, uint32_t id, const char *endpoint,
+                             const char *advertise, const char *host, uint64_t capacity,
+                             coord_tier_config_t *out, char *err, size_t errlen)
+{
+    *out = pool->member;
+    bus_endpoint_t ep;
+    char why[BUS_CONFIG_ERR_MAX] = "";
+    if (!name || !s_name_ok(name) || strlen(name) >= sizeof out->name) {
+        snprintf(err, errlen,
+                 "--name \"%s\": a name is 1..%zu letters, digits, '_', '-' or '.', starting "
+                 "with a letter or digit",
+                 name ? name : "", sizeof out->name - 1);
+        return -EINVAL;
+    }
+    if (coord_config_tier(cfg, name) || coord_config_pool(cfg, name)) {
+        snprintf(err, errlen,
+                 "--name %s: the deployment has a tier or pool of that name; a member's name is "
+                 "its own",
+                 name);
+        return -EINVAL;
+    }
+    if (id < pool->first_id || id - pool->first_id >= pool->max_members) {
+        snprintf(err, errlen, "tier id %u is not pool %s's (%u..%u)", id, pool->name,
+                 pool->first_id, pool->first_id + pool->max_members - 1);
+        return -EINVAL;
+    }
+    if (!endpoint || strlen(endpoint) > COORD_WIRE_ENDPOINT_MAX ||
+        bus_endpoint_parse(endpoint, &ep, why, sizeof why) < 0) {
+        snprintf(err, errlen, "--endpoint \"%s\": %s", endpoint ? endpoint : "",
+                 why[0] ? why : "longer than the wire's 127 bytes");
+        return -EINVAL;
+    }
+    if (advertise && advertise[0] &&
+        (strlen(advertise) > COORD_WIRE_ENDPOINT_MAX ||
+         bus_endpoint_parse(advertise, &ep, why, sizeof why) < 0 || ep.ephemeral_port)) {
+        snprintf(err, errlen, "--advertise \"%s\": %s", advertise,
+                 why[0] ? why : "a concrete endpoint others connect to (no '*' port)");
+        return -EINVAL;
+    }
+    if (capacity > COORD_MAX_CAPACITY) {
+        snprintf(err, errlen, "--capacity %llu: at most %llu slots", (unsigned long long)capacity,
+                 (unsigned long long)COORD_MAX_CAPACITY);
+        return -EINVAL;
+    }
+    out->id = id;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    snprintf(out->endpoint, sizeof out->endpoint, "%s", endpoint);
+    snprintf(out->advertise, sizeof out->advertise, "%s", advertise ? advertise : "");
+    snprintf(out->host, sizeof out->host, "%s", host ? host : "");
+    if (capacity)
+        out->capacity = capacity;
+    tier_config_t *b = &out->backend;
+    snprintf(b->name, sizeof b->name, "%s", out->name);
+    snprintf(b->scope, sizeof b->scope, "kvtier-%s-%s", cfg->cluster, out->name);
+    b->capacity = out->capacity;
+    if (tier_configure(b, why, sizeof why) < 0) {
+        snprintf(err, errlen, "pool %s member %s: %s", pool->name, name, why);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 bool coord_tier_has_next(const coord_config_t *cfg, uint32_t id)
 {
+    id = coord_config_level_id(cfg, id);
     for (uint32_t c = 0; c < cfg->n_chains; c++)
         for (uint32_t j = 0; j + 1 < cfg->chains[c].n_tiers; j++)
             if (cfg->chains[c].tier_ids[j] == id)

@@ -44,6 +44,7 @@
 #define COORD_INSTANCE_MAX BUS_INSTANCE_ID_MAX /* bytes of an instance id, NUL included */
 #define COORD_MAX_COORDINATORS 8               /* entries of "coordinators" */
 #define COORD_HOST_NAME_MAX BUS_HOST_NAME_MAX  /* a "host" name, NUL included (46 bytes) */
+#define COORD_MAX_POOLS 8                      /* entries of "pools" */
 
 typedef struct {
     uint32_t id; /* 1 + index in "tiers" */
@@ -76,6 +77,37 @@ typedef struct {
     /* "reclaim": when the reclaimer frees slots (coord_reclaim_t); absent = AUTO */
     uint32_t reclaim;
 } coord_tier_config_t;
+
+/* One entry of "pools" (docs/OPERATIONS.md "Pools"): a chain level whose tiers
+ * join at run time. Its members are tier processes started with `kvtier tier
+ * --pool NAME` that take an id of [first_id, first_id + max_members) when they
+ * register (an etcd transaction on /kvtier/<cluster>/tier_ids/<id>, under their
+ * lease) and leave when their lease lapses. The ids follow the static tiers',
+ * pool after pool in file order, so static tiers + every max_members <= 32
+ * (the tier id space: tokens, ClusterInfoReply.tiers). `member` holds what every
+ * member runs (kind, capacity, slot_size, policy, watermarks, reclaim, metrics,
+ * backend options); its id is first_id and its name the pool's, which is how a
+ * chain names the level (coord_config_tier_by_id answers it for every id of the
+ * range). Its kind takes no address of its own ("remote", a plug-in kind without
+ * a path key): members share the entry. */
+typedef struct {
+    char name[COORD_TIER_NAME_MAX];
+    char endpoint[BUS_ENDPOINT_MAX];  /* what it binds */
+    char advertise[BUS_ENDPOINT_MAX]; /* "" = the bound endpoint */
+    char host[COORD_HOST_NAME_MAX];   /* "" = every supervisor's host (first_host) */
+    uint64_t capacity;                /* 0 = the pool's */
+} coord_pool_member_t;
+
+typedef struct {
+    char name[COORD_TIER_NAME_MAX];
+    uint32_t first_id;
+    uint32_t max_members; /* 1..32 - static tiers - the pools before */
+    coord_tier_config_t member;
+    /* "members": the members deploy/supervise starts (on their "host"), as
+     * `kvtier tier -c FILE --name NAME` does; others join by hand with --pool */
+    uint32_t n_members;
+    coord_pool_member_t members[COORD_MAX_TIERS];
+} coord_pool_config_t;
 
 /* tiers[i].reclaim (docs/SCHEDULER.md "Chains"). AHEAD: the reclaimer keeps the tier
  * between its watermarks (demoting to the next tier, or marking DELETING on a last
@@ -210,6 +242,8 @@ typedef struct {
 
     uint32_t n_tiers;
     coord_tier_config_t tiers[COORD_MAX_TIERS];
+    uint32_t n_pools; /* "pools": their ids follow the tiers' (coord_pool_config_t) */
+    coord_pool_config_t pools[COORD_MAX_POOLS];
     uint32_t n_chains;
     coord_chain_config_t chains[COORD_MAX_CHAINS];
     /* the router over the chains (from "topology"; NONE with "chains") */
@@ -291,8 +325,25 @@ int coord_config_set_etcd(coord_config_t *cfg, const char *urls, char *err, size
 
 /* The tier named NAME, or NULL. */
 const coord_tier_config_t *coord_config_tier(const coord_config_t *cfg, const char *name);
-/* The tier with id ID (1-based), or NULL. */
+/* The tier with id ID (1-based), or NULL. An id of a pool's range answers the
+ * pool's member defaults (name: the pool's; id: its first_id). */
 const coord_tier_config_t *coord_config_tier_by_id(const coord_config_t *cfg, uint32_t id);
+/* The pool named NAME / whose id range holds ID, or NULL. */
+const coord_pool_config_t *coord_config_pool(const coord_config_t *cfg, const char *name);
+const coord_pool_config_t *coord_config_pool_of_id(const coord_config_t *cfg, uint32_t id);
+/* The "members" entry named NAME of any pool (its pool into *pool), or NULL. */
+const coord_pool_member_t *coord_config_pool_entry(const coord_config_t *cfg, const char *name,
+                                                   const coord_pool_config_t **pool);
+/* The id a chain names for tier id ID: its pool's first_id for a member, else ID. */
+uint32_t coord_config_level_id(const coord_config_t *cfg, uint32_t id);
+/* A member of pool POOL as its process runs it: the pool's defaults with NAME,
+ * ID (of the pool's range), ENDPOINT (bound), ADVERTISE ("" = the bound one), HOST
+ * ("" = this machine's) and CAPACITY (0 = the pool's), its backend configured
+ * again for that name. 0, or -EINVAL with ERR naming the bad value. */
+int coord_config_pool_member(const coord_config_t *cfg, const coord_pool_config_t *pool,
+                             const char *name, uint32_t id, const char *endpoint,
+                             const char *advertise, const char *host, uint64_t capacity,
+                             coord_tier_config_t *out, char *err, size_t errlen);
 /* The coordinator named NAME, or NULL. */
 const coord_coordinator_config_t *coord_config_coordinator(const coord_config_t *cfg,
                                                            const char *name);

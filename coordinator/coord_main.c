@@ -180,12 +180,36 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
         st->slot_size = t->slot_size;
         st->room_on_demand = !coord_tier_reclaims_ahead(c, t);
     }
+    /* pools: one vacant slot per possible member, ids after the tiers' */
+    sc->n_pools = c->n_pools;
+    for (uint32_t pi = 0; pi < c->n_pools; pi++) {
+        const coord_pool_config_t *pc = &c->pools[pi];
+        snprintf(sc->pools[pi].name, sizeof sc->pools[pi].name, "%s", pc->name);
+        sc->pools[pi].first_id = pc->first_id;
+        sc->pools[pi].max_members = pc->max_members;
+        for (uint32_t k = 0; k < pc->max_members; k++) {
+            sched_tier_config_t *st = &sc->tiers[pc->first_id - 1 + k];
+            st->tier_id = pc->first_id + k;
+            st->pool = pi + 1;
+            snprintf(st->kind, sizeof st->kind, "%s", pc->member.kind_name);
+            snprintf(st->policy, sizeof st->policy, "%s", pc->member.policy);
+            st->capacity = pc->member.capacity;
+            st->slot_size = pc->member.slot_size;
+            st->room_on_demand = !coord_tier_reclaims_ahead(c, &pc->member);
+        }
+        sc->n_tiers = pc->first_id - 1 + pc->max_members;
+    }
     sc->n_chains = c->n_chains;
     for (uint32_t i = 0; i < c->n_chains; i++) {
         snprintf(sc->chains[i].name, sizeof sc->chains[i].name, "%s", c->chains[i].name);
-        sc->chains[i].n_tiers = c->chains[i].n_tiers;
-        memcpy(sc->chains[i].tier_ids, c->chains[i].tier_ids,
-               sizeof c->chains[i].tier_ids[0] * c->chains[i].n_tiers);
+        uint32_t n = 0; /* a pool's level: every slot of it, in id order */
+        for (uint32_t j = 0; j < c->chains[i].n_tiers; j++) {
+            uint32_t id = c->chains[i].tier_ids[j];
+            const coord_pool_config_t *pc = coord_config_pool_of_id(c, id);
+            for (uint32_t k = 0; k < (pc ? pc->max_members : 1) && n < SCHED_CHAIN_MAX_TIERS; k++)
+                sc->chains[i].tier_ids[n++] = id + k;
+        }
+        sc->chains[i].n_tiers = n;
         sc->chains[i].placement = c->chains[i].placement == COORD_PLACEMENT_INCLUSIVE
                                       ? SCHED_PLACEMENT_INCLUSIVE
                                       : SCHED_PLACEMENT_EXCLUSIVE;
@@ -270,14 +294,19 @@ static int s_start_background(s_proc_t *p, const char **what)
         return -1;
     snprintf(rc->sched_endpoint, sizeof rc->sched_endpoint, "%s", gc.sched_endpoint);
     rc->interval_ms = (uint32_t)c->reclaim_interval_ms;
-    rc->n_tiers = c->n_tiers;
-    for (uint32_t i = 0; i < c->n_tiers; i++) {
-        const coord_tier_config_t *t = &c->tiers[i];
+    /* every tier id, a pool's whole range among them (the defaults of its members):
+     * a vacant slot answers no fill, a member that joins is watched from then on */
+    rc->n_tiers = 0;
+    for (uint32_t id = 1; id <= COORD_MAX_TIERS && rc->n_tiers < RECLAIMER_MAX_TIERS; id++) {
+        const coord_tier_config_t *t = coord_config_tier_by_id(c, id);
+        if (!t)
+            break;
+        uint32_t i = rc->n_tiers++;
         uint32_t hi = (uint32_t)(t->high_watermark * 1000.0 + 0.5);
         uint32_t lo = (uint32_t)(t->low_watermark * 1000.0 + 0.5);
         hi = hi < 2 ? 2 : hi > 1000 ? 1000 : hi;
         lo = lo < 1 ? 1 : lo >= hi ? hi - 1 : lo; /* fractions closer than 1 permille */
-        rc->tiers[i] = (reclaimer_tier_t){.tier_id = t->id,
+        rc->tiers[i] = (reclaimer_tier_t){.tier_id = id,
                                           .high_permille = hi,
                                           .low_permille = lo,
                                           .on_demand = !coord_tier_reclaims_ahead(c, t)};
@@ -345,6 +374,21 @@ static int s_start_publisher(s_proc_t *p)
                              .vllm_endpoint = c->events_vllm,
                              .vllm_replay_endpoint = c->events_vllm_replay,
                              .vllm_layout = c->events_vllm_layout};
+    /* per-instance isolation: the streams carry every instance's events, so only
+     * keys granted "*" (and this process's own) read them (docs/SECURITY.md) */
+    char(*keys)[BUS_CURVE_KEY_TXT] = NULL;
+    if (p->acl_on) {
+        keys = calloc(p->n_acl ? p->n_acl : 1, sizeof *keys);
+        if (!keys) {
+            bus_error(S_COMP, "publisher: out of memory");
+            return -1;
+        }
+        for (uint32_t i = 0; i < p->n_acl; i++)
+            if (!strcmp(p->acl[i].instance, "*"))
+                snprintf(keys[pc.n_keys++], sizeof keys[0], "%s", p->acl[i].key);
+        pc.keys_only = true;
+        pc.keys = (const char(*)[BUS_CURVE_KEY_TXT])keys;
+    }
     /* the last term's publisher may still be releasing its ports (as for the
      * meta endpoint, s_start_sched): retried for a bounded time */
     int64_t deadline = coord_proc_now_ms() + S_SCHED_RETRY_FOR_MS;
@@ -354,6 +398,7 @@ static int s_start_publisher(s_proc_t *p)
             break;
         s_nap_ms(S_SCHED_RETRY_MS);
     }
+    free(keys); /* copied by the publisher at its start */
     if (!p->publisher ||
         publisher_endpoints(p->publisher, p->events_xpub, sizeof p->events_xpub, p->events_replay,
                             sizeof p->events_replay) < 0 ||
@@ -495,14 +540,45 @@ static int s_on_elector_event(s_proc_t *p)
 
 /* --- membership --- */
 
+/* A pool member's registration must name a pool of the file, an id of its range
+ * and its kind; its name must not be a tier's or a pool's. The tier id, or 0. */
+static uint32_t s_check_member(const s_proc_t *p, const kvtier_TierInfo *t)
+{
+    const coord_pool_config_t *pool = coord_config_pool(&p->cfg, t->pool);
+    if (!pool)
+        bus_warn(S_COMP,
+                 "tier %s registered as a member of pool %s, which the deployment file does not "
+                 "have: ignored",
+                 t->name, t->pool);
+    else if (t->tier_id < pool->first_id || t->tier_id - pool->first_id >= pool->max_members)
+        bus_warn(S_COMP,
+                 "pool %s member %s registered with tier id %u, not of the pool's %u..%u: "
+                 "ignored",
+                 pool->name, t->name, t->tier_id, pool->first_id,
+                 pool->first_id + pool->max_members - 1);
+    else if (strcmp(t->kind_name, pool->member.kind_name) != 0)
+        bus_warn(S_COMP, "pool %s member %s registered as kind %s, the pool's is %s: ignored",
+                 pool->name, t->name, t->kind_name[0] ? t->kind_name : "?", pool->member.kind_name);
+    else if (coord_config_pool(&p->cfg, t->name))
+        bus_warn(S_COMP, "pool %s member %s has a pool's name: ignored", pool->name, t->name);
+    else
+        return t->tier_id;
+    return 0;
+}
+
 /* A registration must match the deployment file (same name, id and kind). */
 static const coord_tier_config_t *s_check_tier(const s_proc_t *p, const kvtier_TierInfo *t)
 {
     const coord_tier_config_t *ct = coord_config_tier(&p->cfg, t->name);
     const char *kind = t->kind_name;
     if (!ct)
-        bus_warn(S_COMP, "tier %s registered in etcd is not in the deployment file: ignored",
-                 t->name);
+        bus_warn(S_COMP, "tier %s registered in etcd is not in the deployment file%s: ignored",
+                 t->name, p->cfg.n_pools ? " nor a pool's member" : "");
+    else if (t->pool[0])
+        bus_warn(S_COMP,
+                 "tier %s registered as a member of pool %s, but it is a tier of the "
+                 "deployment file: ignored",
+                 t->name, t->pool);
     else if (ct->id != t->tier_id)
         bus_warn(S_COMP, "tier %s registered with id %u, the deployment file says %u: ignored",
                  t->name, t->tier_id, ct->id);
@@ -519,11 +595,21 @@ static void s_on_membership(s_proc_t *p)
     coord_tier_change_t ch;
     if (coord_membership_recv(p->membership, &ch) < 0)
         return;
-    const coord_tier_config_t *ct = s_check_tier(p, &ch.tier);
-    if (!ct)
+    uint32_t id = 0;
+    if (ch.tier.pool[0] && !coord_config_tier(&p->cfg, ch.tier.name))
+        id = s_check_member(p, &ch.tier);
+    else {
+        const coord_tier_config_t *ct = s_check_tier(p, &ch.tier);
+        id = ct ? ct->id : 0;
+    }
+    if (!id)
         return;
-    s_tier_t *slot = &p->tiers[ct->id - 1];
+    s_tier_t *slot = &p->tiers[id - 1];
     if (!ch.up && !slot->up)
+        return;
+    /* a member's DOWN after another member took its id (the watch saw them in that
+     * order) is the old one's: nothing to do */
+    if (!ch.up && strcmp(slot->info.name, ch.tier.name) != 0)
         return;
     slot->up = ch.up;
     slot->info = ch.tier;

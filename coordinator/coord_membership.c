@@ -82,6 +82,10 @@ int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metric
     if (t->gpu_uuid.size == sizeof t->gpu_uuid.bytes)
         json_object_set_new(v, "gpu_uuid",
                             json_string(s_hex(t->gpu_uuid.bytes, t->gpu_uuid.size, hex)));
+    if (t->ucx_address[0]) /* issue 9 §4: a field older readers ignore */
+        json_object_set_new(v, "ucx_address", json_string(t->ucx_address));
+    if (t->pool[0]) /* issue 9 §3: a pool's member (a field older readers ignore) */
+        json_object_set_new(v, "pool", json_string(t->pool));
     if (t->slot_stride)
         json_object_set_new(v, "slot_stride",
                             json_integer((json_int_t)(t->slot_stride & INT64_MAX)));
@@ -221,6 +225,8 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
         rc = s_str(v, "shm", out->shm, sizeof out->shm, false, err, errlen);
     if (rc == 0)
         rc = s_str(v, "host", out->host, sizeof out->host, false, err, errlen);
+    if (rc == 0 && json_object_get(v, "ucx_address")) /* optional: remote tiers over UCX */
+        rc = s_str(v, "ucx_address", out->ucx_address, sizeof out->ucx_address, false, err, errlen);
     if (rc == 0)
         rc = s_epoch(v, &out->epoch, err, errlen);
     if (rc == 0)
@@ -234,6 +240,8 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
     if (rc == 0)
         rc = s_hex_field(v, "gpu_uuid", out->gpu_uuid.bytes, sizeof out->gpu_uuid.bytes,
                          &out->gpu_uuid.size, err, errlen);
+    if (rc == 0 && json_object_get(v, "pool"))
+        rc = s_str(v, "pool", out->pool, sizeof out->pool, true, err, errlen);
     if (rc == 0 && json_object_get(v, "slot_stride"))
         rc = s_uint(v, "slot_stride", 1, INT64_MAX, &out->slot_stride, err, errlen);
     json_decref(v);
@@ -242,6 +250,61 @@ int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, c
     else
         out->up = true;
     return rc;
+}
+
+/* ---- pool members' tier ids ------------------------------------------------- */
+
+int coord_pool_claim_id(coord_etcd_t *e, const char *cluster, const char *pool, uint32_t first_id,
+                        uint32_t max_members, const char *name, int64_t lease, uint32_t want,
+                        uint32_t *got, char *why, size_t whylen)
+{
+    char value[128];
+    int vn = snprintf(value, sizeof value, "{\"name\":\"%s\",\"pool\":\"%s\"}", name, pool);
+    if (vn < 0 || (size_t)vn >= sizeof value)
+        return -ENAMETOOLONG;
+    size_t vlen = (size_t)vn, off = 0;
+    uint32_t held = 0;
+    char holders[512] = "";
+    for (uint32_t k = 0; k < max_members; k++) {
+        uint32_t id = first_id + k;
+        if (want && id != want)
+            continue;
+        char suffix[32], key[COORD_ETCD_KEY_MAX], cur[256];
+        snprintf(suffix, sizeof suffix, "tier_ids/%u", id);
+        if (coord_cluster_key(key, sizeof key, cluster, suffix) < 0)
+            return -ENAMETOOLONG;
+        bool won = false;
+        size_t clen = 0;
+        int rc = coord_etcd_create_if_absent(e, key, value, vlen, lease, &won, cur, sizeof cur - 1,
+                                             &clen, NULL);
+        if (rc < 0 && rc != -ENOBUFS)
+            return rc;
+        bool mine = won || (rc == 0 && clen == vlen && memcmp(cur, value, vlen) == 0);
+        if (mine && !won) { /* our own older claim: moved to this lease */
+            rc = coord_etcd_put(e, key, value, vlen, lease, NULL);
+            if (rc < 0)
+                return rc;
+        }
+        if (mine) {
+            *got = id;
+            return 0;
+        }
+        held++;
+        cur[rc == 0 ? clen : 0] = '\0';
+        int n = snprintf(holders + off, off < sizeof holders ? sizeof holders - off : 0,
+                         "%sid %u: %s", held > 1 ? ", " : "", id, cur);
+        if (n > 0)
+            off += (size_t)n;
+    }
+    if (want)
+        snprintf(why, whylen, "tier id %u of pool %s was taken by another member (%s)", want, pool,
+                 holders);
+    else
+        snprintf(why, whylen,
+                 "pool %s is full: %u of %u members (%s); raise pools[].max_members in the "
+                 "deployment or retire a member (kvtier drain, then stop it)",
+                 pool, held, max_members, holders);
+    return -EBUSY;
 }
 
 /* ---- the actor --------------------------------------------------------------- */

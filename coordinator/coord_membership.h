@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "common.pb.h"
+#include "coord_etcd.h"
 
 #define COORD_MEMBERSHIP_MAX 64   /* tiers tracked */
 #define COORD_TIER_VALUE_MAX 1024 /* bytes of one tier record */
@@ -52,6 +53,7 @@ int coord_membership_recv(zactor_t *membership, coord_tier_change_t *out);
 
 /* The tier record (wave-2 layout):
  *   {"name","kind","tier_id","endpoint","shm","host","epoch","capacity","slot_size"}
+ * plus "pool" for a pool's member (issue 9 §3; absent: a deployment tier);
  * kind is "host", "nvme", "gpu" or "remote"; epoch is a decimal STRING (a random
  * u64 does not fit a JSON integer); the rest are strings and integers. Encode:
  * 0 or -ENOBUFS (*len = size needed) / -EINVAL (bad kind). Decode: 0 or -EBADMSG
@@ -66,5 +68,17 @@ int coord_tier_value_encode_metrics(const kvtier_TierInfo *t, const char *metric
 int coord_tier_value_metrics(const void *buf, size_t len, char *out, size_t cap);
 int coord_tier_value_decode(const void *buf, size_t len, kvtier_TierInfo *out, char *err,
                             size_t errlen);
+
+/* A pool member's tier id (issue 9 §3): claims one of [first_id, first_id +
+ * max_members) for member NAME of pool POOL under LEASE, one transaction per id
+ * (create the key /kvtier/<cluster>/tier_ids/<id> = {"name":NAME,"pool":POOL} if
+ * absent); a key already holding exactly that value (the same member, before its
+ * old lease lapsed) is taken over with a put under LEASE. WANT 0: the lowest free
+ * id; else that id only (a new lease for the id held). 0 with *got; -EBUSY with WHY
+ * naming the holders ("pool P is full: N of M members (id I: {...}, ...)" or the
+ * WANT id's holder); another negative errno: etcd failed (nothing was claimed). */
+int coord_pool_claim_id(coord_etcd_t *e, const char *cluster, const char *pool, uint32_t first_id,
+                        uint32_t max_members, const char *name, int64_t lease, uint32_t want,
+                        uint32_t *got, char *why, size_t whylen);
 
 #endif

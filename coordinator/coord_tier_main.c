@@ -7,7 +7,16 @@
  * it alive every TTL/4. A keepalive that says the lease is gone (expired during
  * an etcd outage, revoked by an operator) makes it register again with a new
  * lease, same record (same epoch: the memory is intact). Never: exits because
- * etcd is unreachable (it keeps retrying with backoff). */
+ * etcd is unreachable (it keeps retrying with backoff).
+ *
+ * A pool's member (--pool NAME, issue 9 §3): before the actor starts, the lowest
+ * free id of the pool's range is claimed under the lease with one transaction per
+ * id (coord_etcd_create_if_absent on /kvtier/<cluster>/tier_ids/<id> =
+ * {"name","pool"}); a key holding this member's own name is taken again (a
+ * restart before the old lease lapsed). No free id: the start is refused, naming
+ * the members. A new lease after a lapse claims the same id again; another
+ * member holding it by then ends the process (its blocks were dropped from the
+ * index with the lapse anyway). */
 #include "coord_main.h"
 
 #include <errno.h>
@@ -50,6 +59,12 @@ typedef struct {
     int64_t lease;
     int64_t ttl_ms;
     int64_t next_ms; /* next keepalive or registration attempt */
+    /* a pool's member: its pool, its entry as run, the lease of its id claim
+     * (used by the first registration), the id key's value */
+    const coord_pool_config_t *pool;
+    coord_tier_config_t member;
+    int64_t claim_lease, claim_ttl;
+    bool lost_id; /* the id went to another member: stop */
     int backoff_ms;
     bool warned;                      /* one warning per outage */
     uint8_t secret[BUS_SECRET_BYTES]; /* the tier plane opens only with tokens sealed under it */
@@ -60,8 +75,17 @@ static void s_usage(FILE *out)
     fprintf(out,
             "usage: kvtier tier -c FILE --name TIER [--etcd URLS] [--host NAME] [--cert FILE]\n"
             "                   [--secret FILE]\n"
+            "       kvtier tier -c FILE --pool POOL --name NAME --endpoint EP [--advertise EP]\n"
+            "                   [--capacity SLOTS] [--host NAME] [--etcd URLS] ...\n"
             "  -c, --config FILE  deployment file (JSON)\n"
-            "  --name TIER        the entry of \"tiers\" to run\n"
+            "  --name TIER        the entry of \"tiers\" to run (with --pool: the new member's\n"
+            "                     name, unique in the cluster)\n"
+            "  --pool POOL        join the entry of \"pools\" named POOL: a tier id of its\n"
+            "                     range is claimed in etcd (refused when the pool is full)\n"
+            "  --endpoint EP      a member's tier-plane endpoint to bind (with --pool)\n"
+            "  --advertise EP     what a member registers for others to connect to\n"
+            "                     (default the bound endpoint)\n"
+            "  --capacity SLOTS   a member's capacity (default the pool's)\n"
             "  --host NAME        its host name (overrides tiers[i].host; default the\n"
             "                     machine's): only clients of that host name map its shm\n"
             "  --etcd URLS        comma-separated etcd URLs (overrides etcd.endpoints)\n"
@@ -70,8 +94,12 @@ static void s_usage(FILE *out)
             "  --secret FILE      cluster secret (overrides security.secret_file)\n");
 }
 
+typedef struct {
+    const char *pool, *endpoint, *advertise, *capacity;
+} s_member_args_t;
+
 static int s_parse(int argc, char **argv, const char **file, const char **name, const char **etcd,
-                   const char **host, const char **cert, const char **secret)
+                   const char **host, const char **cert, const char **secret, s_member_args_t *m)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -92,6 +120,14 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
             *cert = v;
         else if ((r = coord_proc_opt(argc, argv, &i, "--secret", NULL, &v)) != 0)
             *secret = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--pool", NULL, &v)) != 0)
+            m->pool = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--endpoint", NULL, &v)) != 0)
+            m->endpoint = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--advertise", NULL, &v)) != 0)
+            m->advertise = v;
+        else if ((r = coord_proc_opt(argc, argv, &i, "--capacity", NULL, &v)) != 0)
+            m->capacity = v;
         else {
             fprintf(stderr, "kvtier tier: unknown option \"%s\"\n", argv[i]);
             s_usage(stderr);
@@ -105,6 +141,18 @@ static int s_parse(int argc, char **argv, const char **file, const char **name, 
     if (!*file || !*name) {
         fprintf(stderr, "kvtier tier: -c FILE and --name TIER are required\n");
         s_usage(stderr);
+        return -1;
+    }
+    if (!m->pool && (m->endpoint || m->advertise || m->capacity)) {
+        fprintf(stderr, "kvtier tier: --endpoint, --advertise and --capacity are a pool member's "
+                        "(--pool POOL); a tier of \"tiers\" takes them from its entry\n");
+        return -1;
+    }
+    if (m->pool && !m->endpoint) {
+        fprintf(stderr,
+                "kvtier tier: --pool %s: a member needs its endpoint (--endpoint EP, "
+                "e.g. tcp://0.0.0.0:7301 with --advertise tcp://HOST:7301)\n",
+                m->pool);
         return -1;
     }
     return 0;
@@ -153,17 +201,22 @@ static int s_build_record(s_proc_t *p)
     if (d.access_kind == TIER_ACCESS_SHM)
         snprintf(info.shm, sizeof info.shm, "%.*s", (int)sizeof info.shm - 1, d.access);
     tier_actor_info_access(&d, &info);
+    snprintf(info.ucx_address, sizeof info.ucx_address, "%.*s", (int)sizeof info.ucx_address - 1,
+             d.ucx_address);
     snprintf(info.host, sizeof info.host, "%.*s", (int)sizeof info.host - 1, p->host);
     info.epoch = d.epoch;
     info.capacity_slots = t->capacity;
     info.slot_bytes = t->slot_size;
     info.up = true;
+    if (p->pool)
+        snprintf(info.pool, sizeof info.pool, "%s", p->pool->name);
     char suffix[COORD_TIER_NAME_MAX + 8];
     snprintf(suffix, sizeof suffix, "tiers/%s", t->name);
     if (coord_cluster_key(p->key, sizeof p->key, p->cfg.cluster, suffix) < 0)
         return -1;
-    bus_info(S_COMP, "tier %s (id %u, %s) on %s, host %s, epoch %" PRIu64, t->name, t->id,
-             t->kind_name, info.endpoint, info.host[0] ? info.host : "(none)", info.epoch);
+    bus_info(S_COMP, "tier %s (id %u, %s%s%s) on %s, host %s, epoch %" PRIu64, t->name, t->id,
+             t->kind_name, p->pool ? ", member of pool " : "", p->pool ? p->pool->name : "",
+             info.endpoint, info.host[0] ? info.host : "(none)", info.epoch);
     return coord_tier_value_encode_metrics(&info, p->metrics_addr, p->value, sizeof p->value,
                                            &p->value_len);
 }
@@ -177,12 +230,70 @@ static void s_etcd_failed(s_proc_t *p, const char *what)
     p->backoff_ms = p->backoff_ms * 2 > S_BACKOFF_MAX_MS ? S_BACKOFF_MAX_MS : p->backoff_ms * 2;
 }
 
+/* ---- a pool member's tier id ---- */
+
+static int s_claim_id(s_proc_t *p, int64_t lease, uint32_t want, uint32_t *got, char *why,
+                      size_t whylen)
+{
+    return coord_pool_claim_id(p->etcd, p->cfg.cluster, p->pool->name, p->pool->first_id,
+                               p->pool->max_members, p->member.name, lease, want, got, why, whylen);
+}
+
+/* At start: a lease and the member's id, retried while etcd cannot be reached.
+ * 0, or -1 after a stderr line (the pool is full, interrupted). */
+static int s_join_pool(s_proc_t *p, uint32_t *id)
+{
+    int backoff = 100;
+    while (!coord_proc_interrupted()) {
+        int64_t lease = 0, ttl = 0;
+        char why[768];
+        int rc =
+            coord_etcd_lease_grant(p->etcd, coord_config_lease_ttl_s(&p->cfg), 0, &lease, &ttl);
+        if (rc == 0) {
+            rc = s_claim_id(p, lease, 0, id, why, sizeof why);
+            if (rc == 0) {
+                p->claim_lease = lease;
+                p->claim_ttl = ttl;
+                return 0;
+            }
+            (void)coord_etcd_lease_revoke(p->etcd, lease);
+            if (rc == -EBUSY) {
+                fprintf(stderr, "kvtier tier: --pool %s --name %s: %s\n", p->pool->name,
+                        p->member.name, why);
+                return -1;
+            }
+        }
+        bus_warn(S_COMP, "pool %s: claiming a tier id: %s (retrying)", p->pool->name,
+                 coord_etcd_last_error(p->etcd));
+        zclock_sleep(backoff);
+        backoff = backoff * 2 > S_BACKOFF_MAX_MS ? S_BACKOFF_MAX_MS : backoff * 2;
+    }
+    return -1;
+}
+
 static void s_register(s_proc_t *p)
 {
-    int64_t id = 0, ttl = 0;
-    if (coord_etcd_lease_grant(p->etcd, coord_config_lease_ttl_s(&p->cfg), 0, &id, &ttl) < 0) {
-        s_etcd_failed(p, "lease grant");
-        return;
+    int64_t id = p->claim_lease, ttl = p->claim_ttl;
+    p->claim_lease = 0;
+    if (!id) {
+        if (coord_etcd_lease_grant(p->etcd, coord_config_lease_ttl_s(&p->cfg), 0, &id, &ttl) < 0) {
+            s_etcd_failed(p, "lease grant");
+            return;
+        }
+        char why[768];
+        uint32_t got = 0;
+        int rc = p->pool ? s_claim_id(p, id, p->tier->id, &got, why, sizeof why) : 0;
+        if (rc == -EBUSY) {
+            bus_error(S_COMP, "%s: stopping", why);
+            (void)coord_etcd_lease_revoke(p->etcd, id);
+            p->lost_id = true;
+            return;
+        }
+        if (rc < 0) {
+            s_etcd_failed(p, "tier id claim");
+            (void)coord_etcd_lease_revoke(p->etcd, id);
+            return;
+        }
     }
     if (coord_etcd_put(p->etcd, p->key, p->value, p->value_len, id, NULL) < 0) {
         s_etcd_failed(p, p->key);
@@ -263,7 +374,7 @@ static void s_run(s_proc_t *p)
 {
     zpoller_t *poller = zpoller_new(p->actor, NULL);
     p->backoff_ms = 100;
-    while (!coord_proc_interrupted()) {
+    while (!coord_proc_interrupted() && !p->lost_id) {
         s_feed_metrics(p);
         int64_t now = coord_proc_now_ms();
         if (now >= p->next_ms) {
@@ -288,7 +399,8 @@ int coord_tier_main(int argc, char **argv)
 {
     const char *file = NULL, *name = NULL, *etcd = NULL, *cert = NULL, *secret = NULL;
     const char *host = NULL;
-    int r = s_parse(argc, argv, &file, &name, &etcd, &host, &cert, &secret);
+    s_member_args_t ma = {0};
+    int r = s_parse(argc, argv, &file, &name, &etcd, &host, &cert, &secret, &ma);
     if (r != 0)
         return r > 0 ? COORD_EXIT_OK : COORD_EXIT_USAGE;
     s_proc_t *p = calloc(1, sizeof *p);
@@ -298,10 +410,58 @@ int coord_tier_main(int argc, char **argv)
     if (coord_proc_config("kvtier tier", file, etcd, &p->cfg) < 0 ||
         coord_proc_secret("kvtier tier", &p->cfg, secret, p->secret) < 0)
         goto out;
-    p->tier = coord_config_tier(&p->cfg, name);
-    if (!p->tier) {
-        fprintf(stderr, "kvtier tier: %s has no tier named \"%s\"\n", file, name);
+    uint64_t capacity = 0;
+    char why[768];
+    const coord_pool_config_t *listed_pool = NULL;
+    const coord_pool_member_t *listed = coord_config_tier(&p->cfg, name)
+                                            ? NULL
+                                            : coord_config_pool_entry(&p->cfg, name, &listed_pool);
+    if (ma.pool && listed) {
+        fprintf(stderr,
+                "kvtier tier: --pool %s --name %s: %s lists %s in pools[].members (pool %s), "
+                "which deploy/supervise runs; run that entry with kvtier tier -c FILE --name %s, "
+                "or give a new member another name\n",
+                ma.pool, name, file, name, listed_pool->name, name);
         goto out;
+    }
+    if (listed) { /* a member the deployment lists: its entry's endpoint, host, capacity */
+        ma.pool = listed_pool->name;
+        ma.endpoint = listed->endpoint;
+        ma.advertise = listed->advertise;
+        capacity = listed->capacity;
+        if (!host && listed->host[0])
+            host = listed->host;
+    }
+    if (ma.pool) {
+        p->pool = coord_config_pool(&p->cfg, ma.pool);
+        if (!p->pool) {
+            fprintf(stderr, "kvtier tier: --pool %s: %s has no pool of that name (\"pools\")\n",
+                    ma.pool, file);
+            goto out;
+        }
+        if (!listed && ma.capacity &&
+            (bus_config_parse_size(ma.capacity, &capacity, why, sizeof why) < 0 || !capacity)) {
+            fprintf(stderr, "kvtier tier: --capacity \"%s\": a number of slots, at least 1\n",
+                    ma.capacity);
+            goto out;
+        }
+        /* checked in full before anything starts; the id is claimed later */
+        if (coord_config_pool_member(&p->cfg, p->pool, name, p->pool->first_id, ma.endpoint,
+                                     ma.advertise, host, capacity, &p->member, why,
+                                     sizeof why) < 0) {
+            fprintf(stderr, "kvtier tier: %s\n", why);
+            goto out;
+        }
+        p->tier = &p->member;
+    } else {
+        p->tier = coord_config_tier(&p->cfg, name);
+        if (!p->tier) {
+            fprintf(stderr, "kvtier tier: %s has no tier named \"%s\"%s\n", file, name,
+                    p->cfg.n_pools ? " (a new member of a pool: --pool POOL --name NAME "
+                                     "--endpoint EP)"
+                                   : "");
+            goto out;
+        }
     }
     if (host && !bus_host_name_ok(host)) {
         fprintf(stderr,
@@ -310,9 +470,8 @@ int coord_tier_main(int argc, char **argv)
                 host, BUS_HOST_NAME_MAX - 1);
         goto out;
     }
-    if (host) /* the entry is this process's copy of the file */
+    if (host && !p->pool) /* the entry is this process's copy of the file */
         snprintf(p->cfg.tiers[p->tier->id - 1].host, sizeof p->cfg.tiers[0].host, "%s", host);
-    char why[768];
     if (coord_curve_start(&p->cfg.curve, name, cert, true, why, sizeof why) < 0) {
         fprintf(stderr, "kvtier tier: %s\n", why);
         goto out;
@@ -339,6 +498,20 @@ int coord_tier_main(int argc, char **argv)
         fprintf(stderr, "kvtier tier: tier %s: no etcd handle (curl did not start)\n", name);
         goto out_stop;
     }
+    if (p->pool) {
+        uint32_t id = 0;
+        rc = COORD_EXIT_USAGE;
+        if (s_join_pool(p, &id) < 0)
+            goto out_stop;
+        rc = COORD_EXIT_FAIL;
+        if (coord_config_pool_member(&p->cfg, p->pool, name, id, ma.endpoint, ma.advertise, host,
+                                     capacity, &p->member, why, sizeof why) < 0) {
+            fprintf(stderr, "kvtier tier: %s\n", why);
+            goto out_stop;
+        }
+        bus_info(S_COMP, "pool %s: member %s has tier id %u (/kvtier/%s/tier_ids/%u)",
+                 p->pool->name, name, id, p->cfg.cluster, id);
+    }
     if (s_start_actor(p) < 0) {
         fprintf(stderr, "kvtier tier: tier %s: the tier actor did not start (see the log above)\n",
                 name);
@@ -351,10 +524,12 @@ int coord_tier_main(int argc, char **argv)
         goto out_stop;
     }
     s_run(p);
-    rc = COORD_EXIT_OK;
+    rc = p->lost_id ? COORD_EXIT_FAIL : COORD_EXIT_OK;
     bus_info(S_COMP, "tier %s: stopping", name);
 out_stop:
     /* Deregister first: the coordinator drops the tier before its memory goes. */
+    if (p->claim_lease) /* a member that claimed its id but never registered */
+        (void)coord_etcd_lease_revoke(p->etcd, p->claim_lease);
     if (p->lease && coord_etcd_lease_revoke(p->etcd, p->lease) < 0)
         bus_warn(S_COMP, "revoking lease %" PRIx64 ": %s", (uint64_t)p->lease,
                  coord_etcd_last_error(p->etcd));

@@ -120,6 +120,11 @@ typedef struct tier_desc {
     uint8_t handle[TIER_DESC_HANDLE_MAX];
     uint8_t gpu_uuid[TIER_DESC_UUID_LEN];
     uint64_t slot_stride; /* bytes between slot starts in the mapping */
+    /* The tier actor serves its bytes over UCX too (the remote tier's transport
+     * ucx): ucx_regions staging regions of ucx_region_bytes each (0: frames only). */
+    uint32_t ucx_regions;
+    uint64_t ucx_region_bytes;
+    char ucx_address[64]; /* set by the tier actor once it listens: "ip:port" */
 } tier_desc_t;
 
 struct tier;

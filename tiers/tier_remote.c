@@ -8,25 +8,54 @@
 #include "tier_seg_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-static const char *const s_option_keys[] = {"transport", "prefault", "verify_reads", NULL};
+static const char *const s_option_keys[] = {"transport",   "prefault",       "verify_reads",
+                                            "ucx_regions", "ucx_region_mib", NULL};
 static const char *const s_transports[] = {"zmq", "ucx", NULL};
 enum { S_ZMQ = 0, S_UCX = 1 };
+/* transport ucx: staging regions a tier actor hands out (one per client handle or
+ * copying tier actor at a time) and the MiB of each */
+#define S_UCX_REGIONS 16u
+#define S_UCX_REGION_MIB 64u
+
+/* The remote tier's own state: the segment (tier_seg_t first: the host backend's
+ * ops take t->priv as one) and the transport. */
+typedef struct {
+    tier_seg_t seg;
+    bool ucx;
+    uint32_t ucx_regions;
+    uint64_t ucx_region_mib;
+} s_remote_t;
 
 static int s_configure(tier_config_t *cfg, char *err, size_t errlen)
 {
     int transport = S_ZMQ;
     bool b;
     int rc = tier_option_enum(cfg, "transport", s_transports, S_ZMQ, &transport, err, errlen);
+#ifndef KVT_HAVE_UCX
     if (rc == 0 && transport == S_UCX) {
         snprintf(err, errlen,
-                 "transport: \"ucx\" is not in this build (its remote tier serves ZeroMQ frames "
-                 "only): use \"zmq\", the default");
+                 "transport: \"ucx\" is not in this build (libucx-dev was not found when it was "
+                 "built, or -DKVT_UCX=OFF; its remote tier serves ZeroMQ frames only): install "
+                 "libucx-dev and rebuild, or use \"zmq\", the default");
         return -ENOTSUP;
+    }
+#endif
+    uint64_t u;
+    if (rc == 0)
+        rc = tier_option_u64(cfg, "ucx_regions", 1, 256, S_UCX_REGIONS, &u, err, errlen);
+    if (rc == 0)
+        rc = tier_option_u64(cfg, "ucx_region_mib", 1, 4096, S_UCX_REGION_MIB, &u, err, errlen);
+    if (rc == 0 && u << 20 < cfg->slot_size) {
+        snprintf(err, errlen,
+                 "ucx_region_mib: %" PRIu64 " MiB does not hold one slot of %" PRIu64 " bytes", u,
+                 cfg->slot_size);
+        rc = -EINVAL;
     }
     if (rc == 0)
         rc = tier_option_bool(cfg, "prefault", true, &b, err, errlen);
@@ -49,9 +78,18 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
     int rc = tier_seg_layout(cfg->capacity, cfg->slot_size, &l);
     if (rc < 0)
         return rc;
-    tier_seg_t *seg = calloc(1, sizeof *seg);
-    if (!seg)
+    s_remote_t *r = calloc(1, sizeof *r);
+    if (!r)
         return -ENOMEM;
+    tier_seg_t *seg = &r->seg;
+    int transport = S_ZMQ;
+    (void)tier_option_enum(cfg, "transport", s_transports, S_ZMQ, &transport, err, errlen);
+    uint64_t regions = S_UCX_REGIONS;
+    (void)tier_option_u64(cfg, "ucx_regions", 1, 256, S_UCX_REGIONS, &regions, err, errlen);
+    (void)tier_option_u64(cfg, "ucx_region_mib", 1, 4096, S_UCX_REGION_MIB, &r->ucx_region_mib, err,
+                          errlen);
+    r->ucx = transport == S_UCX;
+    r->ucx_regions = (uint32_t)regions;
     seg->owner = true;
     seg->fd = -1;
     seg->epoch = tier_seg_new_epoch();
@@ -69,7 +107,7 @@ static int s_open(tier_t *t, const tier_config_t *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "cannot map %llu bytes of memory for %llu slots of %llu bytes: %s",
                  (unsigned long long)l.total, (unsigned long long)cfg->capacity,
                  (unsigned long long)cfg->slot_size, strerror(errno));
-        free(seg);
+        free(r);
         return rc;
     }
     tier_seg_bind(seg, base, (size_t)l.total, &l, cfg->capacity, cfg->slot_size);
@@ -89,7 +127,7 @@ static void s_close(tier_t *t)
     if (!seg)
         return;
     munmap(seg->base, seg->len);
-    free(seg);
+    free(seg); /* the s_remote_t it begins */
     t->priv = NULL;
 }
 
@@ -99,10 +137,13 @@ static int s_describe(tier_t *t, tier_desc_t *out)
     out->epoch = seg->epoch;
     out->access_kind = TIER_ACCESS_NONE; /* never mapped by another process */
     out->access[0] = '\0';
-    snprintf(out->detail, sizeof out->detail,
-             "host memory of %zu bytes served over ZeroMQ frames only%s%s", seg->len,
+    const s_remote_t *r = t->priv;
+    snprintf(out->detail, sizeof out->detail, "host memory of %zu bytes served over %s%s%s",
+             seg->len, r->ucx ? "UCX (and ZeroMQ frames)" : "ZeroMQ frames only",
              seg->prefault_ns ? ", pre-faulted" : "",
              tier_seg_verify_reads(seg) ? ", reads verified" : "");
+    out->ucx_regions = r->ucx ? r->ucx_regions : 0;
+    out->ucx_region_bytes = r->ucx ? r->ucx_region_mib << 20 : 0;
     out->verify_reads = tier_seg_verify_reads(seg);
     return 0;
 }

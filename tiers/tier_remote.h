@@ -3,13 +3,15 @@
  * segment layout (tiers/tier_seg.h: headers, seqlock protocol, writer words) but
  * in anonymous memory of its own process: no shm name, nothing another process can
  * map, so describe reports no same-host access and every client, on this host or
- * another, reads and writes through the tier actor's frames (tier-to-tier copies
- * too). Host memory does not survive its process: a restart is a new epoch.
+ * another, reads and writes through the tier actor (frames, or its UCX staging
+ * regions; tier-to-tier copies too). Host memory does not survive its process: a restart is a new
+ * epoch.
  *
  * Options: "transport" — the byte transport, "zmq" (the default: ZeroMQ frames);
- * "ucx" is refused at configure with a clear message (this build has no UCX
- * path); "prefault" (default true: every page is faulted in at open, so the first
- * puts do not pay for page faults);
+ * "ucx" (bytes through UCX staging regions, docs/ARCHITECTURE.md; refused at
+ * configure where the build has no UCX) with "ucx_regions" (default 16) regions of
+ * "ucx_region_mib" (default 64) MiB; "prefault" (default true: every page is
+ * faulted in at open, so the first puts do not pay for page faults);
  * "verify_reads" (default false: the tier actor checks each block it serves). */
 #ifndef KVT_TIER_REMOTE_H
 #define KVT_TIER_REMOTE_H

@@ -106,7 +106,7 @@ class HeaderCopies(unittest.TestCase):
 #include "kvtier.h"
 int main(void) {
     printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu "
-           "%zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu %zu %zu %d\\n",
+           "%zu %zu %zu %zu %d %zu %zu %zu %zu %zu %zu %zu %zu %d %zu\\n",
            sizeof(kvt_cluster_info_t),
            offsetof(kvt_cluster_info_t, tiers), offsetof(kvt_cluster_info_t, total_tiers),
            sizeof(kvt_tier_info_t), sizeof(kvt_stat_t), sizeof(kvt_options_t),
@@ -122,7 +122,7 @@ int main(void) {
            offsetof(kvt_resign_info_t, waited_ms), offsetof(kvt_resign_info_t, new_epoch),
            offsetof(kvt_tier_info_t, drain), sizeof(kvt_drain_info_t),
            offsetof(kvt_drain_info_t, next_tier), offsetof(kvt_drain_info_t, elapsed_ms),
-           (int)KVT_TIER_RETIRED);
+           (int)KVT_TIER_RETIRED, offsetof(kvt_tier_info_t, pool));
     return 0;
 }
 """
@@ -149,7 +149,8 @@ int main(void) {
                 kvtier._ResignInfo.waited_ms.offset, kvtier._ResignInfo.new_epoch.offset,
                 kvtier._TierInfo.drain.offset, ctypes.sizeof(kvtier._DrainInfo),
                 kvtier._DrainInfo.next_tier.offset, kvtier._DrainInfo.elapsed_ms.offset,
-                [k for k, v in kvtier.DRAIN_STATES.items() if v == "retired"][0]]
+                [k for k, v in kvtier.DRAIN_STATES.items() if v == "retired"][0],
+                kvtier._TierInfo.pool.offset]
         self.assertEqual(want, got)
 
 

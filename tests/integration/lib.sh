@@ -112,8 +112,14 @@ def port():
 d["cluster"] = name
 d.setdefault("etcd", {})["endpoints"] = []
 d["etcd"].setdefault("lease_ttl", "3s")
-d.setdefault("coordinator", {})["endpoint"] = port()
-d["coordinator"].setdefault("metrics", port()[len("tcp://"):])
+if "coordinators" in d:  # several coordinators: endpoints per entry (docs/OPERATIONS.md)
+    d.setdefault("coordinator", {})
+    for c in d["coordinators"]:
+        c["endpoint"] = port()
+        c.setdefault("metrics", port()[len("tcp://"):])
+else:
+    d.setdefault("coordinator", {})["endpoint"] = port()
+    d["coordinator"].setdefault("metrics", port()[len("tcp://"):])
 ev = d.setdefault("events", {})
 if ev.get("endpoint", None) != "":
     ev["endpoint"] = port()

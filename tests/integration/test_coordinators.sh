@@ -5,8 +5,8 @@
 # endpoints. A client handle configured with both stores blocks; the leader is
 # killed with SIGKILL; the other takes over, the supervisor restarts the killed one,
 # which comes back as a standby; the same handle stores more blocks and reads every
-# one back byte-exact (re-registering its instance when the new leader does not know
-# it: automatic re-registration is branch fo-core's). Bad deployment files and a
+# one back byte-exact (libkvtier registers its instance at the new leader by
+# itself: test_failover_client.sh tests that part). Bad deployment files and a
 # --name that is not in the list are refused with a message naming the problem.
 . "$(dirname "$0")/lib.sh"
 

@@ -6,8 +6,10 @@
 # 1. alice (kvtier CLI, --no-shm: the block travels over the tier plane) puts and gets
 #    a block of tenant-a byte-exact; the Python binding (curve_cert /
 #    curve_server_key) stores and verifies blocks as bob in tenant-b.
-# 2. events: alice reads the leader's ring over the replay socket and the live stream
-#    over the XPUB, both CURVE.
+# 2. events: carol (granted "*") reads the leader's ring over the replay socket and
+#    the live stream over the XPUB, both CURVE; alice (granted tenant-a only) is
+#    refused, naming her key and the rule, and her raw subscription receives nothing
+#    while carol's receives batches (the streams carry every instance's events).
 # 3. isolation: alice can neither look up nor get tenant-b's blocks
 #    (PERMISSION_DENIED naming tenant-b and her key); bob still sees them.
 # 4. refused: a client without keys and one with a key not admitted get no answer
@@ -20,15 +22,15 @@ keys=$it_dir/keys
 users=$it_dir/users
 mkdir -p "$keys/clients"
 chmod 700 "$keys" "$keys/clients"
-for u in alice bob mallory; do
+for u in alice bob carol mallory; do
   "$KVTIER_BIN" keygen --out "$users" --name "$u" >/dev/null || it_fail "keygen $u"
 done
-cp "$users/alice.key" "$users/bob.key" "$keys/clients/" # mallory is never admitted
+cp "$users/alice.key" "$users/bob.key" "$users/carol.key" "$keys/clients/" # mallory is never admitted
 
 it_write_deployment <<JSON
 {"tiers": [{"name": "host0", "kind": "host", "capacity": 256, "slot_size": "64KiB"}],
  "security": {"curve": {"keys": "$keys", "auto": true,
-   "instances": {"tenant-a": ["alice"], "tenant-b": ["bob"]}}}}
+   "instances": {"tenant-a": ["alice"], "tenant-b": ["bob"], "*": ["carol"]}}}}
 JSON
 it_start
 [ -f "$keys/server.key_secret" ] && [ -f "$keys/coordinator.key_secret" ] &&
@@ -57,13 +59,30 @@ bob_py verify b 0 8 >/dev/null || it_fail "bob's blocks do not verify"
 it_log "bob: 8 blocks of tenant-b stored and verified through the Python binding"
 
 # ---- 2. events over CURVE -------------------------------------------------------------
-as alice events --from 0 --for 1500 >"$it_dir/ev-from.txt" 2>"$it_dir/ev-from.err" ||
+as carol events --from 0 --for 1500 >"$it_dir/ev-from.txt" 2>"$it_dir/ev-from.err" ||
   it_fail "kvtier events --from (replay socket) failed: $(cat "$it_dir/ev-from.err")"
 grep -q "\"stored\"" "$it_dir/ev-from.txt" || it_fail "no stored event replayed: $(head -c 600 "$it_dir/ev-from.txt")"
-as alice events --for 20000 --count 1 --topic stored/ >"$it_dir/ev-live.txt" 2>"$it_dir/ev-live.err" &
+alice_pub=$(awk -F'"' '/public-key/ { print $2 }' "$users/alice.key")
+for mode in live from; do # alice: refused on the replay socket, with the reason
+  args=(--for 1500); [ $mode = from ] && args+=(--from 0)
+  if as alice events "${args[@]}" >"$it_dir/a-ev-$mode.txt" 2>"$it_dir/a-ev-$mode.err"; then
+    it_fail "alice read the event streams ($mode): $(cat "$it_dir/a-ev-$mode.err")"
+  fi
+  grep -q 'permission denied' "$it_dir/a-ev-$mode.err" && grep -qF -e "$alice_pub" "$it_dir/a-ev-$mode.err" &&
+    grep -q 'security.curve.instances' "$it_dir/a-ev-$mode.err" ||
+    it_fail "alice's refusal ($mode) does not say why: $(cat "$it_dir/a-ev-$mode.err")"
+  [ ! -s "$it_dir/a-ev-$mode.txt" ] || it_fail "alice got events ($mode): $(head -c 300 "$it_dir/a-ev-$mode.txt")"
+done
+ev_ep=$(as carol status | awk '$1 == "events" { print $2; exit }')
+[ -n "$ev_ep" ] || it_fail "no events line in kvtier status: $(as carol status)"
+# the raw XPUB: alice's subscription (no replay socket to ask) is dropped, carol's served
+as alice events --endpoint "$ev_ep" --for 8000 --topic stored/ >"$it_dir/a-ev-raw.txt" 2>"$it_dir/a-ev-raw.err" &
+a_pid=$!
+as carol events --endpoint "$ev_ep" --for 20000 --count 1 --topic stored/ >"$it_dir/ev-live.txt" 2>"$it_dir/ev-live.err" &
 ev_pid=$!
+sleep 1 # both subscribed
 i=0
-while kill -0 $ev_pid 2>/dev/null && [ $i -lt 100 ]; do # puts until the subscriber has one
+while kill -0 $ev_pid 2>/dev/null && [ $i -lt 100 ]; do # puts until carol has one
   as alice put --instance tenant-a --key "$(printf 'ee%030x' $i)" --pattern >/dev/null 2>&1 ||
     it_fail "put $i failed"
   i=$((i + 1))
@@ -71,11 +90,15 @@ while kill -0 $ev_pid 2>/dev/null && [ $i -lt 100 ]; do # puts until the subscri
 done
 wait $ev_pid || it_fail "kvtier events (live) failed: $(cat "$it_dir/ev-live.err")"
 grep -q '^events: 1 batches' "$it_dir/ev-live.err" || it_fail "no live batch: $(cat "$it_dir/ev-live.err")"
-it_log "events: replay and live stream read over CURVE"
+wait $a_pid || true
+grep -q '^events: 0 batches' "$it_dir/a-ev-raw.err" && [ ! -s "$it_dir/a-ev-raw.txt" ] ||
+  it_fail "alice's raw subscription received events: $(cat "$it_dir/a-ev-raw.err"; head -c 300 "$it_dir/a-ev-raw.txt")"
+grep -q 'subscription refused: key' "$it_run"/logs/coordinator*.log ||
+  it_fail "the publisher did not log the refused subscription"
+it_log "events: carol (\"*\") reads replay and live stream over CURVE; alice refused (replay: named; XPUB: nothing)"
 
 # ---- 3. isolation by key --------------------------------------------------------------
 kb=$(/usr/bin/python3 -c 'import hashlib; print(hashlib.sha256(b"b/0").digest()[:16].hex())')
-alice_pub=$(awk -F'"' '/public-key/ { print $2 }' "$users/alice.key")
 as bob lookup --instance tenant-b --mode per-key "$kb" >"$it_dir/bob-lookup.txt" 2>&1 ||
   it_fail "bob's lookup failed: $(cat "$it_dir/bob-lookup.txt")"
 if as alice lookup --instance tenant-b --mode per-key "$kb" >"$it_dir/a-lookup.txt" 2>&1; then

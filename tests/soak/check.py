@@ -23,7 +23,9 @@ and the resource samples (samples.jsonl). It proves, or fails with the first cas
     must have a kill, stop or fault within ERR_WINDOW_S before it, or one of those
     explanations; else the index and the tiers disagreed. The recorder must report no
     gap it could not fill.
- 3. After warm-up, each process's RSS and open file count in the last third of the
+ 3. No call was answered INVALID_ARGUMENT: the clients send valid calls only, so
+    one means the service misjudged a resend or a window across a failure.
+ 4. After warm-up, each process's RSS and open file count in the last third of the
     run stay within the maximum of the middle third plus a margin (a memory bound,
     not a timing one).
 Prints a report (one "name: value" per line) and writes DIR/report.json. Exit 0 when
@@ -72,6 +74,8 @@ def main():
     acked = {}  # key -> ack time
     gets = []
     puts = put_acked = 0
+    reconnects = {}  # status -> handles rebuilt after it
+    errors = {}  # status -> failed operations
     for path in sorted(glob.glob(os.path.join(d, "hist-*.jsonl"))):
         for r in jsonl(path):
             if r.get("op") == "put":
@@ -82,6 +86,12 @@ def main():
                         acked.setdefault(k, r["t"])
             elif r.get("op") == "get":
                 gets.append(r)
+            elif r.get("op") == "reconnect":
+                reconnects[r.get("why")] = reconnects.get(r.get("why"), 0) + 1
+            if r.get("err"):  # "STATUS: message", or "job JobResult(..., status=STATUS, ...)"
+                m = re.search(r"status=([A-Z_]+)", r["err"])
+                st = m.group(1) if m else r["err"].split(":", 1)[0]
+                errors[st] = errors.get(st, 0) + 1
     hits = [g for g in gets if g["res"] == "hit"]
     wrong = [g for g in hits if not g["ok"]]
     rep.update(puts=puts, puts_acknowledged=put_acked, blocks_acknowledged=len(acked),
@@ -109,6 +119,14 @@ def main():
             for k in e.get("keys", []):
                 per_key.setdefault(k, []).append((t, e))
     rep["events"] = len(events)
+    rep["leader_terms"] = len(terms)
+    rep["client_reconnects"] = reconnects
+    rep["client_errors"] = errors
+    # the clients send only well-formed calls in order: an INVALID_ARGUMENT means the
+    # service misjudged a resend or a window across a failure
+    if errors.get("INVALID_ARGUMENT"):
+        fails.append("%d calls were answered INVALID_ARGUMENT (the clients' calls are valid)" %
+                     errors["INVALID_ARGUMENT"])
     # moves off a persistent tier (an exclusive promotion nvme -> host): those
     # blocks count as non-persistent from the move on (on_tiers follows them)
     persistent = {tid for tid, name in tier_kind.items()

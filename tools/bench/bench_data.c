@@ -70,6 +70,9 @@ struct s_args {
     bool shm, frame;
     bool default_malloc;
     bool remote; /* --tier-kind remote: the frame path against a remote tier */
+    /* --calls 2: once reads begin, a batch is one get+put window (kvt_prepare /
+     * kvt_complete: two meta calls) instead of a put and a get window (four) */
+    bool combined;
 };
 
 /* What one side did in timed slices. */
@@ -153,7 +156,8 @@ typedef struct {
     char rid[64];
     uint64_t job;
     s_seq_t seq;
-    kvt_key_t keys[S_MAX_BATCH];
+    bool combined; /* struct s_args.combined */
+    kvt_key_t keys[2 * S_MAX_BATCH];
     const void *pbufs[S_MAX_BATCH];
     void *gbufs[S_MAX_BATCH];
 } s_kvt_t;
@@ -264,6 +268,75 @@ static int s_kvt_get(s_kvt_t *k, uint64_t first, uint32_t n, s_side_t *side)
         if (!s_stamp_ok(g, k->gbufs[i], first + i)) {
             fprintf(stderr, "data bench: get: block %" PRIu64 " read back wrong bytes\n",
                     first + i);
+            return -1;
+        }
+    return 0;
+}
+
+/* One get+put window: the batch put `lag` keys ago (ids [gfirst, gfirst + n), the
+ * cached prefix) and n fresh ids from pfirst (the misses) in one kvt_prepare; the
+ * get and the put half go as two jobs at once; one kvt_complete concludes both.
+ * Its wall time counts half to put and half to get (they overlap). */
+static int s_kvt_both(s_kvt_t *k, uint64_t pfirst, uint64_t gfirst, uint32_t n, s_side_t *side)
+{
+    const s_geo_t *g = k->g;
+    for (uint32_t i = 0; i < n; i++) {
+        bench_svc_key(g->nonce, gfirst + i, &k->keys[i]);
+        k->gbufs[i] = s_dst(g, gfirst + i);
+        bench_svc_key(g->nonce, pfirst + i, &k->keys[n + i]);
+        uint8_t *b = s_src(g, pfirst + i);
+        s_stamp(g, b, pfirst + i);
+        k->pbufs[i] = b;
+    }
+    kvt_token_t *tok = NULL;
+    kvt_prepare_info_t info;
+    uint64_t t0 = s_now_ns();
+    if (kvt_prepare(k->c, BENCH_SVC_INSTANCE, k->rid, k->keys, 2 * n, NULL, &tok, &info) != 0)
+        return s_kvt_fail(k, "prepare (get+put)");
+    uint64_t t1 = s_now_ns();
+    kvt_token_t *gh = kvt_token_half(tok, KVT_HALF_GET), *ph = kvt_token_half(tok, KVT_HALF_PUT);
+    if (info.hit_count != n || !gh || !ph || kvt_token_count(gh) != n ||
+        kvt_token_count(ph) != n) {
+        fprintf(stderr, "data bench: prepare (get+put): %u hits and %u to write, want %u and %u\n",
+                info.hit_count, ph ? kvt_token_count(ph) : 0, n, n);
+        kvt_complete(k->c, &tok, NULL, NULL, NULL);
+        return -1;
+    }
+    uint64_t jobs[2] = {k->job + 1, k->job + 2};
+    k->job += 2;
+    if (kvt_submit_get(k->c, jobs[0], gh, k->gbufs, g->bs) != 0 ||
+        kvt_submit_put(k->c, jobs[1], ph, k->pbufs, g->bs) != 0) {
+        s_kvt_fail(k, "submit (get+put)");
+        kvt_job_result_t drop[2];
+        (void)kvt_wait(k->c, jobs, 2, S_WAIT_MS, drop);
+        kvt_complete(k->c, &tok, NULL, NULL, NULL);
+        return -1;
+    }
+    kvt_job_result_t res[2];
+    if (kvt_wait(k->c, jobs, 2, S_WAIT_MS, res) != 0 || res[0].status || res[0].n_failed ||
+        res[1].status || res[1].n_failed) {
+        s_kvt_fail(k, "get+put jobs");
+        kvt_complete(k->c, &tok, NULL, NULL, NULL);
+        return -1;
+    }
+    uint64_t t2 = s_now_ns();
+    if (kvt_complete(k->c, &tok, NULL, NULL, NULL) != 0)
+        return s_kvt_fail(k, "complete (get+put)");
+    uint64_t t3 = s_now_ns();
+    if (side) {
+        side->meta_ns += (t1 - t0) + (t3 - t2);
+        side->call_ns[0] += t1 - t0; /* prepare */
+        side->call_ns[1] += t3 - t2; /* complete */
+        side->put_ns += (t3 - t0) / 2;
+        side->get_ns += (t3 - t0) - (t3 - t0) / 2;
+        side->put_bytes += (uint64_t)n * g->bs;
+        side->get_bytes += (uint64_t)n * g->bs;
+        side->batches++;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!s_stamp_ok(g, k->gbufs[i], gfirst + i)) {
+            fprintf(stderr, "data bench: get+put: block %" PRIu64 " read back wrong bytes\n",
+                    gfirst + i);
             return -1;
         }
     return 0;
@@ -532,6 +605,12 @@ static int s_batch(s_runner_t *r, s_side_t *side)
 {
     const s_geo_t *g = r->g;
     s_seq_t *q = s_seq(r);
+    if (r->kind == S_KVT && r->kvt->combined && q->next - q->base >= g->lag) {
+        /* the read-back batch and the next fresh one in one window */
+        uint64_t first = q->next;
+        q->next += g->batch;
+        return s_kvt_both(r->kvt, first, q->next - g->lag - g->batch, g->batch, side);
+    }
     uint64_t t0 = s_now_ns();
     if (s_put(r, q->next, g->batch, side) != 0)
         return -1;
@@ -609,7 +688,11 @@ static void s_row(const char *bsname, const char *path, const char *base, const 
            path, kv, base, bv, bc > 0 ? kc / bc : 0.0, meta, bytes_only,
            bc > 0 ? bytes_only / bc : 0.0, k->batches, kmib > 0 ? (double)k->minflt / kmib : 0.0,
            bmib > 0 ? (double)b->minflt / bmib : 0.0);
-    if (k->batches)
+    if (k->batches && !k->call_ns[2] && !k->call_ns[3])
+        printf("        kvtier mean us per call: prepare (get+put) %.0f, complete %.0f\n",
+               (double)k->call_ns[0] / (double)k->batches * 1e-3,
+               (double)k->call_ns[1] / (double)k->batches * 1e-3);
+    else if (k->batches)
         printf("        kvtier mean us per call: prepare_put %.0f, complete_put %.0f, "
                "prepare_get %.0f, complete_get %.0f\n",
                (double)k->call_ns[0] / (double)k->batches * 1e-3,
@@ -650,7 +733,7 @@ static int s_cell_shm(const struct s_args *a, bench_svc_t *svc, s_geo_t *g)
     s_kvt_t *kvt = calloc(1, sizeof *kvt);
     if (!kvt)
         return -1;
-    *kvt = (s_kvt_t){.g = g, .c = bench_svc_connect(svc, false, "bench-shm")};
+    *kvt = (s_kvt_t){.g = g, .c = bench_svc_connect(svc, false, "bench-shm"), .combined = a->combined};
     s_runner_t k = {.kind = S_KVT, .kvt = kvt, .g = g};
     s_runner_t b = {.kind = S_MEMCPY, .g = g};
     int rc = kvt->c ? s_cell(a, &k, &b, "shm", "memcpy") : -1;
@@ -673,7 +756,7 @@ static int s_cell_frame(const struct s_args *a, bench_svc_t *svc, s_geo_t *g)
         goto out;
     raw.h = zsock_resolve(raw.sock);
     /* the kvtier side continues the id space the shm cell used: keys stay fresh */
-    *kvt = (s_kvt_t){.g = g, .c = bench_svc_connect(svc, true, "bench-frames")};
+    *kvt = (s_kvt_t){.g = g, .c = bench_svc_connect(svc, true, "bench-frames"), .combined = a->combined};
     kvt->seq.base = kvt->seq.next = (uint64_t)1 << 40;
     s_runner_t k = {.kind = S_KVT, .kvt = kvt, .g = g};
     s_runner_t b = {.kind = S_RAW, .raw = &raw, .g = g};
@@ -748,13 +831,18 @@ static void s_usage(void)
         "usage: kvt-bench data [--seconds S] [--rounds R] [--block-size SIZE|both]\n"
         "                      [--batch B] [--shm-mib M] [--pool-mib P]\n"
         "                      [--path shm|frame|both] [--tier-kind host|remote]\n"
-        "                      [--default-malloc]\n"
+        "                      [--transport zmq|ucx] [--calls 4|2] [--default-malloc]\n"
         "  S timed seconds per side and cell (default 3, 0.1..600) in R alternating\n"
         "  kvtier/baseline slices (default 3, 1..100); SIZE 256KiB, 2MiB, or bytes with\n"
         "  a K/M suffix (default both 256KiB and 2MiB); B keys per batch (default 32,\n"
         "  1..%u); M MiB of tier (default 1024); P MiB per caller pool (default 256).\n"
-        "  --tier-kind remote: the tier is a remote one (served over frames only), so\n"
-        "  only the frame path runs. --default-malloc leaves glibc's malloc thresholds alone.\n",
+        "  --tier-kind remote: the tier is a remote one (no segment to map), so only the\n"
+        "  frame path runs; --transport ucx has it serve UCX too (the client's bytes then\n"
+        "  move through its UCX staging region; the baseline stays raw ZeroMQ).\n"
+        "  --calls 2: each batch after the warm-up is one get+put window (kvt_prepare /\n"
+        "  kvt_complete, the read-back batch and the fresh one together, two meta calls)\n"
+        "  instead of a put and a get window (four, the default).\n"
+        "  --default-malloc leaves glibc's malloc thresholds alone.\n",
         S_MAX_BATCH);
 }
 
@@ -797,10 +885,18 @@ static int s_parse_one(struct s_args *a, const char *opt, const char *val)
         a->remote = strcmp(val, "remote") == 0;
         return 0;
     }
+    if (strcmp(opt, "--transport") == 0) /* issue 9 §4: the remote tier's transport */
+        return bench_svc_set_transport(val);
     if (strcmp(opt, "--path") == 0) {
         a->shm = strcmp(val, "shm") == 0 || strcmp(val, "both") == 0;
         a->frame = strcmp(val, "frame") == 0 || strcmp(val, "both") == 0;
         return a->shm || a->frame ? 0 : -1;
+    }
+    if (strcmp(opt, "--calls") == 0) {
+        if (strcmp(val, "2") && strcmp(val, "4"))
+            return -1;
+        a->combined = val[0] == '2';
+        return 0;
     }
     unsigned long v = strtoul(val, &end, 10);
     if (*end != '\0' || end == val)
@@ -884,9 +980,12 @@ int bench_data(int argc, char **argv)
         uint64_t v = i * 0x9e3779b97f4a7c15ull;
         memcpy(src + i, &v, 8);
     }
-    printf("data plane: put+get of fresh keys, %u keys per batch (prepare/submit/wait/complete), "
+    printf("data plane: put+get of fresh keys, %u keys per batch (%s), "
            "%.1f s per side and cell in %u alternating slices\n",
-           a.batch, a.seconds, a.rounds);
+           a.batch,
+           a.combined ? "one get+put window: prepare, submit both, wait, complete: 2 meta calls"
+                      : "a put and a get window: prepare/submit/wait/complete each: 4 meta calls",
+           a.seconds, a.rounds);
     printf("GB/s = 1e9 bytes/s of wall time; ratio = kvtier both / baseline both; meta = share "
            "of kvtier time in prepare/complete calls; bytes-only = kvtier both without it; faults "
            "= page faults per MiB moved, kvtier/baseline\n");

@@ -8,6 +8,9 @@
  *   putpair   kvt_prepare_put of 32 fresh keys + kvt_complete_put (all failed: the
  *             reservation is aborted, no bytes move)
  *   getpair   kvt_prepare_get of 32 cached keys + kvt_complete_get (no bytes move)
+ *   bothpair  kvt_prepare of 32 cached keys then 32 fresh ones (one get+put window)
+ *             + kvt_complete (gets released, puts all failed): getpair + putpair's
+ *             work in two calls instead of four (issue 13 §1, §2)
  *   shmget    kvt_submit_get + kvt_wait of 32 cached blocks on one token (shm path)
  *   shmput    kvt_submit_put + kvt_wait of 32 blocks on one put token (shm path)
  * Per operation = (totals at 2N - totals at N) / N removes the start-up. Without
@@ -106,6 +109,17 @@ static int s_one(s_ops_t *o, const char *mode, unsigned it, kvt_token_t *tok)
                             &t) != 0 ||
             kvt_complete_get(o->c, &t, ok) != 0)
             return s_fail(o, "prepare_get / complete_get");
+    } else if (strcmp(mode, "bothpair") == 0) {
+        static kvt_key_t both[2 * S_BATCH];
+        static bool no[S_BATCH];
+        memcpy(both, o->keys[it % S_PROMPTS], S_BATCH * sizeof both[0]);
+        s_fresh_keys(o, both + S_BATCH);
+        for (unsigned i = 0; i < S_BATCH; i++)
+            ok[i] = true;
+        kvt_prepare_info_t info;
+        if (kvt_prepare(o->c, BENCH_SVC_INSTANCE, s_rid, both, 2 * S_BATCH, NULL, &t, &info) != 0 ||
+            info.hit_count != S_BATCH || kvt_complete(o->c, &t, ok, no, NULL) != 0)
+            return s_fail(o, "prepare / complete (get+put)");
     } else if (strcmp(mode, "shmget") == 0) {
         if (kvt_submit_get(o->c, ++o->job, tok, o->dst, S_BLOCK) != 0 || s_wait(o, "get") < 0)
             return s_fail(o, "submit_get");
@@ -193,7 +207,8 @@ static int s_mode(const char *mode, unsigned n, bool events)
 /* `kvt-bench ops` alone (as `all` runs it): every mode, 200 operations. */
 int bench_ops(int argc, char **argv)
 {
-    static const char *const modes[] = {"lookup", "putpair", "getpair", "shmget", "shmput"};
+    static const char *const modes[] = {"lookup", "putpair", "getpair", "bothpair", "shmget",
+                                        "shmput"};
     if (argc == 1) {
         int rc = 0;
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
@@ -206,7 +221,7 @@ int bench_ops(int argc, char **argv)
         known = known || strcmp(argv[1], modes[i]) == 0;
     int n = argc >= 3 ? atoi(argv[2]) : 0;
     if (!known || n < 1 || n > 1000000) {
-        fprintf(stderr, "usage: kvt-bench ops [lookup|putpair|getpair|shmget|shmput N "
+        fprintf(stderr, "usage: kvt-bench ops [lookup|putpair|getpair|bothpair|shmget|shmput N "
                         "(1..1000000) [--events]]\n");
         return 2;
     }

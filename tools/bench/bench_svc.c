@@ -53,6 +53,15 @@ void bench_svc_key(uint64_t nonce, uint64_t id, kvt_key_t *out)
 }
 
 static bool s_remote; /* bench_svc_set_kind("remote") */
+static bool s_ucx;    /* bench_svc_set_transport("ucx") */
+
+int bench_svc_set_transport(const char *transport)
+{
+    if (strcmp(transport, "zmq") != 0 && strcmp(transport, "ucx") != 0)
+        return -1;
+    s_ucx = strcmp(transport, "ucx") == 0;
+    return 0;
+}
 
 int bench_svc_set_kind(const char *kind)
 {
@@ -72,6 +81,8 @@ static zactor_t *s_tier_new(bench_svc_t *s, uint64_t slot_size, uint64_t capacit
     tc.tier.capacity = capacity;
     tc.tier.slot_size = slot_size;
     (void)tier_config_set(&tc.tier, "prefault", "true");
+    if (s_remote && s_ucx)
+        (void)tier_config_set(&tc.tier, "transport", "ucx");
     /* a whole batch of blocks in one WriteSlots / ReadSlots */
     tc.max_bytes = (uint64_t)1 << 30;
     double t0 = s_now_s();

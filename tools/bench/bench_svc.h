@@ -40,6 +40,9 @@ int bench_svc_events(bench_svc_t *svc, uint64_t *handed, uint64_t *dropped, uint
  * (issue 9 §4: the same slots in anonymous memory, served over frames only).
  * 0, or -1 for another kind. */
 int bench_svc_set_kind(const char *kind);
+/* A remote tier's transport for the next start: "zmq" (the default) or "ucx"
+ * (its clients then move bytes through UCX staging regions). 0, or -1. */
+int bench_svc_set_transport(const char *transport);
 
 /* Stops both actors (the segment is removed by the tier). Idempotent, nulls *svc. */
 void bench_svc_stop(bench_svc_t **svc);

@@ -88,6 +88,34 @@ static void s_print_tiers(const kvt_cluster_info_t *ci)
             printf(", draining (kvtier drain: no new blocks, its blocks move down)");
         else if (t->drain == KVT_TIER_RETIRED)
             printf(", retired (kvtier drain: empty, nothing placed on it until --cancel)");
+        if (t->pool[0])
+            printf(", member of pool %s", t->pool);
+        printf("\n");
+    }
+    /* pools (issue 9 §3): each with its members and their fill, summed (the
+     * stats' pool.<name>.* counters include pools without a member) */
+    for (uint32_t i = 0; i < ci->n_tiers && i < KVT_MAX_TIERS; i++) {
+        const char *pool = ci->tiers[i].pool;
+        bool seen = !pool[0];
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = strcmp(ci->tiers[j].pool, pool) == 0;
+        if (seen)
+            continue;
+        unsigned long long used = 0, cap = 0;
+        uint32_t n = 0, up = 0;
+        for (uint32_t j = i; j < ci->n_tiers && j < KVT_MAX_TIERS; j++)
+            if (strcmp(ci->tiers[j].pool, pool) == 0) {
+                n++;
+                up += ci->tiers[j].up;
+                used += ci->tiers[j].used;
+                cap += ci->tiers[j].capacity;
+            }
+        printf("pool %s: %u members (%u up), fill %llu/%llu slots (%.1f%%):", pool, n, up, used,
+               cap, cap ? 100.0 * (double)used / (double)cap : 0.0);
+        for (uint32_t j = i; j < ci->n_tiers && j < KVT_MAX_TIERS; j++)
+            if (strcmp(ci->tiers[j].pool, pool) == 0)
+                printf(" %s %llu/%llu", ci->tiers[j].name, (unsigned long long)ci->tiers[j].used,
+                       (unsigned long long)ci->tiers[j].capacity);
         printf("\n");
     }
 }
@@ -1069,6 +1097,15 @@ static int s_check_free(const coord_config_t *cfg, const char *host)
             held++;
         }
     }
+    for (uint32_t i = 0; i < cfg->n_pools; i++) /* the members a supervisor starts */
+        for (uint32_t k = 0; k < cfg->pools[i].n_members; k++) {
+            const coord_pool_member_t *m = &cfg->pools[i].members[k];
+            if (!s_on_host(cfg, m->host, host))
+                continue;
+            char key[64 + COORD_TIER_NAME_MAX];
+            snprintf(key, sizeof key, "pools[%u].members[%u].endpoint (%s)", i, k, m->name);
+            held += s_check_bind(key, m->endpoint, false);
+        }
     return held;
 }
 
@@ -1168,6 +1205,20 @@ int cli_cmd_deployment(int argc, char **argv)
         bool shm = ops && ops->path_access == TIER_ACCESS_SHM && t->backend.path[0];
         printf("tier %s %s %s %s %s %s\n", t->name, t->kind_name, t->endpoint,
                shm ? t->backend.path : "-", S_DASH(t->advertise), S_DASH(t->host));
+    }
+    /* pools: name, kind, max_members, the id range, a member's default capacity
+     * (members start by hand: kvtier tier --pool NAME; docs/OPERATIONS.md "Pools") */
+    for (uint32_t i = 0; i < cfg->n_pools; i++) {
+        const coord_pool_config_t *p = &cfg->pools[i];
+        printf("pool %s %s %u %u %u %llu\n", p->name, p->member.kind_name, p->max_members,
+               p->first_id, p->first_id + p->max_members - 1,
+               (unsigned long long)p->member.capacity);
+        /* the members deploy/supervise starts: the columns of a tier line (no shm) */
+        for (uint32_t k = 0; k < p->n_members; k++) {
+            const coord_pool_member_t *m = &p->members[k];
+            printf("member %s %s %s - %s %s\n", m->name, p->name, m->endpoint, S_DASH(m->advertise),
+                   S_DASH(m->host));
+        }
     }
     printf("hosts %s %s %s\n", S_DASH(cfg->first_host), S_DASH(cfg->etcd_host),
            S_DASH(cfg->optimizer_host));

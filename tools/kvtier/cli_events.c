@@ -483,7 +483,14 @@ static int s_run(s_run_t *r, cli_common_t *o, char *ep, char *rep, uint64_t epoc
         zsock_destroy(&sub);
         return -1;
     }
-    int rc = a->snapshot ? s_snapshot(r, rep) : a->have_from ? s_replay(r, rep, a->from) : 0;
+    /* over CURVE the streams may be closed to this key (security.curve.instances: only
+     * keys granted "*"): a replay from past the end asks, and says why when refused,
+     * instead of a subscription that silently receives nothing */
+    int rc = 0;
+    if (r->curve && rep[0] && !a->snapshot && !a->have_from)
+        rc = s_replay(r, rep, UINT64_MAX);
+    if (rc == 0)
+        rc = a->snapshot ? s_snapshot(r, rep) : a->have_from ? s_replay(r, rep, a->from) : 0;
     int64_t until = a->for_ms ? zclock_mono() + (int64_t)a->for_ms : INT64_MAX;
     int64_t heard = zclock_mono();
     zpoller_t *poller = zpoller_new(sub, NULL);

@@ -106,7 +106,8 @@ class _TierInfo(ctypes.Structure):
                 ("kind", ctypes.c_char * 16), ("endpoint", ctypes.c_char * 256),
                 ("capacity", ctypes.c_uint64), ("slot_size", ctypes.c_uint64),
                 ("used", ctypes.c_uint64), ("up", ctypes.c_bool),
-                ("drain", ctypes.c_int)]  # kvt_tier_drain_t
+                ("drain", ctypes.c_int),  # kvt_tier_drain_t
+                ("pool", ctypes.c_char * 32)]
 
 
 DRAIN_STATES = {0: "serving", 1: "draining", 2: "retired"}  # kvtier.h kvt_tier_drain_t
@@ -856,7 +857,7 @@ class Client:
         tiers = [{"tier_id": t.tier_id, "name": t.name.decode(), "kind": t.kind.decode(),
                   "endpoint": t.endpoint.decode(), "capacity": t.capacity,
                   "slot_size": t.slot_size, "used": t.used, "up": bool(t.up),
-                  "drain": DRAIN_STATES.get(t.drain, str(t.drain))}
+                  "drain": DRAIN_STATES.get(t.drain, str(t.drain)), "pool": t.pool.decode()}
                  for t in ci.tiers[:ci.n_tiers]]
         return {"cluster": ci.cluster.decode(), "leader_endpoint": ci.leader_endpoint.decode(),
                 "leader_epoch": ci.leader_epoch, "event_endpoint": ci.event_endpoint.decode(),

@@ -725,6 +725,44 @@ static void test_publisher_endpoints_resolved(void **state)
 }
 
 /* A bad config or a failed bind is a NULL start, never a half-started actor. */
+/* keys_only (per-instance isolation): a peer without a CURVE key — tcp without
+ * CURVE here, as an ipc or plain tcp client would be — gets nothing on the XPUB
+ * (its subscription is dropped, counted in refused, not in subscribers) and its
+ * replay and snapshot requests are answered ERROR saying why; the keys given are
+ * checked at start. (test_curve.sh runs the keyed case: a "*" key served, an
+ * instance-scoped one refused.) */
+static void test_publisher_keys_only_refuses_unkeyed_peers(void **state)
+{
+    (void)state;
+    static const char keys[1][BUS_CURVE_KEY_TXT] = {"not a key"};
+    assert_null(publisher_new(&(publisher_config_t){.input_endpoint = "inproc://pub-bad-in",
+                                                    .endpoint = "tcp://127.0.0.1:*",
+                                                    .keys_only = true,
+                                                    .keys = keys,
+                                                    .n_keys = 1}));
+    fx_t f;
+    s_start(&f, &(publisher_config_t){.keys_only = true});
+    zsock_t *sub = s_sub(&f, "");
+    publisher_stats_t st;
+    WAIT_STATS(&f, st, st.refused == 1);
+    assert_int_equal(st.subscribers, 0);
+    s_send_pattern(&f, "stored/a", 1, 16);
+    s_wait_received(&f, 1);
+    zsock_t *d = s_dealer(f.replay_ep);
+    s_replay(d, 1);
+    s_expect_error(d, "permission denied");
+    zstr_send(d, "SNAPSHOT");
+    s_expect_error(d, "not a CURVE connection");
+    /* the batch went to no one: the dealer's answers above prove the turns ran */
+    s_expect_nothing(sub);
+    assert_int_equal(publisher_stats(f.pub, &st), 0);
+    assert_int_equal(st.refused, 3);
+    assert_int_equal(st.replays_served, 0);
+    zsock_destroy(&d);
+    zsock_destroy(&sub);
+    s_stop(&f);
+}
+
 static void test_publisher_failed_start_is_null(void **state)
 {
     (void)state;
@@ -1199,6 +1237,7 @@ int main(void)
         cmocka_unit_test(test_publisher_replay_busy_bound),
         cmocka_unit_test(test_publisher_endpoints_resolved),
         cmocka_unit_test(test_publisher_failed_start_is_null),
+        cmocka_unit_test(test_publisher_keys_only_refuses_unkeyed_peers),
         cmocka_unit_test(test_publisher_snapshot_serves_the_index),
         cmocka_unit_test(test_publisher_snapshot_refused_when_stale),
         cmocka_unit_test(test_publisher_vllm_map_layout),

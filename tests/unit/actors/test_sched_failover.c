@@ -249,6 +249,46 @@ static void test_complete_resend_while_completing_is_unavailable(void **state)
     }
 }
 
+static void s_quick_tier_timeout(sched_config_t *cfg)
+{
+    cfg->tier_timeout_ms = 300; /* a muted tier's PutHeader times out at once */
+}
+
+/* A complete whose conclusion failed (its tier did not confirm the headers) and is
+ * then sent again — its reply lost, or retried by libkvtier while it settles after
+ * a failover — is ABORTED "concluded already and failed", naming the first
+ * failure, never INVALID_ARGUMENT "no open window" (found by the soak with two
+ * coordinators); nothing is committed twice or late. */
+static void test_complete_resend_after_failed_conclusion_is_aborted(void **state)
+{
+    (void)state;
+    tk_env_t e;
+    tk_env_start(&e, 16, s_quick_tier_timeout);
+    tk_t *t = e.t;
+    uint8_t keys[2][16];
+    tk_keys(70, 2, keys);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(s_prepare_job(t, kvtier_Envelope_prepare_put_req_tag, "r1", keys, 2, 9), 0);
+    uint64_t tok = t->rep->body.prepare_put_rep.token.token_id;
+    sched_fake_tier_set_mute(e.ft, true);
+    assert_int_equal(s_complete_tok(t, kvtier_Envelope_complete_put_req_tag, tok, TK_CALL_MS),
+                     kvtier_StatusCode_STATUS_TIMEOUT);
+    assert_non_null(strstr(t->msg, "confirmed 0 of 2 block headers"));
+    sched_fake_tier_set_mute(e.ft, false);
+    assert_int_equal(s_complete_tok(t, kvtier_Envelope_complete_put_req_tag, tok, TK_CALL_MS),
+                     kvtier_StatusCode_STATUS_ABORTED);
+    assert_non_null(strstr(t->msg, "concluded already and failed (TIMEOUT"));
+    assert_non_null(strstr(t->msg, "prepare again"));
+    assert_int_equal(tk_stat(t, "puts_committed"), 0);
+    /* a token that was never this request's is still INVALID_ARGUMENT */
+    assert_int_equal(s_complete_tok(t, kvtier_Envelope_complete_put_req_tag, tok + 1000, TK_CALL_MS),
+                     kvtier_StatusCode_STATUS_INVALID_ARGUMENT);
+    /* the request goes on: a new put window commits */
+    assert_int_equal(tk_put(t, "r1", 70, 2), 0);
+    assert_int_equal(tk_stat(t, "blocks"), 2);
+    tk_env_stop(&e);
+}
+
 static char s_registry_ep[64];
 static kvtier_InstanceSpec s_preload[3];
 
@@ -374,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_complete_resend_answers_again),
         cmocka_unit_test(test_foreign_epoch_is_aborted),
         cmocka_unit_test(test_complete_resend_while_completing_is_unavailable),
+        cmocka_unit_test(test_complete_resend_after_failed_conclusion_is_aborted),
         cmocka_unit_test(test_registry_written_at_registration_only),
         cmocka_unit_test(test_preloaded_instance_back_is_handed_to_the_registry),
         cmocka_unit_test(test_preloaded_instances_are_served_at_once),

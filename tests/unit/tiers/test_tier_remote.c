@@ -2,7 +2,9 @@
  * kind is built in with its wire number, it takes no address and advertises no
  * same-host access (nothing appears in /dev/shm), bytes and headers round-trip,
  * inventory and probe see what is SERVING, a restart is a new epoch with nothing
- * in it, and its options are checked ("ucx" refused with a message). */
+ * in it, and its options are checked: "ucx" is taken where the build has UCX (its
+ * staging regions are described for the tier actor) and refused with a message
+ * naming the way out where it has not. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,9 +92,37 @@ static void test_options(void **state)
     assert_string_equal(tier_config_get(&cfg, "prefault"), "true");
 
     cfg = s_cfg("ucx");
+#ifdef KVT_HAVE_UCX
+    assert_int_equal(tier_config_set(&cfg, "ucx_regions", "3"), 0);
+    assert_int_equal(tier_config_set(&cfg, "ucx_region_mib", "2"), 0);
+    assert_int_equal(tier_configure(&cfg, err, sizeof err), 0);
+    tier_t *t = tier_open(&cfg, err, sizeof err);
+    assert_non_null(t);
+    tier_desc_t d;
+    tier_describe(t, &d);
+    assert_int_equal(d.ucx_regions, 3); /* what the tier actor starts UCX with */
+    assert_int_equal(d.ucx_region_bytes, 2u << 20);
+    assert_non_null(strstr(d.detail, "UCX"));
+    tier_close(&t);
+    /* a region must hold one slot at least */
+    cfg = s_cfg("ucx");
+    cfg.slot_size = 3u << 20;
+    assert_int_equal(tier_config_set(&cfg, "ucx_region_mib", "2"), 0);
     assert_true(tier_configure(&cfg, err, sizeof err) < 0);
-    assert_non_null(strstr(err, "ucx"));
+    assert_non_null(strstr(err, "ucx_region_mib"));
+    /* frames only: no regions */
+    cfg = s_cfg("zmq");
+    assert_int_equal(tier_configure(&cfg, err, sizeof err), 0);
+    t = tier_open(&cfg, err, sizeof err);
+    assert_non_null(t);
+    tier_describe(t, &d);
+    assert_int_equal(d.ucx_regions, 0);
+    tier_close(&t);
+#else
+    assert_true(tier_configure(&cfg, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "not in this build"));
     assert_non_null(strstr(err, "zmq"));
+#endif
 
     cfg = s_cfg("rdma");
     err[0] = '\0';
