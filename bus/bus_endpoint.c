@@ -72,6 +72,33 @@ static bool s_host_ok(const char *h, size_t n)
     return true;
 }
 
+/* A host of digits and dots only is meant as an IPv4 address: four decimal parts
+ * 0..255 ("10.0.0.300" or "10.0.1" would otherwise go to the resolver as a name). */
+static bool s_looks_ipv4(const char *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((h[i] < '0' || h[i] > '9') && h[i] != '.')
+            return false;
+    return true;
+}
+
+static bool s_ipv4_ok(const char *h, size_t n)
+{
+    unsigned parts = 0, digits = 0, v = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || h[i] == '.') {
+            if (digits == 0 || v > 255 || ++parts > 4)
+                return false;
+            digits = v = 0;
+        } else if (++digits > 3) {
+            return false;
+        } else {
+            v = v * 10 + (unsigned)(h[i] - '0');
+        }
+    }
+    return parts == 4;
+}
+
 /* IPv6 literal with an optional zone ("fe80::1%eth0"); must contain ':'. */
 static bool s_ipv6_ok(const char *h, size_t n)
 {
@@ -138,6 +165,9 @@ static int s_parse_tcp(const char *text, const char *rest, bus_endpoint_t *ep, c
         else if (!s_host_ok(rest, hlen))
             return s_fail(err, errlen, text,
                           "bad host (letters, digits, '.', '-', '_', [IPv6] or *)");
+        else if (s_looks_ipv4(rest, hlen) && !s_ipv4_ok(rest, hlen))
+            return s_fail(err, errlen, text,
+                          "bad IPv4 address (four numbers 0..255: A.B.C.D)");
     }
     memcpy(ep->address, host, hlen);
     ep->address[hlen] = '\0';

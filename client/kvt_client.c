@@ -57,6 +57,11 @@ uint64_t kvt_meta_round_trips(const kvt_client_t *c)
     return c ? c->round_trips : 0;
 }
 
+uint64_t kvt_leader_epoch(const kvt_client_t *c)
+{
+    return c ? c->leader_epoch : 0;
+}
+
 int kvti_check_id(kvt_client_t *c, const char *what, const char *field, const char *id,
                   bool optional)
 {

@@ -206,6 +206,12 @@ const char *kvt_last_error(const kvt_client_t *c);
  * timeout); discovery's own ClusterInfo probes are not counted. What a request
  * costs in round trips: compare before and after it. */
 uint64_t kvt_meta_round_trips(const kvt_client_t *c);
+/* The epoch of the leader this handle talks to: the latest any reply, redirect or
+ * discovery showed (0 while unknown). Right after a call that succeeded it is the
+ * epoch of the leader that served it, so a change seen there is the first call a
+ * new leader served (kvtier replay --log records it; docs/OPERATIONS.md "Deploying
+ * on several hosts"). */
+uint64_t kvt_leader_epoch(const kvt_client_t *c);
 
 /* ---- control role ---- */
 

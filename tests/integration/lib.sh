@@ -207,44 +207,23 @@ it_skip() {
 # parallel tests never meet; cleanup removes namespaces and bridge. Where namespaces
 # cannot be made (not root, no CAP_SYS_ADMIN) the test is skipped, unless
 # KVT_REQUIRE_NETNS=1 (.ci/run sets it): then that is a failure.
+# The namespaces are deploy/hosts.sh's (deploy/run --hosts makes them the same way).
+# shellcheck source=../../deploy/hosts.sh
+. "$KVT_SOURCE_DIR/deploy/hosts.sh"
 it_ns=() it_ns_ip=() it_ns_root_ip="" it_ns_bridge=""
 it_netns_hosts() {
-  local n=$1 id i net try
-  id=$(printf '%04x' $((RANDOM % 65536)))
-  local probe="kvt$id-probe"
-  if ! { [ "$(id -u)" = 0 ] && ip netns add "$probe" 2>/dev/null; }; then
+  local n=$1
+  if ! hosts_can_netns; then
     local why="cannot create network namespaces here (uid $(id -u); 'ip netns add' needs root and CAP_SYS_ADMIN)"
     [ "${KVT_REQUIRE_NETNS:-0}" != 1 ] || it_fail "$why, and KVT_REQUIRE_NETNS=1 makes that a failure"
     it_skip "$why"
   fi
-  ip netns del "$probe"
-  local used
-  used=$(ip -4 -o addr show) || it_fail "cannot list the addresses in use"
-  net=""
-  for try in 1 2 3 4 5 6 7 8; do
-    net=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
-    [[ $used == *" $net."* ]] || break
-    net=""
-  done
-  [ -n "$net" ] || it_fail "no free 10.x.y.0/24 found for the hosts after 8 tries"
-  it_ns_bridge="kvt${id}br"
-  ip link add "$it_ns_bridge" type bridge || it_fail "cannot create bridge $it_ns_bridge"
-  it_ns_root_ip=$net.1
-  ip addr add "$it_ns_root_ip/24" dev "$it_ns_bridge"
-  ip link set "$it_ns_bridge" up
-  for ((i = 1; i <= n; i++)); do
-    it_ns[i]="kvt$id-h$i"
-    it_ns_ip[i]=$net.$((10 + i))
-    ip netns add "${it_ns[i]}" || it_fail "cannot create namespace ${it_ns[i]}"
-    ip link add "kvt${id}v$i" type veth peer name eth0 netns "${it_ns[i]}" ||
-      it_fail "cannot create the veth of ${it_ns[i]}"
-    ip link set "kvt${id}v$i" master "$it_ns_bridge" up
-    ip -n "${it_ns[i]}" link set lo up
-    ip -n "${it_ns[i]}" addr add "${it_ns_ip[i]}/24" dev eth0
-    ip -n "${it_ns[i]}" link set eth0 up
-    ip -n "${it_ns[i]}" route add default via "$it_ns_root_ip"
-  done
-  it_log "hosts: ${it_ns[*]} on $net.0/24 (bridge $it_ns_bridge at $it_ns_root_ip)"
+  hosts_create "$n" || it_fail "cannot create the hosts (see above)"
+  local i
+  it_ns=() it_ns_ip=()
+  for ((i = 1; i <= n; i++)); do it_ns[i]=${HOSTS_NS[i]} it_ns_ip[i]=${HOSTS_IP[i]}; done
+  it_ns_root_ip=$HOSTS_ROOT_IP it_ns_bridge=$HOSTS_BRIDGE
+  it_log "hosts: ${it_ns[*]} on ${HOSTS_ROOT_IP%.1}.0/24 (bridge $it_ns_bridge at $it_ns_root_ip)"
 }
 
 # it_ns_exec I CMD...: CMD on host I (in its namespace).
@@ -260,15 +239,7 @@ it_ns_link() {
 }
 
 it_netns_cleanup() {
-  local ns pid i
-  for ns in "${it_ns[@]}"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-  done
-  # the cables first: a namespace outlives `ip netns del` while the kernel still
-  # holds it, and its veth with it
-  for i in "${!it_ns[@]}"; do ip link del "${it_ns_bridge%br}v$i" 2>/dev/null || true; done
-  for ns in "${it_ns[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  [ -z "$it_ns_bridge" ] || ip link del "$it_ns_bridge" 2>/dev/null || true
+  hosts_cleanup
   it_ns=()
   it_ns_bridge=""
 }

@@ -26,6 +26,7 @@ static const struct {
     {"fault", cli_cmd_fault, "set, clear and show a process's faults on purpose (tests)"},
     {"deployment", cli_cmd_deployment, "print a deployment file's processes (for scripts)"},
     {"keygen", cli_cmd_keygen, "a CURVE key pair, or a new cluster secret (docs/SECURITY.md)"},
+    {"host-claim", cli_cmd_host_claim, "hold a host name of a deployment in etcd (deploy/supervise)"},
 };
 
 static void s_usage(FILE *out)

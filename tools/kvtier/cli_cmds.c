@@ -12,6 +12,9 @@
 #include "tier_host.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <czmq.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -574,13 +577,21 @@ out:
 #define S_EXIT_NOT_FOUND 3
 #define S_EXIT_VERIFY 4
 
-enum { S_OPT_KEY = CLI_OPT_FIRST_COMMAND_OPT, S_OPT_FILE, S_OPT_OUT, S_OPT_PATTERN, S_OPT_VERIFY };
+enum {
+    S_OPT_KEY = CLI_OPT_FIRST_COMMAND_OPT,
+    S_OPT_FILE,
+    S_OPT_OUT,
+    S_OPT_PATTERN,
+    S_OPT_VERIFY,
+    S_OPT_KEYS,
+};
 
 typedef struct {
     kvt_key_t key;
     bool have_key;
     const char *file; /* put: source; get: destination */
     bool pattern;     /* put: key-derived bytes; get: verify them */
+    const char *keys; /* get --keys: a file of keys, one a line */
 } s_block_args_t;
 
 static int s_block_opt(void *ctx, int opt, const char *arg)
@@ -601,6 +612,9 @@ static int s_block_opt(void *ctx, int opt, const char *arg)
     case S_OPT_PATTERN:
     case S_OPT_VERIFY:
         a->pattern = true;
+        return 0;
+    case S_OPT_KEYS:
+        a->keys = arg;
         return 0;
     default:
         return -1;
@@ -683,10 +697,14 @@ static int s_block_usage(bool put, bool help)
                   "  --file F   the block's bytes (exactly --block-size bytes)\n"
                   "  --pattern  bytes derived from the key (as replay writes them)\n"
                 : "usage: kvtier get --key HEX (--out F | --verify)\n"
+                  "       kvtier get --keys FILE --verify\n"
                   "  --out F    write the block's bytes to F\n"
                   "  --verify   check the bytes against the key-derived pattern (exit 4 if "
                   "they differ)\n"
-                  "  exit 3 when the key is not cached\n");
+                  "  --keys FILE  every key of FILE (one a line, 32 hex digits; - for stdin),\n"
+                  "             64 to a window: a line per key not served as stored (missing,\n"
+                  "             wrong, failed KEY), then the counts\n"
+                  "  exit 3 when a key is not cached\n");
     fputs(CLI_COMMON_USAGE, help ? stdout : stderr);
     return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
@@ -738,6 +756,143 @@ out_end:
     return status;
 }
 
+/* ---- get --keys FILE: many keys, each checked ---------------------------------- */
+
+#define S_KEYS_BATCH 64
+
+typedef struct {
+    uint64_t read, loaded, missing, wrong, failed;
+} s_keys_counts_t;
+
+/* Gets KEYS[0..N) in one window and checks each against its pattern; a window
+ * refused NOT_FOUND (a key gone since the lookup: prepare_get is all or nothing)
+ * is tried again one key at a time. */
+static int s_keys_window(kvt_client_t *c, const cli_common_t *o, const char *rid,
+                         const kvt_key_t *keys, uint32_t n, uint8_t *data, void **bufs,
+                         s_keys_counts_t *k)
+{
+    char hex[2 * KVT_KEY_BYTES + 1];
+    kvt_token_t *tok = NULL;
+    int rc = kvt_prepare_get(c, o->instance, rid, keys, n, &tok);
+    if (rc == -KVT_NOT_FOUND && n > 1) {
+        for (uint32_t i = 0; i < n; i++)
+            if (s_keys_window(c, o, rid, &keys[i], 1, data, bufs, k) < 0)
+                return -1;
+        return 0;
+    }
+    if (rc == -KVT_NOT_FOUND) {
+        cli_key_format_hex(&keys[0], hex);
+        printf("missing %s\n", hex);
+        k->missing++;
+        return 0;
+    }
+    if (rc < 0) {
+        cli_report_error("get", "prepare get", c, rc);
+        return -1;
+    }
+    static uint64_t job;
+    job++;
+    for (uint32_t i = 0; i < n; i++)
+        bufs[i] = data + (size_t)i * o->block_size;
+    kvt_job_result_t res = {0};
+    rc = kvt_submit_get(c, job, tok, bufs, o->block_size);
+    if (rc == 0)
+        rc = kvt_wait(c, &job, 1, S_WAIT_MS, &res);
+    bool moved = rc == 0 && res.status >= 0 && res.n_failed == 0;
+    for (uint32_t i = 0; i < n; i++) {
+        cli_key_format_hex(&keys[i], hex);
+        if (!moved) {
+            printf("failed %s\n", hex);
+            k->failed++;
+        } else if (!cli_block_verify(&keys[i], bufs[i], o->block_size)) {
+            printf("wrong %s\n", hex);
+            k->wrong++;
+        } else {
+            k->loaded++;
+        }
+    }
+    if (!moved)
+        fprintf(stderr, "kvtier get: a load of %u keys failed: %s: %s\n", n,
+                kvt_status_name(rc < 0 ? rc : res.status), kvt_last_error(c));
+    rc = kvt_complete_get(c, &tok, NULL);
+    if (rc < 0) {
+        cli_report_error("get", "complete get", c, rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads PATH (one key a line: 32 hex digits; blank lines skipped) and loads every
+ * key, checking its bytes: a line per key not served as stored ("missing KEY",
+ * "wrong KEY", "failed KEY"), then the counts. */
+static int s_get_keys(cli_common_t *o, const char *path)
+{
+    FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!fp) {
+        fprintf(stderr, "kvtier get: --keys %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    int status = CLI_EXIT_FAIL;
+    kvt_key_t keys[S_KEYS_BATCH];
+    void *bufs[S_KEYS_BATCH];
+    uint8_t *data = malloc((size_t)S_KEYS_BATCH * o->block_size);
+    kvt_client_t *c = NULL;
+    s_keys_counts_t k = {0};
+    char line[256], rid[96];
+    bool begun = false;
+    if (!data) {
+        fprintf(stderr, "kvtier get: cannot allocate %d blocks of %llu bytes\n", S_KEYS_BATCH,
+                (unsigned long long)o->block_size);
+        goto out;
+    }
+    c = cli_connect(o, "kvtier-get");
+    if (!c || cli_register(c, o) < 0)
+        goto out;
+    cli_request_id(rid, sizeof rid, "get-keys");
+    kvt_request_t req = {.instance_id = o->instance, .request_id = rid};
+    int rc = kvt_request_begin(c, &req);
+    if (rc < 0) {
+        cli_report_error("get", "request begin", c, rc);
+        goto out;
+    }
+    begun = true;
+    uint32_t n = 0;
+    for (unsigned lineno = 1; fgets(line, sizeof line, fp); lineno++) {
+        line[strcspn(line, " \t\r\n")] = '\0';
+        if (!line[0])
+            continue;
+        if (cli_key_parse_hex(line, &keys[n]) < 0) {
+            fprintf(stderr, "kvtier get: --keys %s line %u: \"%s\" is not a key (32 hex digits)\n",
+                    path, lineno, line);
+            goto out;
+        }
+        k.read++;
+        if (++n == S_KEYS_BATCH) {
+            if (s_keys_window(c, o, rid, keys, n, data, bufs, &k) < 0)
+                goto out;
+            n = 0;
+        }
+    }
+    if (n && s_keys_window(c, o, rid, keys, n, data, bufs, &k) < 0)
+        goto out;
+    printf("keys: %llu read, %llu loaded and verified, %llu missing, %llu wrong bytes, "
+           "%llu failed loads\n",
+           (unsigned long long)k.read, (unsigned long long)k.loaded, (unsigned long long)k.missing,
+           (unsigned long long)k.wrong, (unsigned long long)k.failed);
+    status = k.wrong     ? S_EXIT_VERIFY
+             : k.missing ? S_EXIT_NOT_FOUND
+             : k.failed  ? CLI_EXIT_FAIL
+                         : CLI_EXIT_OK;
+out:
+    if (begun && (rc = kvt_request_end(c, o->instance, rid, NULL)) < 0)
+        cli_report_error("get", "request end", c, rc);
+    kvt_close(&c);
+    free(data);
+    if (fp != stdin)
+        fclose(fp);
+    return status;
+}
+
 static int s_block_cmd(int argc, char **argv, bool put)
 {
     static const struct option put_opts[] = {CLI_COMMON_LONGOPTS,
@@ -749,11 +904,19 @@ static int s_block_cmd(int argc, char **argv, bool put)
                                              {"key", required_argument, NULL, S_OPT_KEY},
                                              {"out", required_argument, NULL, S_OPT_OUT},
                                              {"verify", no_argument, NULL, S_OPT_VERIFY},
+                                             {"keys", required_argument, NULL, S_OPT_KEYS},
                                              {0, 0, 0, 0}};
     cli_common_t o;
     s_block_args_t a = {0};
     cli_common_init(&o);
     int first = cli_parse(argc, argv, "c:", put ? put_opts : get_opts, &o, s_block_opt, &a);
+    if (!put && first >= 0 && !o.help && a.keys) {
+        if (first != argc || a.have_key || a.file || !a.pattern) {
+            fprintf(stderr, "kvtier get: --keys FILE takes --verify and no --key or --out\n");
+            return CLI_EXIT_USAGE;
+        }
+        return s_get_keys(&o, a.keys);
+    }
     if (first < 0 || o.help || first != argc || !a.have_key || !a.file == !a.pattern)
         return s_block_usage(put, o.help);
     int status = CLI_EXIT_FAIL;
@@ -842,6 +1005,44 @@ static int s_check_bind(const char *key, const char *addr, bool http)
     return 1;
 }
 
+/* An advertised endpoint of a process of this host: peers connect there, so its host
+ * must resolve (here: an error) and should be an address of this host. One no
+ * interface here has (binding it fails EADDRNOTAVAIL) is only warned about: behind
+ * NAT or a port mapping that is what "advertise" is for. Returns 1 when it does not
+ * resolve. */
+static int s_check_advertise(const char *key, const char *adv)
+{
+    bus_endpoint_t ep;
+    if (!adv[0] || bus_endpoint_parse(adv, &ep, NULL, 0) < 0 || ep.transport != BUS_ENDPOINT_TCP ||
+        ep.wildcard_host)
+        return 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(ep.address, NULL, &hints, &res);
+    if (rc != 0) {
+        fprintf(stderr,
+                "kvtier deployment: %s %s: host \"%s\" does not resolve here (%s): peers "
+                "could not connect; advertise an address (tcp://A.B.C.D:PORT) or a name "
+                "every host resolves\n",
+                key, adv, ep.address, gai_strerror(rc));
+        return 1;
+    }
+    bool local = false;
+    for (const struct addrinfo *ai = res; ai && !local; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        local = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno != EADDRNOTAVAIL;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    if (!local)
+        fprintf(stderr,
+                "kvtier deployment: warning: %s %s: %s is not an address of this host: peers "
+                "connecting there reach this process only through NAT or a port mapping\n",
+                key, adv, ep.address);
+    return 0;
+}
+
 /* --check-free: every fixed TCP address and shm name of CFG is free on this host
  * (issue 12 §8: a second deployment on the same ports or names, or any other
  * program there, is named before anything starts). Returns how many are not. */
@@ -863,6 +1064,11 @@ static int s_check_free(const coord_config_t *cfg, const char *host)
                  cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
                  cfg->coordinators_listed ? ")" : "");
         held += s_check_bind(key, e->metrics, true);
+        snprintf(key, sizeof key, "%s.advertise%s%s%s",
+                 cfg->coordinators_listed ? "coordinators[]" : "coordinator",
+                 cfg->coordinators_listed ? " (" : "", cfg->coordinators_listed ? e->name : "",
+                 cfg->coordinators_listed ? ")" : "");
+        held += s_check_advertise(key, e->advertise);
     }
     /* the events sockets move with the leader: with --host, a coordinator of another
      * "host" of this machine may hold them (network namespaces as hosts do not) */
@@ -880,6 +1086,8 @@ static int s_check_free(const coord_config_t *cfg, const char *host)
         held += s_check_bind(key, t->endpoint, false);
         snprintf(key, sizeof key, "tiers[%u].metrics (%s)", i, t->name);
         held += s_check_bind(key, t->metrics, true);
+        snprintf(key, sizeof key, "tiers[%u].advertise (%s)", i, t->name);
+        held += s_check_advertise(key, t->advertise);
         const struct tier_ops *ops = tier_find(t->kind_name);
         char who[192];
         if (ops && ops->path_access == TIER_ACCESS_SHM && t->backend.path[0] &&
@@ -1027,9 +1235,9 @@ int cli_cmd_deployment(int argc, char **argv)
     int held = a.check_free ? s_check_free(cfg, a.host) : 0;
     if (held > 0) {
         fprintf(stderr,
-                "kvtier deployment: %s: %d address%s or name%s in use on this host: another "
-                "deployment (or program) runs there; stop it, or give this one its own ports "
-                "and shm names\n",
+                "kvtier deployment: %s: %d address%s or name%s in use on this host (or an "
+                "advertised endpoint that does not resolve): another deployment (or program) "
+                "runs there; stop it, or give this one its own ports and shm names\n",
                 o.config, held, held == 1 ? "" : "es", held == 1 ? "" : "s");
         goto out;
     }

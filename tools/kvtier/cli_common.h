@@ -151,6 +151,7 @@ int cli_cmd_trace(int argc, char **argv);
 int cli_cmd_trim(int argc, char **argv);
 int cli_cmd_remove(int argc, char **argv);
 int cli_cmd_leader(int argc, char **argv);
+int cli_cmd_host_claim(int argc, char **argv);
 int cli_cmd_drain(int argc, char **argv);
 
 /* This client's CURVE keys from --cert / --server-key (or their variables, or the

@@ -10,6 +10,17 @@
  * K worker threads (--in-flight), one libkvtier handle each (handles are
  * single-threaded), take requests in trace order.
  *
+ * --log FILE writes a timeline, one line per event, wall-clock milliseconds (the
+ * clock `date +%s%3N` reads, so a script can put its own events beside them):
+ *   begin MS IDX            request IDX (0-based in the trace) begun
+ *   end MS IDX ok|failed    and ended
+ *   stored MS KEY           KEY (32 hex digits) acknowledged: its put and the
+ *                           complete that commits it succeeded
+ *   leader MS EPOCH         the first call any connection saw served by a leader of
+ *                           a higher epoch than all before (kvt_leader_epoch after a
+ *                           call that succeeded); the first line is the leader at start
+ * Lines of different connections interleave; each is written whole.
+ *
  * Owns: the per-worker buffers (allocated once, sized for the largest request), the
  * counters and the report. Errors of one request are counted and reported, never
  * fatal; S_ABORT_AFTER consecutive failed requests stop the replay (the service is
@@ -17,8 +28,10 @@
 #include "cli_common.h"
 #include "cli_trace.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +56,7 @@ enum {
     S_OPT_NO_PROMOTE,
     S_OPT_PROMOTE_WAIT,
     S_OPT_COMBINED,
+    S_OPT_LOG,
 };
 
 typedef struct {
@@ -54,6 +68,7 @@ typedef struct {
     bool no_promote;
     uint64_t promote_wait_ms; /* a BUSY prefetch is asked again within this (0: not) */
     bool combined;            /* kvt_prepare / kvt_complete: two meta round trips */
+    const char *log_path;     /* --log: the timeline (NULL: none) */
 } s_args_t;
 
 /* What each worker counts; summed at the end. */
@@ -84,6 +99,7 @@ typedef struct {
     pthread_t thread;
     kvt_client_t *c;
     kvt_key_t *keys;
+    kvt_key_t *acked; /* --log: a put window's keys, kept past its complete */
     bool *hit;
     uint32_t *tier_ids;
     void **bufs;
@@ -110,8 +126,63 @@ struct s_shared {
     double *lookup_ms; /* per request; NAN where the lookup (--combined: prepare) failed */
     pthread_mutex_t err_lock;
     char first_error[512];
+    FILE *log; /* --log, written under log_lock */
+    pthread_mutex_t log_lock;
+    atomic_uint_fast64_t log_epoch; /* the highest leader epoch logged */
     s_worker_t workers[S_MAX_IN_FLIGHT];
 };
+
+/* ---- the timeline (--log) ------------------------------------------------------ */
+
+static long long s_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One timeline line: WHAT, the time, then FMT's fields. */
+static void s_log(s_shared_t *sh, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void s_log(s_shared_t *sh, const char *what, const char *fmt, ...)
+{
+    if (!sh->log)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&sh->log_lock);
+    fprintf(sh->log, "%s %lld ", what, s_wall_ms());
+    vfprintf(sh->log, fmt, ap);
+    fputc('\n', sh->log);
+    fflush(sh->log);
+    pthread_mutex_unlock(&sh->log_lock);
+    va_end(ap);
+}
+
+/* After a call of W's handle succeeded: its leader's epoch, logged when no
+ * connection saw one as high before (the first call a new leader served). */
+static void s_note_leader(s_worker_t *w)
+{
+    s_shared_t *sh = w->sh;
+    uint_fast64_t e = kvt_leader_epoch(w->c), seen = atomic_load(&sh->log_epoch);
+    if (!sh->log || e == 0)
+        return;
+    while (e > seen)
+        if (atomic_compare_exchange_weak(&sh->log_epoch, &seen, e)) {
+            s_log(sh, "leader", "%llu", (unsigned long long)e);
+            return;
+        }
+}
+
+/* The keys of a put window that committed whole. */
+static void s_log_stored(s_shared_t *sh, const kvt_key_t *keys, uint32_t n)
+{
+    char hex[2 * KVT_KEY_BYTES + 1];
+    for (uint32_t i = 0; sh->log && i < n; i++) {
+        cli_key_format_hex(&keys[i], hex);
+        s_log(sh, "stored", "%s", hex);
+    }
+}
 
 /* ---- one request ----------------------------------------------------------- */
 
@@ -162,6 +233,7 @@ static int s_load(s_worker_t *w, size_t idx, const char *rid, uint32_t n)
         s_fail(w, idx, "prepare get", rc);
         return rc;
     }
+    s_note_leader(w);
     uint32_t cnt = kvt_token_count(tok);
     const kvt_key_t *tk = kvt_token_keys(tok);
     w->n.not_granted += n > cnt ? n - cnt : 0;
@@ -179,6 +251,8 @@ static int s_load(s_worker_t *w, size_t idx, const char *rid, uint32_t n)
     rc = kvt_complete_get(w->c, &tok, NULL);
     if (rc < 0)
         s_fail(w, idx, "complete get", rc);
+    else
+        s_note_leader(w);
     return move_rc < 0 ? move_rc : rc;
 }
 
@@ -192,6 +266,7 @@ static int s_store(s_worker_t *w, size_t idx, const char *rid, const kvt_key_t *
         s_fail(w, idx, "prepare put", rc);
         return rc;
     }
+    s_note_leader(w);
     uint32_t cnt = kvt_token_count(tok);
     const kvt_key_t *tk = kvt_token_keys(tok);
     w->n.skipped += n > cnt ? n - cnt : 0;
@@ -202,9 +277,17 @@ static int s_store(s_worker_t *w, size_t idx, const char *rid, const kvt_key_t *
     uint32_t failed = cnt ? s_move(w, idx, true, tok, cnt, &move_rc, &done) : 0;
     w->n.store_failed += failed;
     w->n.stored += cnt - failed;
+    bool whole = failed == 0 && move_rc == 0;
+    if (whole && w->sh->log)
+        memcpy(w->acked, tk, cnt * sizeof *tk);
     rc = kvt_complete_put(w->c, &tok, NULL);
-    if (rc < 0)
+    if (rc < 0) {
         s_fail(w, idx, "complete put", rc);
+    } else {
+        s_note_leader(w);
+        if (whole)
+            s_log_stored(w->sh, w->acked, cnt);
+    }
     return move_rc < 0 ? move_rc : rc;
 }
 
@@ -302,6 +385,7 @@ static int s_combined(s_worker_t *w, size_t idx, const char *rid, uint32_t n)
         s_fail(w, idx, "prepare", rc);
         return rc;
     }
+    s_note_leader(w);
     sh->lookup_ms[idx - sh->first] = (cli_now() - t0) * 1e3;
     kvt_token_t *g = kvt_token_half(tok, KVT_HALF_GET), *p = kvt_token_half(tok, KVT_HALF_PUT);
     uint32_t h = pi.hit_count;
@@ -313,11 +397,21 @@ static int s_combined(s_worker_t *w, size_t idx, const char *rid, uint32_t n)
     atomic_fetch_add(&sh->progress_blocks, n);
     atomic_fetch_add(&sh->progress_hits, h);
     int err = s_load_half(w, idx, g);
+    uint64_t store_failed = w->n.store_failed;
     rc = s_store_half(w, idx, p);
+    bool whole = rc == 0 && w->n.store_failed == store_failed;
+    uint32_t pcnt = kvt_token_count(p);
+    if (whole && sh->log)
+        memcpy(w->acked, kvt_token_keys(p), pcnt * sizeof *w->acked);
     err = err ? err : rc;
     rc = kvt_complete(w->c, &tok, NULL, NULL, NULL);
-    if (rc < 0)
+    if (rc < 0) {
         s_fail(w, idx, "complete", rc);
+    } else {
+        s_note_leader(w);
+        if (whole)
+            s_log_stored(sh, w->acked, pcnt);
+    }
     return err ? err : rc;
 }
 
@@ -340,6 +434,7 @@ static int s_replay_one(s_worker_t *w, size_t idx)
         s_fail(w, idx, "request begin", rc);
         return rc;
     }
+    s_note_leader(w);
     kvt_lookup_result_t r = {.hit = w->hit, .tier_ids = w->tier_ids};
     memset(w->tier_ids, 0, n * sizeof *w->tier_ids);
     double t0 = cli_now();
@@ -349,6 +444,7 @@ static int s_replay_one(s_worker_t *w, size_t idx)
     else if ((err = kvt_lookup(w->c, o->instance, rid, KVT_LOOKUP_PREFIX, 0, w->keys, (uint32_t)n,
                                &r)) == 0) {
         sh->lookup_ms[idx - sh->first] = (cli_now() - t0) * 1e3;
+        s_note_leader(w);
         uint32_t h = r.hit_count < n ? r.hit_count : (uint32_t)n;
         w->n.blocks += n;
         s_count_hits(w, h);
@@ -368,6 +464,8 @@ static int s_replay_one(s_worker_t *w, size_t idx)
     rc = kvt_request_end(w->c, o->instance, rid, NULL);
     if (rc < 0)
         s_fail(w, idx, "request end", rc);
+    else
+        s_note_leader(w);
     return err ? err : rc;
 }
 
@@ -380,7 +478,10 @@ static void *s_worker_run(void *arg)
         if (i >= sh->count)
             break;
         w->n.requests++;
-        if (s_replay_one(w, sh->first + i) < 0) {
+        s_log(sh, "begin", "%zu", sh->first + i);
+        int rc = s_replay_one(w, sh->first + i);
+        s_log(sh, "end", "%zu %s", sh->first + i, rc < 0 ? "failed" : "ok");
+        if (rc < 0) {
             w->n.failed_requests++;
             if (++w->consecutive_failures >= S_ABORT_AFTER)
                 atomic_store(&sh->abort, true);
@@ -401,11 +502,12 @@ static int s_worker_init(s_worker_t *w, s_shared_t *sh, uint32_t index)
     uint64_t bs = sh->o->block_size;
     w->sh = sh;
     w->keys = calloc(mb, sizeof *w->keys);
+    w->acked = calloc(mb, sizeof *w->acked);
     w->hit = calloc(mb, sizeof *w->hit);
     w->tier_ids = calloc(mb, sizeof *w->tier_ids);
     w->bufs = calloc(mb, sizeof *w->bufs);
     w->data = malloc(mb * bs);
-    if (!w->keys || !w->hit || !w->tier_ids || !w->bufs || !w->data) {
+    if (!w->keys || !w->acked || !w->hit || !w->tier_ids || !w->bufs || !w->data) {
         fprintf(stderr, "kvtier replay: cannot allocate %zu blocks of %llu bytes\n", mb,
                 (unsigned long long)bs);
         return -1;
@@ -422,6 +524,7 @@ static int s_worker_init(s_worker_t *w, s_shared_t *sh, uint32_t index)
     if (!w->c || cli_register(w->c, sh->o) < 0)
         return -1;
     w->trips0 = kvt_meta_round_trips(w->c); /* the connection's own are not a request's */
+    s_note_leader(w);                       /* the leader at start */
     return 0;
 }
 
@@ -432,6 +535,7 @@ static void s_worker_fini(s_worker_t *w)
     free(w->bufs);
     free(w->tier_ids);
     free(w->hit);
+    free(w->acked);
     free(w->keys);
 }
 
@@ -596,6 +700,9 @@ static int s_opt(void *ctx, int opt, const char *arg)
     case S_OPT_COMBINED:
         a->combined = true;
         return 0;
+    case S_OPT_LOG:
+        a->log_path = arg;
+        return 0;
     default:
         return -1;
     }
@@ -605,7 +712,7 @@ static int s_usage(bool help)
 {
     fprintf(help ? stdout : stderr,
             "usage: kvtier replay TRACE [--requests N] [--offset I] [--in-flight K] "
-            "[--ttl MS] [--no-promote] [--promote-wait MS] [--combined]\n"
+            "[--ttl MS] [--no-promote] [--promote-wait MS] [--combined] [--log FILE]\n"
             "  replays TRACE (traces/README.md format) as an engine would: per request,\n"
             "  look up the cached prefix, load and verify the hits, store the misses\n"
             "  --requests N   replay N requests (default: all from --offset)\n"
@@ -620,6 +727,9 @@ static int s_usage(bool help)
             "  --combined     each request in two meta round trips (kvt_prepare pins the\n"
             "                 cached prefix and reserves the misses, kvt_complete ends\n"
             "                 both): no lookup, so hits load from where they are\n"
+            "  --log FILE     a timeline, wall-clock ms: begin MS IDX, end MS IDX ok|failed,\n"
+            "                 stored MS KEY (acknowledged), leader MS EPOCH (the first call\n"
+            "                 a leader of a higher epoch served)\n"
             "  exit 1 when a load returned wrong bytes, or the replay could not "
             "run\n" CLI_COMMON_USAGE);
     return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -733,6 +843,7 @@ int cli_cmd_replay(int argc, char **argv)
         {"no-promote", no_argument, NULL, S_OPT_NO_PROMOTE},
         {"promote-wait", required_argument, NULL, S_OPT_PROMOTE_WAIT},
         {"combined", no_argument, NULL, S_OPT_COMBINED},
+        {"log", required_argument, NULL, S_OPT_LOG},
         {0, 0, 0, 0}};
     cli_common_t o;
     s_args_t a = {.in_flight = 4};
@@ -755,6 +866,11 @@ int cli_cmd_replay(int argc, char **argv)
     sh->trace = trace;
     sh->trace_path = argv[first];
     pthread_mutex_init(&sh->err_lock, NULL);
+    pthread_mutex_init(&sh->log_lock, NULL);
+    if (a.log_path && !(sh->log = fopen(a.log_path, "w"))) {
+        fprintf(stderr, "kvtier replay: --log %s: %s\n", a.log_path, strerror(errno));
+        goto out_sh;
+    }
     if (s_select(sh, &a) < 0)
         goto out_sh;
     sh->lookup_ms = malloc(sh->count * sizeof *sh->lookup_ms);
@@ -765,6 +881,9 @@ int cli_cmd_replay(int argc, char **argv)
     status = s_replay(sh, &a);
 out_sh:
     free(sh->lookup_ms);
+    if (sh->log)
+        fclose(sh->log);
+    pthread_mutex_destroy(&sh->log_lock);
     pthread_mutex_destroy(&sh->err_lock);
     free(sh);
 out:

@@ -143,6 +143,7 @@ _sigs = {
     "kvt_close": (None, [ctypes.POINTER(_P)]),
     "kvt_last_error": (ctypes.c_char_p, [_P]),
     "kvt_meta_round_trips": (_u64, [_P]),
+    "kvt_leader_epoch": (_u64, [_P]),
     "kvt_register_instance": (_int, [_P, ctypes.POINTER(_Instance)]),
     "kvt_request_begin": (_int, [_P, ctypes.POINTER(_Request)]),
     "kvt_request_begin_ex": (_int, [_P, ctypes.POINTER(_Request), ctypes.POINTER(_BeginInfo)]),
@@ -617,6 +618,11 @@ class Client:
     def meta_round_trips(self):
         """Meta-plane requests this handle sent (kvt_meta_round_trips)."""
         return _lib.kvt_meta_round_trips(self._h)
+
+    @property
+    def leader_epoch(self):
+        """Epoch of the leader this handle talks to, 0 while unknown (kvt_leader_epoch)."""
+        return _lib.kvt_leader_epoch(self._h)
 
     @property
     def last_error(self):
