@@ -145,6 +145,7 @@ static void s_self_destroy(self_t **self_p)
     free(self->payload);
     free(self->block_size);
     free(self->block_sum);
+    free(self->net_written);
     free(self->bufs);
     free(self->gets);
     free(self->get_iov);
@@ -214,6 +215,13 @@ static self_t *s_self_new(zsock_t *pipe, const tier_actor_config_t *cfg, char *w
     if (tier_actor_copy_new(self, cfg, why, len) < 0 ||
         tier_actor_auth_init(self, cfg, why, len) < 0)
         goto out_fail;
+    if (tier_slot_data(self->tier, 0)) { /* mapped: arrivals over the network are checked */
+        self->net_written = calloc((self->tier->cfg.capacity + 7) / 8, 1);
+        if (!self->net_written) {
+            snprintf(why, len, "tier %s: out of memory for the arrival bitmap", self->name);
+            goto out_fail;
+        }
+    }
     self->stats.capacity = self->tier->cfg.capacity;
     tier_actor_count_used(self);
     return self;

@@ -218,6 +218,9 @@ typedef struct {
     uint64_t ucx_bytes_read;    /* ReadSlots bytes placed in UCX staging regions */
     uint64_t ucx_regions_granted;
     uint64_t ucx_copy_bytes; /* CopySlots bytes this actor put into a destination over UCX */
+    /* mapped tiers: SERVING headers of blocks that arrived over the network, checked
+     * against their bytes (a mismatch is CONFLICT and counts in checksum_failures) */
+    uint64_t arrivals_verified;
 } tier_actor_stats_t;
 
 /* Why a token was refused: kvtier_tier_actor_token_refusals_total{reason}. */

@@ -54,6 +54,13 @@ typedef struct tier_actor_self {
     uint32_t max_frames; /* reply frames: min(max_slots * TIER_MAX_IOV, BUS_MAX_ARRAY) */
     bool verify_put;
     bool verify_reads;
+    /* A mapped tier (host, remote): one bit per slot, set when WriteSlots put bytes
+     * into it over the network (frames or a UCX region), cleared by the slot's next
+     * header. A SERVING header of a slot with the bit set is checked against its
+     * bytes whatever verify_put says (issue 12 §4: every block that arrives over the
+     * network is verified); bytes a same-host writer copied in never left memory.
+     * NULL for an unmapped backend (it checks its own, tier.h). */
+    uint8_t *net_written;
 
     /* per-request scratch, sized from the bounds */
     bus_request_t req;

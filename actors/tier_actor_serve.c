@@ -238,6 +238,8 @@ static int s_write_apply(self_t *self, bus_request_t *req, const kvtier_WriteSlo
         for (uint32_t j = 0; j < k; j++) {
             if (items[j].rc < 0)
                 return s_tier_error(self, st, items[j].rc, items[j].slot, "write");
+            if (self->net_written) /* checked at its SERVING header (s_mapped_checksum) */
+                self->net_written[items[j].slot / 8] |= (uint8_t)(1u << (items[j].slot % 8));
             (*written)++;
             self->stats.slots_written++;
             self->stats.bytes_written += self->block_size[i + j];
@@ -754,24 +756,48 @@ static int s_put_check(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t 
     return rc;
 }
 
+/* Did WriteSlots bring slot's bytes over the network since its last header? */
+static bool s_net_written(const self_t *self, uint64_t slot)
+{
+    return self->net_written && slot < self->tier->cfg.capacity &&
+           (self->net_written[slot / 8] >> (slot % 8) & 1u);
+}
+
+/* Any header of slot ends what its last WriteSlots brought (a new write sets it again). */
+static void s_net_clear(self_t *self, uint64_t slot)
+{
+    if (self->net_written && slot < self->tier->cfg.capacity)
+        self->net_written[slot / 8] &= (uint8_t) ~(1u << (slot % 8));
+}
+
 /* SERVING headers of a mapped tier: the checksum of the mapped bytes, when the
- * writer gave none or verify_put asks for a check (an unmapped backend checks
- * its own, tier.h). */
+ * writer gave none, verify_put asks for a check, or the bytes arrived over the
+ * network (WriteSlots: frames or a UCX region — issue 12 §4; a same-host writer's
+ * bytes never left memory); an unmapped backend checks its own, tier.h. */
 static int s_mapped_checksum(self_t *self, uint32_t i, tier_slot_header_t *h, kvtier_Status *st)
 {
     const bus_arrays_t *a = self->arr;
     bool given = a->checksums.n != 0;
-    void *bytes = tier_slot_data(self->tier, a->slots.v[i]);
-    if (!bytes || h->state != TIER_SLOT_SERVING || (given && !self->verify_put))
+    uint64_t slot = a->slots.v[i];
+    bool arrived = s_net_written(self, slot);
+    s_net_clear(self, slot);
+    void *bytes = tier_slot_data(self->tier, slot);
+    if (!bytes || h->state != TIER_SLOT_SERVING || (given && !self->verify_put && !arrived))
         return 0;
     struct iovec iov = {bytes, h->size};
     uint64_t sum = tier_checksum(&iov, 1);
-    if (given && sum != h->checksum)
+    if (given && arrived)
+        self->stats.arrivals_verified++;
+    if (given && sum != h->checksum) {
+        if (arrived)
+            self->stats.checksum_failures++;
         return tier_actor_fail(self, st, S_CONFLICT,
                                "slot %" PRIu64 ": its bytes hash to %016" PRIx64
-                               " but the writer's checksum is %016" PRIx64
-                               " (bytes changed, or other bytes were hashed)",
-                               a->slots.v[i], sum, h->checksum);
+                               " but the writer's checksum is %016" PRIx64 " (%s)",
+                               slot, sum, h->checksum,
+                               arrived ? "damaged in transit: the block was not committed"
+                                       : "bytes changed, or other bytes were hashed");
+    }
     h->checksum = sum;
     return 0;
 }
@@ -891,6 +917,8 @@ static int s_put_apply(self_t *self, const kvtier_PutHeaderRequest *p, uint32_t 
         int rc = tier_put_header(self->tier, a->slots.v[i], &h);
         if (rc < 0)
             return s_put_error(self, rc, i, st);
+        if (state != TIER_SLOT_WRITING) /* the write it marked is over */
+            s_net_clear(self, a->slots.v[i]);
         (*written)++;
         self->stats.headers_put++;
     }
@@ -960,6 +988,7 @@ static int s_delete_apply(self_t *self, uint32_t *deleted, kvtier_Status *st)
         for (uint32_t j = 0; j < m; j++) {
             if (items[j].rc < 0)
                 return s_tier_error(self, st, items[j].rc, items[j].slot, "delete");
+            s_net_clear(self, items[j].slot);
             (*deleted)++;
             self->stats.slots_deleted++;
         }

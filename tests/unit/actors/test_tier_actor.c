@@ -1090,6 +1090,46 @@ static void test_host_verify_put_refuses_checksum_mismatch(void **state)
     s_stop(&fx);
 }
 
+/* Bytes that arrive over the network (WriteSlots frames) are checked at their
+ * SERVING header even without verify_put (issue 12 §4): a checksum that does not
+ * match is CONFLICT, "damaged in transit", nothing committed, counted; the right
+ * one commits. A header of bytes a same-host writer copied in is not re-hashed
+ * (test_host_serving_without_checksum_is_hashed covers the hash when none is given). */
+static void test_host_checks_bytes_that_arrived_over_the_network(void **state)
+{
+    (void)state;
+    fx_t fx;
+    tier_actor_config_t cfg = s_cfg("host");
+    assert_false(cfg.verify_put);
+    s_start(&fx, &cfg);
+    blk_t b;
+    s_blk(&b, 6, 3000, 1200);
+    uint64_t sz = b.size, wrong = b.sum ^ 1;
+    uint8_t keys[1][16];
+    memcpy(keys[0], b.key, 16);
+    kvtier_Status st;
+    assert_int_equal(s_write(&fx, &b.slot, 1, 1, &b.bytes, &sz, NULL, &st), 0);
+    s_expect(s_put(&fx, INST, kvtier_LocationState_LOCATION_SERVING, 0, &b.slot, keys, &sz, &wrong,
+                   1, NULL, &st),
+             &st, ST_CONFLICT, "damaged in transit");
+    assert_false(s_present(&fx, 6, NULL));
+    tier_actor_stats_t ts;
+    assert_int_equal(tier_actor_stats(fx.actor, &ts), 0);
+    assert_int_equal(ts.arrivals_verified, 1);
+    assert_int_equal(ts.checksum_failures, 1);
+    /* sent again (the scheduler's retry after a new write): committed */
+    assert_int_equal(s_write(&fx, &b.slot, 1, 1, &b.bytes, &sz, NULL, &st), 0);
+    assert_int_equal(s_put(&fx, INST, kvtier_LocationState_LOCATION_SERVING, 0, &b.slot, keys, &sz,
+                           &b.sum, 1, NULL, &st),
+                     0);
+    s_expect_intact(&fx, &b, 1);
+    assert_int_equal(tier_actor_stats(fx.actor, &ts), 0);
+    assert_int_equal(ts.arrivals_verified, 2);
+    assert_int_equal(ts.checksum_failures, 1);
+    s_blks_free(&b, 1);
+    s_stop(&fx);
+}
+
 static int s_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -1529,6 +1569,7 @@ int main(void)
         cmocka_unit_test(test_nvme_put_header_requires_matching_written_bytes),
         cmocka_unit_test(test_nvme_blocks_survive_restart_with_new_epoch),
         cmocka_unit_test(test_host_verify_put_refuses_checksum_mismatch),
+        cmocka_unit_test(test_host_checks_bytes_that_arrived_over_the_network),
         cmocka_unit_test(test_host_delete_repairs_header_left_mid_write),
         ON_HOST_FAKE_GPU(test_instance_hash_collision_is_a_conflict),
         cmocka_unit_test(test_pipe_endpoint_epoch_and_stats),
