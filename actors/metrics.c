@@ -119,6 +119,7 @@ static void s_collect_info(self_t *self)
         t->capacity = ti->capacity_slots;
         t->slot_bytes = ti->slot_bytes;
         t->hits = 0;
+        snprintf(t->pool, sizeof t->pool, "%s", ti->pool);
     }
 }
 

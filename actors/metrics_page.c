@@ -160,6 +160,11 @@ static void s_tiers(metrics_buf_t *b, const metrics_page_t *p)
         metrics_buf_html(b, t->name);
         metrics_buf_puts(b, "</td><td>");
         metrics_buf_html(b, t->kind);
+        if (t->pool[0]) { /* a pool's member (docs/OPERATIONS.md "Pools") */
+            metrics_buf_puts(b, ", member of pool <span class=\"pool\">");
+            metrics_buf_html(b, t->pool);
+            metrics_buf_puts(b, "</span>");
+        }
         metrics_buf_printf(b, "</td><td class=\"%s\">%s</td>", t->up ? "up" : "down",
                            t->up ? "up" : "DOWN");
         metrics_buf_printf(b,

@@ -40,6 +40,7 @@ typedef struct {
     uint64_t used, capacity; /* slots */
     uint64_t slot_bytes;
     uint64_t hits; /* looked-up keys found there */
+    char pool[32]; /* the pool it is a member of ("": a deployment tier) */
 } metrics_page_tier_t;
 
 typedef struct {

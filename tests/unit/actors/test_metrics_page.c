@@ -78,7 +78,8 @@ static void test_page_is_self_contained_and_escaped(void **state)
     (void)state;
     metrics_page_tier_t tiers[] = {
         {.name = "host0", .kind = "host", .up = true, .used = 5, .capacity = 10},
-        {.name = "<b>x&y</b>", .kind = "\"nvme\"", .up = false, .used = 0, .capacity = 4}};
+        {.name = "<b>x&y</b>", .kind = "\"nvme\"", .up = false, .used = 0, .capacity = 4},
+        {.name = "r1", .kind = "remote", .up = true, .used = 1, .capacity = 8, .pool = "p<1>"}};
     metrics_page_point_t pts[] = {{.valid = false}, {.valid = true, .rate = 0.5}};
     metrics_page_t p = {.cluster = "c<1>",
                         .name = "coord'1",
@@ -89,7 +90,7 @@ static void test_page_is_self_contained_and_escaped(void **state)
                         .lookup_keys = 10,
                         .hits = 4,
                         .tiers = tiers,
-                        .n_tiers = 2,
+                        .n_tiers = 3,
                         .points = pts,
                         .n_points = 2,
                         .sample_ms = 5000,
@@ -107,6 +108,9 @@ static void test_page_is_self_contained_and_escaped(void **state)
     assert_non_null(strstr(h, "5 / 10 slots (50.0%)"));
     assert_non_null(strstr(h, "40.0%")); /* 4 of 10 keys */
     assert_non_null(strstr(h, "DOWN"));
+    /* a pool's member says which pool (escaped like every name) */
+    assert_non_null(strstr(h, "remote, member of pool <span class=\"pool\">p&lt;1&gt;</span>"));
+    assert_null(strstr(h, "host, member of pool"));
     /* no external asset: no script/link/img source, nothing fetched */
     assert_null(strstr(h, "src="));
     assert_null(strstr(h, "<link"));
