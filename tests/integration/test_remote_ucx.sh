@@ -29,6 +29,12 @@ it_write_deployment <<JSON
  "metrics": {"refresh": "200ms"}}
 JSON
 
+if ! "$KVTIER_BIN" deployment -c "$it_dir/deployment.json" >"$it_dir/deployment.txt" 2>&1; then
+  grep -q 'transport: "ucx" is not in this build' "$it_dir/deployment.txt" &&
+    it_skip "UCX is not in this build"
+  it_fail "kvtier deployment refused it: $(cat "$it_dir/deployment.txt")"
+fi
+
 replay() {
   local out=$1 rc=0
   shift
