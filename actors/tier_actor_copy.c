@@ -92,6 +92,7 @@ struct s_copy {
     uint32_t ux_n;
     bus_ucx_conn_t *ux_conn;
     uint64_t ux_off, ux_len;
+    bool ux_was; /* the WRITE in flight named a region */
 };
 
 struct tier_actor_copy {
@@ -572,6 +573,7 @@ static void s_ux_range_done(s_copy_t *c, bool timed_out)
         bus_ucx_conn_free(c->ux_conn, c->ux_off, c->ux_len);
     }
     c->ux_conn = NULL;
+    c->ux_was = true;
 }
 
 /* The bytes are in the destination's region: the WriteSlots names it. */
@@ -715,6 +717,13 @@ static void s_on_written(void *arg, bus_reply_t *r)
     s_copy_t *c = arg;
     c->pending--;
     s_ux_range_done(c, r->status.code == S_TIMEOUT && !r->env);
+    if (c->ux_was && r->status.code == S_INVALID && c->dest->ux &&
+        strstr(r->status.message, "Probe with ucx again")) {
+        /* the destination gave the region to another peer: ask again for the next copy */
+        bus_ucx_conn_close(&c->dest->ux);
+        s_ux_probe(c->owner, c->dest);
+    }
+    c->ux_was = false;
     uint32_t w = 0;
     if (r->env && r->env->which_body == kvtier_Envelope_write_slots_rep_tag)
         w = r->env->body.write_slots_rep.written;

@@ -191,7 +191,7 @@ int tier_actor_ucx_new(tier_actor_ucx_t **out, const char *name, const char *end
     char who[96];
     snprintf(who, sizeof who, "tier %s", name);
     if (!x->regions || !(x->u = bus_ucx_new(who, why, len)) ||
-        s_listen(x, endpoint, why, len) < 0) {
+        bus_ucx_check_network(x->u, who, why, len) < 0 || s_listen(x, endpoint, why, len) < 0) {
         tier_actor_ucx_destroy(&x);
         return -1;
     }

@@ -1,7 +1,11 @@
 /* bus_ucx.c — the UCX context and worker (bus_ucx.h). Everything else of UCX
  * (listeners, endpoints, memory) belongs to its user. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* open_memstream */
+#endif
 #include "bus_ucx.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +100,53 @@ int bus_ucx_efd(bus_ucx_t *self)
     return self ? self->efd : -1;
 }
 
+/* The context's resources as ucp_context_print_info lists them ("resource N : md M
+ * dev D flags -- TL/DEV"): one whose transport is not a same-host one. */
+int bus_ucx_check_network(bus_ucx_t *self, const char *who, char *why, size_t len)
+{
+    static const char *const local[] = {"self", "sysv", "posix", "cma", "knem", "xpmem", NULL};
+    char *buf = NULL, env[256], found[256] = "";
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) {
+        snprintf(why, len, "%s: UCX: cannot list its transports", who);
+        return -1;
+    }
+    ucp_context_print_info(self->ctx, f);
+    fclose(f);
+    bool net = false;
+    for (char *line = buf; line && *line && !net;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        char *tl = strstr(line, "resource") ? strstr(line, "-- ") : NULL;
+        if (tl) {
+            tl += 3;
+            size_t k = strcspn(tl, "/");
+            net = true;
+            for (int i = 0; local[i]; i++)
+                if (strlen(local[i]) == k && strncmp(tl, local[i], k) == 0)
+                    net = false;
+            if (strlen(found) + k + 2 < sizeof found) {
+                strncat(found, tl, k);
+                strcat(found, " ");
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(buf);
+    if (net)
+        return 0;
+    size_t fl = strlen(found);
+    if (fl)
+        found[fl - 1] = '\0'; /* the last separator */
+    snprintf(why, len,
+             "%s: UCX: no network transport, only this host's (%s): peers on other hosts could "
+             "not reach it (%s)",
+             who, found[0] ? found : "none", bus_ucx_env(env, sizeof env));
+    return -1;
+}
+
 unsigned bus_ucx_progress(bus_ucx_t *self, unsigned rounds)
 {
     unsigned n = 0;
@@ -152,6 +203,13 @@ void bus_ucx_destroy(bus_ucx_t **self_p)
 int bus_ucx_efd(bus_ucx_t *self)
 {
     (void)self;
+    return -1;
+}
+
+int bus_ucx_check_network(bus_ucx_t *self, const char *who, char *why, size_t len)
+{
+    (void)self;
+    snprintf(why, len, "%s: UCX is not in this build", who);
     return -1;
 }
 

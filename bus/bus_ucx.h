@@ -23,6 +23,11 @@ bool bus_ucx_built(void);
 bus_ucx_t *bus_ucx_new(const char *who, char *why, size_t len);
 void bus_ucx_destroy(bus_ucx_t **self_p);
 
+/* 0 when UCX has a transport that reaches other hosts (tcp, RDMA verbs...), not
+ * only this host's shared memory (self, sysv, posix, cma, knem, xpmem); -1 with
+ * why filled ("UCX: no network transport ...") otherwise. */
+int bus_ucx_check_network(bus_ucx_t *self, const char *who, char *why, size_t len);
+
 /* The worker's event fd (poll it for reading); -1 without one. */
 int bus_ucx_efd(bus_ucx_t *self);
 

@@ -373,6 +373,19 @@ static void s_chunk_reply_ok(s_frames_t *fs, s_chunk_t *ch, bus_reply_t *r)
 static void s_chunk_done(void *arg, bus_reply_t *r)
 {
     s_chunk_t *ch = arg;
+    if (ch->ux_conn && r->status.code == kvtier_StatusCode_STATUS_INVALID_ARGUMENT &&
+        strstr(r->status.message, "Probe with ucx again")) {
+        /* the region went to another peer while this handle was idle: ask for a new
+         * one and send the chunk again (a put stages its bytes again) */
+        s_conn_t *cn = ch->ux_conn;
+        cn->ux_open--;
+        ch->ux_conn = NULL;
+        ch->ux_staged = false;
+        s_ux_drop(cn, "its staging region went to another peer");
+        ch->state = S_UNSENT;
+        ch->fj->unsent++;
+        return;
+    }
     if (r->status.code != kvtier_StatusCode_STATUS_OK) {
         /* no reply: the tier may still place bytes in the chunk's range later, so
          * the region is given up (a new Probe gets another one) */

@@ -5,6 +5,9 @@
 #
 # A deployment host0 (256 slots) -> remote0 (4,096 slots, kind remote, transport
 # ucx) under deploy/supervise.
+# 0. First, a remote tier whose UCX has no usable transport (UCX_TLS=bogus), or none
+#    that reaches another host (UCX_NET_DEVICES=nosuch0), is refused at start: its
+#    process exits with a message naming UCX and the cause.
 # 1. remote0's tier process says it serves UCX and names its UCX listener.
 # 2. `kvtier replay` stores several times what host0 holds: blocks are demoted
 #    host0 -> remote0 (tier actor to tier actor), their bytes put over UCX into
@@ -15,8 +18,6 @@
 # 4. Again with --no-promote: the client reads remote0's blocks itself, every load
 #    byte-exact; remote0's metrics show the client's bytes went through its UCX
 #    staging regions (ucx read bytes > 0, regions granted > 0).
-# 0. First, a remote tier whose UCX has no usable transport (UCX_TLS=bogus) is refused at
-#    start: its process exits with a message naming UCX and the cause.
 . "$(dirname "$0")/lib.sh"
 
 REQUESTS=80
@@ -27,6 +28,12 @@ it_write_deployment <<JSON
    "prefault": false, "transport": "ucx", "ucx_regions": 8, "ucx_region_mib": 16}],
  "metrics": {"refresh": "200ms"}}
 JSON
+
+if ! "$KVTIER_BIN" deployment -c "$it_dir/deployment.json" >"$it_dir/deployment.txt" 2>&1; then
+  grep -q 'transport: "ucx" is not in this build' "$it_dir/deployment.txt" &&
+    it_skip "UCX is not in this build"
+  it_fail "kvtier deployment refused it: $(cat "$it_dir/deployment.txt")"
+fi
 
 replay() {
   local out=$1 rc=0
@@ -55,6 +62,12 @@ unset UCX_TLS
 [ $rc -ne 0 ] || it_fail "a remote tier with UCX_TLS=bogus started: $(cat "$it_dir/bogus.txt")"
 grep -q 'tier remote0: UCX: no usable transport (ucp_init: .*UCX_TLS=bogus' "$it_dir/bogus.txt" || it_fail "unclear refusal: $(cat "$it_dir/bogus.txt")"
 it_log "UCX_TLS=bogus: $(grep 'tier remote0: UCX' "$it_dir/bogus.txt" | head -1)"
+rc=0
+UCX_NET_DEVICES=nosuch0 timeout 30 "$KVTIER_BIN" tier -c "$it_dir/deployment.json" --name remote0 \
+  --etcd http://127.0.0.1:9 --secret "$it_dir/secret" >"$it_dir/nodev.txt" 2>&1 || rc=$?
+[ $rc -ne 0 ] || it_fail "a remote tier with UCX_NET_DEVICES=nosuch0 started: $(cat "$it_dir/nodev.txt")"
+grep -q 'tier remote0: UCX: no network transport, only this host.s (.*UCX_NET_DEVICES=nosuch0' "$it_dir/nodev.txt" ||
+  it_fail "unclear refusal: $(cat "$it_dir/nodev.txt")"
 
 it_start
 log="$it_run/logs/tier-remote0.log"

@@ -43,6 +43,12 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <czmq.h>
 #include <xxhash.h>
 #include <zmq.h>
@@ -69,11 +75,15 @@ struct s_args {
     uint64_t shm_mib, pool_mib;
     bool shm, frame;
     bool default_malloc;
-    bool remote; /* --tier-kind remote: the frame path against a remote tier */
+    bool remote;                 /* --tier-kind remote: the frame path against a remote tier */
+    int transport;               /* S_TR_*: the remote tier's, and which client rows run */
+    char bind[64];               /* --bind: the service's and the raw TCP server's address */
+    const char *serve, *connect; /* two processes: --serve FILE / --connect FILE */
     /* --calls 2: once reads begin, a batch is one get+put window (kvt_prepare /
      * kvt_complete: two meta calls) instead of a put and a get window (four) */
     bool combined;
 };
+enum { S_TR_ZMQ = 0, S_TR_UCX = 1, S_TR_BOTH = 2 };
 
 /* What one side did in timed slices. */
 typedef struct {
@@ -555,14 +565,165 @@ static int s_raw_get(s_raw_t *r, uint64_t first, uint32_t n)
     return rc;
 }
 
+/* ---- raw TCP baseline: plain sockets moving the same blocks (remote tier) ---- */
+
+typedef struct {
+    const s_geo_t *g;
+    int lfd;
+    char host[64];
+    uint16_t port;
+    pthread_t th;
+    bool started;
+    volatile bool stop;
+    uint64_t failures;
+} s_tcp_srv_t;
+
+typedef struct {
+    const s_geo_t *g;
+    int fd;
+} s_tcp_t;
+
+static int s_full(int fd, void *buf, size_t len, bool out)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t k = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+/* One connection: [hdr] then hdr.count blocks for a put (acked with the header);
+ * a get is answered with the header and its blocks, from the pre-faulted store. */
+static void s_tcp_serve_conn(s_tcp_srv_t *a, int fd);
+
+static void *s_tcp_server(void *arg)
+{
+    s_tcp_srv_t *a = arg;
+    while (!a->stop) { /* one connection at a time, each row its own */
+        int fd = -1;
+        struct pollfd p = {.fd = a->lfd, .events = POLLIN};
+        if (poll(&p, 1, 100) > 0)
+            fd = accept(a->lfd, NULL, NULL);
+        if (fd >= 0)
+            s_tcp_serve_conn(a, fd);
+    }
+    return NULL;
+}
+
+static void s_tcp_serve_conn(s_tcp_srv_t *a, int fd)
+{
+    const s_geo_t *g = a->g;
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    s_raw_hdr_t hdr;
+    while (!a->stop && s_full(fd, &hdr, sizeof hdr, false) == 0) {
+        bool ok = hdr.op == S_OP_PUT || hdr.op == S_OP_GET;
+        for (uint32_t i = 0; ok && hdr.op == S_OP_PUT && i < hdr.count; i++)
+            ok = s_full(fd, g->store + ((hdr.first + i) % g->cap) * g->bs, g->bs, false) == 0;
+        ok = ok && s_full(fd, &hdr, sizeof hdr, true) == 0;
+        for (uint32_t i = 0; ok && hdr.op == S_OP_GET && i < hdr.count; i++)
+            ok = s_full(fd, g->store + ((hdr.first + i) % g->cap) * g->bs, g->bs, true) == 0;
+        if (!ok) {
+            a->failures++;
+            break;
+        }
+    }
+    close(fd);
+}
+
+static int s_tcp_listen(s_tcp_srv_t *a, const char *ip)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof sa;
+    a->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (a->lfd < 0 || inet_pton(AF_INET, ip, &sa.sin_addr) != 1 ||
+        bind(a->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(a->lfd, 4) != 0 ||
+        getsockname(a->lfd, (struct sockaddr *)&sa, &sl) != 0) {
+        fprintf(stderr, "data bench: raw tcp server on %s: %s\n", ip, strerror(errno));
+        return -1;
+    }
+    snprintf(a->host, sizeof a->host, "%s", ip);
+    a->port = ntohs(sa.sin_port);
+    if (pthread_create(&a->th, NULL, s_tcp_server, a) != 0)
+        return -1;
+    a->started = true;
+    return 0;
+}
+
+static void s_tcp_stop(s_tcp_srv_t *a)
+{
+    a->stop = true;
+    if (a->started)
+        pthread_join(a->th, NULL);
+    if (a->lfd >= 0)
+        close(a->lfd);
+    a->started = false;
+    a->lfd = -1;
+}
+
+static int s_tcp_connect(s_tcp_t *t, const char *host, uint16_t port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    t->fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    if (t->fd < 0 || inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
+        connect(t->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        fprintf(stderr, "data bench: raw tcp to %s:%u: %s\n", host, port, strerror(errno));
+        return -1;
+    }
+    (void)setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return 0;
+}
+
+static int s_tcp_put(s_tcp_t *t, uint64_t first, uint32_t n)
+{
+    const s_geo_t *g = t->g;
+    s_raw_hdr_t hdr = {S_OP_PUT, n, first};
+    int rc = s_full(t->fd, &hdr, sizeof hdr, true);
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        uint8_t *b = s_src(g, first + i);
+        s_stamp(g, b, first + i);
+        rc = s_full(t->fd, b, g->bs, true);
+    }
+    if (rc == 0)
+        rc = s_full(t->fd, &hdr, sizeof hdr, false) == 0 && hdr.op == S_OP_PUT ? 0 : -1;
+    if (rc < 0)
+        fprintf(stderr, "data bench: raw tcp put failed\n");
+    return rc;
+}
+
+static int s_tcp_get(s_tcp_t *t, uint64_t first, uint32_t n)
+{
+    const s_geo_t *g = t->g;
+    s_raw_hdr_t hdr = {S_OP_GET, n, first};
+    int rc = s_full(t->fd, &hdr, sizeof hdr, true) == 0 &&
+                     s_full(t->fd, &hdr, sizeof hdr, false) == 0 && hdr.op == S_OP_GET
+                 ? 0
+                 : -1;
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        uint8_t *b = s_dst(g, first + i);
+        rc = s_full(t->fd, b, g->bs, false) == 0 && s_stamp_ok(g, b, first + i) ? 0 : -1;
+    }
+    if (rc < 0)
+        fprintf(stderr, "data bench: raw tcp get: missing or wrong blocks\n");
+    return rc;
+}
+
 /* ---- sides and slices ---- */
 
-typedef enum { S_KVT, S_MEMCPY, S_RAW } s_kind_t;
+typedef enum { S_KVT, S_MEMCPY, S_RAW, S_TCP } s_kind_t;
 
 typedef struct {
     s_kind_t kind;
     s_kvt_t *kvt;
     s_raw_t *raw;
+    s_tcp_t *tcp;
     const s_geo_t *g;
     s_seq_t own; /* memcpy / raw id sequence */
     s_side_t side;
@@ -582,6 +743,8 @@ static int s_put(s_runner_t *r, uint64_t first, uint32_t n, s_side_t *side)
         return s_copy_put(r->g, first, n);
     case S_RAW:
         return s_raw_put(r->raw, first, n);
+    case S_TCP:
+        return s_tcp_put(r->tcp, first, n);
     }
     return -1;
 }
@@ -595,6 +758,8 @@ static int s_get(s_runner_t *r, uint64_t first, uint32_t n, s_side_t *side)
         return s_copy_get(r->g, first, n);
     case S_RAW:
         return s_raw_get(r->raw, first, n);
+    case S_TCP:
+        return s_tcp_get(r->tcp, first, n);
     }
     return -1;
 }
@@ -774,6 +939,83 @@ out:
     return rc;
 }
 
+/* The remote tier against raw TCP: one row per client transport asked (frames with
+ * KVT_UCX=0 set while its handle opens; UCX when the tier serves it), each with
+ * its own connection to the raw TCP server, in alternating slices. */
+static int s_cell_remote(const struct s_args *a, bench_svc_t *svc, s_geo_t *g, const char *host,
+                         uint16_t port)
+{
+    int rc = 0;
+    for (int row = 0; row < 2 && rc == 0; row++) {
+        bool ucx = row == 1;
+        if ((ucx && a->transport == S_TR_ZMQ) || (!ucx && a->transport == S_TR_UCX))
+            continue;
+        s_kvt_t *kvt = calloc(1, sizeof *kvt);
+        s_tcp_t tcp = {.g = g, .fd = -1};
+        if (!kvt || s_tcp_connect(&tcp, host, port) != 0) {
+            free(kvt);
+            if (tcp.fd >= 0)
+                close(tcp.fd);
+            return -1;
+        }
+        if (!ucx)
+            setenv("KVT_UCX", "0", 1);
+        *kvt = (s_kvt_t){.g = g,
+                         .c = bench_svc_connect(svc, true, ucx ? "bench-ucx" : "bench-frames")};
+        unsetenv("KVT_UCX");
+        kvt->seq.base = kvt->seq.next = (uint64_t)(row + 1) << 40;
+        s_runner_t k = {.kind = S_KVT, .kvt = kvt, .g = g};
+        s_runner_t b = {.kind = S_TCP, .tcp = &tcp, .g = g};
+        b.own.base = b.own.next = (uint64_t)(row + 3) << 40;
+        rc = kvt->c ? s_cell(a, &k, &b, ucx ? "ucx" : "frame", "raw tcp") : -1;
+        kvt_close(&kvt->c);
+        free(kvt);
+        close(tcp.fd);
+    }
+    return rc;
+}
+
+/* --serve FILE: "SCHED_EP TCP_HOST TCP_PORT" into FILE (written whole), then wait
+ * until the --connect side removes it (at most 30 min). */
+static int s_serve_wait(const char *file, bench_svc_t *svc, const s_tcp_srv_t *srv)
+{
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s %s %u\n", bench_svc_endpoint(svc), srv->host, srv->port) < 0 ||
+        fclose(f) != 0 || rename(tmp, file) != 0) {
+        fprintf(stderr, "data bench: cannot write %s\n", file);
+        return -1;
+    }
+    printf("serving: %s (raw tcp %s:%u); waiting for the client to remove %s\n",
+           bench_svc_endpoint(svc), srv->host, srv->port, file);
+    fflush(stdout);
+    for (int i = 0; i < 18000 && access(file, F_OK) == 0; i++)
+        usleep(100000);
+    return 0;
+}
+
+/* --connect FILE: waits (60 s at most) for the serving side's FILE. */
+static int s_connect_read(const char *file, char *ep, size_t eplen, char *host, uint16_t *port)
+{
+    for (int i = 0; i < 600 && access(file, F_OK) != 0; i++)
+        usleep(100000);
+    FILE *f = fopen(file, "r");
+    unsigned p = 0;
+    char e[256], h[64];
+    int n = f ? fscanf(f, "%255s %63s %u", e, h, &p) : 0;
+    if (f)
+        fclose(f);
+    if (n != 3 || p == 0 || p > 65535) {
+        fprintf(stderr, "data bench: no service described in %s\n", file);
+        return -1;
+    }
+    snprintf(ep, eplen, "%s", e);
+    snprintf(host, 64, "%s", h);
+    *port = (uint16_t)p;
+    return 0;
+}
+
 /* Wall-clock GB/s of xxh3-64 over the source pool: the checksum the client
  * computes for every block it puts (fused with its copy on the shm path). */
 static double s_xxh3_gbps(const s_geo_t *g)
@@ -804,6 +1046,21 @@ static int s_block_size(const struct s_args *a, uint64_t bs, uint8_t *store, uin
                 bsname, g.cap, g.npool);
         return -1;
     }
+    if (a->remote && a->connect) { /* the client side of two processes */
+        char ep[256], host[64];
+        uint16_t port = 0;
+        if (s_connect_read(a->connect, ep, sizeof ep, host, &port) != 0)
+            return -1;
+        bench_svc_t *svc = bench_svc_attach(ep);
+        printf("%s: remote tier of %" PRIu64 " slots served by another process (%s), read-back "
+               "lag %" PRIu64 " keys, pools 2 x %" PRIu64 " blocks\n",
+               bsname, g.cap, ep, g.lag, g.npool);
+        fflush(stdout);
+        int rc = svc ? s_cell_remote(a, svc, &g, host, port) : -1;
+        bench_svc_stop(&svc);
+        unlink(a->connect); /* the serving side stops */
+        return rc;
+    }
     bench_svc_t *svc = bench_svc_start("data", bs, g.cap);
     if (!svc)
         return -1;
@@ -814,6 +1071,22 @@ static int s_block_size(const struct s_args *a, uint64_t bs, uint8_t *store, uin
            s_xxh3_gbps(&g));
     fflush(stdout);
     int rc = 0;
+    if (a->remote) { /* against raw TCP, from this process or another one */
+        s_tcp_srv_t srv = {.g = &g, .lfd = -1};
+        rc = s_tcp_listen(&srv, a->bind[0] ? a->bind : "127.0.0.1");
+        if (rc == 0 && a->serve)
+            rc = s_serve_wait(a->serve, svc, &srv);
+        else if (rc == 0)
+            rc = s_cell_remote(a, svc, &g, srv.host, srv.port);
+        s_tcp_stop(&srv);
+        if (srv.failures) {
+            fprintf(stderr, "data bench: raw tcp server failed %" PRIu64 " requests\n",
+                    srv.failures);
+            rc = -1;
+        }
+        bench_svc_stop(&svc);
+        return rc;
+    }
     if (a->shm && s_cell_shm(a, svc, &g) != 0)
         rc = -1;
     if (a->frame && s_cell_frame(a, svc, &g) != 0)
@@ -826,24 +1099,28 @@ static int s_block_size(const struct s_args *a, uint64_t bs, uint8_t *store, uin
 
 static void s_usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: kvt-bench data [--seconds S] [--rounds R] [--block-size SIZE|both]\n"
-        "                      [--batch B] [--shm-mib M] [--pool-mib P]\n"
-        "                      [--path shm|frame|both] [--tier-kind host|remote]\n"
-        "                      [--transport zmq|ucx] [--calls 4|2] [--default-malloc]\n"
-        "  S timed seconds per side and cell (default 3, 0.1..600) in R alternating\n"
-        "  kvtier/baseline slices (default 3, 1..100); SIZE 256KiB, 2MiB, or bytes with\n"
-        "  a K/M suffix (default both 256KiB and 2MiB); B keys per batch (default 32,\n"
-        "  1..%u); M MiB of tier (default 1024); P MiB per caller pool (default 256).\n"
-        "  --tier-kind remote: the tier is a remote one (no segment to map), so only the\n"
-        "  frame path runs; --transport ucx has it serve UCX too (the client's bytes then\n"
-        "  move through its UCX staging region; the baseline stays raw ZeroMQ).\n"
-        "  --calls 2: each batch after the warm-up is one get+put window (kvt_prepare /\n"
-        "  kvt_complete, the read-back batch and the fresh one together, two meta calls)\n"
-        "  instead of a put and a get window (four, the default).\n"
-        "  --default-malloc leaves glibc's malloc thresholds alone.\n",
-        S_MAX_BATCH);
+    fprintf(stderr,
+            "usage: kvt-bench data [--seconds S] [--rounds R] [--block-size SIZE|both]\n"
+            "                      [--batch B] [--shm-mib M] [--pool-mib P]\n"
+            "                      [--path shm|frame|both] [--tier-kind host|remote]\n"
+            "                      [--transport zmq|ucx|both] [--bind IP]\n"
+            "                      [--serve FILE | --connect FILE]\n"
+            "                      [--calls 4|2] [--default-malloc]\n"
+            "  S timed seconds per side and cell (default 3, 0.1..600) in R alternating\n"
+            "  kvtier/baseline slices (default 3, 1..100); SIZE 256KiB, 2MiB, or bytes with\n"
+            "  a K/M suffix (default both 256KiB and 2MiB); B keys per batch (default 32,\n"
+            "  1..%u); M MiB of tier (default 1024); P MiB per caller pool (default 256).\n"
+            "  --tier-kind remote: the tier is a remote one (no segment to map), so only the\n"
+            "  frame path runs, against raw TCP (plain sockets, the same blocks); --transport\n"
+            "  ucx has it serve UCX (the client's bytes go through its staging region), both\n"
+            "  measures frames and UCX clients in the same run. Two processes (e.g. two network\n"
+            "  namespaces, tools/bench/netns_remote.sh): --serve FILE --bind IP runs the tier,\n"
+            "  scheduler and raw TCP server, --connect FILE the clients (same sizes).\n"
+            "  --calls 2: each batch after the warm-up is one get+put window (kvt_prepare /\n"
+            "  kvt_complete, the read-back batch and the fresh one together, two meta calls)\n"
+            "  instead of a put and a get window (four, the default).\n"
+            "  --default-malloc leaves glibc's malloc thresholds alone.\n",
+            S_MAX_BATCH);
 }
 
 static int s_parse_size(const char *v, uint64_t *out)
@@ -885,8 +1162,20 @@ static int s_parse_one(struct s_args *a, const char *opt, const char *val)
         a->remote = strcmp(val, "remote") == 0;
         return 0;
     }
-    if (strcmp(opt, "--transport") == 0) /* issue 9 §4: the remote tier's transport */
-        return bench_svc_set_transport(val);
+    if (strcmp(opt, "--transport") == 0) { /* issue 9 §4: the remote tier's transport */
+        a->transport = strcmp(val, "both") == 0  ? S_TR_BOTH
+                       : strcmp(val, "ucx") == 0 ? S_TR_UCX
+                                                 : S_TR_ZMQ;
+        return bench_svc_set_transport(a->transport == S_TR_ZMQ ? val : "ucx");
+    }
+    if (strcmp(opt, "--bind") == 0) {
+        snprintf(a->bind, sizeof a->bind, "%s", val);
+        return bench_svc_set_bind(val);
+    }
+    if (strcmp(opt, "--serve") == 0 || strcmp(opt, "--connect") == 0) {
+        *(opt[2] == 's' ? &a->serve : &a->connect) = val;
+        return 0;
+    }
     if (strcmp(opt, "--path") == 0) {
         a->shm = strcmp(val, "shm") == 0 || strcmp(val, "both") == 0;
         a->frame = strcmp(val, "frame") == 0 || strcmp(val, "both") == 0;

@@ -52,8 +52,28 @@ void bench_svc_key(uint64_t nonce, uint64_t id, kvt_key_t *out)
     memcpy(out->b, c.digest, sizeof out->b);
 }
 
-static bool s_remote; /* bench_svc_set_kind("remote") */
-static bool s_ucx;    /* bench_svc_set_transport("ucx") */
+static bool s_remote;                         /* bench_svc_set_kind("remote") */
+static bool s_ucx;                            /* bench_svc_set_transport("ucx") */
+static char s_bind[80] = "tcp://127.0.0.1:*"; /* bench_svc_set_bind */
+
+int bench_svc_set_bind(const char *ip)
+{
+    int n = snprintf(s_bind, sizeof s_bind, "tcp://%s:*", ip);
+    return n > 0 && (size_t)n < sizeof s_bind ? 0 : -1;
+}
+
+bench_svc_t *bench_svc_attach(const char *sched_ep)
+{
+    bench_svc_t *s = calloc(1, sizeof *s);
+    if (s)
+        snprintf(s->sched_ep, sizeof s->sched_ep, "%s", sched_ep);
+    return s;
+}
+
+const char *bench_svc_endpoint(const bench_svc_t *svc)
+{
+    return svc->sched_ep;
+}
 
 int bench_svc_set_transport(const char *transport)
 {
@@ -73,7 +93,7 @@ int bench_svc_set_kind(const char *kind)
 
 static zactor_t *s_tier_new(bench_svc_t *s, uint64_t slot_size, uint64_t capacity)
 {
-    tier_actor_config_t tc = {.tier_id = 1, .endpoint = "tcp://127.0.0.1:*"};
+    tier_actor_config_t tc = {.tier_id = 1, .endpoint = s_bind};
     snprintf(tc.tier.name, sizeof tc.tier.name, "host0");
     snprintf(tc.tier.kind, sizeof tc.tier.kind, "%s", s_remote ? "remote" : "host");
     if (!s_remote)
@@ -95,6 +115,7 @@ static zactor_t *s_sched_new(uint64_t slot_size, uint64_t capacity, const char *
 {
     sched_config_t sc;
     sched_config_defaults(&sc);
+    snprintf(sc.endpoint, sizeof sc.endpoint, "%s", s_bind);
     if (events_in)
         snprintf(sc.events_input, sizeof sc.events_input, "%s", events_in);
     snprintf(sc.cluster, sizeof sc.cluster, "bench");

@@ -43,6 +43,13 @@ int bench_svc_set_kind(const char *kind);
 /* A remote tier's transport for the next start: "zmq" (the default) or "ucx"
  * (its clients then move bytes through UCX staging regions). 0, or -1. */
 int bench_svc_set_transport(const char *transport);
+/* The address the next start binds its tier and scheduler to (default 127.0.0.1):
+ * another network namespace's clients reach it there. 0, or -1 when too long. */
+int bench_svc_set_bind(const char *ip);
+/* A service started by another process (its scheduler's endpoint), for
+ * bench_svc_connect; bench_svc_stop frees it and stops nothing. */
+bench_svc_t *bench_svc_attach(const char *sched_ep);
+const char *bench_svc_endpoint(const bench_svc_t *svc);
 
 /* Stops both actors (the segment is removed by the tier). Idempotent, nulls *svc. */
 void bench_svc_stop(bench_svc_t **svc);

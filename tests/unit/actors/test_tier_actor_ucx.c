@@ -10,7 +10,9 @@
  * - a region id that is not current, or a range past its end, is INVALID_ARGUMENT;
  * - regions are bounded (the third Probe of two regions is UNAVAILABLE);
  * - a frames-only remote tier answers Probe{ucx} without UCX and refuses a region;
- * - UCX with no usable transport (UCX_TLS=bogus) stops the tier actor at start. */
+ * - UCX with no usable transport (UCX_TLS=bogus), or with none that reaches another
+ *   host (UCX_NET_DEVICES naming a device that does not exist), stops the tier actor
+ *   at start. */
 #include <inttypes.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -372,6 +374,11 @@ static void test_ucx_without_a_usable_transport_stops_the_start(void **state)
     setenv("UCX_TLS", "bogus", 1);
     zactor_t *a = tier_actor_new(&c);
     unsetenv("UCX_TLS");
+    assert_null(a);
+    /* a device that does not exist leaves only shared memory: no peer could reach it */
+    setenv("UCX_NET_DEVICES", "nosuch0", 1);
+    a = tier_actor_new(&c);
+    unsetenv("UCX_NET_DEVICES");
     assert_null(a);
 }
 
