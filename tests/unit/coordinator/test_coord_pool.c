@@ -138,8 +138,8 @@ static void test_bad_pools_are_refused_with_path(void **state)
              "\"capacity\":0}]}",
              "pools[0].capacity", "");
     s_reject("{" S_TIERS ", \"pools\":[{\"name\":\"p\",\"kind\":\"remote\",\"max_members\":2,"
-             "\"capacity\":8,\"transport\":\"ucx\"}]}",
-             "pools[0].transport", "ucx");
+             "\"capacity\":8,\"transport\":\"rdma\"}]}",
+             "pools[0].transport", "ucx"); /* the member options are the kind's */
     s_reject("{" S_TIERS ", " S_POOL("") ", \"chains\":[{\"name\":\"c\",\"tiers\":[\"host0\","
                                          "\"remot\"]}]}",
              "chains[0].tiers[1]", "no tier or pool named \"remot\"");
