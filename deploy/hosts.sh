@@ -16,7 +16,7 @@
 #
 # Functions return non-zero with a message on stderr; none exits.
 
-HOSTS_MAX=8 # a chain holds 8 tiers (host0 + a remote tier per other host); 8 coordinators
+HOSTS_MAX=8 # a chain holds 8 levels (KVT_HOSTS_REMOTE=levels: host0 + one per other host)
 HOSTS_NS=() HOSTS_IP=() HOSTS_ROOT_IP="" HOSTS_BRIDGE="" HOSTS_N=0
 # etcd's timing for a 1 s lease: etcd grants at least ⌈(3·ticks/2)·heartbeat⌉ with
 # ticks = election / heartbeat, so an election timeout of 500 ms grants 750 ms -> 1 s;
@@ -159,20 +159,23 @@ hosts_etcd_healthy() {
 # hosts_deployment OUT CLUSTER SECRET LEASE HOST0_CAP REMOTE_CAP SLOT: writes OUT for
 # the HOSTS_N hosts h1..hN: a coordinator cK on each of the first three hosts (meta
 # tcp://IP:7700, metrics IP:7790), a host tier host0 on h1 (shm /kvtier-CLUSTER-host0)
-# and a remote tier remoteK on each other host hK (tcp://IP:7710, metrics IP:7791),
-# one chain default = host0, remote2, ..., remoteN (exclusive: a full level demotes to
-# the next), capacities in slots of SLOT, the three etcd members, etcd.lease_ttl
+# and the remote level: a pool "remote" with a member rK on each other host hK
+# (tcp://IP:7710, REMOTE_CAP slots each, metrics on the pool's default address:
+# members take no address of their own but the endpoint; docs/OPERATIONS.md "Pools"),
+# or with KVT_HOSTS_REMOTE=levels a remote tier remoteK per other host (metrics IP:7791),
+# each its own
+# chain level. One chain default = host0, then the remote level(s) (exclusive: a full
+# level demotes to the next), slots of SLOT, the three etcd members, etcd.lease_ttl
 # LEASE, the cluster secret SECRET, no event sockets (the leader binds those, so
 # their addresses would differ per host) and no live optimizer.
-# The one place the shape of a multi-host deployment is decided: a pool of remote
-# members instead of chain levels is a change here only.
+# The one place the shape of a multi-host deployment is decided.
 hosts_deployment() {
   local out=$1 cluster=$2 secret=$3 lease=$4 cap0=$5 capr=$6 slot=$7
   /usr/bin/python3 - "$out" "$cluster" "$secret" "$lease" "$cap0" "$capr" "$slot" \
-    "$HOSTS_ETCD_URLS" "${HOSTS_IP[@]:1:$HOSTS_N}" <<'EOF'
+    "$HOSTS_ETCD_URLS" "${KVT_HOSTS_REMOTE:-pool}" "${HOSTS_IP[@]:1:$HOSTS_N}" <<'EOF'
 import json, sys
-out, cluster, secret, lease, cap0, capr, slot, etcd = sys.argv[1:9]
-ips = sys.argv[9:]
+out, cluster, secret, lease, cap0, capr, slot, etcd, remote = sys.argv[1:10]
+ips = sys.argv[10:]
 d = {
     "cluster": cluster,
     "security": {"secret_file": secret},
@@ -187,26 +190,43 @@ d = {
     "tiers": [{"name": "host0", "kind": "host", "host": "h1",
                "endpoint": "tcp://%s:7710" % ips[0], "metrics": "%s:7791" % ips[0],
                "capacity": int(cap0), "slot_size": slot, "policy": "lru",
-               "shm": "/kvtier-%s-host0" % cluster, "prefault": False}]
-             + [{"name": "remote%d" % (k + 1), "kind": "remote", "host": "h%d" % (k + 1),
-                 "endpoint": "tcp://%s:7710" % ip, "metrics": "%s:7791" % ip,
-                 "capacity": int(capr), "slot_size": slot, "policy": "lru", "prefault": False}
-                for k, ip in enumerate(ips) if k > 0],
+               "shm": "/kvtier-%s-host0" % cluster, "prefault": False}],
 }
-d["chains"] = [{"name": "default", "tiers": [t["name"] for t in d["tiers"]],
-                "placement": "exclusive"}]
+members = [{"name": "r%d" % (k + 1), "host": "h%d" % (k + 1), "endpoint": "tcp://%s:7710" % ip}
+           for k, ip in enumerate(ips) if k > 0]
+if remote == "pool":  # one level: a pool of a member per other host
+    d["pools"] = [{"name": "remote", "kind": "remote", "max_members": len(members),
+                   "capacity": int(capr), "slot_size": slot, "policy": "lru",
+                   "prefault": False, "members": members}]
+    levels = ["host0", "remote"]
+else:  # a level per other host
+    for m in members:
+        d["tiers"].append(dict(m, name="remote%s" % m["name"][1:], kind="remote",
+                               metrics=m["endpoint"][len("tcp://"):].replace(":7710", ":7791"),
+                               capacity=int(capr), slot_size=slot, policy="lru",
+                               prefault=False))
+    levels = [t["name"] for t in d["tiers"]]
+d["chains"] = [{"name": "default", "tiers": levels, "placement": "exclusive"}]
 with open(out, "w") as f:
     json.dump(d, f, indent=2)
 EOF
 }
 
-# hosts_leader ETCD_URLS CLUSTER: "NAME EPOCH" of the leader key, nothing when none.
+# hosts_leader ETCD_URLS CLUSTER: "NAME EPOCH" of the leader key, nothing when none
+# (a read that fails or finds none is tried again for up to 5 s: etcd may be electing
+# a member, or the key is between two leaders).
 hosts_leader() {
-  ETCDCTL_API=3 etcdctl --endpoints "$1" --command-timeout=2s get "/kvtier/$2/leader" \
-    --print-value-only 2>/dev/null |
-    /usr/bin/python3 -c 'import json,sys
+  local try out
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    out=$(ETCDCTL_API=3 etcdctl --endpoints "$1" --command-timeout=2s get "/kvtier/$2/leader" \
+      --print-value-only 2>/dev/null) && [ -n "$out" ] && break
+    out=""
+    sleep 0.5
+  done
+  [ -n "$out" ] || return 0
+  /usr/bin/python3 -c 'import json,sys
 try:
-    d = json.load(sys.stdin); print(d["name"], d["epoch"])
+    d = json.loads(sys.argv[1]); print(d["name"], d["epoch"])
 except Exception:
-    pass' 2>/dev/null || true
+    pass' "$out"
 }

@@ -2,7 +2,8 @@
 # Issue 9 §5, §6: three hosts as network namespaces (deploy/hosts.sh, as deploy/run
 # --hosts 3 makes them), a three-member etcd (a member on each host), one
 # deploy/supervise --host hK per host: coordinators c1..c3 (one a host), host0 on h1,
-# remote2 and remote3 on h2 and h3 (one chain, exclusive), lease 1 s. A replay runs
+# a remote pool of members r2 on h2 and r3 on h3 (chain host0, remote; exclusive),
+# lease 1 s. A replay runs
 # from h1 (KVTIER_HOST=h1: host0 by shared memory, the remote tiers across the veths)
 # with a timeline (kvtier replay --log). Checked:
 # (a) kill -9 of the leader under replay load: the replay finishes by itself with 0
@@ -33,6 +34,7 @@ it_wait_until 30 hosts_etcd_healthy || it_fail "etcd did not come up: $(tail -n 
 # 2048 + 2 x 12288 slots: more than the replay's blocks, nothing is evicted
 hosts_deployment "$it_dir/deployment.json" "$it_name" "$it_dir/secret" 1s 2048 12288 4KiB ||
   it_fail "cannot write the deployment"
+"$KVTIER_BIN" deployment -c "$it_dir/deployment.json" >/dev/null || it_fail "the deployment is not valid (see above)"
 it_shms+=("/kvtier-$it_name-host0")
 sup=()
 for i in 1 2 3; do
@@ -127,6 +129,11 @@ awk -v t="$t_kill" '$1 == "stored" && $2 < t { print $3 }' "$it_dir/timeline.txt
 awk '$1 == "stored" { print $3 }' "$it_dir/timeline.txt" >"$it_dir/acked.txt"
 [ -s "$it_dir/acked-before.txt" ] || it_fail "no block was acknowledged before the kill"
 it_log "$(wc -l <"$it_dir/acked-before.txt") blocks acknowledged before the kill, $(wc -l <"$it_dir/acked.txt") in all"
+# the pool is spread over h2 and h3: both members hold blocks
+for m in r2 r3; do
+  fill=$(k 1 status 2>/dev/null | sed -n "s/^tier [0-9]* $m: .* fill \([0-9]*\)\/.*/\1/p")
+  [ "${fill:-0}" -gt 0 ] || it_fail "(a) pool member $m holds no block: $(k 1 status 2>&1 | grep '^tier ')"
+done
 check_keys "$it_dir/acked-before.txt" "(a) acknowledged before the kill"
 check_keys "$it_dir/acked.txt" "(a) acknowledged in all"
 
