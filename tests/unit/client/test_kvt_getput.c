@@ -487,6 +487,54 @@ static bool t_lapsed(kvt_client_t *c)
     return false;
 }
 
+/* kvt_complete_put_ex reports the commit counts: a put of 4 keys, all written,
+ * completed with the third flag false, is answered 0 with 3 committed and 1
+ * failed; the 3 are served, the third is not (the complete's 0 alone does not say
+ * the put was whole). Also on kvt_complete_put_ex with a NULL info. */
+static void test_complete_put_ex_reports_the_counts(void **state)
+{
+    t_env_t *e = *state;
+    kvt_client_t *c = e->c;
+    const char *rid = "put-ex";
+    kvt_request_t r = {.instance_id = T_INST, .request_id = rid};
+    assert_int_equal(kvt_request_begin(c, &r), 0);
+    kvt_token_t *tok = NULL;
+    if (kvt_prepare_put(c, T_INST, rid, e->keys, 4, &tok) != 0)
+        fail_msg("prepare_put: %s", kvt_last_error(c));
+    assert_int_equal(kvt_token_count(tok), 4);
+    kvt_job_result_t res = t_run(c, false, ++e->seq, tok, (void *const *)e->src);
+    assert_int_equal(res.n_failed, 0);
+    const bool ok[4] = {true, true, false, true};
+    kvt_complete_info_t ci = {.released = 7, .committed = 7, .failed = 7};
+    if (kvt_complete_put_ex(c, &tok, ok, &ci) != 0)
+        fail_msg("complete_put_ex: %s", kvt_last_error(c));
+    assert_null(tok);
+    assert_int_equal(ci.committed, 3);
+    assert_int_equal(ci.failed, 1);
+    assert_int_equal(ci.released, 0);
+    kvt_lookup_result_t lr;
+    bool hit[4];
+    uint32_t tiers[4];
+    lr.hit = hit;
+    lr.tier_ids = tiers;
+    assert_int_equal(kvt_lookup(c, T_INST, NULL, KVT_LOOKUP_PER_KEY, 0, e->keys, 4, &lr), 0);
+    assert_int_equal(lr.hit_count, 3);
+    assert_true(hit[0] && hit[1] && !hit[2] && hit[3]);
+    /* an error leaves info zero: a complete of no token */
+    ci = (kvt_complete_info_t){.committed = 7};
+    assert_int_equal(kvt_complete_put_ex(c, &tok, NULL, &ci), -KVT_INVALID_ARGUMENT);
+    assert_int_equal(ci.committed, 0);
+    /* NULL info: the plain complete_put */
+    if (kvt_prepare_put(c, T_INST, rid, &e->keys[2], 1, &tok) != 0)
+        fail_msg("prepare_put: %s", kvt_last_error(c));
+    res = t_run(c, false, ++e->seq, tok, (void *const *)&e->src[2]);
+    assert_int_equal(res.n_failed, 0);
+    assert_int_equal(kvt_complete_put_ex(c, &tok, NULL, NULL), 0);
+    assert_int_equal(kvt_request_end(c, T_INST, rid, NULL), 0);
+    assert_int_equal(kvt_lookup(c, T_INST, NULL, KVT_LOOKUP_PER_KEY, 0, e->keys, 4, &lr), 0);
+    assert_int_equal(lr.hit_count, 4);
+}
+
 /* The window's lease lapses (the shorter of pin lease and write grace): the
  * scheduler releases both halves; a submit on a half is EXPIRED at the client, the
  * complete EXPIRED at the scheduler, and nothing of the put half was stored. */
@@ -547,6 +595,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pinned_hits_survive_a_full_tier, s_setup_plain,
                                         t_teardown),
         cmocka_unit_test_setup_teardown(test_full_pinned_head_is_busy, s_setup_tiny_head,
+                                        t_teardown),
+        cmocka_unit_test_setup_teardown(test_complete_put_ex_reports_the_counts, s_setup_plain,
                                         t_teardown),
         cmocka_unit_test_setup_teardown(test_lapse_is_expired, s_setup_short_lease, t_teardown),
         cmocka_unit_test_setup_teardown(test_request_end_releases_the_window, s_setup_plain,
