@@ -1,6 +1,7 @@
 /* cli_common.c — connection and instance flags, connecting, registering, request ids. */
 #include "cli_common.h"
 
+#include "bus_arrays.h"
 #include "bus_config.h"
 #include "bus_curve.h"
 #include "coord_config.h"
@@ -227,6 +228,12 @@ zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, c
 {
     char why[300] = "";
     zsock_t *s = zsock_new(type);
+    /* the publisher's frames (events SUB, replay DEALER): [topic][seq][payload],
+     * the payload at most BUS_MAX_BLOB (actors/publisher.h), the replay verbs
+     * smaller: a larger frame drops the connection instead of being buffered (set
+     * before the connect, so that it holds) */
+    if (s)
+        zsock_set_maxmsgsize(s, (int)BUS_MAX_BLOB);
     if (!s || bus_curve_connect_setup(s, ep, keys, why, sizeof why) < 0 ||
         zsock_connect(s, "%s", ep) < 0) {
         fprintf(stderr, "%s: cannot connect to %s%s%s\n", cmd, ep, why[0] ? ": " : "", why);
