@@ -39,12 +39,16 @@ int cli_parse_size(const char *flag, const char *text, uint64_t *out)
 int cli_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
 {
     char *end = NULL;
-    if (!text[0] || text[0] == '-') {
-        fprintf(stderr, "kvtier: %s: expected a number, got \"%s\"\n", flag, text);
+    /* digits only: strtoull would take a sign (and wrap a negative) or blanks */
+    if (text[0] < '0' || text[0] > '9') {
+        fprintf(stderr, "kvtier: %s: expected an integer in %llu..%llu, got \"%s\"%s\n", flag,
+                (unsigned long long)min, (unsigned long long)max, text,
+                text[0] == '-' ? " (negative)" : "");
         return -1;
     }
+    errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (*end || v < min || v > max) {
+    if (*end || errno == ERANGE || v < min || v > max) {
         fprintf(stderr, "kvtier: %s: expected an integer in %llu..%llu, got \"%s\"\n", flag,
                 (unsigned long long)min, (unsigned long long)max, text);
         return -1;
