@@ -742,9 +742,11 @@ static int s_layers_unfinished(kvt_client_t *c, const struct kvt_token *t, const
 }
 
 static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp,
-                      const bool *success)
+                      const bool *success, kvt_complete_info_t *info)
 {
     const s_window_t *w = &s_windows[kind];
+    if (info)
+        *info = (kvt_complete_info_t){0};
     if (!c)
         return -KVT_INVALID_ARGUMENT;
     if (!tokp || !*tokp)
@@ -784,6 +786,11 @@ static int s_complete(kvt_client_t *c, bus_token_kind_t kind, kvt_token_t **tokp
     kvti_touch_request(c, t->instance_id, t->request_id);
     if (rc == -KVT_BUSY)
         return rc; /* the window is still held: complete again later (the token is kept) */
+    if (rc == 0 && info && c->rep->which_body == kvtier_Envelope_complete_put_rep_tag)
+        *info = (kvt_complete_info_t){.committed = c->rep->body.complete_put_rep.committed,
+                                      .failed = c->rep->body.complete_put_rep.failed};
+    else if (rc == 0 && info && c->rep->which_body == kvtier_Envelope_complete_get_rep_tag)
+        info->released = c->rep->body.complete_get_rep.released;
     kvti_token_release(c, t);
     *tokp = NULL;
     return rc;
@@ -797,7 +804,7 @@ int kvt_prepare_get(kvt_client_t *c, const char *instance_id, const char *reques
 
 int kvt_complete_get(kvt_client_t *c, kvt_token_t **tok, const bool *success)
 {
-    return s_complete(c, BUS_TOKEN_GET, tok, success);
+    return s_complete(c, BUS_TOKEN_GET, tok, success, NULL);
 }
 
 int kvt_prepare_put(kvt_client_t *c, const char *instance_id, const char *request_id,
@@ -815,7 +822,13 @@ int kvt_prepare_put_ex(kvt_client_t *c, const char *instance_id, const char *req
 
 int kvt_complete_put(kvt_client_t *c, kvt_token_t **tok, const bool *success)
 {
-    return s_complete(c, BUS_TOKEN_PUT, tok, success);
+    return s_complete(c, BUS_TOKEN_PUT, tok, success, NULL);
+}
+
+int kvt_complete_put_ex(kvt_client_t *c, kvt_token_t **tok, const bool *success,
+                        kvt_complete_info_t *info)
+{
+    return s_complete(c, BUS_TOKEN_PUT, tok, success, info);
 }
 
 int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *request_id,
@@ -826,7 +839,7 @@ int kvt_prepare_prefetch(kvt_client_t *c, const char *instance_id, const char *r
 
 int kvt_complete_prefetch(kvt_client_t *c, kvt_token_t **tok, const bool *success)
 {
-    return s_complete(c, BUS_TOKEN_PREFETCH, tok, success);
+    return s_complete(c, BUS_TOKEN_PREFETCH, tok, success, NULL);
 }
 
 /* ---- a request in two round trips (issue 13 §2) ---------------------------------- */

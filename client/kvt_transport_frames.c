@@ -7,7 +7,10 @@
  * migrator copy the blocks tier actor to tier actor and answers, once they are
  * copied, with one flag per token key; no bytes pass through the client.
  *
- * Owns the tier-plane DEALERs (one per tier endpoint, kept for the handle's life)
+ * Owns the tier-plane DEALERs (one per tier endpoint, kept for the handle's life;
+ * each accepts frames of at most the tier's slot size or BUS_MAX_FRAME0, whichever
+ * is larger: ZMQ_MAXMSGSIZE, set before the connect, so a tier answering with a
+ * larger frame costs its connection, never the memory)
  * and per job slot the send order and chunks (grown to the largest token, never
  * freed before close). A chunk is one part of its job: it ends exactly once, by
  * its reply, a send failure or the job's deadline. */
@@ -71,6 +74,7 @@ struct s_fjob {
 
 typedef struct s_conn {
     char endpoint[BUS_ENDPOINT_MAX];
+    uint64_t max_frame; /* its ZMQ_MAXMSGSIZE (s_max_frame) */
     bus_client_t *cl;
     struct s_frames *fs;
     uint8_t ux_state;
@@ -168,10 +172,22 @@ static int s_reserve(void *xs, uint32_t job, uint32_t n)
 
 /* ---- chunks ----------------------------------------------------------------------- */
 
-static s_conn_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, size_t whylen)
+/* The largest frame a reply to a request for blocks of slot_size bytes can carry
+ * (ZMQ_MAXMSGSIZE bounds each frame): frame 0 (the envelope, BUS_MAX_FRAME0) or
+ * one block. A larger frame drops the connection instead of being buffered (issue 12). */
+static uint64_t s_max_frame(uint64_t slot_size)
+{
+    return slot_size > BUS_MAX_FRAME0 ? slot_size : BUS_MAX_FRAME0;
+}
+
+/* The connection to endpoint that accepts frames up to max_frame: a tier whose slots
+ * outgrow an open connection's bound (a restarted tier with a larger slot size at
+ * the same endpoint) gets a new one. */
+static s_conn_t *s_conn(s_frames_t *fs, const char *endpoint, uint64_t max_frame, char *why,
+                        size_t whylen)
 {
     for (uint32_t i = 0; i < fs->n_conns; i++)
-        if (strcmp(fs->conns[i].endpoint, endpoint) == 0)
+        if (strcmp(fs->conns[i].endpoint, endpoint) == 0 && fs->conns[i].max_frame >= max_frame)
             return &fs->conns[i];
     if (fs->n_conns == S_MAX_CONNS) {
         snprintf(why, whylen, "more than %u tier endpoints in use by this handle", S_MAX_CONNS);
@@ -179,12 +195,10 @@ static s_conn_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, size_t 
     }
     if (bus_endpoint_check(endpoint, BUS_ENDPOINT_CONNECT, why, whylen) < 0)
         return NULL;
-    /* replies carry blocks of the tier's slot size, which this connection does not
-     * know: unbounded (issue 12: bound it by the token's tier) */
     bus_client_config_t cfg = {.name = fs->c->name,
                                .max_in_flight = S_CONN_IN_FLIGHT,
                                .default_timeout_ms = fs->c->timeout_ms,
-                               .max_frame = BUS_CLIENT_UNBOUNDED,
+                               .max_frame = max_frame,
                                .curve = kvti_curve(fs->c)};
     bus_client_t *cl = bus_client_new(endpoint, &cfg);
     if (!cl) {
@@ -194,6 +208,7 @@ static s_conn_t *s_conn(s_frames_t *fs, const char *endpoint, char *why, size_t 
     s_conn_t *s = &fs->conns[fs->n_conns++];
     *s = (s_conn_t){.cl = cl, .fs = fs};
     snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
+    s->max_frame = max_frame;
     return s;
 }
 
@@ -384,6 +399,22 @@ static void s_chunk_done(void *arg, bus_reply_t *r)
         s_ux_drop(cn, "its staging region went to another peer");
         ch->state = S_UNSENT;
         ch->fj->unsent++;
+        return;
+    }
+    if (r->status.code == kvtier_StatusCode_STATUS_TIMEOUT && ch->fj->job->kind != BUS_TOKEN_PREFETCH) {
+        /* a reply with a frame above the connection's bound was dropped by ZeroMQ
+         * (the connection with it): it ends here, as a timeout; say so. The tier may
+         * still place bytes in the chunk's UCX range later: that region is given up */
+        if (ch->ux_conn)
+            s_ux_drop(ch->ux_conn, "a request over it timed out");
+        const bus_token_tier_t *t = &ch->fj->job->tok->view.tiers[ch->tier];
+        char msg[sizeof r->status.message + 160];
+        snprintf(msg, sizeof msg,
+                 "%s (or the reply had a frame above %" PRIu64
+                 " bytes, this connection's bound for slots of %" PRIu64
+                 " bytes: ZeroMQ drops such a reply and its connection)",
+                 r->status.message, s_max_frame(t->slot_size), t->slot_size);
+        s_chunk_fail(ch, (int)r->status.code, msg);
         return;
     }
     if (r->status.code != kvtier_StatusCode_STATUS_OK) {
@@ -581,7 +612,8 @@ static void s_send_chunk(s_frames_t *fs, s_chunk_t *ch)
     const bus_token_tier_t *t = &tok->view.tiers[ch->tier];
     bool prefetch = j->kind == BUS_TOKEN_PREFETCH;
     char why[BUS_ENDPOINT_MAX + 128];
-    s_conn_t *cn = s_conn(fs, prefetch ? fs->c->leader : t->endpoint, why, sizeof why);
+    s_conn_t *cn = prefetch ? s_conn(fs, fs->c->leader, BUS_MAX_FRAME0, why, sizeof why)
+                            : s_conn(fs, t->endpoint, s_max_frame(t->slot_size), why, sizeof why);
     if (!cn) {
         s_chunk_fail(ch, KVT_UNAVAILABLE, why);
         return;

@@ -301,6 +301,8 @@ int kvt_complete_get(kvt_client_t *c, kvt_token_t **tok, const bool *success);
 int kvt_prepare_put(kvt_client_t *c, const char *instance_id, const char *request_id,
                     const kvt_key_t *keys, uint32_t n, kvt_token_t **tok);
 int kvt_complete_put(kvt_client_t *c, kvt_token_t **tok, const bool *success);
+/* The commit counts of a complete_put are in kvt_complete_put_ex's info (declared
+ * below, with kvt_complete_info_t). */
 
 /* Optional facts about a put, for the event stream only (docs/EVENTS.md): they
  * become the BlockStored events' parent_key / token_ids (vLLM's
@@ -380,6 +382,16 @@ typedef struct kvt_complete_info {
  * refused while a job on either half is in flight (the token is kept). */
 int kvt_complete(kvt_client_t *c, kvt_token_t **tok, const bool *get_success,
                  const bool *put_success, kvt_complete_info_t *info /* NULL ok */);
+
+/* kvt_complete_put that also returns the scheduler's counts (info NULL: exactly
+ * kvt_complete_put): committed, the blocks now SERVING, and failed, the
+ * reservations released (a key whose flag was false, or whose write the data role
+ * recorded as failed); released is 0. A complete answered 0 can still have
+ * failed > 0: only the committed blocks are stored, so a caller that acknowledges
+ * a put must check failed == 0 (and committed == the token's count). On an error
+ * info is all zero. */
+int kvt_complete_put_ex(kvt_client_t *c, kvt_token_t **tok, const bool *success,
+                        kvt_complete_info_t *info /* NULL ok */);
 
 uint32_t kvt_token_count(const kvt_token_t *tok);
 const kvt_key_t *kvt_token_keys(const kvt_token_t *tok);

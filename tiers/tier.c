@@ -12,6 +12,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -191,15 +192,33 @@ static const struct tier_ops *s_load_locked(const char *path, char *err, size_t 
     const struct tier_ops *ops = s_loaded_locked(path);
     if (ops)
         return ops;
-    struct stat st;
-    if (stat(path, &st) < 0) {
-        snprintf(err, errlen, "tier plug-in %s: file not found (%s)", path, strerror(errno));
+    /* what is checked is what loads: the file is opened once (path is tier_load's
+     * real path: no symlink in it, and O_NOFOLLOW refuses one put there since),
+     * checked through that descriptor, and loaded through it, so a file swapped in
+     * after the check is not the one loaded */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a fifo: no wait */
+    if (fd < 0) {
+        snprintf(err, errlen, "tier plug-in %s: cannot open (%s)", path, strerror(errno));
         return NULL;
     }
-    if (s_trusted(path, &st, err, errlen) < 0)
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "tier plug-in %s: cannot stat (%s)", path, strerror(errno));
+        close(fd);
         return NULL;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (s_trusted(path, &st, err, errlen) < 0) {
+        close(fd);
+        return NULL;
+    }
+    /* The loader knows an object by the name it was opened under: a plug-in that
+     * stays loaded keeps its descriptor open, so no later load is handed the same
+     * /proc/self/fd/N name (and with it the earlier object) */
+    char fdpath[64];
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+    void *h = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
+        close(fd);
         const char *why = dlerror();
         snprintf(err, errlen, "tier plug-in %s: cannot load: %s", path, why ? why : "?");
         return NULL;
@@ -235,9 +254,10 @@ static const struct tier_ops *s_load_locked(const char *path, char *err, size_t 
                  "write, read, put_header, get_header are required)",
                  path, TIER_KIND_MAX - 1);
     if (rc == 0)
-        return ops; /* stays loaded: the registry points into it */
+        return ops; /* stays loaded (and fd open): the registry points into it */
 out_close:
     dlclose(h);
+    close(fd);
     return NULL;
 }
 

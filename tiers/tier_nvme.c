@@ -928,17 +928,36 @@ static int s_check_get(s_nvme_t *nv, uint64_t slot, const struct iovec *iov, int
 }
 
 /* Counts what a read group verified and drops the slots that failed. */
+/* A block whose bytes did not match its header is read once more before it is
+ * dropped: a bit flipped in transit (memory, bus, controller) is not damage on the
+ * disk, and dropping an acknowledged block for it would lose it. Only a block whose
+ * re-read fails its check too is dropped. */
 static void s_verify_group(s_nvme_t *nv, struct s_blk *b, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        if (b[i].bad) {
+            nv->st.checksum_failures++;
+            uint64_t first = b[i].h.checksum;
+            struct s_blk *r = &b[i];
+            *r = (struct s_blk){.slot = r->slot, .iov = r->iov, .n = r->n, .len = r->len};
+            s_data_run(nv, r, 1, false);
+            if (r->rc == 0) {
+                nv->st.reread_recovered++;
+                s_log(nv, "slot %llu: data checksum mismatch (header %016llx, bytes %016llx), "
+                          "the re-read matched: served",
+                      (unsigned long long)r->slot,
+                      (unsigned long long)nv->slots[r->slot].h.checksum,
+                      (unsigned long long)first);
+            } else if (r->bad) {
+                s_drop(nv, r->slot, true,
+                       "data checksum mismatch (header %016llx, bytes %016llx, re-read %016llx)",
+                       (unsigned long long)nv->slots[r->slot].h.checksum,
+                       (unsigned long long)first, (unsigned long long)r->h.checksum);
+            } /* the re-read failed otherwise (an I/O error): its rc, the slot kept */
+        }
         if (b[i].rc == 0) {
             nv->st.reads++;
             nv->st.bytes_read += b[i].len;
-        } else if (b[i].bad) {
-            nv->st.checksum_failures++;
-            s_drop(nv, b[i].slot, true, "data checksum mismatch (header %016llx, bytes %016llx)",
-                   (unsigned long long)nv->slots[b[i].slot].h.checksum,
-                   (unsigned long long)b[i].h.checksum);
         }
     }
 }
@@ -1917,6 +1936,7 @@ static void s_op_counters(tier_t *t, tier_counter_fn fn, void *arg)
     fn(arg, "dropped_slots", st->dropped_slots);
     fn(arg, "io_errors", st->io_errors);
     fn(arg, "short_reads", st->short_reads);
+    fn(arg, "reread_recovered", st->reread_recovered);
     fn(arg, "recovered", st->recovered);
     fn(arg, "serving", st->serving);
 }

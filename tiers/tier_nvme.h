@@ -154,7 +154,10 @@ typedef struct tier_nvme_stats {
     uint64_t bytes_written;
     uint64_t direct_blocks;     /* transfers straight from/to the caller's memory */
     uint64_t bounced_blocks;    /* transfers through the bounce buffers */
-    uint64_t checksum_failures; /* data checksum mismatches (read or verify-on-open) */
+    uint64_t checksum_failures; /* reads whose bytes mismatched (read or verify-on-open):
+                                   each read again once, then dropped or recovered */
+    uint64_t reread_recovered;  /* reads whose mismatch the re-read did not repeat
+                                   (served: a flip in transit, not on the disk) */
     uint64_t torn_headers;      /* header records failing their own check at open */
     uint64_t dropped_slots;     /* slots dropped for either reason */
     uint64_t io_errors;         /* failed I/O operations */

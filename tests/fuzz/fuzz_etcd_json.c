@@ -4,13 +4,19 @@
  * (lease grant / keepalive, range, delete, txn create, header revision); a watch
  * stream goes through the line buffer and each line through coord_json_watch_msg
  * and coord_json_event, with the scratch bounded by COORD_ETCD_MAX_RESPONSE_DEFAULT.
- * Property: a decoded key is NUL-terminated at its length. */
+ * The tier record codec (coordinator/coord_membership.c) is read the same way the
+ * membership actor reads it: the whole input, and each value a range answer
+ * carries, through coord_tier_value_decode and coord_tier_value_metrics.
+ * Properties: a decoded key is NUL-terminated at its length; a tier record that
+ * decodes has a tier id, and encoding it gives a record that decodes to the same
+ * name, kind, id, endpoint, epoch, capacity and slot size. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coord_etcd.h"
 #include "coord_etcd_json.h"
+#include "coord_membership.h"
 
 static coord_scratch_t s_scratch = {.max = COORD_ETCD_MAX_RESPONSE_DEFAULT};
 
@@ -20,10 +26,35 @@ static void s_check_kv(const coord_etcd_kv_t *kv)
         abort();
 }
 
+/* A tier record: decodes, or not; one that does survives encode + decode. */
+static void s_tier_record(const void *buf, size_t len)
+{
+    static kvtier_TierInfo a, b;
+    static char enc[8192];
+    char err[256], metrics[256];
+    (void)coord_tier_value_metrics(buf, len, metrics, sizeof metrics);
+    if (coord_tier_value_decode(buf, len, &a, err, sizeof err) != 0)
+        return;
+    if (a.tier_id == 0 || memchr(a.name, 0, sizeof a.name) == NULL ||
+        memchr(a.endpoint, 0, sizeof a.endpoint) == NULL)
+        abort();
+    size_t n = 0;
+    if (coord_tier_value_encode(&a, enc, sizeof enc, &n) != 0)
+        abort(); /* every record it decoded, it can write */
+    if (coord_tier_value_decode(enc, n, &b, err, sizeof err) != 0)
+        abort();
+    if (strcmp(a.name, b.name) || strcmp(a.kind_name, b.kind_name) || a.tier_id != b.tier_id ||
+        strcmp(a.endpoint, b.endpoint) || a.epoch != b.epoch ||
+        a.capacity_slots != b.capacity_slots || a.slot_bytes != b.slot_bytes)
+        abort();
+}
+
 static int s_on_kv(const coord_etcd_kv_t *kv, void *arg)
 {
     (void)arg;
     s_check_kv(kv);
+    if (kv->value)
+        s_tier_record(kv->value, kv->value_len);
     return 0;
 }
 
@@ -66,6 +97,7 @@ static int s_watch_line(char *line, size_t len, void *arg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    s_tier_record(data, size);
     json_t *root = NULL;
     char jerr[200];
     if (coord_json_load((const char *)data, size, &root, jerr, sizeof jerr) == 0) {

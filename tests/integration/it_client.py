@@ -17,6 +17,9 @@ Subcommands:
   put TAG FIRST N           stores them in one put (one batch), no read-back
   verify TAG FIRST N        every key hits and loads byte-exact (exit 1 otherwise)
   miss TAG FIRST N          no key hits and prepare_get is NOT_FOUND (exit 1 otherwise)
+  partial TAG FIRST N       one put of N keys, the last flagged failed: complete_put reports
+                            N-1 committed and 1 failed, the N-1 load byte-exact, the last
+                            is not served
   hold TAG NA NB READY      prepare_put of NA keys (bytes written, never completed) and NB
                             keys (nothing written) in two requests, writes READY (JSON),
                             then waits to be killed
@@ -142,7 +145,9 @@ class Conn:
                     self.c.complete_put(tok)
                     raise RuntimeError("submit_put: %r" % r)
             n = tok.count
-            self.c.complete_put(tok)
+            info = self.c.complete_put(tok)
+            if info["committed"] != n or info["failed"]:
+                raise RuntimeError("complete_put: %r of %d keys" % (info, n))
             return n
         finally:
             self.end(rid)
@@ -260,6 +265,33 @@ def cmd_miss(a):
         if e.status != "NOT_FOUND":
             fail("prepare_get of keys never committed: %s, expected NOT_FOUND" % e)
     print("no key of %s/%d..+%d is served" % (a.tag, a.first, a.n))
+
+
+def cmd_partial(a):
+    """One put of N keys whose last flag is False: complete_put succeeds and reports
+    N-1 committed, 1 failed; the first N-1 are served byte-exact, the last is not."""
+    cn = Conn("partial")
+    keys = keys_of(a.tag, a.first, a.n)
+    rid = cn.req("partial")
+    try:
+        tok = cn.c.prepare_put(INSTANCE, rid, keys)
+        if tok.count != len(keys):
+            fail("prepare_put left out %d keys" % (len(keys) - tok.count))
+        r = cn.run_job(cn.c.submit_put, tok, [pattern(k) for k in tok.keys], BLOCK)
+        if not r.ok:
+            fail("submit_put: %r" % r)
+        info = cn.c.complete_put(tok, [True] * (len(keys) - 1) + [False])
+    finally:
+        cn.end(rid)
+    if info != {"committed": len(keys) - 1, "failed": 1}:
+        fail("complete_put with one False flag reported %r" % info)
+    r, loaded, err = cn.get(keys[:-1])
+    check_loaded(r, loaded, keys[:-1])
+    hits, _, _, _ = cn.lookup(keys[-1:])
+    if hits:
+        fail("the key whose flag was False is served")
+    print("partial put of %d keys: %d committed, %d failed" % (len(keys), info["committed"],
+                                                                info["failed"]))
 
 
 def stats_of(cn, instance=None):
@@ -656,7 +688,7 @@ def cmd_leader_resign(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("store", "put", "verify", "miss"):
+    for name in ("store", "put", "verify", "miss", "partial"):
         s = sub.add_parser(name)
         s.add_argument("tag")
         s.add_argument("first", type=int)
@@ -700,6 +732,7 @@ def main():
     a = p.parse_args()
     try:
         {"store": cmd_store, "put": cmd_put, "verify": cmd_verify, "miss": cmd_miss, "hold": cmd_hold,
+         "partial": cmd_partial,
          "stats": cmd_stats, "branch": cmd_branch, "stale": cmd_stale, "takeover": cmd_takeover,
          "failover": cmd_failover, "writer": cmd_writer, "resign": cmd_resign,
          "leader-resign": cmd_leader_resign,

@@ -11,6 +11,8 @@
 # 3. The reclaimer brings it-quota down to 20 x 0.5 = 10 blocks: its 30 coldest (the
 #    first 30 keys) are no longer served, the 10 newest load byte-exact, it-other's
 #    blocks are all intact; `kvtier status --instance-stats` shows the quota counters.
+# 4. A put of 4 it-other keys whose last success flag is False: complete_put returns
+#    3 committed, 1 failed (kvt_complete_put_ex); the 3 load, the 4th is not served.
 . "$(dirname "$0")/lib.sh"
 
 CAPACITY=128 # host slots of 64 KiB: 70 blocks stay under the watermarks
@@ -70,3 +72,8 @@ for want in "quota_usage_blocks +$KEEP" "quota_limit_blocks +$QUOTA" \
   grep -Eq "^ +$want$" "$it_dir/status.txt" || it_fail "kvtier status lacks \"$want\": $(cat "$it_dir/status.txt")"
 done
 it_log "kvtier status --instance-stats it-quota shows the quota counters"
+
+# ---- 4. a put with one failed flag: the binding returns the commit counts ------------------
+it_client it-other partial part 0 4 >"$it_dir/partial.txt" ||
+  it_fail "the partial put: $(cat "$it_dir/partial.txt")"
+it_log "$(cat "$it_dir/partial.txt")"

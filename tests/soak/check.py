@@ -12,7 +12,9 @@ and the resource samples (samples.jsonl). It proves, or fails with the first cas
     client against the key's pattern).
  2. Every acknowledged block that later missed was reported gone first: between its
     acknowledgement and the miss (1 s of slack either side) the event stream removed
-    it from the last tier it was on, or took down a tier it was on, or a new leader's
+    it from the last tier it was on, or took down a non-persistent tier it was on
+    (a persistent (nvme) tier's down explains it only while that tier is down, or
+    within REBUILD_S of its coming back up if not adopted again since), or a new leader's
     term began and had not adopted it again before the miss (within REBUILD_S of the
     term's start), or the chaos log killed the process of the non-persistent (host)
     tier it was on. "The tier it was on" follows the moves: a BlockMoved takes the
@@ -180,8 +182,22 @@ def main():
         for (te, tier, up) in tier_events:
             if lo < te <= hi and not up:
                 where = on_tiers(k, te)
-                if where is None or tier in where:
-                    return "tier down"
+                if where is not None and tier not in where:
+                    continue
+                if tier not in persistent:
+                    return "tier down"  # its process died: its memory is gone
+                # a persistent tier keeps its blocks across a restart: its down
+                # explains a miss while it is down, or until REBUILD_S after it came
+                # back up and only if the block was not adopted again since then
+                ups = [tu for (tu, t2, u2) in tier_events if t2 == tier and u2 and tu > te]
+                tu = min(ups) if ups else None
+                if tu is None or tm < tu + SLACK_S:
+                    return "persistent tier down"
+                if tm <= tu + REBUILD_S:
+                    again = [t2 for (t2, e) in per_key.get(k, [])
+                             if e["kind"] == "stored" and tu <= t2 < tm - SLACK_S]
+                    if not again:
+                        return "persistent tier rebuilding"
         for ts in terms:
             if lo < ts <= hi and tm <= ts + REBUILD_S:
                 again = [te for (te, e) in per_key.get(k, []) if e["kind"] == "stored" and ts <= te < tm - SLACK_S]

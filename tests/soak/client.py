@@ -107,8 +107,11 @@ class Soak:
                 if tok.count:
                     r = self.job(self.c.submit_put, tok, [pattern(k) for k in tok.keys])
                     ok = ok and r.ok
-                self.c.complete_put(tok)
-                rec["ack"] = ok
+                # acknowledged only when every key committed: a complete answered
+                # OK can still have released some reservations (failed > 0)
+                info = self.c.complete_put(tok)
+                rec["committed"], rec["failed"] = info["committed"], info["failed"]
+                rec["ack"] = ok and info["failed"] == 0 and info["committed"] == len(keys)
             finally:
                 self.c.request_end(INSTANCE, rid)
         except kvtier.KvtError as e:

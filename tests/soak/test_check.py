@@ -73,6 +73,41 @@ class Rules(unittest.TestCase):
             self.assertEqual(rc, 0, e)
             self.assertEqual(rep["losses"], 0)
 
+    def test_persistent_tier_down_explains_only_while_down_or_rebuilding(self):
+        tiers = [ev(1, "tier", tier=1, name="host0", up=True, keys=[]),
+                 ev(1, "tier", tier=2, name="nvme0", up=True, keys=[])]
+        on_nvme = ev(10.1, "stored", tier=2)
+        down = ev(20, "tier", tier=2, name="nvme0", up=False, keys=[])
+        up = ev(30, "tier", tier=2, name="nvme0", up=True, keys=[])
+        # still down at the miss: explained
+        rc, rep, _ = run([put(10), get(11, "hit"), get(25, "miss")], tiers + [on_nvme, down])
+        self.assertEqual(rep["losses"], 0)
+        self.assertEqual(rep["misses_explained"], {"persistent tier down": 1})
+        # back up, the miss within REBUILD_S and before it was restored: explained
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")], tiers + [on_nvme, down, up])
+        self.assertEqual(rep["losses"], 0)
+        self.assertEqual(rep["misses_explained"], {"persistent tier rebuilding": 1})
+        # back up, the miss 60 s later: its blocks must have come back, a loss
+        rc, rep, out = run([put(10), get(11, "hit"), get(90, "miss")], tiers + [on_nvme, down, up])
+        self.assertEqual(rc, 1)
+        self.assertEqual(rep["losses"], 1)
+        self.assertIn("LOSS", out)
+        # back up and the block adopted again, then missed: a loss
+        again = ev(32, "stored", tier=2)
+        rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")],
+                         tiers + [on_nvme, down, up, again])
+        self.assertEqual(rep["losses"], 1)
+
+    def test_host_tier_down_explains_a_miss_at_any_time(self):
+        # a host tier's down: its process died and its memory with it
+        tiers = [ev(1, "tier", tier=1, name="host0", up=True, keys=[])]
+        down = ev(20, "tier", tier=1, name="host0", up=False, keys=[])
+        up = ev(30, "tier", tier=1, name="host0", up=True, keys=[])
+        rc, rep, _ = run([put(10), get(11, "hit"), get(90, "miss")], tiers + [STORED, down, up])
+        self.assertEqual(rc, 0)
+        self.assertEqual(rep["losses"], 0)
+        self.assertEqual(rep["misses_explained"], {"tier down": 1})
+
     def test_tier_down_of_another_tier_does_not(self):
         rc, rep, _ = run([put(10), get(11, "hit"), get(40, "miss")],
                          [STORED, ev(20, "tier", tier=2, up=False, keys=[])])

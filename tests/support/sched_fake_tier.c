@@ -19,6 +19,7 @@ struct sched_fake_tier {
     uint64_t capacity;
     sched_fake_slot_t *slots;
     bool mute;
+    size_t oversize; /* WriteSlots / ReadSlots: answered with a frame this large */
     sched_fake_inv_t inv;
     uint32_t inv_pages;     /* since the last set_inventory */
     uint64_t records_pages; /* Inventory requests that asked for records */
@@ -197,6 +198,34 @@ static void s_handle(s_ctx_t *c)
     case kvtier_Envelope_inventory_req_tag:
         s_inventory(c);
         break;
+    case kvtier_Envelope_write_slots_req_tag:
+    case kvtier_Envelope_read_slots_req_tag: {
+        pthread_mutex_lock(&c->ft->mu);
+        size_t big = c->ft->oversize;
+        pthread_mutex_unlock(&c->ft->mu);
+        if (big) { /* [routing id][an OK reply's frame 0][`big` zero bytes], raw: the
+                      bus would refuse a payload frame on a WriteSlots reply */
+            bool write = c->req.env.which_body == kvtier_Envelope_write_slots_req_tag;
+            bus_env_init_reply(&c->rep, &c->req.env,
+                               write ? kvtier_Envelope_write_slots_rep_tag
+                                     : kvtier_Envelope_read_slots_rep_tag,
+                               "fake-tier");
+            zframe_t *f0 = NULL;
+            kvtier_Status st;
+            zmsg_t *m = zmsg_new();
+            if (bus_env_encode(&c->rep, NULL, &f0, &st) == 0) {
+                zframe_t *rid = zframe_dup((zframe_t *)c->req.routing_id);
+                zmsg_append(m, &rid);
+                zmsg_append(m, &f0);
+                zframe_t *fb = zframe_new(NULL, big);
+                zmsg_append(m, &fb);
+                zmsg_send(&m, bus_server_sock(c->server));
+            }
+            zmsg_destroy(&m);
+            break;
+        }
+    }
+        /* fall through */
     default:
         bus_server_reply_error(c->server, c->req.routing_id, c->req.env.corr_id,
                                kvtier_StatusCode_STATUS_INVALID_ARGUMENT, "fake tier: %s",
@@ -209,7 +238,7 @@ static void s_actor(zsock_t *pipe, void *args)
 {
     s_ctx_t c = {.ft = args};
     c.server = bus_server_new("tcp://127.0.0.1:*", "fake-tier");
-    c.arr = bus_arrays_new(BUS_MAX_ARRAY, 0);
+    c.arr = bus_arrays_new(BUS_MAX_ARRAY, 64u << 10); /* a WriteSlots token */
     c.records = malloc((size_t)BUS_MAX_INVENTORY_RECORDS * BUS_INVENTORY_RECORD_BYTES + 1);
     if (c.server)
         snprintf(c.ft->endpoint, sizeof c.ft->endpoint, "%s", bus_server_endpoint(c.server));
@@ -281,6 +310,13 @@ void sched_fake_tier_inventory_asks(sched_fake_tier_t *self, uint64_t *records_p
     pthread_mutex_lock(&self->mu);
     *records_pages = self->records_pages;
     *max_entries = self->max_asked;
+    pthread_mutex_unlock(&self->mu);
+}
+
+void sched_fake_tier_set_oversize(sched_fake_tier_t *self, size_t bytes)
+{
+    pthread_mutex_lock(&self->mu);
+    self->oversize = bytes;
     pthread_mutex_unlock(&self->mu);
 }
 

@@ -9,6 +9,7 @@
 #define KVT_SCHED_FAKE_TIER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct sched_fake_tier sched_fake_tier_t;
@@ -64,6 +65,10 @@ void sched_fake_tier_set_inventory(sched_fake_tier_t *self, const sched_fake_inv
 void sched_fake_tier_inventory_asks(sched_fake_tier_t *self, uint64_t *records_pages,
                                     uint64_t *max_entries);
 
+/* bytes > 0: WriteSlots and ReadSlots are answered OK with one payload frame of
+ * that many bytes (a tier whose reply frame is larger than its slots); 0 (the
+ * default): refused INVALID_ARGUMENT, as every other request it does not serve. */
+void sched_fake_tier_set_oversize(sched_fake_tier_t *self, size_t bytes);
 /* Muted: requests are read and dropped without a reply. */
 void sched_fake_tier_set_mute(sched_fake_tier_t *self, bool mute);
 /* Sets (serving) or clears slot `slot`'s header; -1 if out of range. */

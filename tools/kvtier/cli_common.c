@@ -1,6 +1,7 @@
 /* cli_common.c — connection and instance flags, connecting, registering, request ids. */
 #include "cli_common.h"
 
+#include "bus_arrays.h"
 #include "bus_config.h"
 #include "bus_curve.h"
 #include "coord_config.h"
@@ -38,12 +39,16 @@ int cli_parse_size(const char *flag, const char *text, uint64_t *out)
 int cli_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
 {
     char *end = NULL;
-    if (!text[0] || text[0] == '-') {
-        fprintf(stderr, "kvtier: %s: expected a number, got \"%s\"\n", flag, text);
+    /* digits only: strtoull would take a sign (and wrap a negative) or blanks */
+    if (text[0] < '0' || text[0] > '9') {
+        fprintf(stderr, "kvtier: %s: expected an integer in %llu..%llu, got \"%s\"%s\n", flag,
+                (unsigned long long)min, (unsigned long long)max, text,
+                text[0] == '-' ? " (negative)" : "");
         return -1;
     }
+    errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (*end || v < min || v > max) {
+    if (*end || errno == ERANGE || v < min || v > max) {
         fprintf(stderr, "kvtier: %s: expected an integer in %llu..%llu, got \"%s\"\n", flag,
                 (unsigned long long)min, (unsigned long long)max, text);
         return -1;
@@ -227,6 +232,12 @@ zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, c
 {
     char why[300] = "";
     zsock_t *s = zsock_new(type);
+    /* the publisher's frames (events SUB, replay DEALER): [topic][seq][payload],
+     * the payload at most BUS_MAX_BLOB (actors/publisher.h), the replay verbs
+     * smaller: a larger frame drops the connection instead of being buffered (set
+     * before the connect, so that it holds) */
+    if (s)
+        zsock_set_maxmsgsize(s, (int)BUS_MAX_BLOB);
     if (!s || bus_curve_connect_setup(s, ep, keys, why, sizeof why) < 0 ||
         zsock_connect(s, "%s", ep) < 0) {
         fprintf(stderr, "%s: cannot connect to %s%s%s\n", cmd, ep, why[0] ? ": " : "", why);

@@ -160,7 +160,8 @@ int cli_cmd_drain(int argc, char **argv);
 int cli_curve_keys(cli_common_t *o, bool *on, bus_curve_client_t *keys);
 
 /* A socket of TYPE connected to EP, a CURVE client with KEYS (may be NULL) when EP
- * is tcp. NULL (printed, naming CMD) on failure. */
+ * is tcp, accepting frames of at most BUS_MAX_BLOB bytes (ZMQ_MAXMSGSIZE: a larger
+ * one drops the connection). NULL (printed, naming CMD) on failure. */
 zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, const char *ep);
 
 #endif

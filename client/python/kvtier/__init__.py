@@ -230,6 +230,8 @@ _sigs["kvt_prepare"] = (_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _KeyP, _u32
                                ctypes.POINTER(_PrepareInfo)])
 _sigs["kvt_complete"] = (_int, [_P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_bool),
                                 ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(_CompleteInfo)])
+_sigs["kvt_complete_put_ex"] = (_int, [_P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_bool),
+                                       ctypes.POINTER(_CompleteInfo)])
 _sigs["kvt_token_half"] = (_P, [_P, _int])
 
 
@@ -791,7 +793,22 @@ class Client:
         self._complete("get", token, success)
 
     def complete_put(self, token, success=None):
-        self._complete("put", token, success)
+        """Concludes a put window (kvt_complete_put_ex). Returns {"committed",
+        "failed"}: the blocks now stored and the reservations released. A call that
+        raises nothing can still have failed > 0 (a flag False, or a write the
+        data role recorded as failed): only the committed blocks are stored."""
+        if token._client is not self:
+            raise ValueError("the token belongs to another client")
+        mask = None
+        if success is not None:
+            success = list(success)
+            mask = (ctypes.c_bool * max(len(success), 1))(*success)
+        info = _CompleteInfo()
+        rc = _lib.kvt_complete_put_ex(self._h, ctypes.byref(token._h), mask, ctypes.byref(info))
+        if not token._h:
+            token._consumed()
+        self._check(rc)
+        return {"committed": info.committed, "failed": info.failed}
 
     def complete_prefetch(self, token, success=None):
         self._complete("prefetch", token, success)

@@ -7,7 +7,9 @@
  * misuse of the token or its halves is INVALID_ARGUMENT with a message and the
  * token is kept; pinned hits read back exact after a full tier evicted everything
  * else; a head tier full of pinned blocks makes kvt_prepare BUSY after its
- * retries, nothing held; a lapse is EXPIRED; request_end releases everything. */
+ * retries, nothing held; a lapse is EXPIRED; request_end releases everything.
+ * Also: kvt_complete_put_ex reports the commit counts of a put with a failed key,
+ * and an OVERLOADED request_begin is answered once, never retried. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +41,7 @@ typedef struct {
     uint32_t capacity;     /* the host tier's slots */
     uint64_t pin_lease_ms; /* 0: the default */
     bool lower;            /* a second tier below (a fake tier actor), demotion on */
+    uint32_t max_requests_per_client; /* 0: the default */
 } t_opts_t;
 
 typedef struct {
@@ -72,6 +75,8 @@ static void t_sched_config(sched_config_t *sc, const t_opts_t *o)
     memcpy(sc->secret, t_secret, sizeof sc->secret);
     if (o->pin_lease_ms)
         sc->pin_lease_ms = o->pin_lease_ms;
+    if (o->max_requests_per_client)
+        sc->max_requests_per_client = o->max_requests_per_client;
     sc->n_tiers = o->lower ? 2 : 1;
     sc->tiers[0] =
         (sched_tier_config_t){.tier_id = 1, .capacity = o->capacity, .slot_size = T_BLOCK};
@@ -198,6 +203,12 @@ static int s_setup_plain(void **state)
 static int s_setup_short_lease(void **state)
 {
     t_opts_t o = {.capacity = 64, .pin_lease_ms = 1500};
+    return t_setup(state, &o);
+}
+
+static int s_setup_two_requests(void **state)
+{
+    t_opts_t o = {.capacity = 64, .max_requests_per_client = 2};
     return t_setup(state, &o);
 }
 
@@ -487,6 +498,86 @@ static bool t_lapsed(kvt_client_t *c)
     return false;
 }
 
+/* kvt_complete_put_ex reports the commit counts: a put of 4 keys, all written,
+ * completed with the third flag false, is answered 0 with 3 committed and 1
+ * failed; the 3 are served, the third is not (the complete's 0 alone does not say
+ * the put was whole). Also on kvt_complete_put_ex with a NULL info. */
+static void test_complete_put_ex_reports_the_counts(void **state)
+{
+    t_env_t *e = *state;
+    kvt_client_t *c = e->c;
+    const char *rid = "put-ex";
+    kvt_request_t r = {.instance_id = T_INST, .request_id = rid};
+    assert_int_equal(kvt_request_begin(c, &r), 0);
+    kvt_token_t *tok = NULL;
+    if (kvt_prepare_put(c, T_INST, rid, e->keys, 4, &tok) != 0)
+        fail_msg("prepare_put: %s", kvt_last_error(c));
+    assert_int_equal(kvt_token_count(tok), 4);
+    kvt_job_result_t res = t_run(c, false, ++e->seq, tok, (void *const *)e->src);
+    assert_int_equal(res.n_failed, 0);
+    const bool ok[4] = {true, true, false, true};
+    kvt_complete_info_t ci = {.released = 7, .committed = 7, .failed = 7};
+    if (kvt_complete_put_ex(c, &tok, ok, &ci) != 0)
+        fail_msg("complete_put_ex: %s", kvt_last_error(c));
+    assert_null(tok);
+    assert_int_equal(ci.committed, 3);
+    assert_int_equal(ci.failed, 1);
+    assert_int_equal(ci.released, 0);
+    kvt_lookup_result_t lr;
+    bool hit[4];
+    uint32_t tiers[4];
+    lr.hit = hit;
+    lr.tier_ids = tiers;
+    assert_int_equal(kvt_lookup(c, T_INST, NULL, KVT_LOOKUP_PER_KEY, 0, e->keys, 4, &lr), 0);
+    assert_int_equal(lr.hit_count, 3);
+    assert_true(hit[0] && hit[1] && !hit[2] && hit[3]);
+    /* an error leaves info zero: a complete of no token */
+    ci = (kvt_complete_info_t){.committed = 7};
+    assert_int_equal(kvt_complete_put_ex(c, &tok, NULL, &ci), -KVT_INVALID_ARGUMENT);
+    assert_int_equal(ci.committed, 0);
+    /* NULL info: the plain complete_put */
+    if (kvt_prepare_put(c, T_INST, rid, &e->keys[2], 1, &tok) != 0)
+        fail_msg("prepare_put: %s", kvt_last_error(c));
+    res = t_run(c, false, ++e->seq, tok, (void *const *)&e->src[2]);
+    assert_int_equal(res.n_failed, 0);
+    assert_int_equal(kvt_complete_put_ex(c, &tok, NULL, NULL), 0);
+    assert_int_equal(kvt_request_end(c, T_INST, rid, NULL), 0);
+    assert_int_equal(kvt_lookup(c, T_INST, NULL, KVT_LOOKUP_PER_KEY, 0, e->keys, 4, &lr), 0);
+    assert_int_equal(lr.hit_count, 4);
+}
+
+/* OVERLOADED is answered once and never retried by libkvtier (docs/PROTOCOL.md
+ * §6: a flood answered with retries would grow): with max_requests_per_client 2,
+ * a third request_begin is -KVT_OVERLOADED after exactly one round trip, the
+ * scheduler counted one refusal, and the message says what to do; the other
+ * handle (another client) is still served, and ending one request frees a place. */
+static void test_overloaded_is_not_retried(void **state)
+{
+    t_env_t *e = *state;
+    kvt_client_t *c = e->c;
+    kvt_request_t r1 = {.instance_id = T_INST, .request_id = "ov-1"};
+    kvt_request_t r2 = {.instance_id = T_INST, .request_id = "ov-2"};
+    kvt_request_t r3 = {.instance_id = T_INST, .request_id = "ov-3"};
+    assert_int_equal(kvt_request_begin(c, &r1), 0);
+    assert_int_equal(kvt_request_begin(c, &r2), 0);
+    uint64_t refused0 = t_stat(e->cf, "overloaded");
+    uint64_t trips = kvt_meta_round_trips(c);
+    int rc = kvt_request_begin(c, &r3);
+    if (rc != -KVT_OVERLOADED)
+        fail_msg("third request_begin: %d (%s), want OVERLOADED", rc, kvt_last_error(c));
+    assert_int_equal(kvt_meta_round_trips(c) - trips, 1); /* one call, no resend */
+    assert_non_null(strstr(kvt_last_error(c), "OVERLOADED"));
+    assert_int_equal(t_stat(e->cf, "overloaded") - refused0, 1);
+    /* another client is not refused for it */
+    assert_int_equal(kvt_request_begin(e->cf, &r3), 0);
+    assert_int_equal(kvt_request_end(e->cf, T_INST, "ov-3", NULL), 0);
+    /* a place freed: the same begin is served */
+    assert_int_equal(kvt_request_end(c, T_INST, "ov-1", NULL), 0);
+    assert_int_equal(kvt_request_begin(c, &r3), 0);
+    assert_int_equal(kvt_request_end(c, T_INST, "ov-2", NULL), 0);
+    assert_int_equal(kvt_request_end(c, T_INST, "ov-3", NULL), 0);
+}
+
 /* The window's lease lapses (the shorter of pin lease and write grace): the
  * scheduler releases both halves; a submit on a half is EXPIRED at the client, the
  * complete EXPIRED at the scheduler, and nothing of the put half was stored. */
@@ -547,6 +638,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pinned_hits_survive_a_full_tier, s_setup_plain,
                                         t_teardown),
         cmocka_unit_test_setup_teardown(test_full_pinned_head_is_busy, s_setup_tiny_head,
+                                        t_teardown),
+        cmocka_unit_test_setup_teardown(test_complete_put_ex_reports_the_counts, s_setup_plain,
+                                        t_teardown),
+        cmocka_unit_test_setup_teardown(test_overloaded_is_not_retried, s_setup_two_requests,
                                         t_teardown),
         cmocka_unit_test_setup_teardown(test_lapse_is_expired, s_setup_short_lease, t_teardown),
         cmocka_unit_test_setup_teardown(test_request_end_releases_the_window, s_setup_plain,

@@ -3,7 +3,9 @@
  * nothing is acknowledged (the slot is not SERVING, and not after a reopen
  * either); a read error or a short read fails the read, and the block is served
  * again once the fault is gone; a bit flipped in 1 of 10,000 reads is detected
- * every time (injected == checksum failures) and never returned as a success;
+ * every time (each mismatch counted) and never returned as a success; a
+ * flip is read again and served (a flip in transit), a block whose re-read
+ * mismatches too, or whose bytes are corrupt on the disk, is dropped;
  * a slow disk only slows. Real files in a mkdtemp directory, O_DIRECT, the
  * io_uring engine (pread/pwrite where io_uring is not available). */
 #include <errno.h>
@@ -259,6 +261,8 @@ static void test_bit_flip_1_in_10000_is_always_detected(void **state)
                 wrong += memcmp(rd + s * SLOT, want, SLOT) != 0;
                 continue;
             }
+            /* a flip is re-read and served; only a block whose re-read flipped too
+             * (1 in 10,000 of the flips) fails, and is dropped */
             assert_int_equal(g[s].rc, -EBADMSG); /* the only failure there is here */
             detected++;
             assert_false(s_serving(&f, s)); /* dropped, never served */
@@ -273,13 +277,79 @@ static void test_bit_flip_1_in_10000_is_always_detected(void **state)
     bus_fault_state_t fs;
     bus_fault_show(BUS_FAULT_NVME_READ, &fs);
     print_message("      %" PRIu64 " reads: %" PRIu64 " served right, %" PRIu64
-                  " flips injected, %" PRIu64 " detected\n",
-                  ok + detected, ok, fs.injected, detected);
+                  " flips injected, %" PRIu64 " recovered by the re-read, %" PRIu64
+                  " dropped (both reads flipped)\n",
+                  ok + detected, ok, fs.injected, st.reread_recovered, detected);
     assert_true(fs.injected > 0);
     assert_int_equal(wrong, 0);
-    assert_int_equal(detected, fs.injected);
-    assert_int_equal(st.checksum_failures, fs.injected);
+    /* every flip was caught; each either recovered by its re-read or, flipped twice, dropped */
+    assert_int_equal(st.checksum_failures, st.reread_recovered + detected);
+    assert_int_equal(st.reread_recovered + 2 * detected, fs.injected);
     free(rd);
+    s_free(&f);
+}
+
+/* Flips a bit of slot's block (slot, gen) in the file itself: corruption on the disk. */
+static void s_corrupt_on_disk(s_fix_t *f, uint64_t slot, uint64_t gen)
+{
+    uint8_t want[SLOT];
+    s_pattern(want, slot, gen);
+    FILE *fp = fopen(f->cfg.path, "r+b");
+    assert_non_null(fp);
+    static uint8_t page[SLOT];
+    long at = -1;
+    for (long off = 0; at < 0 && fseek(fp, off, SEEK_SET) == 0 &&
+                       fread(page, 1, SLOT, fp) == SLOT;
+         off += SLOT)
+        if (memcmp(page, want, SLOT) == 0)
+            at = off; /* blocks are page aligned in the file */
+    assert_true(at >= 0);
+    page[100] ^= 0x10;
+    assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+    assert_int_equal(fwrite(page, 1, SLOT, fp), SLOT);
+    assert_int_equal(fclose(fp), 0);
+}
+
+/* One flip in transit (the next read only) is not damage: the block is read once
+ * more, served right, and stays SERVING; a block whose every read mismatches (the
+ * fault on both reads, or its bytes corrupt on the disk) is dropped (-EBADMSG). */
+static void test_one_flip_is_reread_and_corruption_dropped(void **state)
+{
+    (void)state;
+    s_fix_t f;
+    s_new(&f, TIER_NVME_SYNC_DSYNC);
+    for (uint64_t s = 0; s < 3; s++)
+        assert_int_equal(s_put(&f, s, 1), 0);
+    uint8_t got[SLOT];
+    bool right;
+    s_set(BUS_FAULT_NVME_READ, "flip", "next:1");
+    assert_int_equal(s_read(&f, 0, 1, got, &right), 0);
+    assert_true(right);
+    assert_true(s_serving(&f, 0));
+    assert_int_equal(s_injected(BUS_FAULT_NVME_READ), 1);
+    tier_nvme_stats_t st;
+    assert_int_equal(tier_nvme_stats(f.t, &st), 0);
+    assert_int_equal(st.checksum_failures, 1);
+    assert_int_equal(st.reread_recovered, 1);
+    assert_int_equal(st.dropped_slots, 0);
+    /* both reads flipped: dropped */
+    s_set(BUS_FAULT_NVME_READ, "flip", "next:2");
+    assert_int_equal(s_read(&f, 1, 1, got, &right), -EBADMSG);
+    assert_false(right);
+    assert_false(s_serving(&f, 1));
+    bus_fault_clear(BUS_FAULT_NVME_READ);
+    /* corrupt on the disk: every read mismatches, dropped */
+    s_corrupt_on_disk(&f, 2, 1);
+    assert_int_equal(s_read(&f, 2, 1, got, &right), -EBADMSG);
+    assert_false(right);
+    assert_false(s_serving(&f, 2));
+    assert_int_equal(tier_nvme_stats(f.t, &st), 0);
+    assert_int_equal(st.checksum_failures, 3);
+    assert_int_equal(st.reread_recovered, 1);
+    assert_int_equal(st.dropped_slots, 2);
+    assert_true(s_serving(&f, 0)); /* the recovered block is still served after all that */
+    assert_int_equal(s_read(&f, 0, 1, got, &right), 0);
+    assert_true(right);
     s_free(&f);
 }
 
@@ -310,6 +380,7 @@ int main(void)
         cmocka_unit_test_setup(test_fsync_error_leaves_the_put_unacknowledged, s_setup),
         cmocka_unit_test_setup(test_read_error_and_short_read_fail_and_serve_nothing, s_setup),
         cmocka_unit_test_setup(test_bit_flip_1_in_10000_is_always_detected, s_setup),
+        cmocka_unit_test_setup(test_one_flip_is_reread_and_corruption_dropped, s_setup),
         cmocka_unit_test_setup(test_slow_disk_only_slows, s_setup),
     };
     return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);

@@ -133,6 +133,29 @@ static void test_loader_refuses_untrusted_files(void **state)
     assert_int_equal(chmod(dir, 0777), 0);
     s_refused(path, "its directory");
     assert_int_equal(chmod(dir, 0700), 0);
+    /* a symlink is judged by what it points to: a link in a private directory to
+     * the plug-in in a directory anyone can write is refused, naming that
+     * directory; a link to a fifo is not a regular file */
+    char safe[] = "/tmp/kvt-plugin-link-XXXXXX", link[160];
+    assert_non_null(mkdtemp(safe));
+    snprintf(link, sizeof link, "%s/kvt_tier_link.so", safe);
+    assert_int_equal(symlink(path, link), 0);
+    assert_int_equal(chmod(dir, 0777), 0);
+    s_refused(link, dir);
+    s_refused(link, "its directory");
+    assert_int_equal(chmod(dir, 0700), 0);
+    /* its directory private again: the link loads (the copy's kind is the fake's, so
+     * the registry refuses it only after the load) */
+    s_refused(link, "kind already registered");
+    char fifo[160];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    unlink(link);
+    assert_int_equal(symlink(fifo, link), 0);
+    s_refused(link, "not a regular file");
+    unlink(link);
+    unlink(fifo);
+    rmdir(safe);
     if (geteuid() == 0) { /* give it to nobody: only root can */
         assert_int_equal(chown(path, 65534, 65534), 0);
         s_refused(path, "owned by uid 65534");
