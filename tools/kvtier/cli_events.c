@@ -506,8 +506,11 @@ static int s_run(s_run_t *r, cli_common_t *o, char *ep, char *rep, uint64_t epoc
         heard = zclock_mono();
         char nep[256], nrep[256];
         uint64_t nepoch = 0;
+        /* epoch 0: no leader yet (a standby's answer during an election) — not a new
+         * leader to follow: going there would replay from a socket nobody serves and
+         * hold the live stream meanwhile, losing the term that is about to begin */
         if (s_find_endpoint(o, nep, sizeof nep, nrep, sizeof nrep, &nepoch, true) < 0 ||
-            nepoch == epoch)
+            nepoch == 0 || nepoch == epoch)
             continue;
         /* a new leader: its socket, and its term from the first batch on */
         fprintf(stderr, "kvtier events: following the new leader (epoch %" PRIu64 ") at %s\n",
