@@ -1800,7 +1800,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
     for (uint32_t k = 0; k < n; k++) {
         uint32_t slot = 0;
         uint32_t t = sched_block_find(self, in->number, &call->keys[k], q->chain, now, &slot);
-        if (t == SCHED_NONE || t == head->idx ||
+        if (t == SCHED_NONE || sched_same_level(&self->tierset.tiers[t], head) ||
             tier_slots_pin(self->tierset.tiers[t].slots, in->number, &call->keys[k], (uint64_t)now,
                            &slot) != 0)
             continue;
