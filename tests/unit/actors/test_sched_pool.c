@@ -273,6 +273,30 @@ static void test_head_pool_blocks_are_not_promoted_between_members(void **state)
     s_stop(&e);
 }
 
+/* A put of keys a member of the head pool already holds stores nothing again,
+ * though the head's pick is another member: a block lives on one member. */
+static void test_head_pool_put_skips_keys_on_another_member(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e, true);
+    tk_t *t = e.t;
+    s_member_up(t, 2, "m1", e.m[0], 51, S_MEMBER_CAP);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(t, "r1", 0, 4), 0);
+    s_member_up(t, 3, "m2", e.m[1], 52, S_MEMBER_CAP); /* empty: the head's pick now */
+    uint8_t keys[4][16];
+    tk_keys(0, 4, keys);
+    assert_int_equal(tk_prepare_put(t, "r1", keys, 4), 0);
+    assert_int_equal(t->arr->keys.n, 0); /* all four are stored already */
+    uint64_t token = t->rep->body.prepare_put_rep.token.token_id;
+    assert_int_equal(tk_complete_put(t, "r1", token, NULL, 0, NULL, 0), 0);
+    assert_int_equal(tk_stat(t, "tier.m1.used"), 4);
+    assert_int_equal(tk_stat(t, "tier.m2.used"), 0);
+    assert_int_equal(tk_end(t, TK_INST, "r1"), 0);
+    s_stop(&e);
+}
+
 /* `kvtier drain` names members, not pools. */
 static void test_drain_of_a_pool_is_refused(void **state)
 {
@@ -324,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_puts_go_to_the_roomiest_member),
         cmocka_unit_test(test_empty_head_pool_refuses_puts),
         cmocka_unit_test(test_head_pool_blocks_are_not_promoted_between_members),
+        cmocka_unit_test(test_head_pool_put_skips_keys_on_another_member),
         cmocka_unit_test(test_drain_of_a_pool_is_refused),
         cmocka_unit_test(test_bad_pool_configs_are_refused),
     };
