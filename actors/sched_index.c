@@ -582,8 +582,9 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
     }
 
     /* the head new blocks go to (a drained head tier is skipped): a hit there is
-     * not worth a prefetch */
-    uint32_t hits = 0, head = sched_chain_head(self, chain)->cfg.tier_id, head_hits = 0;
+     * not worth a prefetch, nor one on another member of a head pool (one level) */
+    const sched_tier_t *hd = sched_chain_head(self, chain);
+    uint32_t hits = 0, head_hits = 0;
     bool events = sched_events_on(self); /* hits per tier are counted for the event only */
     uint32_t per_tier[SCHED_MAX_TIERS];
     if (events)
@@ -595,9 +596,10 @@ void sched_on_lookup(sched_t *self, sched_call_t *call, sched_chain_fn chain_of)
         if (!call->rep_mask[k])
             continue;
         hits++;
-        advise |= call->rep_tiers[k] != head;
+        bool on_head = sched_same_level(&self->tierset.tiers[call->rep_tiers[k] - 1], hd);
+        advise |= !on_head;
         if (events) {
-            head_hits += call->rep_tiers[k] == head;
+            head_hits += on_head;
             per_tier[call->rep_tiers[k] - 1]++;
         }
         sched_tier_t *t = &self->tierset.tiers[call->rep_tiers[k] - 1];

@@ -820,9 +820,9 @@ static bool s_tier_in_chain(const sched_t *self, uint32_t chain, uint32_t tier_i
     return false;
 }
 
-/* Of keys [from, n), those already SERVING on a lower tier of the chain are
- * skipped like head-tier ones; the others are compacted to the front of
- * call->keys (pos: request index). */
+/* Of keys [from, n), those already SERVING on a lower tier of the chain (or on
+ * any member of a pool at its head: one level) are skipped like head-tier ones;
+ * the others are compacted to the front of call->keys (pos: request index). */
 static uint32_t s_put_compact(sched_t *self, sched_call_t *call, const sched_instance_t *in,
                               uint32_t chain, uint32_t from, uint32_t n, int64_t now)
 {
@@ -830,8 +830,10 @@ static uint32_t s_put_compact(sched_t *self, sched_call_t *call, const sched_ins
     uint32_t m = 0;
     for (uint32_t k = from; k < n; k++) {
         bool serving = false;
-        for (uint32_t j = 1; j < ch->n_tiers && !serving; j++) {
+        for (uint32_t j = 0; j < ch->n_tiers && !serving; j++) {
             sched_tier_t *t = &self->tierset.tiers[ch->tier_ids[j] - 1];
+            if (j == 0 && !t->cfg.pool)
+                continue; /* the head tier: its reservation skips what it serves */
             tier_slot_info_t info;
             /* a DELETING block is going away: the put stores the key again */
             serving =
@@ -1800,7 +1802,7 @@ void sched_on_prepare_prefetch(sched_t *self, sched_call_t *call)
     for (uint32_t k = 0; k < n; k++) {
         uint32_t slot = 0;
         uint32_t t = sched_block_find(self, in->number, &call->keys[k], q->chain, now, &slot);
-        if (t == SCHED_NONE || t == head->idx ||
+        if (t == SCHED_NONE || sched_same_level(&self->tierset.tiers[t], head) ||
             tier_slots_pin(self->tierset.tiers[t].slots, in->number, &call->keys[k], (uint64_t)now,
                            &slot) != 0)
             continue;

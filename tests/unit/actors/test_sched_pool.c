@@ -233,6 +233,70 @@ static void test_empty_head_pool_refuses_puts(void **state)
     s_stop(&e);
 }
 
+/* A pool at the head is one level: a block on one member is on the head, though
+ * new blocks go to another (the roomier): a lookup advises no prefetch for it and
+ * a prefetch leaves it where it is (no copy from member to member). */
+static void test_head_pool_blocks_are_not_promoted_between_members(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e, true);
+    tk_t *t = e.t;
+    s_member_up(t, 2, "m1", e.m[0], 41, S_MEMBER_CAP);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(t, "r1", 0, 4), 0);
+    s_member_up(t, 3, "m2", e.m[1], 42, S_MEMBER_CAP); /* empty: the head's pick now */
+    uint8_t keys[4][16];
+    tk_keys(0, 4, keys);
+    assert_int_equal(tk_lookup(t, TK_INST, "r1", kvtier_LookupMode_LOOKUP_MODE_PER_KEY, 0, keys, 4),
+                     0);
+    assert_int_equal(t->rep->body.lookup_rep.hit_count, 4);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(t->arr->tier_ids.v[i], 2);
+    assert_false(t->rep->body.lookup_rep.prefetch_advised);
+    assert_int_equal(tk_prepare(t, kvtier_Envelope_prepare_prefetch_req_tag, TK_INST, "r1", keys, 4),
+                     0);
+    assert_int_equal(t->arr->keys.n, 0); /* nothing to promote */
+    uint64_t token = t->rep->body.prepare_prefetch_rep.token.token_id;
+    assert_int_equal(tk_stat(t, "reserved"), 0);
+    assert_int_equal(tk_stat(t, "pinned"), 0);
+    kvtier_CompletePrefetchRequest *c =
+        &tk_req(t, kvtier_Envelope_complete_prefetch_req_tag)->body.complete_prefetch_req;
+    snprintf(c->instance_id, sizeof c->instance_id, "%s", TK_INST);
+    snprintf(c->request_id, sizeof c->request_id, "r1");
+    c->token_id = token;
+    bus_arrays_t none = {0};
+    assert_int_equal(tk_call(t, &none), 0);
+    assert_int_equal(tk_stat(t, "tier.m1.used"), 4);
+    assert_int_equal(tk_stat(t, "tier.m2.used"), 0);
+    assert_int_equal(tk_end(t, TK_INST, "r1"), 0);
+    s_stop(&e);
+}
+
+/* A put of keys a member of the head pool already holds stores nothing again,
+ * though the head's pick is another member: a block lives on one member. */
+static void test_head_pool_put_skips_keys_on_another_member(void **state)
+{
+    (void)state;
+    s_env_t e;
+    s_start(&e, true);
+    tk_t *t = e.t;
+    s_member_up(t, 2, "m1", e.m[0], 51, S_MEMBER_CAP);
+    assert_int_equal(tk_begin(t, TK_INST, "r1", 0), 0);
+    assert_int_equal(tk_put(t, "r1", 0, 4), 0);
+    s_member_up(t, 3, "m2", e.m[1], 52, S_MEMBER_CAP); /* empty: the head's pick now */
+    uint8_t keys[4][16];
+    tk_keys(0, 4, keys);
+    assert_int_equal(tk_prepare_put(t, "r1", keys, 4), 0);
+    assert_int_equal(t->arr->keys.n, 0); /* all four are stored already */
+    uint64_t token = t->rep->body.prepare_put_rep.token.token_id;
+    assert_int_equal(tk_complete_put(t, "r1", token, NULL, 0, NULL, 0), 0);
+    assert_int_equal(tk_stat(t, "tier.m1.used"), 4);
+    assert_int_equal(tk_stat(t, "tier.m2.used"), 0);
+    assert_int_equal(tk_end(t, TK_INST, "r1"), 0);
+    s_stop(&e);
+}
+
 /* `kvtier drain` names members, not pools. */
 static void test_drain_of_a_pool_is_refused(void **state)
 {
@@ -283,6 +347,8 @@ int main(void)
         cmocka_unit_test(test_members_join_and_leave),
         cmocka_unit_test(test_puts_go_to_the_roomiest_member),
         cmocka_unit_test(test_empty_head_pool_refuses_puts),
+        cmocka_unit_test(test_head_pool_blocks_are_not_promoted_between_members),
+        cmocka_unit_test(test_head_pool_put_skips_keys_on_another_member),
         cmocka_unit_test(test_drain_of_a_pool_is_refused),
         cmocka_unit_test(test_bad_pool_configs_are_refused),
     };
