@@ -913,6 +913,19 @@ static void s_reserve_failed(sched_t *self, sched_call_t *call, sched_instance_t
                               t->cfg.name, going, m, ts.pinned, ts.reserved);
             return;
         }
+        if (ts.evictable >= m) {
+            /* the blocks could go, but none could be demoted now (the tier below is
+             * down, still reading its inventory, full of writes, or the migrator's
+             * queue is full): transient, not a batch too big for the tier */
+            in->c.put_busy++;
+            self->c.put_busy++;
+            sched_reply_error(self, call, kvtier_StatusCode_STATUS_BUSY,
+                              "tier %s is full and none of its %u evictable blocks could be "
+                              "demoted now (the tier below is down, recovering or busy): "
+                              "nothing reserved, retry shortly",
+                              t->cfg.name, ts.evictable);
+            return;
+        }
     }
     switch (rc) {
     case TIER_SLOTS_ENOSPC:
