@@ -921,7 +921,10 @@ static int s_read_pools(const bus_config_node_t *root, coord_config_t *c, char *
             rc = s_read_tier_entry(&pn, c, next_id, true, &p->member, err, errlen);
         if (rc < 0)
             break;
-        snprintf(p->name, sizeof p->name, "%s", p->member.name);
+        /* both inside *c: a copy, not snprintf (gcc's -Werror=restrict in sanitizer builds) */
+        size_t nl = strnlen(p->member.name, sizeof p->name - 1);
+        memcpy(p->name, p->member.name, nl);
+        p->name[nl] = '\0';
         uint32_t room = COORD_MAX_TIERS >= next_id ? COORD_MAX_TIERS - next_id + 1 : 0;
         uint64_t m = 0;
         rc = bus_config_get_u64(&pn, "max_members", 1, UINT32_MAX, &m, err, errlen);
