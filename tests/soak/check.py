@@ -281,9 +281,15 @@ def main():
     if samples:
         t0, t1 = samples[0]["t"], samples[-1]["t"]
         third = (t1 - t0) / 3
-        for name in sorted({s["name"] for s in samples}):
-            mid = [s for s in samples if s["name"] == name and t0 + third <= s["t"] < t0 + 2 * third]
-            last = [s for s in samples if s["name"] == name and s["t"] >= t0 + 2 * third]
+        # the coordinators are one series: which of them leads (a leader holds the
+        # scheduler's sockets and memory, a standby little) moves between them, so
+        # each alone would show a standby's middle third against a leader's last
+        def series(n):
+            return "coordinators" if n.startswith("coordinator-") else n
+        for name in sorted({series(s["name"]) for s in samples}):
+            mid = [s for s in samples
+                   if series(s["name"]) == name and t0 + third <= s["t"] < t0 + 2 * third]
+            last = [s for s in samples if series(s["name"]) == name and s["t"] >= t0 + 2 * third]
             if not mid or not last:
                 continue
             tr = {"rss_mid_max_kb": max(s["rss_kb"] for s in mid),
