@@ -1195,7 +1195,7 @@ static sched_t *s_self_new(zsock_t *pipe, const sched_config_t *cfg)
     }
     sched_strcpy(self->internal_ep, sizeof self->internal_ep, bus_server_endpoint(self->internal));
     if (sched_events_init(self, self->cfg.events_input, self->cfg.events_queue,
-                          self->cfg.leader_epoch, self->endpoint, sched_instance_name,
+                          self->cfg.leader_epoch, self->cfg.previous_epoch, self->endpoint, sched_instance_name,
                           sched_instance_tokens) < 0) {
         bus_error(S_LOG, "cannot start the events of this scheduler (publisher input '%s')",
                   self->cfg.events_input);

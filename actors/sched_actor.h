@@ -198,6 +198,9 @@ typedef struct {
     char vllm_event_endpoint[SCHED_ENDPOINT_MAX];
     char vllm_replay_endpoint[SCHED_ENDPOINT_MAX];
     uint64_t leader_epoch;
+    /* The term before this one (coord_elector's previous_epoch), told in this
+     * term's LeaderChanged (DESIGN.md §13); 0: none or unknown. */
+    uint64_t previous_epoch;
     /* The leader's lease as the elector last confirmed it (coord_elector.h), one
      * word tied to one term: sched_lease_word(epoch, until), until a zclock_mono
      * ms after which this scheduler is no leader any more, written by the elector,

@@ -36,6 +36,7 @@ uint32_t sched_ev_medium(uint32_t wire_kind)
 /* ---- lifetime ---- */
 
 int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint64_t epoch,
+                      uint64_t previous_epoch,
                       const char *leader, sched_name_fn name_of, sched_tokens_fn tokens_of)
 {
     sched_events_t *ev = &self->events;
@@ -65,7 +66,10 @@ int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint6
     /* a new leader's first batch (sequences of this term start here) */
     sched_ev_rec_t *r = &ev->rec[ev->n_rec++];
     *r = (sched_ev_rec_t){
-        .kind = SCHED_EV_LEADER, .a = epoch, .ts_us = (uint64_t)zclock_time() * 1000};
+        .kind = SCHED_EV_LEADER,
+        .a = epoch,
+        .b = previous_epoch,
+        .ts_us = (uint64_t)zclock_time() * 1000};
     snprintf(r->text, sizeof r->text, "%s", leader ? leader : "");
     ev->records++;
     return 0;
@@ -367,6 +371,7 @@ static void s_event(sched_t *self, const sched_ev_rec_t *r, bus_event_t *out)
         snprintf(l->node_id, sizeof l->node_id, "%s", self->cfg.node_name);
         snprintf(l->endpoint, sizeof l->endpoint, "%s", r->text);
         l->epoch = r->a;
+        l->previous_epoch = r->b;
         break;
     }
     default:

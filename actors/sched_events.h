@@ -57,7 +57,7 @@ typedef struct {
     uint32_t tier2;   /* moved: destination tier id; lookup: mode */
     uint64_t a;       /* stored: block bytes; tier: capacity slots; leader: epoch;
                          lookup: hit count */
-    uint64_t b;       /* tier: slot bytes; lookup: head hits */
+    uint64_t b;       /* tier: slot bytes; lookup: head hits; leader: previous epoch */
     uint64_t c;       /* tier: the tier actor's epoch; lookup: keys looked up */
     uint32_t key_off; /* first key in the key pool */
     uint32_t n_keys;
@@ -96,6 +96,7 @@ typedef struct {
 /* Connects to the publisher's input at endpoint ("" or NULL: events off) and
  * records the leader's first event. 0 or -1 (allocation, socket). */
 int sched_events_init(sched_t *self, const char *endpoint, uint32_t queue, uint64_t epoch,
+                      uint64_t previous_epoch,
                       const char *leader, sched_name_fn name_of, sched_tokens_fn tokens_of);
 void sched_events_fini(sched_t *self);
 bool sched_events_on(const sched_t *self);

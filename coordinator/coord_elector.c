@@ -219,6 +219,7 @@ typedef struct {
     char name[COORD_ELECTOR_NAME_MAX];
     char endpoint[BUS_ENDPOINT_MAX];
     char leader_key[COORD_ETCD_KEY_MAX];
+    char term_key[COORD_ETCD_KEY_MAX]; /* term: the last term's epoch, kept (no lease) */
     char member_key[COORD_ETCD_KEY_MAX];
     char members_prefix[COORD_ETCD_KEY_MAX]; /* coordinators/: the standbys counted */
     _Atomic uint32_t *standbys;              /* cfg.standbys (NULL: not counted) */
@@ -249,11 +250,16 @@ static int s_campaign(self_t *self);
 static void s_lose_leadership(self_t *self);
 
 static void s_report(self_t *self, coord_elector_event_kind_t kind, uint64_t epoch,
-                     const char *endpoint, const char *name)
+                     const char *endpoint, const char *name, uint64_t previous)
 {
-    bus_info(S_COMP, "%s: %s epoch %" PRIu64 " %s (%s)", self->name, coord_elector_event_name(kind),
-             epoch, endpoint, name);
-    zsock_send(self->pipe, "s8ss", coord_elector_event_name(kind), epoch, endpoint, name);
+    char prev[48] = "";
+    if (kind == COORD_ELECTOR_LEADER)
+        snprintf(prev, sizeof prev, ", after term %" PRIu64 "%s", previous,
+                 previous ? "" : " (none known)");
+    bus_info(S_COMP, "%s: %s epoch %" PRIu64 " %s (%s)%s", self->name,
+             coord_elector_event_name(kind), epoch, endpoint, name, prev);
+    zsock_send(self->pipe, "s8ss8", coord_elector_event_name(kind), epoch, endpoint, name,
+               previous);
 }
 
 /* --- retry timer --- */
@@ -376,7 +382,7 @@ static void s_lose_leadership(self_t *self)
     self->leader = false;
     if (self->standbys) /* counted again when a term begins */
         atomic_store(self->standbys, 0);
-    s_report(self, COORD_ELECTOR_LOST, self->epoch, "", self->name);
+    s_report(self, COORD_ELECTOR_LOST, self->epoch, "", self->name, 0);
     self->epoch = 0;
     self->follower_reported = false;
 }
@@ -492,6 +498,36 @@ static void s_on_resign(self_t *self, uint64_t epoch, const char *who)
 
 /* --- campaign --- */
 
+/* The term before this one, as etcd ordered the writes: one put of our epoch to
+ * /kvtier/<cluster>/term returning the value it replaced (0: none, or etcd did
+ * not answer: logged). The new term's LeaderChanged carries it, so a subscriber
+ * that missed a whole term knows (docs/EVENTS.md "Terms"). */
+static uint64_t s_chain_term(self_t *self, uint64_t epoch)
+{
+    char v[24], prev[24];
+    size_t plen = 0;
+    bool had = false;
+    int n = snprintf(v, sizeof v, "%" PRIu64, epoch);
+    if (coord_etcd_put_prev(self->etcd, self->term_key, v, (size_t)n, 0, prev, sizeof prev - 1,
+                            &plen, &had) < 0) {
+        bus_warn(S_COMP, "%s: writing %s: %s (the previous term is unknown)", self->name,
+                 self->term_key, coord_etcd_last_error(self->etcd));
+        return 0;
+    }
+    if (!had)
+        return 0;
+    prev[plen] = '\0';
+    char *end = NULL;
+    errno = 0;
+    unsigned long long pe = strtoull(prev, &end, 10);
+    if (errno || end == prev || *end || pe >= epoch) {
+        bus_warn(S_COMP, "%s: %s held '%s', not an epoch before %" PRIu64 ": ignored", self->name,
+                 self->term_key, prev, epoch);
+        return 0;
+    }
+    return (uint64_t)pe;
+}
+
 static void s_become_leader(self_t *self, uint64_t epoch)
 {
     if (self->leader && self->epoch == epoch)
@@ -516,7 +552,7 @@ static void s_become_leader(self_t *self, uint64_t epoch)
                      sched_lease_word(
                          epoch, s_until(atomic_load(&self->ka.last_ok_sent), self->lease_ttl_ms)));
     atomic_store(&self->ka.term, epoch);
-    s_report(self, COORD_ELECTOR_LEADER, epoch, self->endpoint, self->name);
+    s_report(self, COORD_ELECTOR_LEADER, epoch, self->endpoint, self->name, s_chain_term(self, epoch));
     s_count_standbys(self);
 }
 
@@ -537,7 +573,7 @@ static void s_follow(self_t *self, const uint8_t *value, size_t len, uint64_t ep
     self->follower_reported = true;
     self->f_epoch = epoch;
     snprintf(self->f_endpoint, sizeof self->f_endpoint, "%s", ep);
-    s_report(self, COORD_ELECTOR_FOLLOWER, epoch, ep, name);
+    s_report(self, COORD_ELECTOR_FOLLOWER, epoch, ep, name, 0);
 }
 
 /* A coordinator whose lease lapsed (or was revoked) was likely the sick one:
@@ -765,6 +801,7 @@ zactor_t *coord_elector_new(const coord_elector_config_t *cfg)
     char suffix[COORD_ELECTOR_NAME_MAX + 16];
     snprintf(suffix, sizeof suffix, "coordinators/%s", cfg->name);
     if (coord_cluster_key(self->leader_key, sizeof self->leader_key, cfg->cluster, "leader") < 0 ||
+        coord_cluster_key(self->term_key, sizeof self->term_key, cfg->cluster, "term") < 0 ||
         coord_cluster_key(self->member_key, sizeof self->member_key, cfg->cluster, suffix) < 0 ||
         coord_cluster_key(self->members_prefix, sizeof self->members_prefix, cfg->cluster,
                           "coordinators/") < 0)
@@ -812,9 +849,10 @@ const char *coord_elector_event_name(coord_elector_event_kind_t kind)
 int coord_elector_recv(zactor_t *elector, coord_elector_event_t *ev)
 {
     char *kind = NULL, *ep = NULL, *name = NULL;
-    uint64_t epoch = 0;
+    uint64_t epoch = 0, previous = 0;
     memset(ev, 0, sizeof *ev);
-    if (zsock_recv(elector, "s8ss", &kind, &epoch, &ep, &name) < 0 || !kind || !ep || !name)
+    if (zsock_recv(elector, "s8ss8", &kind, &epoch, &ep, &name, &previous) < 0 || !kind || !ep ||
+        !name)
         goto out_bad;
     if (streq(kind, "LEADER"))
         ev->kind = COORD_ELECTOR_LEADER;
@@ -825,6 +863,7 @@ int coord_elector_recv(zactor_t *elector, coord_elector_event_t *ev)
     else
         goto out_bad;
     ev->epoch = epoch;
+    ev->previous_epoch = previous;
     snprintf(ev->endpoint, sizeof ev->endpoint, "%s", ep);
     snprintf(ev->name, sizeof ev->name, "%s", name);
     zstr_free(&kind);

@@ -102,6 +102,8 @@ typedef enum {
 typedef struct {
     coord_elector_event_kind_t kind;
     uint64_t epoch;                  /* the leader's epoch (LEADER, FOLLOWER); LOST: ours */
+    uint64_t previous_epoch;         /* LEADER: the term before ours (etcd's
+                                        /kvtier/<cluster>/term); 0: none or unknown */
     char endpoint[BUS_ENDPOINT_MAX]; /* the leader's meta endpoint; LOST: "" */
     char name[COORD_ELECTOR_NAME_MAX];
 } coord_elector_event_t;

@@ -596,8 +596,12 @@ int coord_etcd_lease_revoke(coord_etcd_t *e, int64_t id)
 
 /* ---- keys ----------------------------------------------------------------- */
 
-int coord_etcd_put(coord_etcd_t *e, const char *key, const void *value, size_t len, int64_t lease,
-                   int64_t *revision)
+static int s_copy_value(const coord_etcd_kv_t *kv, void *buf, size_t cap, size_t *len);
+
+/* One kv/put (prev_kv: etcd returns the old pair too); *out gets the answer, the
+ * caller's to free, when out is not NULL. */
+static int s_put(coord_etcd_t *e, const char *key, const void *value, size_t len, int64_t lease,
+                 int64_t *revision, bool prev_kv, json_t **out)
 {
     if (!e)
         return -EINVAL;
@@ -612,6 +616,8 @@ int coord_etcd_put(coord_etcd_t *e, const char *key, const void *value, size_t l
         rc = s_set(req, "value", s_b64(value ? value : "", len));
     if (rc == 0 && lease)
         rc = s_set(req, "lease", s_i64(lease));
+    if (rc == 0 && prev_kv)
+        rc = s_set(req, "prev_kv", json_true());
     if (rc < 0) {
         s_fail(e, rc, "etcd kv/put: out of memory");
         goto out;
@@ -626,9 +632,49 @@ int coord_etcd_put(coord_etcd_t *e, const char *key, const void *value, size_t l
     }
     if (revision)
         *revision = rev;
+    if (out) {
+        *out = root;
+        root = NULL;
+    }
 out:
     json_decref(root);
     json_decref(req);
+    return rc;
+}
+
+int coord_etcd_put(coord_etcd_t *e, const char *key, const void *value, size_t len, int64_t lease,
+                   int64_t *revision)
+{
+    return s_put(e, key, value, len, lease, revision, false, NULL);
+}
+
+int coord_etcd_put_prev(coord_etcd_t *e, const char *key, const void *value, size_t len,
+                        int64_t lease, void *prev, size_t prev_cap, size_t *prev_len,
+                        bool *had_prev)
+{
+    if (!had_prev)
+        return e ? s_fail(e, -EINVAL, "etcd kv/put %s: bad argument", key ? key : "(null)")
+                 : -EINVAL;
+    *had_prev = false;
+    json_t *root = NULL;
+    int rc = s_put(e, key, value, len, lease, NULL, true, &root);
+    if (rc < 0)
+        return rc;
+    const json_t *pk = json_object_get(root, "prev_kv");
+    if (pk) {
+        coord_etcd_kv_t kv;
+        rc = coord_json_kv(pk, &e->scratch, &kv);
+        if (rc < 0) {
+            rc = s_bad_answer(e, "kv/put", rc);
+        } else {
+            *had_prev = true;
+            rc = s_copy_value(&kv, prev, prev_cap, prev_len);
+            if (rc < 0)
+                s_fail(e, rc, "etcd: old value of %s is %zu bytes, buffer holds %zu", key,
+                       kv.value_len, prev_cap);
+        }
+    }
+    json_decref(root);
     return rc;
 }
 

@@ -135,6 +135,13 @@ int coord_etcd_lease_revoke(coord_etcd_t *e, int64_t id);
 int coord_etcd_put(coord_etcd_t *e, const char *key, const void *value, size_t len, int64_t lease,
                    int64_t *revision);
 
+/* coord_etcd_put that also returns, from the same write, the value the key held
+ * before it: into prev (prev_cap bytes; *prev_len its size, -ENOBUFS when it does
+ * not fit, the write done all the same); *had_prev false when the key was new. */
+int coord_etcd_put_prev(coord_etcd_t *e, const char *key, const void *value, size_t len,
+                        int64_t lease, void *prev, size_t prev_cap, size_t *prev_len,
+                        bool *had_prev);
+
 /* Reads key into buf (cap bytes). *len gets the value's size; -ENOBUFS when cap
  * is smaller (nothing copied, *len says what is needed; buf may be NULL with cap
  * 0 to ask for the size only). -ENOENT when absent. meta is optional. */

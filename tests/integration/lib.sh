@@ -23,7 +23,9 @@ it_shms=()
 KVTIER_COORDINATOR=""
 
 it_log() { printf '[%s %s] %s\n' "$(date +%H:%M:%S)" "${0##*/}" "$*" >&2; }
+it_failure="" # why the test failed, printed again after the logs (a CI log's tail shows the reason)
 it_fail() {
+  it_failure=$*
   it_log "FAIL: $*"
   exit 1
 }
@@ -167,7 +169,10 @@ it_ours() {
 it_cleanup() {
   local rc=$? f pid
   trap - EXIT
-  [ $rc -eq 0 ] || it_dump_logs
+  if [ $rc -ne 0 ]; then
+    it_dump_logs
+    it_log "FAILED (status $rc): ${it_failure:-see the lines above the logs}"
+  fi
   if [ -n "$it_supervisor" ] && kill -0 "$it_supervisor" 2>/dev/null; then
     kill -TERM "$it_supervisor" 2>/dev/null || true
     it_wait_gone "$it_supervisor" "$IT_STOP_TIMEOUT_S" || kill -KILL "$it_supervisor" 2>/dev/null || true

@@ -81,7 +81,7 @@ it_wait_until 60 quiet || it_fail "the service did not settle: $(it_cli status |
 marker 1000 || it_fail "the recorder did not catch up"
 kill -INT "$recorder"
 wait "$recorder" || true
-grep -q '^events: .* (0 missing)$' "$it_dir/events.err" || it_fail "the recording has gaps: $(tail -n 2 "$it_dir/events.err")"
+grep -q '^events: .* (0 missing), 0 terms lost$' "$it_dir/events.err" || it_fail "the recording has gaps: $(tail -n 2 "$it_dir/events.err")"
 
 moved=$(counter prefetch_moved)
 blocks=$(counter blocks)

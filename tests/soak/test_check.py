@@ -16,7 +16,7 @@ CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check.py")
 K = "11" * 16
 
 
-def run(hist, events, chaos=(), samples=(), summary="events: 9 batches, 0 gaps (0 missing)"):
+def run(hist, events, chaos=(), samples=(), summary="events: 9 batches, 0 gaps (0 missing), 0 terms lost"):
     d = tempfile.mkdtemp(prefix="kvt-check-")
     for name, rows in (("hist-0-1.jsonl", hist), ("events.jsonl", events),
                        ("chaos.log", chaos), ("samples.jsonl", samples)):
@@ -136,6 +136,13 @@ class Rules(unittest.TestCase):
                            summary="events: 9 batches, 2 gaps (5 missing)")
         self.assertEqual(rc, 1)
         self.assertIn("lost 5 batches", out)
+
+    def test_lost_term_fails(self):
+        rc, rep, out = run([put(10), get(11, "hit")], [STORED],
+                           summary="events: 9 batches, 0 gaps (0 missing), 1 terms lost")
+        self.assertEqual(rc, 1)
+        self.assertEqual(rep["event_terms_lost"], 1)
+        self.assertIn("lost 1 whole leader terms", out)
 
     def test_growing_rss_fails(self):
         samples = [{"t": t, "name": "coordinator", "pid": 1, "rss_kb": 1000 + (t > 20) * 100000,

@@ -248,7 +248,10 @@ zsock_t *cli_socket(const char *cmd, const bus_curve_client_t *keys, int type, c
 
 kvt_client_t *cli_connect(cli_common_t *o, const char *name)
 {
-    kvt_options_t opts = {.timeout_ms = o->timeout_ms, .disable_shm = o->no_shm, .name = name};
+    kvt_options_t opts = {.timeout_ms = o->timeout_ms,
+                          .failover_ms = o->failover_ms,
+                          .disable_shm = o->no_shm,
+                          .name = name};
     if (o->config && s_load_config(o) < 0)
         return NULL;
     s_curve_names(o, &opts.curve_cert, &opts.curve_server_key);

@@ -81,6 +81,7 @@ typedef struct {
     const char *config;
     const char *cluster;
     uint32_t timeout_ms;
+    uint32_t failover_ms; /* 0: libkvtier's default (not a flag: a command's own bound) */
     bool no_shm;
     const char *instance;
     uint64_t block_size;

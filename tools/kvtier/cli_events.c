@@ -35,6 +35,7 @@ enum {
 
 #define S_ANSWER_MS 10000 /* a replay / snapshot message must come within this */
 #define S_FOLLOW_MS 2000  /* silence after which the leader is asked again */
+#define S_PROBE_MS 1000   /* the bound of that asking */
 
 #define S_MAX_EVENTS 4096u
 #define S_MAX_KEYS 65536u
@@ -64,6 +65,8 @@ typedef struct {
     const bus_curve_client_t *curve; /* --cert: this client's keys; NULL: none */
     bool replaying;
     uint64_t batches, gaps, missing, bad, last;
+    uint64_t prior_term;  /* the term seen before the current one (0: none) */
+    uint64_t terms_lost;  /* whole terms between two seen, told by a LeaderChanged */
 } s_run_t;
 
 static volatile sig_atomic_t s_stop;
@@ -190,7 +193,8 @@ static void s_print_event(FILE *f, const char *topic, uint64_t seq, const kvtier
     case kvtier_Event_leader_changed_tag:
         fprintf(f, ",\"kind\":\"leader\",\"node\":");
         s_jstr(f, ev->kind.leader_changed.node_id);
-        fprintf(f, ",\"leader_epoch\":%" PRIu64, ev->kind.leader_changed.epoch);
+        fprintf(f, ",\"leader_epoch\":%" PRIu64 ",\"previous_epoch\":%" PRIu64,
+                ev->kind.leader_changed.epoch, ev->kind.leader_changed.previous_epoch);
         break;
     default:
         fprintf(f, ",\"kind\":\"cleared\"");
@@ -211,7 +215,16 @@ static void s_print_event(FILE *f, const char *topic, uint64_t seq, const kvtier
 static int s_find_endpoint(cli_common_t *o, char *out, size_t len, char *rout, size_t rlen,
                            uint64_t *epoch, bool quiet)
 {
-    kvt_client_t *c = cli_connect(o, "kvtier-events");
+    /* asked again while following: bounded by S_PROBE_MS, not by a call's failover
+     * budget (15 s), which would hold the live stream while a whole short term passes
+     * (its batches then dropped with the socket); a probe that fails is tried again
+     * after the next silence */
+    cli_common_t probe = *o;
+    if (quiet) {
+        probe.timeout_ms = probe.timeout_ms && probe.timeout_ms < S_PROBE_MS ? probe.timeout_ms : S_PROBE_MS;
+        probe.failover_ms = S_PROBE_MS;
+    }
+    kvt_client_t *c = cli_connect(&probe, "kvtier-events");
     if (!c)
         return -1;
     kvt_cluster_info_t *ci = calloc(1, sizeof *ci);
@@ -239,9 +252,24 @@ static bool s_topic_wanted(const s_args_t *a, const char *topic)
     return !a->topic || strncmp(topic, a->topic, strlen(a->topic)) == 0;
 }
 
-/* Decodes and prints one batch (snapshot: a page of the index at seq). */
+/* A new term's LeaderChanged names the term before it: when that is newer than
+ * the last term this stream saw, a whole term went by unseen (its leader lost
+ * before this subscriber reached it, and its replay ring with it). */
+static void s_check_term(s_run_t *r, const kvtier_LeaderChanged *l)
+{
+    if (!r->prior_term || !l->previous_epoch || l->previous_epoch <= r->prior_term)
+        return;
+    r->terms_lost++;
+    fprintf(stderr,
+            "kvtier events: term %" PRIu64 " (after %" PRIu64 ", before %" PRIu64
+            ") is missing from this stream: its events were lost\n",
+            l->previous_epoch, r->prior_term, l->epoch);
+}
+
+/* Decodes and prints one batch (snapshot: a page of the index at seq); print
+ * false: only decoded (a new term's first batch, checked under a topic filter). */
 static void s_print_batch(s_run_t *r, const char *topic, uint64_t seq, const void *data, size_t len,
-                          bool snapshot)
+                          bool snapshot, bool print)
 {
     kvtier_EventBatch b;
     uint32_t n = 0;
@@ -254,7 +282,10 @@ static void s_print_batch(s_run_t *r, const char *topic, uint64_t seq, const voi
         fprintf(stderr, "kvtier events: batch %" PRIu64 " does not decode: %s\n", seq, st.message);
         return;
     }
-    if (r->a->summary)
+    for (uint32_t i = 0; !snapshot && seq == BUS_EVENTS_SEQ_FIRST(BUS_EVENTS_SEQ_TERM(seq)) && i < n; i++)
+        if (r->events[i].ev.which_kind == kvtier_Event_leader_changed_tag)
+            s_check_term(r, &r->events[i].ev.kind.leader_changed);
+    if (r->a->summary || !print)
         return;
     for (uint32_t i = 0; i < n; i++) {
         char t[128];
@@ -304,10 +335,13 @@ static void s_on_batch(s_run_t *r, const uint8_t *t, size_t tlen, uint64_t seq, 
         r->gaps++;
         r->missing += seq - r->last - 1;
     }
+    if (!r->last || BUS_EVENTS_SEQ_TERM(seq) != BUS_EVENTS_SEQ_TERM(r->last))
+        r->prior_term = r->last ? BUS_EVENTS_SEQ_TERM(r->last) : 0;
     r->last = seq;
     r->batches++;
-    if (s_topic_wanted(r->a, topic))
-        s_print_batch(r, topic, seq, data, len, false);
+    bool wanted = s_topic_wanted(r->a, topic);
+    if (wanted || seq == BUS_EVENTS_SEQ_FIRST(BUS_EVENTS_SEQ_TERM(seq)))
+        s_print_batch(r, topic, seq, data, len, false, wanted);
 }
 
 /* The next message on the DEALER within S_ANSWER_MS, or NULL (reason printed). */
@@ -407,7 +441,7 @@ static int s_snapshot(s_run_t *r, const char *replay_ep)
             if (zframe_streq(v, "SNAPSHOT") && f1 && zframe_size(f1) == 8)
                 at = bus_events_seq_get(zframe_data(f1));
             else if (zframe_streq(v, "BLOCKS") && f1)
-                s_print_batch(r, "snapshot", at, zframe_data(f1), zframe_size(f1), true);
+                s_print_batch(r, "snapshot", at, zframe_data(f1), zframe_size(f1), true, true);
             else if (zframe_streq(v, "END"))
                 rc = 0;
             else
@@ -445,6 +479,15 @@ static void s_on_live(s_run_t *r, zsock_t *sub)
         s_on_batch(r, zframe_data(t), zframe_size(t), bus_events_seq_get(zframe_data(s)),
                    zframe_data(p), zframe_size(p));
     zmsg_destroy(&m);
+}
+
+/* Every batch already queued on SUB, without waiting. */
+static void s_drain(s_run_t *r, zsock_t *sub)
+{
+    zpoller_t *p = zpoller_new(sub, NULL);
+    while (p && zpoller_wait(p, 0))
+        s_on_live(r, sub);
+    zpoller_destroy(&p);
 }
 
 static void s_usage(FILE *f)
@@ -512,18 +555,29 @@ static int s_run(s_run_t *r, cli_common_t *o, char *ep, char *rep, uint64_t epoc
         if (s_find_endpoint(o, nep, sizeof nep, nrep, sizeof nrep, &nepoch, true) < 0 ||
             nepoch == 0 || nepoch == epoch)
             continue;
+        /* what arrived meanwhile first: on the same address the SUB may have
+         * reconnected by itself to a leader between the two we know of, and its
+         * batches are only in this socket's queue */
+        s_drain(r, sub);
+        if (r->last && nepoch <= BUS_EVENTS_SEQ_TERM(r->last)) {
+            epoch = nepoch; /* followed already, by the live stream */
+            continue;
+        }
         /* a new leader: its socket, and its term from the first batch on */
         fprintf(stderr, "kvtier events: following the new leader (epoch %" PRIu64 ") at %s\n",
                 nepoch, nep);
-        zpoller_destroy(&poller);
-        zsock_destroy(&sub);
+        bool moved = strcmp(ep, nep) != 0;
         snprintf(ep, 256, "%s", nep);
         snprintf(rep, 256, "%s", nrep);
         epoch = nepoch;
-        sub = s_subscribe(r, ep, a->topic);
-        if (!sub)
-            return -1;
-        poller = zpoller_new(sub, NULL);
+        if (moved) {
+            zpoller_destroy(&poller);
+            zsock_destroy(&sub);
+            sub = s_subscribe(r, ep, a->topic);
+            if (!sub)
+                return -1;
+            poller = zpoller_new(sub, NULL);
+        }
         if (rep[0] && s_replay(r, rep, BUS_EVENTS_SEQ_FIRST(nepoch)) < 0)
             fprintf(stderr, "kvtier events: the new leader's replay failed; going on live\n");
     }
@@ -594,7 +648,9 @@ int cli_cmd_events(int argc, char **argv)
         fprintf(stderr, "kvtier events: writing %s failed: %s\n", a.record, strerror(errno));
         rc = -1;
     }
-    fprintf(stderr, "events: %" PRIu64 " batches, %" PRIu64 " gaps (%" PRIu64 " missing)%s\n",
-            r.batches, r.gaps, r.missing, r.bad ? ", some undecodable" : "");
+    fprintf(stderr,
+            "events: %" PRIu64 " batches, %" PRIu64 " gaps (%" PRIu64 " missing), %" PRIu64
+            " terms lost%s\n",
+            r.batches, r.gaps, r.missing, r.terms_lost, r.bad ? ", some undecodable" : "");
     return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }

@@ -23,6 +23,7 @@ static void s_tweak(sched_config_t *cfg)
     snprintf(cfg->events_input, sizeof cfg->events_input, "%s", s_input);
     cfg->events_queue = s_queue;
     cfg->leader_epoch = S_EPOCH;
+    cfg->previous_epoch = S_EPOCH - 2; /* told in the term's LeaderChanged */
 }
 
 typedef struct {
@@ -111,6 +112,7 @@ static void test_events_of_a_put_a_lookup_and_a_remove(void **state)
     assert_int_equal(b->n, 1);
     assert_int_equal(b->ev[0].ev.which_kind, kvtier_Event_leader_changed_tag);
     assert_int_equal(b->ev[0].ev.kind.leader_changed.epoch, S_EPOCH);
+    assert_int_equal(b->ev[0].ev.kind.leader_changed.previous_epoch, S_EPOCH - 2);
     s_expect(pull, b, "tier", &last);
     assert_int_equal(b->ev[0].ev.which_kind, kvtier_Event_tier_changed_tag);
     assert_true(b->ev[0].ev.kind.tier_changed.up);

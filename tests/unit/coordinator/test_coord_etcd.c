@@ -757,6 +757,32 @@ static void test_leased_key_vanishes_with_lease(void **state)
     coord_etcd_destroy(&e);
 }
 
+/* put_prev returns the value the same write replaced: none for a new key, the old
+ * bytes after, an error with the size for a small buffer (the write done anyway). */
+static void test_put_prev_returns_old_value(void **state)
+{
+    (void)state;
+    coord_etcd_t *e = s_client();
+    char buf[16];
+    size_t len = 99;
+    bool had = true;
+    ASSERT_ETCD(e, coord_etcd_delete(e, "/t/prev/k", NULL), 0);
+    ASSERT_ETCD(e, coord_etcd_put_prev(e, "/t/prev/k", "first", 5, 0, buf, sizeof buf, &len, &had), 0);
+    assert_false(had);
+    ASSERT_ETCD(e, coord_etcd_put_prev(e, "/t/prev/k", "second", 6, 0, buf, sizeof buf, &len, &had), 0);
+    assert_true(had);
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "first", 5);
+    ASSERT_ETCD(e, coord_etcd_put_prev(e, "/t/prev/k", "3", 1, 0, buf, 2, &len, &had), -ENOBUFS);
+    assert_true(had);
+    assert_int_equal(len, 6);
+    ASSERT_ETCD(e, coord_etcd_get(e, "/t/prev/k", buf, sizeof buf, &len, NULL), 0);
+    assert_int_equal(len, 1);
+    assert_memory_equal(buf, "3", 1);
+    ASSERT_ETCD(e, coord_etcd_put_prev(e, "/t/prev/k", "x", 1, 0, buf, sizeof buf, &len, NULL), -EINVAL);
+    coord_etcd_destroy(&e);
+}
+
 /* Values are bytes: zeros inside, 0xff, and the empty value survive; revisions are
  * reported; a small buffer is an error with the size needed. */
 static void test_put_get_binary_values(void **state)
@@ -1320,6 +1346,7 @@ int main(void)
         cmocka_unit_test(test_watch_rejects_overlong_line),
         cmocka_unit_test(test_dead_first_endpoint_fails_over),
         cmocka_unit_test(test_dead_etcd_gives_clear_error),
+        cmocka_unit_test(test_put_prev_returns_old_value),
         cmocka_unit_test_setup_teardown(test_only_unsent_requests_fail_over, s_own_etcd_setup,
                                         s_own_etcd_teardown),
         cmocka_unit_test_setup_teardown(test_etcd_restart_keeps_data_and_client_recovers,
