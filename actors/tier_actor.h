@@ -117,6 +117,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bus_curve.h"
 #include "bus_limits.h"
 #include "tier.h"
 
@@ -131,6 +132,7 @@
 #define TIER_ACTOR_DEFAULT_COPY_DESTS 8u
 #define TIER_ACTOR_DEFAULT_COPY_TIMEOUT_MS 5000u
 #define TIER_ACTOR_DEFAULT_CLOCK_SKEW_MS 5000u
+#define TIER_ACTOR_MAX_META_KEYS 64u /* meta_keys_only: the keys allowed an Inventory */
 
 typedef struct {
     tier_config_t tier; /* what to open: any registered kind, its options included */
@@ -170,6 +172,14 @@ typedef struct {
     const uint8_t *secret;
     const char *cluster;
     uint32_t clock_skew_ms; /* wall clocks of scheduler and tier agree within; 0: default */
+    /* Per-instance isolation (security.curve.instances, docs/SECURITY.md): an
+     * Inventory lists every instance's keys, so with meta_keys_only it is served
+     * only to a connection whose CURVE key is one of meta_keys[0..n_meta_keys)
+     * (the coordinators' key and the keys granted "*"; copied at start, at most
+     * TIER_ACTOR_MAX_META_KEYS); anyone else gets PERMISSION_DENIED naming the key. */
+    bool meta_keys_only;
+    uint32_t n_meta_keys;
+    const char (*meta_keys)[BUS_CURVE_KEY_TXT];
 } tier_actor_config_t;
 
 /* Why a tier actor refused a request's token (docs/SECURITY.md): no token, a

@@ -73,8 +73,53 @@ static const char *s_kind_name(uint32_t kind)
     }
 }
 
+/* The keys an Inventory is served to (meta_keys_only), copied. 0, or -1 (why). */
+static int s_meta_keys_init(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)
+{
+    if (!cfg->meta_keys_only)
+        return 0;
+    if (cfg->n_meta_keys > TIER_ACTOR_MAX_META_KEYS || (cfg->n_meta_keys && !cfg->meta_keys)) {
+        snprintf(why, len, "tier %s: %u keys allowed an Inventory: at most %u", self->name,
+                 cfg->n_meta_keys, TIER_ACTOR_MAX_META_KEYS);
+        return -1;
+    }
+    self->meta_keys = calloc(cfg->n_meta_keys ? cfg->n_meta_keys : 1, sizeof *self->meta_keys);
+    if (!self->meta_keys) {
+        snprintf(why, len, "tier %s: out of memory for the keys allowed an Inventory", self->name);
+        return -1;
+    }
+    for (uint32_t i = 0; i < cfg->n_meta_keys; i++)
+        snprintf(self->meta_keys[i], sizeof self->meta_keys[i], "%s", cfg->meta_keys[i]);
+    self->n_meta_keys = cfg->n_meta_keys;
+    self->meta_keys_only = true;
+    return 0;
+}
+
+int tier_actor_auth_meta(self_t *self, const bus_request_t *req, const char *what,
+                         kvtier_Status *st)
+{
+    if (!self->meta_keys_only)
+        return 0;
+    for (uint32_t i = 0; req->peer_key[0] && i < self->n_meta_keys; i++)
+        if (!strcmp(self->meta_keys[i], req->peer_key))
+            return 0;
+    const char *key = req->peer_key[0] ? req->peer_key : "(none: not a CURVE connection)";
+    if (self->inventory_refused++ % 1000 == 0)
+        bus_warn(S_LOG, "tier %s: %s refused to key %s (%" PRIu64 " so far): only the "
+                        "coordinators and keys granted \"*\" may list the tier",
+                 self->name, what, key, self->inventory_refused);
+    st->code = S_DENIED;
+    snprintf(st->message, sizeof st->message,
+             "tier %s: %s lists every instance's blocks: only the coordinators and keys granted "
+             "\"*\" (security.curve.instances) may ask; key %s may not",
+             self->name, what, key);
+    return -1;
+}
+
 int tier_actor_auth_init(self_t *self, const tier_actor_config_t *cfg, char *why, size_t len)
 {
+    if (s_meta_keys_init(self, cfg, why, len) < 0)
+        return -1;
     if (!cfg->secret)
         return 0;
     if (!cfg->cluster || !cfg->cluster[0]) {
@@ -102,6 +147,8 @@ int tier_actor_auth_init(self_t *self, const tier_actor_config_t *cfg, char *why
 
 void tier_actor_auth_fini(self_t *self)
 {
+    free(self->meta_keys);
+    self->meta_keys = NULL;
     free(self->pairs);
     free(self->grant);
     self->pairs = NULL;

@@ -85,6 +85,12 @@ typedef struct tier_actor_self {
     uint64_t used_slots; /* SERVING, as of the last count */
     tier_actor_stats_t stats;
 
+    /* Inventory only for these CURVE keys (tier_actor_config_t.meta_keys_only) */
+    bool meta_keys_only;
+    uint32_t n_meta_keys;
+    char (*meta_keys)[BUS_CURVE_KEY_TXT];
+    uint64_t inventory_refused; /* logged at the first and every 1000th */
+
     /* tokens (tier_actor_auth.c): on when the actor has the cluster secret */
     bool auth;
     bus_token_key_t key;
@@ -144,7 +150,8 @@ typedef struct {
                                 get+put token's [0, n_get) to read, [n_get, n) to write */
 } tier_actor_grant_t;
 
-/* Key and scratch from cfg (nothing when cfg->secret is NULL); -1 (why filled). */
+/* Key and scratch from cfg (nothing when cfg->secret is NULL), and the keys an
+ * Inventory is served to; -1 (why filled). */
 int tier_actor_auth_init(tier_actor_self_t *self, const tier_actor_config_t *cfg, char *why,
                          size_t len);
 void tier_actor_auth_fini(tier_actor_self_t *self);
@@ -157,6 +164,10 @@ int tier_actor_auth(tier_actor_self_t *self, tier_actor_access_t access, const b
 int tier_actor_auth_slots(tier_actor_self_t *self, const tier_actor_grant_t *g,
                           const bus_u64s_t *slots, const uint64_t *sizes, const char *what,
                           kvtier_Status *st);
+/* meta_keys_only: REQ came on a connection whose CURVE key may list the tier
+ * (what: the request's name). 0, or -1 with st PERMISSION_DENIED naming the key. */
+int tier_actor_auth_meta(tier_actor_self_t *self, const bus_request_t *req, const char *what,
+                         kvtier_Status *st);
 /* Every (src->v[i], dst->v[i]) is a token entry from this tier to g->dst. */
 int tier_actor_auth_pairs(tier_actor_self_t *self, const tier_actor_grant_t *g,
                           const bus_u64s_t *src, const bus_u64s_t *dst, kvtier_Status *st);

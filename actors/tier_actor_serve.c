@@ -1203,7 +1203,8 @@ static void s_on_inventory(self_t *self, bus_request_t *req)
     kvtier_InventoryReply *r = &self->rep.body.inventory_rep;
     bus_arrays_t arr = {0};
     uint32_t max = 0;
-    if (s_check_tier(self, q->tier_id, 0, "Inventory", &st) == 0 &&
+    if (tier_actor_auth_meta(self, req, "Inventory", &st) == 0 &&
+        s_check_tier(self, q->tier_id, 0, "Inventory", &st) == 0 &&
         s_inventory_page(self, q, &max, &st) == 0) {
         tier_actor_notice_peer(self, req, NULL); /* counts only with tokens off */
         uint64_t cap = self->tier->cfg.capacity;

@@ -153,3 +153,41 @@ int coord_curve_sched_acl(const coord_curve_config_t *cc, bool *on, sched_acl_en
     }
     return 0;
 }
+
+int coord_curve_meta_keys(const coord_curve_config_t *cc, bool *on, char (*keys)[BUS_CURVE_KEY_TXT],
+                          uint32_t cap, uint32_t *n, char *err, size_t errlen)
+{
+    *on = cc->on && cc->acl_on;
+    *n = 0;
+    if (!*on)
+        return 0;
+    char file[S_FILE_MAX], why[512];
+    snprintf(file, sizeof file, "%s/coordinator.key", cc->keys);
+    if (cap == 0 || bus_curve_load_public(file, keys[0], why, sizeof why) < 0) {
+        snprintf(err, errlen, "security.curve: the coordinators' key: %s", cap ? why : "no room");
+        return -1;
+    }
+    *n = 1;
+    for (uint32_t i = 0; i < cc->n_acl; i++) {
+        const coord_curve_acl_t *a = &cc->acl[i];
+        if (strcmp(a->instance, "*") != 0)
+            continue;
+        if (*n == cap) {
+            snprintf(err, errlen,
+                     "security.curve.instances.*: at most %u keys (a tier serves its "
+                     "Inventory to them and the coordinators' key)",
+                     cap - 1);
+            return -1;
+        }
+        if (bus_curve_is_z85(a->key))
+            snprintf(file, sizeof file, "%s", a->key);
+        else
+            snprintf(file, sizeof file, "%s/%s.key", cc->clients, a->key);
+        if (bus_curve_load_public(file, keys[*n], why, sizeof why) < 0) {
+            snprintf(err, errlen, "security.curve.instances.*: %s", why);
+            return -1;
+        }
+        (*n)++;
+    }
+    return 0;
+}

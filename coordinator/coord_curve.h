@@ -37,4 +37,11 @@ int coord_curve_start(const coord_curve_config_t *cc, const char *name, const ch
 int coord_curve_sched_acl(const coord_curve_config_t *cc, bool *on, sched_acl_entry_t *acl,
                           uint32_t *n, char *err, size_t errlen);
 
+/* The keys a tier actor serves an Inventory to under per-instance isolation
+ * (tier_actor_config_t.meta_keys_only): the coordinators' pair (<keys>/coordinator.key,
+ * which deploy/supervise gives every coordinator) and every key granted "*". *ON
+ * false (and *N 0) without security.curve.instances. At most CAP into KEYS. 0, or -1
+ * with err naming the file or the entry. */
+int coord_curve_meta_keys(const coord_curve_config_t *cc, bool *on, char (*keys)[BUS_CURVE_KEY_TXT],
+                          uint32_t cap, uint32_t *n, char *err, size_t errlen);
 #endif

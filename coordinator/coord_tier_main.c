@@ -168,7 +168,21 @@ static int s_start_actor(s_proc_t *p)
                  t->name);
         p->host[0] = '\0';
     }
+    /* per-instance isolation: an Inventory lists every instance's keys */
+    char(*mkeys)[BUS_CURVE_KEY_TXT] = calloc(TIER_ACTOR_MAX_META_KEYS, sizeof *mkeys);
+    bool meta_only = false;
+    uint32_t n_mkeys = 0;
+    char why[512];
+    if (!mkeys || coord_curve_meta_keys(&p->cfg.curve, &meta_only, mkeys, TIER_ACTOR_MAX_META_KEYS,
+                                        &n_mkeys, why, sizeof why) < 0) {
+        fprintf(stderr, "kvtier tier: %s\n", mkeys ? why : "out of memory");
+        free(mkeys);
+        return -1;
+    }
     tier_actor_config_t ac = {.tier_id = t->id,
+                              .meta_keys_only = meta_only,
+                              .n_meta_keys = n_mkeys,
+                              .meta_keys = (const char(*)[BUS_CURVE_KEY_TXT])mkeys,
                               .host = p->host,
                               .endpoint = t->endpoint,
                               .max_connections = t->max_connections,
@@ -179,6 +193,7 @@ static int s_start_actor(s_proc_t *p)
     coord_proc_block_signals(true);
     p->actor = tier_actor_new(&ac);
     coord_proc_block_signals(false);
+    free(mkeys); /* copied by the actor */
     return p->actor ? 0 : -1;
 }
 

@@ -132,3 +132,10 @@ as alice get --instance tenant-a --key $KA --verify --no-shm >/dev/null 2>&1 ||
   it_fail "alice's block is gone after the refused peers"
 it_no_crash
 it_log "refused: no key (TIMEOUT), unknown key (TIMEOUT), readable secret (named); service intact"
+# the tier's Inventory (every instance's keys) is served to the coordinators' key
+# only (and "*" keys; actors/tier_actor_auth.c): the leader read it at tier up
+grep -q 'blocks adopted from its inventory' "$it_run"/logs/coordinator*.log ||
+  it_fail "the coordinator did not read the tier's inventory: $(grep -h inventory "$it_run"/logs/coordinator*.log | tail -n 3)"
+! grep -q 'Inventory refused' "$it_run"/logs/tier-*.log ||
+  it_fail "a tier refused an Inventory: $(grep -h 'Inventory refused' "$it_run"/logs/tier-*.log | head -n 2)"
+it_log "the tier's inventory: read by the coordinator (its key allowed), no refusal"

@@ -508,7 +508,7 @@ static void s_usage(FILE *f)
         "  --record FILE         write the JSON lines to FILE (kvtier optimize reads it)\n"
         "  --count N             stop after N batches     --for MS  stop after MS ms\n"
         "  --summary             print nothing but the last line\n"
-        "  always ends with \"events: N batches, G gaps (M missing)\" on "
+        "  always ends with \"events: N batches, G gaps (M missing), L terms lost\" on "
         "stderr\n" CLI_COMMON_USAGE);
 }
 

@@ -1402,6 +1402,39 @@ static int s_records_page(fx_t *fx, uint64_t cursor, uint64_t end, uint32_t max,
     return 0;
 }
 
+/* Per-instance isolation (meta_keys_only): an Inventory lists every instance's
+ * keys, so a connection without one of the allowed CURVE keys (here: no CURVE at
+ * all) is refused, naming why; other requests are not affected; too many keys is
+ * a start error. (test_curve.sh runs the keyed case: the coordinators' key served.) */
+static void test_inventory_only_for_meta_keys(void **state)
+{
+    (void)state;
+    static const char keys[2][BUS_CURVE_KEY_TXT] = {"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7",
+                                                    "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID"};
+    fx_t fx;
+    tier_actor_config_t cfg = s_cfg("host");
+    cfg.meta_keys_only = true;
+    cfg.n_meta_keys = 2;
+    cfg.meta_keys = keys;
+    s_start(&fx, &cfg);
+    bus_inv_record_t rec[4];
+    uint32_t n = 0;
+    kvtier_InventoryReply out;
+    kvtier_Status st;
+    assert_int_equal(s_records_page(&fx, 0, 0, 4, rec, &n, &out, &st),
+                     kvtier_StatusCode_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(st.message, "only the coordinators and keys granted"));
+    assert_non_null(strstr(st.message, "not a CURVE connection"));
+    assert_int_equal(n, 0);
+    s_stop(&fx);
+
+    cfg = s_cfg("host");
+    cfg.meta_keys_only = true;
+    cfg.n_meta_keys = TIER_ACTOR_MAX_META_KEYS + 1;
+    cfg.meta_keys = keys; /* refused on the count, before it is read */
+    assert_null(tier_actor_new(&cfg));
+}
+
 /* Issue 13 §5: records carry what entries carry (the instance as its slot-header
  * number), a window [cursor, end) is never left, next_cursor / done say where the
  * window goes on; a page of max records ends at the max-th. */
@@ -1575,6 +1608,7 @@ int main(void)
         cmocka_unit_test(test_pipe_endpoint_epoch_and_stats),
         cmocka_unit_test(test_serves_over_inproc_and_ipc),
         cmocka_unit_test(test_bad_config_fails_cleanly),
+        cmocka_unit_test(test_inventory_only_for_meta_keys),
     };
     int rc = cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
     zsys_shutdown();
