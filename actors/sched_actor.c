@@ -514,6 +514,7 @@ static void s_on_cluster_info(sched_t *self, sched_call_t *call)
         r->total_tiers++;
     }
     r->resigning = self->resign.on;
+    r->etcd_cluster_id = leads ? self->cfg.etcd_cluster_id : 0;
     sched_reply(self, call);
 }
 

@@ -201,6 +201,10 @@ typedef struct {
     /* The term before this one (coord_elector's previous_epoch), told in this
      * term's LeaderChanged (DESIGN.md §13); 0: none or unknown. */
     uint64_t previous_epoch;
+    /* The etcd cluster that elected this leader (ResponseHeader.cluster_id), in
+     * ClusterInfo so that a readiness check tells two deployments of one cluster
+     * name apart; 0: unknown. */
+    uint64_t etcd_cluster_id;
     /* The leader's lease as the elector last confirmed it (coord_elector.h), one
      * word tied to one term: sched_lease_word(epoch, until), until a zclock_mono
      * ms after which this scheduler is no leader any more, written by the elector,

@@ -1145,6 +1145,7 @@ int kvt_cluster_info(kvt_client_t *c, kvt_cluster_info_t *out)
     snprintf(out->vllm_replay_endpoint, sizeof out->vllm_replay_endpoint, "%s",
              r->vllm_replay_endpoint);
     out->resigning = r->resigning;
+    out->etcd_cluster_id = r->etcd_cluster_id;
     uint32_t n = r->tiers_count < KVT_MAX_TIERS ? r->tiers_count : KVT_MAX_TIERS;
     out->n_tiers = n;
     /* a server without the field (older) sends 0: its list is the total */

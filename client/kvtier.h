@@ -505,6 +505,8 @@ typedef struct kvt_cluster_info {
     char vllm_event_endpoint[256];
     char vllm_replay_endpoint[256];
     bool resigning; /* the leader is handing over (kvt_leader_resign): no new windows */
+    uint64_t etcd_cluster_id; /* the etcd cluster that elected the leader (etcd's
+                                 cluster_id; 0: unknown) */
 } kvt_cluster_info_t;
 
 /* A reply listing fewer tiers than it says the cluster has (total_tiers > n_tiers)

@@ -258,8 +258,8 @@ static void s_report(self_t *self, coord_elector_event_kind_t kind, uint64_t epo
                  previous ? "" : " (none known)");
     bus_info(S_COMP, "%s: %s epoch %" PRIu64 " %s (%s)%s", self->name,
              coord_elector_event_name(kind), epoch, endpoint, name, prev);
-    zsock_send(self->pipe, "s8ss8", coord_elector_event_name(kind), epoch, endpoint, name,
-               previous);
+    zsock_send(self->pipe, "s8ss88", coord_elector_event_name(kind), epoch, endpoint, name,
+               previous, coord_etcd_cluster_id(self->etcd));
 }
 
 /* --- retry timer --- */
@@ -849,10 +849,10 @@ const char *coord_elector_event_name(coord_elector_event_kind_t kind)
 int coord_elector_recv(zactor_t *elector, coord_elector_event_t *ev)
 {
     char *kind = NULL, *ep = NULL, *name = NULL;
-    uint64_t epoch = 0, previous = 0;
+    uint64_t epoch = 0, previous = 0, etcd_id = 0;
     memset(ev, 0, sizeof *ev);
-    if (zsock_recv(elector, "s8ss8", &kind, &epoch, &ep, &name, &previous) < 0 || !kind || !ep ||
-        !name)
+    if (zsock_recv(elector, "s8ss88", &kind, &epoch, &ep, &name, &previous, &etcd_id) < 0 || !kind ||
+        !ep || !name)
         goto out_bad;
     if (streq(kind, "LEADER"))
         ev->kind = COORD_ELECTOR_LEADER;
@@ -864,6 +864,7 @@ int coord_elector_recv(zactor_t *elector, coord_elector_event_t *ev)
         goto out_bad;
     ev->epoch = epoch;
     ev->previous_epoch = previous;
+    ev->etcd_cluster_id = etcd_id;
     snprintf(ev->endpoint, sizeof ev->endpoint, "%s", ep);
     snprintf(ev->name, sizeof ev->name, "%s", name);
     zstr_free(&kind);

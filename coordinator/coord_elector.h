@@ -104,6 +104,8 @@ typedef struct {
     uint64_t epoch;                  /* the leader's epoch (LEADER, FOLLOWER); LOST: ours */
     uint64_t previous_epoch;         /* LEADER: the term before ours (etcd's
                                         /kvtier/<cluster>/term); 0: none or unknown */
+    uint64_t etcd_cluster_id;        /* the etcd cluster the elector talks to (0: none
+                                        answered yet; coord_etcd_cluster_id) */
     char endpoint[BUS_ENDPOINT_MAX]; /* the leader's meta endpoint; LOST: "" */
     char name[COORD_ELECTOR_NAME_MAX];
 } coord_elector_event_t;

@@ -48,6 +48,7 @@ struct coord_etcd {
     coord_scratch_t scratch;
     char curl_err[CURL_ERROR_SIZE];
     char err[COORD_ETCD_ERR_MAX];
+    uint64_t cluster_id; /* header.cluster_id of the last answer (0: none yet) */
 };
 
 /* ---- shared helpers ------------------------------------------------------- */
@@ -439,7 +440,23 @@ static int s_call(coord_etcd_t *e, const char *path, json_t *req, json_t **root)
         *root = NULL;
         return s_fail(e, rc, "etcd %s: %s: %s (HTTP %ld)", ep, path, msg[0] ? msg : "error", http);
     }
+    /* which etcd cluster answered: the gateway writes the uint64 as a string */
+    const json_t *cid = json_object_get(json_object_get(*root, "header"), "cluster_id");
+    if (json_is_string(cid)) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(json_string_value(cid), &end, 10);
+        if (!errno && end && !*end)
+            e->cluster_id = (uint64_t)v;
+    } else if (json_is_integer(cid) && json_integer_value(cid) > 0) {
+        e->cluster_id = (uint64_t)json_integer_value(cid);
+    }
     return 0;
+}
+
+uint64_t coord_etcd_cluster_id(const coord_etcd_t *e)
+{
+    return e ? e->cluster_id : 0;
 }
 
 static int s_bad_answer(coord_etcd_t *e, const char *path, int rc)

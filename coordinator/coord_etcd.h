@@ -115,6 +115,11 @@ void coord_etcd_destroy(coord_etcd_t **pe);
 
 /* Message for the last failing call ("" when the last call succeeded). Never NULL. */
 const char *coord_etcd_last_error(const coord_etcd_t *e);
+
+/* The etcd cluster's id (ResponseHeader.cluster_id, random per etcd cluster) of the
+ * last answer this handle got; 0 before any. Two deployments with the same cluster
+ * name but their own etcd differ here (kvtier status --check compares it). */
+uint64_t coord_etcd_cluster_id(const coord_etcd_t *e);
 /* Endpoint the handle talks to now (the last one that could be reached). */
 const char *coord_etcd_endpoint(const coord_etcd_t *e);
 

@@ -78,6 +78,7 @@ typedef struct {
     bool leader;
     uint64_t epoch;
     uint64_t previous_epoch; /* the term before ours (LeaderChanged); 0: unknown */
+    uint64_t etcd_cluster_id; /* the etcd cluster electing us (ClusterInfo); 0: unknown */
     /* the elector's bound on our lease (coord_elector.h's safety rule), tagged
      * with its term's epoch (sched_lease_word), read by the scheduler before
      * anything leader-only (sched_config_t.lease_until_ms) */
@@ -165,6 +166,7 @@ static void s_sched_config(const s_proc_t *p, sched_config_t *sc)
     snprintf(sc->advertised_endpoint, sizeof sc->advertised_endpoint, "%s", p->advertise);
     sc->leader_epoch = p->epoch;
     sc->previous_epoch = p->previous_epoch;
+    sc->etcd_cluster_id = p->etcd_cluster_id;
     sc->lease_until_ms = &p->lease_until;
     sc->standbys = &p->standbys;
     snprintf(sc->resign_endpoint, sizeof sc->resign_endpoint, "%s", p->elector_inbox);
@@ -506,6 +508,7 @@ static int s_on_elector_event(s_proc_t *p)
         p->leader = true;
         p->epoch = ev.epoch;
         p->previous_epoch = ev.previous_epoch;
+        p->etcd_cluster_id = ev.etcd_cluster_id;
         const char *what = NULL;
         if (s_start_sched(p, &what) < 0) {
             fprintf(stderr,

@@ -66,6 +66,18 @@ key_b=$(printf 'b1%030x' $$)
   it_fail "readiness of A accepted B's coordinator"
 "$KVTIER_BIN" status --check --coordinator "$b_ep" --cluster "$b_name" >/dev/null ||
   it_fail "readiness of B"
+# the same cluster name is not enough: the leader answering must be the one the
+# given etcd elected (ClusterInfo.etcd_cluster_id), as deploy/supervise asks
+b_etcd=$(sed -n 's/^KVTIER_ETCD=//p' "$b_run/ready")
+"$KVTIER_BIN" status --check --coordinator "$b_ep" --cluster "$b_name" --etcd "$b_etcd" >/dev/null ||
+  it_fail "readiness of B with its own etcd"
+if "$KVTIER_BIN" status --check --coordinator "$b_ep" --cluster "$b_name" --etcd "$KVTIER_ETCD" \
+  >/dev/null 2>"$it_dir/etcd-check.err"; then
+  it_fail "readiness with A's etcd accepted B's coordinator (same cluster name)"
+fi
+grep -q "was elected by etcd cluster .*, not by the etcd given ($KVTIER_ETCD" "$it_dir/etcd-check.err" ||
+  it_fail "the etcd mismatch is not named: $(cat "$it_dir/etcd-check.err")"
+it_log "readiness: B's coordinator refused against A's etcd under B's own name: $(tail -n 1 "$it_dir/etcd-check.err")"
 
 # C: A's own file again (same ports, names, cluster), then the same under another name:
 # each refused before anything starts, naming the holders; A untouched

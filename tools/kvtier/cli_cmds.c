@@ -205,6 +205,42 @@ static int s_etcd_coordinators(const cli_common_t *o, const char *cluster, char 
     return rc < 0 || !buf[0] ? -1 : 0;
 }
 
+/* --check with --etcd (the flag, not $KVTIER_ETCD: an explicit claim): the leader answering was
+ * elected by that etcd, not by another deployment's of the same cluster name
+ * (ClusterInfo.etcd_cluster_id against the id in etcd's own answer). 0 (also when
+ * there is nothing to compare), or -1 with the reason printed. */
+static int s_check_etcd(const cli_common_t *o, const kvt_cluster_info_t *ci)
+{
+    if (!ci->etcd_cluster_id || !o->etcd)
+        return 0; /* a coordinator that does not say (a standby, an older one), or no etcd given */
+    coord_etcd_t *e = cli_etcd_open(o, 2000);
+    if (!e)
+        return 0;
+    char key[COORD_ETCD_KEY_MAX];
+    int rc = coord_cluster_key(key, sizeof key, ci->cluster, "leader");
+    if (rc == 0) {
+        rc = coord_etcd_get(e, key, NULL, 0, NULL, NULL);
+        rc = rc == -ENOENT ? 0 : rc; /* any answer carries the id */
+    }
+    uint64_t id = coord_etcd_cluster_id(e);
+    if (rc < 0 || !id) {
+        fprintf(stderr, "kvtier status: cannot read etcd to check the leader: %s\n",
+                coord_etcd_last_error(e));
+        coord_etcd_destroy(&e);
+        return -1;
+    }
+    coord_etcd_destroy(&e);
+    if (id == ci->etcd_cluster_id)
+        return 0;
+    fprintf(stderr,
+            "kvtier status: the coordinator at %s was elected by etcd cluster %016" PRIx64
+            ", not by the etcd given (%s, cluster %016" PRIx64
+            "): another deployment of cluster \"%s\" holds this endpoint\n",
+            ci->leader_endpoint[0] ? ci->leader_endpoint : "(none)", ci->etcd_cluster_id,
+            o->etcd, id, ci->cluster);
+    return -1;
+}
+
 /* Every coordinator of the list (or, found through etcd, every one registered
  * there) with its role (issue 9 §1). */
 static void s_print_coordinators(cli_common_t *o, const kvt_cluster_info_t *ci)
@@ -397,6 +433,8 @@ int cli_cmd_status(int argc, char **argv)
                     ci->leader_endpoint[0] ? ci->leader_endpoint : "(none)", ci->cluster, want);
             status = CLI_EXIT_FAIL;
         }
+        if (s_check_etcd(&o, ci) < 0)
+            status = CLI_EXIT_FAIL;
     }
 out:
     free(st);

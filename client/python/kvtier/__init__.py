@@ -121,7 +121,8 @@ class _ClusterInfo(ctypes.Structure):
                 ("event_replay_endpoint", ctypes.c_char * 256),
                 ("vllm_event_endpoint", ctypes.c_char * 256),
                 ("vllm_replay_endpoint", ctypes.c_char * 256),
-                ("resigning", ctypes.c_bool)]
+                ("resigning", ctypes.c_bool),
+                ("etcd_cluster_id", ctypes.c_uint64)]
 
 
 class _Stat(ctypes.Structure):
@@ -882,7 +883,7 @@ class Client:
                 "event_replay_endpoint": ci.event_replay_endpoint.decode(),
                 "vllm_event_endpoint": ci.vllm_event_endpoint.decode(),
                 "vllm_replay_endpoint": ci.vllm_replay_endpoint.decode(),
-                "resigning": bool(ci.resigning)}
+                "resigning": bool(ci.resigning), "etcd_cluster_id": ci.etcd_cluster_id}
 
     def stats_page(self, instance_id=None, offset=0, cap=STATS_PAGE):
         """Counters offset .. offset + cap - 1 in the scheduler's order, as a list of

@@ -766,7 +766,9 @@ static void test_put_prev_returns_old_value(void **state)
     char buf[16];
     size_t len = 99;
     bool had = true;
+    assert_int_equal(coord_etcd_cluster_id(e), 0); /* no answer yet */
     ASSERT_ETCD(e, coord_etcd_delete(e, "/t/prev/k", NULL), 0);
+    assert_true(coord_etcd_cluster_id(e) != 0); /* the etcd cluster that answered */
     ASSERT_ETCD(e, coord_etcd_put_prev(e, "/t/prev/k", "first", 5, 0, buf, sizeof buf, &len, &had), 0);
     assert_false(had);
     ASSERT_ETCD(e, coord_etcd_put_prev(e, "/t/prev/k", "second", 6, 0, buf, sizeof buf, &len, &had), 0);
