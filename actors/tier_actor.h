@@ -132,7 +132,7 @@
 #define TIER_ACTOR_DEFAULT_COPY_DESTS 8u
 #define TIER_ACTOR_DEFAULT_COPY_TIMEOUT_MS 5000u
 #define TIER_ACTOR_DEFAULT_CLOCK_SKEW_MS 5000u
-#define TIER_ACTOR_MAX_META_KEYS 64u /* meta_keys_only: the keys allowed an Inventory */
+#define TIER_ACTOR_MAX_META_KEYS 288u /* meta_keys_only: the keys allowed an Inventory */
 
 typedef struct {
     tier_config_t tier; /* what to open: any registered kind, its options included */

@@ -100,6 +100,10 @@ int tier_actor_auth_meta(self_t *self, const bus_request_t *req, const char *wha
 {
     if (!self->meta_keys_only)
         return 0;
+    /* with CURVE on every tcp connection carries a key: none means ipc:// or
+     * inproc://, which the file system's permissions guard (docs/SECURITY.md) */
+    if (!req->peer_key[0] && bus_curve_on())
+        return 0;
     for (uint32_t i = 0; req->peer_key[0] && i < self->n_meta_keys; i++)
         if (!strcmp(self->meta_keys[i], req->peer_key))
             return 0;

@@ -142,6 +142,10 @@ typedef struct {
 /* Back-off between rounds of finding a leader (jittered: half fixed, half random). */
 #define KVT_BACKOFF_MIN_MS 20
 #define KVT_BACKOFF_MAX_MS 1000
+/* ... and its cap when discovery asks the coordinator list (a probe per listed
+ * coordinator, not etcd): a round within a quarter of a 1 s lease of the new
+ * leader serving, where 1 s left the failover p99 above 2 s (PERFORMANCE.md) */
+#define KVT_BACKOFF_MAX_LIST_MS 250
 /* A resend during failover waits this long first, doubling to timeout_ms: a dead
  * leader costs little, a slow one gets its time back. */
 #define KVT_RESEND_MIN_TIMEOUT_MS 1000u

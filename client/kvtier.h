@@ -19,7 +19,8 @@
  * Failover (issue 9 §1, docs/PROTOCOL.md "Resends and failover"): when no reply
  * comes (TIMEOUT, or UNAVAILABLE from the socket; an UNAVAILABLE the leader answers
  * is returned as is), the handle finds the leader again — the coordinator list or
- * the etcd key, with jittered exponential back-off (20 ms doubling to 1 s) between
+ * the etcd key, with jittered exponential back-off (20 ms doubling to 1 s for etcd,
+ * to 250 ms for a coordinator list) between
  * rounds — and sends the call again: register_instance, request_begin/end, lookup,
  * prepare_* / prepare (the same job_id), complete_* / complete (the same token),
  * touch, cluster_info and stats are all safe to send twice (the scheduler answers a

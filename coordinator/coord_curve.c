@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bus_curve.h"
 #include "coord_proc.h"
@@ -154,29 +155,40 @@ int coord_curve_sched_acl(const coord_curve_config_t *cc, bool *on, sched_acl_en
     return 0;
 }
 
-int coord_curve_meta_keys(const coord_curve_config_t *cc, bool *on, char (*keys)[BUS_CURVE_KEY_TXT],
+int coord_curve_meta_keys(const coord_curve_config_t *cc, const char *const *names,
+                          uint32_t n_names, bool *on, char (*keys)[BUS_CURVE_KEY_TXT],
                           uint32_t cap, uint32_t *n, char *err, size_t errlen)
 {
     *on = cc->on && cc->acl_on;
     *n = 0;
     if (!*on)
         return 0;
-    char file[S_FILE_MAX], why[512];
-    snprintf(file, sizeof file, "%s/coordinator.key", cc->keys);
-    if (cap == 0 || bus_curve_load_public(file, keys[0], why, sizeof why) < 0) {
-        snprintf(err, errlen, "security.curve: the coordinators' key: %s", cap ? why : "no room");
+    char file[S_FILE_MAX], why[512], first_why[512] = "";
+    for (uint32_t i = 0; i <= n_names && *n < cap; i++) { /* coordinator.key, then names */
+        snprintf(file, sizeof file, "%s/%s.key", cc->keys, i ? names[i - 1] : "coordinator");
+        if (access(file, F_OK) != 0 && i > 0)
+            continue; /* that name's coordinator runs with the shared pair */
+        if (bus_curve_load_public(file, keys[*n], why, sizeof why) < 0) {
+            if (!first_why[0])
+                snprintf(first_why, sizeof first_why, "%s", why);
+            continue;
+        }
+        (*n)++;
+    }
+    if (*n == 0) {
+        snprintf(err, errlen, "security.curve: no coordinator key to serve a tier's Inventory to: %s",
+                 first_why[0] ? first_why : "no room");
         return -1;
     }
-    *n = 1;
     for (uint32_t i = 0; i < cc->n_acl; i++) {
         const coord_curve_acl_t *a = &cc->acl[i];
         if (strcmp(a->instance, "*") != 0)
             continue;
         if (*n == cap) {
             snprintf(err, errlen,
-                     "security.curve.instances.*: at most %u keys (a tier serves its "
-                     "Inventory to them and the coordinators' key)",
-                     cap - 1);
+                     "security.curve.instances.*: a tier serves its Inventory to at most %u "
+                     "keys, the coordinators' and those granted \"*\" together",
+                     cap);
             return -1;
         }
         if (bus_curve_is_z85(a->key))

@@ -38,10 +38,13 @@ int coord_curve_sched_acl(const coord_curve_config_t *cc, bool *on, sched_acl_en
                           uint32_t *n, char *err, size_t errlen);
 
 /* The keys a tier actor serves an Inventory to under per-instance isolation
- * (tier_actor_config_t.meta_keys_only): the coordinators' pair (<keys>/coordinator.key,
- * which deploy/supervise gives every coordinator) and every key granted "*". *ON
- * false (and *N 0) without security.curve.instances. At most CAP into KEYS. 0, or -1
- * with err naming the file or the entry. */
-int coord_curve_meta_keys(const coord_curve_config_t *cc, bool *on, char (*keys)[BUS_CURVE_KEY_TXT],
+ * (tier_actor_config_t.meta_keys_only): the coordinators' pairs that exist —
+ * <keys>/coordinator.key (deploy/supervise gives it to every coordinator) and
+ * <keys>/<NAME>.key for each of NAMES (a coordinator started with --name and no
+ * --cert) — and every key granted "*". *ON false (and *N 0) without
+ * security.curve.instances. At most CAP into KEYS. 0, or -1 with err naming the file
+ * or the entry (no coordinator pair at all is an error). */
+int coord_curve_meta_keys(const coord_curve_config_t *cc, const char *const *names,
+                          uint32_t n_names, bool *on, char (*keys)[BUS_CURVE_KEY_TXT],
                           uint32_t cap, uint32_t *n, char *err, size_t errlen);
 #endif

@@ -501,7 +501,7 @@ static void s_on_resign(self_t *self, uint64_t epoch, const char *who)
 /* The term before this one, as etcd ordered the writes: one put of our epoch to
  * /kvtier/<cluster>/term returning the value it replaced (0: none, or etcd did
  * not answer: logged). The new term's LeaderChanged carries it, so a subscriber
- * that missed a whole term knows (docs/EVENTS.md "Terms"). */
+ * that missed a whole term knows (docs/EVENTS.md "Failover"). */
 static uint64_t s_chain_term(self_t *self, uint64_t epoch)
 {
     char v[24], prev[24];

@@ -116,7 +116,9 @@ void coord_etcd_destroy(coord_etcd_t **pe);
 /* Message for the last failing call ("" when the last call succeeded). Never NULL. */
 const char *coord_etcd_last_error(const coord_etcd_t *e);
 
-/* The etcd cluster's id (ResponseHeader.cluster_id, random per etcd cluster) of the
+/* The etcd cluster's id (ResponseHeader.cluster_id: etcd derives it from the
+ * initial members' peer URLs and --initial-cluster-token, which deploy/supervise
+ * makes unique per start of its embedded etcd) of the
  * last answer this handle got; 0 before any. Two deployments with the same cluster
  * name but their own etcd differ here (kvtier status --check compares it). */
 uint64_t coord_etcd_cluster_id(const coord_etcd_t *e);

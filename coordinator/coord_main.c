@@ -140,7 +140,7 @@ static int s_start_standby(s_proc_t *p)
     coord_proc_block_signals(false);
     if (!p->standby)
         return -1;
-    coord_standby_set_leader(p->standby, p->leader_ep, p->leader_epoch);
+    coord_standby_set_leader(p->standby, p->leader_ep, p->leader_epoch, p->etcd_cluster_id);
     for (uint32_t i = 0; i < COORD_MAX_TIERS; i++)
         if (p->tiers[i].up)
             coord_standby_tier(p->standby, true, &p->tiers[i].info);
@@ -537,8 +537,10 @@ static int s_on_elector_event(s_proc_t *p)
     case COORD_ELECTOR_FOLLOWER:
         snprintf(p->leader_ep, sizeof p->leader_ep, "%s", ev.endpoint);
         p->leader_epoch = ev.epoch;
+        if (ev.etcd_cluster_id)
+            p->etcd_cluster_id = ev.etcd_cluster_id;
         if (p->standby)
-            coord_standby_set_leader(p->standby, ev.endpoint, ev.epoch);
+            coord_standby_set_leader(p->standby, ev.endpoint, ev.epoch, p->etcd_cluster_id);
         return 0;
     }
     return 0;

@@ -21,7 +21,7 @@
 #include "coord_proc.h"
 
 #define S_COMP "standby"
-/* Pipe commands: "LEADER" endpoint epoch | "TIER" up(1/0) encoded-TierInfo | "ENDPOINT". */
+/* Pipe commands: "LEADER" endpoint epoch etcd-cluster-id | "TIER" up(1/0) encoded-TierInfo | "ENDPOINT". */
 
 typedef struct {
     zsock_t *pipe;
@@ -33,6 +33,7 @@ typedef struct {
     char cluster[64];
     char leader[sizeof(((kvtier_Envelope *)0)->leader_endpoint)];
     uint64_t epoch;
+    uint64_t etcd_cluster_id; /* the etcd electing us (ClusterInfo; 0: unknown) */
     uint32_t n_tiers;
     kvtier_TierInfo tiers[COORD_STANDBY_MAX_TIERS];
     /* tiers up but not listed (the table was full): ClusterInfo counts them in
@@ -97,11 +98,13 @@ static int s_on_pipe(self_t *self)
     } else if (streq(cmd, "ENDPOINT")) {
         zstr_send(self->pipe, bus_server_endpoint(self->server));
     } else if (streq(cmd, "LEADER")) {
-        char *ep = zmsg_popstr(msg), *epoch = zmsg_popstr(msg);
+        char *ep = zmsg_popstr(msg), *epoch = zmsg_popstr(msg), *eid = zmsg_popstr(msg);
         snprintf(self->leader, sizeof self->leader, "%s", ep ? ep : "");
         self->epoch = epoch ? strtoull(epoch, NULL, 10) : 0;
+        self->etcd_cluster_id = eid ? strtoull(eid, NULL, 10) : 0;
         zstr_free(&ep);
         zstr_free(&epoch);
+        zstr_free(&eid);
         zsock_signal(self->pipe, 0);
     } else if (streq(cmd, "TIER")) {
         char *up = zmsg_popstr(msg);
@@ -131,6 +134,7 @@ static void s_answer_cluster_info(self_t *self)
     ci->tiers_count = (pb_size_t)self->n_tiers;
     memcpy(ci->tiers, self->tiers, sizeof self->tiers[0] * self->n_tiers);
     ci->total_tiers = self->n_tiers + self->n_unlisted;
+    ci->etcd_cluster_id = self->etcd_cluster_id;
     kvtier_Status st;
     if (bus_server_reply(self->server, self->req.routing_id, rep, NULL, NULL, 0, &st) < 0)
         bus_warn(S_COMP, "%s: ClusterInfo reply: %s", self->name, st.message);
@@ -269,12 +273,14 @@ int coord_standby_endpoint(zactor_t *standby, char *buf, size_t len)
     return 0;
 }
 
-int coord_standby_set_leader(zactor_t *standby, const char *endpoint, uint64_t epoch)
+int coord_standby_set_leader(zactor_t *standby, const char *endpoint, uint64_t epoch,
+                             uint64_t etcd_cluster_id)
 {
-    char num[24];
+    char num[24], eid[24];
     snprintf(num, sizeof num, "%" PRIu64, epoch);
+    snprintf(eid, sizeof eid, "%" PRIu64, etcd_cluster_id);
     const char *ep = endpoint ? endpoint : "";
-    if (bus_actor_ask(standby, BUS_ACTOR_ASK_MS, "sss", "LEADER", ep, num) < 0)
+    if (bus_actor_ask(standby, BUS_ACTOR_ASK_MS, "ssss", "LEADER", ep, num, eid) < 0)
         return -1;
     return zsock_wait(standby) == 0 ? 0 : -1;
 }

@@ -45,8 +45,10 @@ void coord_standby_destroy(zactor_t **pa);
 /* The endpoint actually bound (ephemeral port resolved) into buf. 0 or -1. */
 int coord_standby_endpoint(zactor_t *standby, char *buf, size_t len);
 
-/* Where the leader is now (endpoint "" and epoch 0: unknown). 0 or -1. */
-int coord_standby_set_leader(zactor_t *standby, const char *endpoint, uint64_t epoch);
+/* Where the leader is now (endpoint "" and epoch 0: unknown), and the etcd
+ * cluster electing it (ClusterInfo.etcd_cluster_id; 0: unknown). 0 or -1. */
+int coord_standby_set_leader(zactor_t *standby, const char *endpoint, uint64_t epoch,
+                             uint64_t etcd_cluster_id);
 
 /* A tier came up (added or replaced by name) or went down (removed). 0 or -1. */
 int coord_standby_tier(zactor_t *standby, bool up, const kvtier_TierInfo *tier);

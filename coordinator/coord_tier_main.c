@@ -169,12 +169,18 @@ static int s_start_actor(s_proc_t *p)
         p->host[0] = '\0';
     }
     /* per-instance isolation: an Inventory lists every instance's keys */
+    _Static_assert(1 + COORD_MAX_COORDINATORS + COORD_CURVE_MAX_ACL <= TIER_ACTOR_MAX_META_KEYS,
+                   "every coordinator and \"*\" key fits a tier's list");
+    const char *cnames[COORD_MAX_COORDINATORS];
+    for (uint32_t i = 0; i < p->cfg.n_coordinators && i < COORD_MAX_COORDINATORS; i++)
+        cnames[i] = p->cfg.coordinators[i].name;
     char(*mkeys)[BUS_CURVE_KEY_TXT] = calloc(TIER_ACTOR_MAX_META_KEYS, sizeof *mkeys);
     bool meta_only = false;
     uint32_t n_mkeys = 0;
     char why[512];
-    if (!mkeys || coord_curve_meta_keys(&p->cfg.curve, &meta_only, mkeys, TIER_ACTOR_MAX_META_KEYS,
-                                        &n_mkeys, why, sizeof why) < 0) {
+    if (!mkeys ||
+        coord_curve_meta_keys(&p->cfg.curve, cnames, p->cfg.n_coordinators, &meta_only, mkeys,
+                              TIER_ACTOR_MAX_META_KEYS, &n_mkeys, why, sizeof why) < 0) {
         fprintf(stderr, "kvtier tier: %s\n", mkeys ? why : "out of memory");
         free(mkeys);
         return -1;

@@ -214,8 +214,11 @@ static int s_check_etcd(const cli_common_t *o, const kvt_cluster_info_t *ci)
     if (!ci->etcd_cluster_id || !o->etcd)
         return 0; /* a coordinator that does not say (a standby, an older one), or no etcd given */
     coord_etcd_t *e = cli_etcd_open(o, 2000);
-    if (!e)
-        return 0;
+    if (!e) {
+        fprintf(stderr, "kvtier status: --etcd %s: no usable etcd URL to check the leader against\n",
+                o->etcd);
+        return -1;
+    }
     char key[COORD_ETCD_KEY_MAX];
     int rc = coord_cluster_key(key, sizeof key, ci->cluster, "leader");
     if (rc == 0) {
@@ -367,7 +370,8 @@ int cli_cmd_status(int argc, char **argv)
         fprintf(o.help ? stdout : stderr,
                 "usage: kvtier status [--check] [--instance-stats ID] [connection flags]\n"
                 "  --check              exit 1 unless a leader answers, every tier is up and\n"
-                "                       the cluster is the one named (--cluster, -c FILE)\n"
+                "                       the cluster is the one named (--cluster, -c FILE);\n"
+                "                       with --etcd URLS, also elected by that etcd\n"
                 "  --instance-stats ID  also the counters of instance ID (its quota usage\n"
                 "                       among them)\n" CLI_COMMON_USAGE);
         return o.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;

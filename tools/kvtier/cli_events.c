@@ -5,9 +5,11 @@
  * publisher's snapshot of the index and replays from where it stands; batches
  * seen twice (replayed and live) print once. Without --endpoint it follows the
  * leader: when the leader's epoch changes it subscribes to the new leader and
- * replays that term from its first batch. Stops after --count batches, after
- * --for milliseconds, or on SIGINT / SIGTERM, and always ends with the summary
- * line "events: N batches, G gaps (M missing)" on stderr. Exit status 0, 1 when
+ * replays that term from its first batch; a whole term it never saw (a new
+ * term's LeaderChanged names a previous epoch newer than the last one seen) is
+ * said and counted. Stops after --count batches, after --for milliseconds, or on
+ * SIGINT / SIGTERM, and always ends with the summary line
+ * "events: N batches, G gaps (M missing), L terms lost" on stderr. Exit status 0, 1 when
  * it could not subscribe (or a replay / snapshot failed), 2 on bad usage. */
 #include <errno.h>
 #include <inttypes.h>
@@ -485,7 +487,7 @@ static void s_on_live(s_run_t *r, zsock_t *sub)
 static void s_drain(s_run_t *r, zsock_t *sub)
 {
     zpoller_t *p = zpoller_new(sub, NULL);
-    while (p && zpoller_wait(p, 0))
+    while (p && !s_stop && (!r->a->count || r->batches < r->a->count) && zpoller_wait(p, 0))
         s_on_live(r, sub);
     zpoller_destroy(&p);
 }

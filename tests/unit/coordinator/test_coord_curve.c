@@ -147,25 +147,35 @@ static void test_start_and_grants(void **state)
     /* the keys a tier serves an Inventory to: the coordinators' pair and "*" grants
      * (not alice's, granted one instance); without coordinator.key a clear error */
     char mkeys[4][BUS_CURVE_KEY_TXT], cpub[BUS_CURVE_KEY_TXT], carol[BUS_CURVE_KEY_TXT];
+    char c1pub[BUS_CURVE_KEY_TXT];
+    const char *names[] = {"c1"}; /* a coordinator of the deployment, its own pair made below */
     snprintf(text, sizeof text,
              "{\"security\": {\"curve\": {\"keys\": \"%s\", \"instances\": {\"a\": "
              "[\"alice\"], \"*\": [\"carol\"]}}}}",
              dir);
     assert_int_equal(s_load(text), 0);
     assert_int_equal(bus_curve_keygen(sub, "carol", carol, err, sizeof err), 0);
-    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, &on, mkeys, 4, &n, err, sizeof err), -1);
+    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, names, 1, &on, mkeys, 4, &n, err, sizeof err), -1);
     assert_non_null(strstr(err, "coordinator.key"));
+    assert_non_null(strstr(err, "no coordinator key"));
     assert_int_equal(bus_curve_keygen(dir, "coordinator", cpub, err, sizeof err), 0);
-    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, &on, mkeys, 4, &n, err, sizeof err), 0);
+    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, names, 1, &on, mkeys, 4, &n, err, sizeof err), 0);
     assert_true(on);
     assert_int_equal(n, 2);
     assert_string_equal(mkeys[0], cpub);
     assert_string_equal(mkeys[1], carol);
-    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, &on, mkeys, 1, &n, err, sizeof err), -1);
-    assert_non_null(strstr(err, "at most 0 keys"));
+    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, names, 1, &on, mkeys, 1, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "at most 1 keys"));
+    /* a coordinator started with --name c1 and no --cert uses <keys>/c1.key: listed too */
+    assert_int_equal(bus_curve_keygen(dir, "c1", c1pub, err, sizeof err), 0);
+    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, names, 1, &on, mkeys, 4, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(mkeys[0], cpub);
+    assert_string_equal(mkeys[1], c1pub);
+    assert_string_equal(mkeys[2], carol);
     snprintf(text, sizeof text, "{\"security\": {\"curve\": {\"keys\": \"%s\"}}}", dir);
     assert_int_equal(s_load(text), 0); /* no "instances": no isolation, nothing asked */
-    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, &on, mkeys, 4, &n, err, sizeof err), 0);
+    assert_int_equal(coord_curve_meta_keys(&g_cfg.curve, names, 1, &on, mkeys, 4, &n, err, sizeof err), 0);
     assert_false(on);
     assert_int_equal(n, 0);
     char cmd[128];

@@ -441,7 +441,7 @@ static void test_standby_redirects_to_elected_leader(void **state)
     assert_int_equal(coord_standby_endpoint(sb, sb_ep, sizeof sb_ep), 0);
     zactor_t *b = s_elector(fx, "b", sb_ep);
     coord_elector_event_t fb = s_until(b, COORD_ELECTOR_FOLLOWER);
-    assert_int_equal(coord_standby_set_leader(sb, fb.endpoint, fb.epoch), 0);
+    assert_int_equal(coord_standby_set_leader(sb, fb.endpoint, fb.epoch, fb.etcd_cluster_id), 0);
 
     bus_client_t *cli = bus_client_new(sb_ep, NULL);
     kvtier_Envelope *req = calloc(1, sizeof *req), *rep = calloc(1, sizeof *rep);

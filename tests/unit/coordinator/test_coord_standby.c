@@ -114,7 +114,7 @@ static void test_other_requests_get_not_leader_with_leader_endpoint(void **state
     assert_string_equal(fx->rep->leader_endpoint, "");
     assert_non_null(strstr(st.message, "no leader"));
 
-    assert_int_equal(coord_standby_set_leader(fx->sb, "tcp://127.0.0.1:5555", 7), 0);
+    assert_int_equal(coord_standby_set_leader(fx->sb, "tcp://127.0.0.1:5555", 7, 0xfeedbeefcafe0001ull), 0);
     assert_int_equal(s_stats(fx, &st), kvtier_StatusCode_STATUS_NOT_LEADER);
     assert_string_equal(fx->rep->leader_endpoint, "tcp://127.0.0.1:5555");
     assert_non_null(strstr(st.message, "tcp://127.0.0.1:5555"));
@@ -122,6 +122,8 @@ static void test_other_requests_get_not_leader_with_leader_endpoint(void **state
     assert_int_equal(s_cluster_info(fx), 0);
     assert_string_equal(fx->rep->body.cluster_info_rep.leader_endpoint, "tcp://127.0.0.1:5555");
     assert_int_equal(fx->rep->body.cluster_info_rep.leader_epoch, 7);
+    /* and which etcd elected that leader: kvtier status --check --etcd compares it */
+    assert_true(fx->rep->body.cluster_info_rep.etcd_cluster_id == 0xfeedbeefcafe0001ull);
 
     /* A request with arrays (Lookup with keys) is told the same. */
     uint8_t keys[3][16] = {{1}, {2}, {3}};
