@@ -305,7 +305,8 @@ static int s_replay_once(s_run_t *r, const char *replay_ep, uint64_t from);
 /* One batch, live or replayed: printed once (a seq not above the last is a
  * duplicate), gaps counted within a leader's term. A live batch of a new term
  * that is not its first (the SUB reconnected by itself to a new leader on the
- * same address and missed its start) first replays that term from batch 1. */
+ * same address and missed its start) first replays that term from batch 1; a
+ * live batch past a gap within the term first replays the gap. */
 static void s_on_batch(s_run_t *r, const uint8_t *t, size_t tlen, uint64_t seq, const void *data,
                        size_t len)
 {
@@ -322,6 +323,16 @@ static void s_on_batch(s_run_t *r, const uint8_t *t, size_t tlen, uint64_t seq, 
             if (r->last && seq <= r->last)
                 return;
         }
+    }
+    /* a gap within the term on the live stream (the SUB joined the new leader's
+     * XPUB a moment after a replay ended, or its queue overflowed): the replay ring
+     * fills it; what the ring no longer holds counts as missing there */
+    if (r->last && term == BUS_EVENTS_SEQ_TERM(r->last) && seq > r->last + 1 && !r->replaying &&
+        r->replay_ep[0] && !r->a->topic) {
+        if (s_replay(r, r->replay_ep, r->last + 1) < 0)
+            fprintf(stderr, "kvtier events: the replay of a gap failed; going on live\n");
+        if (r->last && seq <= r->last)
+            return;
     }
     char topic[128];
     if (tlen >= sizeof topic) {
