@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ typedef struct {
 
 struct bus_client {
     zsock_t *sock;
+    zsock_t *monitor; /* fail_on_disconnect: the PAIR of its socket monitor; else NULL */
+    char endpoint[256];
     char name[64];
     uint32_t cap;
     uint32_t default_timeout_ms;
@@ -88,6 +91,20 @@ bus_client_t *bus_client_new(const char *endpoint, const bus_client_config_t *cf
         bus_error("bus", "client %s: %s", self->name, why);
         goto out_fail;
     }
+    snprintf(self->endpoint, sizeof self->endpoint, "%s", endpoint);
+    if (cfg && cfg->fail_on_disconnect) { /* before the connect: its drop is seen */
+        static _Atomic unsigned s_mon_seq;
+        char mep[96];
+        snprintf(mep, sizeof mep, "inproc://bus-client-monitor-%p-%u", (void *)self,
+                 atomic_fetch_add(&s_mon_seq, 1));
+        if (zmq_socket_monitor(zsock_resolve(self->sock), mep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+            !(self->monitor = zsock_new_pair(mep))) {
+            bus_error("bus", "client %s: cannot monitor its connection to '%s'", self->name,
+                      endpoint);
+            goto out_fail;
+        }
+        zsock_set_rcvtimeo(self->monitor, 0);
+    }
     if (zsock_connect(self->sock, "%s", endpoint) != 0) {
         bus_error("bus", "client %s: cannot connect to '%s': %s", self->name, endpoint,
                   zmq_strerror(errno));
@@ -110,6 +127,9 @@ void bus_client_destroy(bus_client_t **self_p)
     bus_client_t *self = *self_p;
     for (uint32_t i = 0; i < self->nheld; i++)
         zmsg_destroy(&self->held[i]);
+    if (self->monitor)
+        (void)zmq_socket_monitor(zsock_resolve(self->sock), NULL, 0);
+    zsock_destroy(&self->monitor);
     zsock_destroy(&self->sock);
     free(self->pending);
     free(self->free_slots);
@@ -386,6 +406,28 @@ int64_t bus_client_next_timeout_ms(bus_client_t *self)
     return due > now ? due - now : 0;
 }
 
+/* fail_on_disconnect: each DISCONNECTED event fails what is in flight. */
+static int s_monitor(bus_client_t *self)
+{
+    int done = 0;
+    zmsg_t *ev;
+    while (self->monitor && (ev = zmsg_recv(self->monitor)) != NULL) {
+        zframe_t *f = zmsg_first(ev);
+        uint16_t id = 0;
+        if (f && zframe_size(f) >= 2)
+            memcpy(&id, zframe_data(f), 2); /* host order, as libzmq writes it */
+        zmsg_destroy(&ev);
+        if (id == ZMQ_EVENT_DISCONNECTED && self->nfree != self->cap) {
+            char why[400];
+            snprintf(why, sizeof why,
+                     "client %.63s: the connection to %.255s closed with the request in flight",
+                     self->name, self->endpoint);
+            done += bus_client_fail_all(self, kvtier_StatusCode_STATUS_UNAVAILABLE, why);
+        }
+    }
+    return done;
+}
+
 int bus_client_dispatch(bus_client_t *self, int wait_ms)
 {
     if (self->callback_depth > 0) {
@@ -397,6 +439,7 @@ int bus_client_dispatch(bus_client_t *self, int wait_ms)
     int done = 0;
     for (;;) {
         done += s_drain(self);
+        done += s_monitor(self);
         done += s_expire(self, zclock_mono());
         if (done > 0 || wait_ms == 0)
             return done;
@@ -410,9 +453,11 @@ int bus_client_dispatch(bus_client_t *self, int wait_ms)
             until = self->earliest > now ? self->earliest - now : 0;
         if (self->nheld && self->held_until[0] - now < until)
             until = self->held_until[0] > now ? self->held_until[0] - now : 0;
-        zmq_pollitem_t item = {zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t items[2] = {{zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0},
+                                   {self->monitor ? zsock_resolve(self->monitor) : NULL, 0,
+                                    ZMQ_POLLIN, 0}};
         long timeout = until > INT_MAX ? -1 : (long)until;
-        if (zmq_poll(&item, 1, timeout) < 0) {
+        if (zmq_poll(items, self->monitor ? 2 : 1, timeout) < 0) {
             if (errno == EINTR)
                 return done;
             return -(int)kvtier_StatusCode_STATUS_UNAVAILABLE;

@@ -324,10 +324,13 @@ static int s_connect_meta(kvt_client_t *c, const char *what, const char *endpoin
     char e[BUS_ENDPOINT_MAX + 64];
     if (bus_endpoint_check(endpoint, BUS_ENDPOINT_CONNECT, e, sizeof e) < 0)
         return kvti_fail(c, KVT_UNAVAILABLE, what, "the leader's endpoint is unusable: %s", e);
+    /* a leader that dies fails the call in flight at once (its connection closes),
+     * not at the call's timeout: the failover starts at the kill */
     bus_client_config_t cfg = {.name = c->name,
                                .max_in_flight = 16,
                                .default_timeout_ms = c->timeout_ms,
-                               .curve = kvti_curve(c)};
+                               .curve = kvti_curve(c),
+                               .fail_on_disconnect = true};
     bus_client_t *m = bus_client_new(endpoint, &cfg);
     if (!m)
         return kvti_fail(c, KVT_UNAVAILABLE, what, "cannot connect a socket to leader %s",

@@ -2,7 +2,8 @@
  * many requests in flight matched out of order, per-request timeout completing
  * exactly once while others succeed, late replies dropped and counted, the
  * in-flight bound refusing with a clear status, payload frames both ways, and
- * replies that do not decode completing their request with INVALID_ARGUMENT. */
+ * replies that do not decode completing their request with INVALID_ARGUMENT, and
+ * (fail_on_disconnect) a dropped connection failing what is in flight. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -431,6 +432,43 @@ static void test_unsolicited_notice_reaches_its_handler(void **state)
     zsock_destroy(&router);
 }
 
+/* fail_on_disconnect: a peer that closes its connection with a request in flight
+ * (a leader killed) fails that request at once with UNAVAILABLE naming the
+ * connection; without it the request waits its timeout (TIMEOUT). */
+static void test_disconnect_fails_the_requests_in_flight(void **state)
+{
+    (void)state;
+    for (int on = 0; on <= 1; on++) {
+        zsock_t *router = zsock_new(ZMQ_ROUTER);
+        assert_non_null(router);
+        int port = zsock_bind(router, "tcp://127.0.0.1:*");
+        assert_true(port > 0);
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+        bus_client_config_t cfg = {.name = "t", .fail_on_disconnect = on};
+        bus_client_t *c = bus_client_new(ep, &cfg);
+        assert_non_null(c);
+        pending_t p = {0};
+        kvtier_Status st;
+        /* on: a timeout far past the test's length; off: a short one */
+        assert_int_equal(s_send_lookup(c, &p, 1, on ? LONG_TIMEOUT_MS : 300, &st), 0);
+        zmsg_t *req = zmsg_recv(router); /* it arrived: the connection is up */
+        assert_non_null(req);
+        zmsg_destroy(&req);
+        zsock_destroy(&router); /* the peer dies with the request unanswered */
+        s_wait_all(c, &p, 1);
+        assert_int_equal(p.completions, 1);
+        if (on) {
+            assert_int_equal(p.status.code, kvtier_StatusCode_STATUS_UNAVAILABLE);
+            assert_non_null(strstr(p.status.message, "closed with the request in flight"));
+            assert_non_null(strstr(p.status.message, ep));
+        } else {
+            assert_int_equal(p.status.code, kvtier_StatusCode_STATUS_TIMEOUT);
+        }
+        bus_client_destroy(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_undecodable_reply_completes_its_request_with_invalid_argument),
         cmocka_unit_test(test_payload_frames_travel_both_ways),
         cmocka_unit_test(test_unsolicited_notice_reaches_its_handler),
+        cmocka_unit_test(test_disconnect_fails_the_requests_in_flight),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zsys_shutdown();
