@@ -41,6 +41,7 @@ typedef struct {
 struct bus_client {
     zsock_t *sock;
     zsock_t *monitor; /* fail_on_disconnect: the PAIR of its socket monitor; else NULL */
+    bool connected;   /* the monitor saw a connection up (and none down since) */
     char endpoint[256];
     char name[64];
     uint32_t cap;
@@ -97,7 +98,9 @@ bus_client_t *bus_client_new(const char *endpoint, const bus_client_config_t *cf
         char mep[96];
         snprintf(mep, sizeof mep, "inproc://bus-client-monitor-%p-%u", (void *)self,
                  atomic_fetch_add(&s_mon_seq, 1));
-        if (zmq_socket_monitor(zsock_resolve(self->sock), mep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+        if (zmq_socket_monitor(zsock_resolve(self->sock), mep,
+                               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                                   ZMQ_EVENT_CONNECT_RETRIED) != 0 ||
             !(self->monitor = zsock_new_pair(mep))) {
             bus_error("bus", "client %s: cannot monitor its connection to '%s'", self->name,
                       endpoint);
@@ -406,7 +409,9 @@ int64_t bus_client_next_timeout_ms(bus_client_t *self)
     return due > now ? due - now : 0;
 }
 
-/* fail_on_disconnect: each DISCONNECTED event fails what is in flight. */
+/* fail_on_disconnect: a DISCONNECTED event fails what is in flight, and so does a
+ * connect that was refused (CONNECT_RETRIED) while no connection is up: a peer
+ * that is not there answers nothing queued for it. */
 static int s_monitor(bus_client_t *self)
 {
     int done = 0;
@@ -417,10 +422,21 @@ static int s_monitor(bus_client_t *self)
         if (f && zframe_size(f) >= 2)
             memcpy(&id, zframe_data(f), 2); /* host order, as libzmq writes it */
         zmsg_destroy(&ev);
-        if (id == ZMQ_EVENT_DISCONNECTED && self->nfree != self->cap) {
+        if (id == ZMQ_EVENT_CONNECTED) {
+            self->connected = true;
+            continue;
+        }
+        bool down = id == ZMQ_EVENT_DISCONNECTED;
+        if (down)
+            self->connected = false;
+        if ((down || (id == ZMQ_EVENT_CONNECT_RETRIED && !self->connected)) &&
+            self->nfree != self->cap) {
             char why[400];
             snprintf(why, sizeof why,
-                     "client %.63s: the connection to %.255s closed with the request in flight",
+                     down ? "client %.63s: the connection to %.255s closed with the request in "
+                            "flight"
+                          : "client %.63s: %.255s refused the connection (nothing listens "
+                            "there now)",
                      self->name, self->endpoint);
             done += bus_client_fail_all(self, kvtier_StatusCode_STATUS_UNAVAILABLE, why);
         }

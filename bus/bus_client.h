@@ -35,9 +35,10 @@ typedef struct {
     const bus_curve_client_t *curve; /* keys for a tcp endpoint (copied at the connect);
                                         NULL: the process setting (bus_curve.h), if on */
     /* Fail every request in flight with UNAVAILABLE as soon as the connection drops
-     * (a socket monitor's DISCONNECTED), instead of at each one's timeout: a peer
-     * that died never answers what it had. For a caller that resends (libkvtier's
-     * meta plane); a reply that still comes is counted late. */
+     * (a socket monitor's DISCONNECTED), or when a connect is refused while none is
+     * up (CONNECT_RETRIED), instead of at each one's timeout: a peer that died
+     * never answers what it had. For a caller that resends (libkvtier's meta
+     * plane); a reply that still comes is counted late. */
     bool fail_on_disconnect;
 } bus_client_config_t;
 

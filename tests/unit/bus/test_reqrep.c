@@ -467,6 +467,24 @@ static void test_disconnect_fails_the_requests_in_flight(void **state)
         }
         bus_client_destroy(&c);
     }
+    /* nothing listening at all (a leader's process gone, not restarted yet): a
+     * refused connect fails the request too, instead of its 30 s timeout */
+    zsock_t *probe = zsock_new(ZMQ_ROUTER);
+    int port = zsock_bind(probe, "tcp://127.0.0.1:*");
+    assert_true(port > 0);
+    zsock_destroy(&probe); /* the port is free again: connects are refused */
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    bus_client_config_t cfg = {.name = "t", .fail_on_disconnect = true};
+    bus_client_t *c = bus_client_new(ep, &cfg);
+    assert_non_null(c);
+    pending_t p = {0};
+    kvtier_Status st;
+    assert_int_equal(s_send_lookup(c, &p, 1, LONG_TIMEOUT_MS, &st), 0);
+    s_wait_all(c, &p, 1);
+    assert_int_equal(p.status.code, kvtier_StatusCode_STATUS_UNAVAILABLE);
+    assert_non_null(strstr(p.status.message, "refused the connection"));
+    bus_client_destroy(&c);
 }
 
 int main(void)
