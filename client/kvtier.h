@@ -17,8 +17,9 @@
  * NOT_LEADER is followed (to the leader the reply names, else by discovery) and the
  * call is sent again, for every call: a standby acted on nothing.
  * Failover (issue 9 §1, docs/PROTOCOL.md "Resends and failover"): when no reply
- * comes (TIMEOUT, or UNAVAILABLE from the socket; an UNAVAILABLE the leader answers
- * is returned as is), the handle finds the leader again — the coordinator list or
+ * comes (TIMEOUT, or UNAVAILABLE from the socket — the leader's connection closed,
+ * or its endpoint refused the connect, with the call in flight: that fails at once,
+ * not at timeout_ms; an UNAVAILABLE the leader answers is returned as is), the handle finds the leader again — the coordinator list or
  * the etcd key, with jittered exponential back-off (20 ms doubling to 1 s for etcd,
  * to 250 ms for a coordinator list) between
  * rounds — and sends the call again: register_instance, request_begin/end, lookup,
