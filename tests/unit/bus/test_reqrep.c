@@ -9,6 +9,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmocka.h>
 
 #include "bus_client.h"
@@ -468,11 +473,18 @@ static void test_disconnect_fails_the_requests_in_flight(void **state)
         bus_client_destroy(&c);
     }
     /* nothing listening at all (a leader's process gone, not restarted yet): a
-     * refused connect fails the request too, instead of its 30 s timeout */
-    zsock_t *probe = zsock_new(ZMQ_ROUTER);
-    int port = zsock_bind(probe, "tcp://127.0.0.1:*");
+     * refused connect fails the request too, instead of its 30 s timeout. The port
+     * stays bound, never listened on, for the whole case: connects to it are refused,
+     * and no test running beside this one can bind it in between (CI once saw a freed
+     * port taken by another listener, whose close read as "closed in flight"). */
+    int held = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(held >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(held, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t salen = sizeof sa;
+    assert_int_equal(getsockname(held, (struct sockaddr *)&sa, &salen), 0);
+    int port = ntohs(sa.sin_port);
     assert_true(port > 0);
-    zsock_destroy(&probe); /* the port is free again: connects are refused */
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
     bus_client_config_t cfg = {.name = "t", .fail_on_disconnect = true};
@@ -482,9 +494,12 @@ static void test_disconnect_fails_the_requests_in_flight(void **state)
     kvtier_Status st;
     assert_int_equal(s_send_lookup(c, &p, 1, LONG_TIMEOUT_MS, &st), 0);
     s_wait_all(c, &p, 1);
+    if (!strstr(p.status.message, "refused the connection"))
+        print_error("status %d: %s\n", (int)p.status.code, p.status.message);
     assert_int_equal(p.status.code, kvtier_StatusCode_STATUS_UNAVAILABLE);
     assert_non_null(strstr(p.status.message, "refused the connection"));
     bus_client_destroy(&c);
+    close(held);
 }
 
 int main(void)
