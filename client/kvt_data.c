@@ -22,12 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define XXH_STATIC_LINKING_ONLY /* sizeof(XXH3_state_t): per-key states of layer-wise puts */
-#include <xxhash.h>
-
 #include "kvt_device.h"
 #include "kvt_internal.h"
 #include "kvt_transport.h"
+#include "tier_checksum.h"
 
 struct kvt_data {
     kvt_client_t *c;
@@ -415,7 +413,7 @@ static int s_segs_ready(struct kvt_token *tok, uint32_t segments, uint64_t seg_b
         return -1;
     kvti_segs_t *g = tok->segs;
     if (g->cap < tok->n) {
-        size_t hs = sizeof(XXH3_state_t);
+        size_t hs = sizeof(tier_checksum_state_t); /* a multiple of its 64-byte alignment */
         void *h = aligned_alloc(64, ((size_t)tok->n * hs + 63) & ~(size_t)63);
         if (!h || s_bools(&g->failed, tok->n) < 0 || s_bools(&g->staged, tok->n) < 0 ||
             s_bools(&g->fetching, tok->n) < 0) {

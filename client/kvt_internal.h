@@ -49,7 +49,7 @@ typedef struct kvti_segs {
     uint32_t next; /* put: the segment the next job starts at */
     uint32_t cap;
     bool *failed; /* per key: failed in an earlier job of the token, not moved again */
-    void *hash;   /* put over shm: per key an XXH3 state (kvt_transport_shm.c) */
+    void *hash;   /* put over shm: per key a tier_checksum_state_t (kvt_transport_shm.c) */
     size_t hash_size;
     uint8_t *stage; /* keys over frames: n x block bytes (kvtier.h staging rule) */
     uint64_t stage_cap;

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <xxhash.h>
 
 #include "bus_fault.h"
 #include "bus_log.h"
@@ -26,7 +25,6 @@
 #include "tier_seg.h"
 
 #define S_MAX_ATTACH (2 * BUS_TOKEN_MAX_TIERS) /* > one token's tiers: see s_attach */
-#define S_HASH_PIECE (32u << 10)
 #ifdef MADV_POPULATE_WRITE
 #define S_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
 #else
@@ -51,7 +49,7 @@ typedef struct {
     uint32_t cap;
     s_attach_t att[S_MAX_ATTACH];
     uint32_t n_att;
-    XXH3_state_t *hash;
+    tier_checksum_state_t *hash;
 } s_shm_t;
 
 static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
@@ -62,7 +60,7 @@ static void *s_open(kvt_client_t *c, kvti_job_t *jobs, uint32_t cap)
     s->c = c;
     s->jobs = jobs;
     s->cap = cap;
-    s->hash = XXH3_createState();
+    s->hash = aligned_alloc(_Alignof(tier_checksum_state_t), sizeof *s->hash);
     if (!s->hash) {
         free(s);
         return NULL;
@@ -90,7 +88,7 @@ static void s_close(void **xs)
         s_detach(s, &s->att[i]);
         free(s->att[i].mapped);
     }
-    XXH3_freeState(s->hash);
+    free(s->hash);
     free(s);
     *xs = NULL;
 }
@@ -188,8 +186,8 @@ static void *s_slot(s_attach_t *a, uint64_t slot)
     return p;
 }
 
-/* memcpy that hashes the source in L1-sized pieces right after copying them, so
- * the checksum costs no second trip through memory. The copy holds the slot's
+/* memcpy that hashes the source as it copies (tier_checksum_copy: L1-sized
+ * pieces, no second trip through memory). The copy holds the slot's
  * writer word one S_HOLD_CHUNK at a time (tier_seg.h "Writers"): the caller has
  * claimed it (BUSY) for the first chunk; each later chunk is copied only while the
  * word is still ME. -ESTALE: another writer claimed the slot (this put's lease
@@ -197,17 +195,16 @@ static void *s_slot(s_attach_t *a, uint64_t slot)
 #define S_HOLD_CHUNK (256u << 10)
 
 static int s_copy_update(tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst, const void *src,
-                         size_t size, XXH3_state_t *hash)
+                         size_t size, tier_checksum_state_t *hash)
 {
-    for (size_t off = 0; off < size; off += S_HASH_PIECE) {
-        if (off && off % S_HOLD_CHUNK == 0) {
+    for (size_t off = 0; off < size; off += S_HOLD_CHUNK) {
+        if (off) {
             tier_seg_release(seg, slot, me);
             if (tier_seg_hold(seg, slot, me) < 0)
                 return -ESTALE;
         }
-        size_t n = size - off < S_HASH_PIECE ? size - off : S_HASH_PIECE;
-        memcpy((uint8_t *)dst + off, (const uint8_t *)src + off, n);
-        XXH3_64bits_update(hash, (const uint8_t *)src + off, n);
+        size_t n = size - off < S_HOLD_CHUNK ? size - off : S_HOLD_CHUNK;
+        tier_checksum_copy(hash, (uint8_t *)dst + off, (const uint8_t *)src + off, n);
     }
     tier_seg_release(seg, slot, me);
     return 0;
@@ -216,10 +213,10 @@ static int s_copy_update(tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst,
 static int s_copy_hash(s_shm_t *s, tier_seg_t *seg, uint64_t slot, uint64_t me, void *dst,
                        const void *src, size_t size, uint64_t *sum)
 {
-    XXH3_64bits_reset(s->hash);
+    tier_checksum_reset(s->hash);
     if (s_copy_update(seg, slot, me, dst, src, size, s->hash) < 0)
         return -ESTALE;
-    *sum = XXH3_64bits_digest(s->hash);
+    *sum = tier_checksum_digest(s->hash);
     return 0;
 }
 
@@ -425,7 +422,8 @@ static int s_put_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_to
 {
     kvti_segs_t *g = j->tok->segs;
     const bus_token_tier_t *t = &j->tok->view.tiers[e->tier];
-    XXH3_state_t *hash = (XXH3_state_t *)((uint8_t *)g->hash + (size_t)i * g->hash_size);
+    tier_checksum_state_t *hash =
+        (tier_checksum_state_t *)((uint8_t *)g->hash + (size_t)i * g->hash_size);
     uint64_t me = s_writer(j);
     uint8_t *dst = s_dst(j, a, e);
     if (!dst)
@@ -434,7 +432,7 @@ static int s_put_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_to
     if (j->seg_first == 0) {
         if (s_claim(j, a, e, me) < 0)
             return -1;
-        XXH3_64bits_reset(hash);
+        tier_checksum_reset(hash);
         held = true;
     } else if (kvti_token_lapsed(j->tok, NULL)) {
         kvti_job_error(j, KVT_EXPIRED,
@@ -457,7 +455,7 @@ static int s_put_segs_one(kvti_job_t *j, s_attach_t *a, uint32_t i, const bus_to
         held = false;
     }
     if (j->seg_first + j->seg_count == g->segments)
-        j->tok->checksums[i] = XXH3_64bits_digest(hash);
+        j->tok->checksums[i] = tier_checksum_digest(hash);
     j->tok->ok[i] = true;
     return 0;
 }

@@ -3,6 +3,7 @@
  * description. Knows nothing of the scheduler, the bus or etcd; allocates only in
  * open. */
 #include "tier_gpu.h"
+#include "tier_checksum.h"
 
 #include "tier_cuda.h"
 #include "tier_seg_int.h"
@@ -13,9 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
 
 #define S_HALVES 2
 #define S_NONE UINT64_MAX
@@ -408,8 +406,8 @@ static int s_read(tier_t *t, uint64_t slot, struct iovec *iov, int n)
  * checksum) never need. */
 static int s_device_checksum(s_gpu_t *g, uint64_t slot, uint64_t size, uint64_t *sum)
 {
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
+    tier_checksum_state_t st;
+    tier_checksum_reset(&st);
     const char *src = g->arena + slot * g->stride;
     int rc = s_bind(g);
     for (uint64_t off = 0; rc == 0 && off < size; off += g->half) {
@@ -419,9 +417,9 @@ static int s_device_checksum(s_gpu_t *g, uint64_t slot, uint64_t size, uint64_t 
         if (rc == 0)
             rc = s_check(g, g->cu->stream_synchronize(g->stream), "cudaStreamSynchronize", NULL, 0);
         if (rc == 0)
-            XXH3_64bits_update(&st, g->staging, n);
+            tier_checksum_update(&st, g->staging, n);
     }
-    *sum = XXH3_64bits_digest(&st);
+    *sum = tier_checksum_digest(&st);
     return rc;
 }
 

@@ -12,9 +12,6 @@
 #include "bus_fault.h"
 #include "tier_checksum.h"
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -147,7 +144,7 @@ typedef struct s_nvme {
      * hashed into hst as soon as it and those before it are in, so the checksum
      * of a lone block overlaps its own read. */
     uint64_t xpiece;
-    XXH3_state_t *hst;
+    tier_checksum_state_t *hst;
     /* slots whose write failed after its record went out: cleared to EMPTY in
      * the file (s_clear_stale) so a restart does not bring back what failed */
     uint64_t stale[S_GROUP];
@@ -569,13 +566,13 @@ static void s_data_done(void *arg, unsigned tag, const tier_uring_op_t *op)
             s_iov_seek(b->iov, b->n, at, &seg, &off);
             for (; left && seg < b->n; seg++, off = 0) {
                 uint64_t k = b->iov[seg].iov_len - off < left ? b->iov[seg].iov_len - off : left;
-                XXH3_64bits_update(nv->hst, (const uint8_t *)b->iov[seg].iov_base + off, k);
+                tier_checksum_update(nv->hst, (const uint8_t *)b->iov[seg].iov_base + off, k);
                 left -= k;
             }
         }
     }
     if (!nv->xwrite && b->got == b->len && b->rc == 0) {
-        uint64_t sum = nv->xpiece ? XXH3_64bits_digest(nv->hst) : 0;
+        uint64_t sum = nv->xpiece ? tier_checksum_digest(nv->hst) : 0;
         s_verify_blk(nv, b, nv->xpiece ? &sum : NULL); /* overlaps the I/O still in flight */
     }
 }
@@ -604,7 +601,7 @@ static int s_data_run(s_nvme_t *nv, struct s_blk *b, size_t n, bool write)
         nv->xpiece = s_round_up((b[0].len + S_PIECES - 1) / S_PIECES, S_PAGE);
         if (nv->xpiece < S_PIECE_MIN)
             nv->xpiece = S_PIECE_MIN;
-        XXH3_64bits_reset(nv->hst);
+        tier_checksum_reset(nv->hst);
     }
     nv->xb = b;
     nv->xn = n;
@@ -1308,7 +1305,7 @@ static void s_free(s_nvme_t *nv)
         munmap(nv->pool, nv->pool_len);
     free(nv->tags);
     free(nv->slots);
-    XXH3_freeState(nv->hst);
+    free(nv->hst);
     if (nv->fd >= 0)
         close(nv->fd);
     free(nv);
@@ -1389,7 +1386,7 @@ static int s_alloc(s_nvme_t *nv, char *err, size_t errlen)
         nv->pool = NULL;
     nv->tags = calloc(nv->depth, sizeof *nv->tags);
     nv->slots = calloc(nv->capacity, sizeof *nv->slots);
-    nv->hst = XXH3_createState();
+    nv->hst = aligned_alloc(_Alignof(tier_checksum_state_t), sizeof *nv->hst);
     if (!nv->pool || !nv->tags || !nv->slots || !nv->hst)
         return s_fail(nv, err, errlen, -ENOMEM,
                       "out of memory (%u x %u bytes of buffers, %llu slots)", nv->depth, nv->chunk,
