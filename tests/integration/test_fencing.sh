@@ -16,8 +16,8 @@
 #      being served, by the new leader.
 #   4. All of etcd stopped (killed) and restarted by the supervisor: a leader is
 #      elected again, the blocks still read back, new stores work.
-# (Until branch fo-core lands, a long-lived client does not re-register by itself
-# at a new leader: the load here is one process per store, which registers anew.)
+# (The load here is one process per store, which registers anew; a long-lived
+# client re-registering by itself at a new leader is test_failover_client.sh's.)
 . "$(dirname "$0")/lib.sh"
 
 it_write_deployment <<'EOF'
